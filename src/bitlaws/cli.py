@@ -1,0 +1,176 @@
+"""Command line: ``python -m bitlaws {train,sweep,coverage,verdicts} ...``.
+
+Configuration is overridden with dotted flags, as minGPT does::
+
+    python -m bitlaws train --model.size=n83k --train.n_tokens=2e6 --train.lr=2e-3 --ptq.bits=3,4,8
+    python -m bitlaws sweep --profile cpu --workers 1 --threads 2
+    python -m bitlaws coverage --profile cpu
+    python -m bitlaws verdicts            # recompute data/verdicts.json and the README's ledger
+
+A bad flag or value exits with status 2 and a message naming the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import typing
+from pathlib import Path
+
+from .model import ModelConfig, get_size
+from .train import TrainConfig
+
+__all__ = ["main", "apply_overrides"]
+
+
+def _convert(text: str, typ: typing.Any, where: str) -> typing.Any:
+    origin = typing.get_origin(typ)
+    args = [a for a in typing.get_args(typ) if a is not type(None)]
+    if text.lower() in ("none", "null") and (type(None) in typing.get_args(typ)):
+        return None
+    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+        typ = args[0]
+    try:
+        if typ is bool:
+            if text.lower() in ("1", "true", "yes"):
+                return True
+            if text.lower() in ("0", "false", "no"):
+                return False
+            raise ValueError
+        if typ is int:
+            value = float(text)
+            if not value.is_integer():
+                raise ValueError
+            return int(value)
+        if typ is float:
+            return float(text)
+        return str(text)
+    except ValueError:
+        raise ValueError(f"{where}: cannot read {text!r} as {getattr(typ, '__name__', typ)}") from None
+
+
+def apply_overrides(obj, prefix: str, overrides: dict[str, str]):
+    """Return a copy of the frozen dataclass `obj` with ``prefix.field=value`` overrides applied.
+
+    Raises:
+        ValueError: an unknown field (the message lists the fields) or an unreadable value; the
+            dataclass' own validation errors propagate.
+    """
+    hints = typing.get_type_hints(type(obj))
+    fields = {f.name for f in dataclasses.fields(obj)}
+    changes = {}
+    for key, text in overrides.items():
+        if not key.startswith(prefix + "."):
+            continue
+        name = key[len(prefix) + 1:]
+        if name not in fields:
+            raise ValueError(f"unknown option --{key}; {prefix} fields: {', '.join(sorted(fields))}")
+        changes[name] = _convert(text, hints[name], f"--{key}")
+    return dataclasses.replace(obj, **changes) if changes else obj
+
+
+def _split_overrides(rest: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        if not tok.startswith("--") or "." not in tok:
+            raise ValueError(f"unexpected argument {tok!r}; overrides look like --train.lr=3e-4")
+        if "=" in tok:
+            k, v = tok[2:].split("=", 1)
+        else:
+            if i + 1 >= len(rest):
+                raise ValueError(f"{tok} needs a value")
+            k, v = tok[2:], rest[i + 1]
+            i += 1
+        out[k] = v
+        i += 1
+    return out
+
+
+def _cmd_train(args, overrides: dict[str, str]) -> int:
+    from .ptq.rtn import RTNConfig
+    from .results import append_rows
+    from .sweep import RunSpec, run_spec
+
+    unknown = [k for k in overrides if k.split(".")[0] not in ("model", "train", "ptq")]
+    if unknown:
+        raise ValueError(f"unknown option(s) {['--' + k for k in unknown]}; prefixes: --model., --train., --ptq.")
+    size = overrides.pop("model.size", None)
+    model = get_size(size) if size else ModelConfig()
+    model = apply_overrides(model, "model", overrides)
+    train_cfg = apply_overrides(TrainConfig(), "train", overrides)
+    bits = overrides.pop("ptq.bits", "3,4,5,6,8")
+    extra = [k for k in overrides if k.startswith("ptq.")]
+    if extra:
+        raise ValueError(f"unknown option(s) {extra}; --ptq.bits=3,4,8 is the only ptq option")
+    ptq = tuple(RTNConfig(bits=int(b)) for b in bits.split(",") if b.strip())
+    spec = RunSpec("manual", "custom", size or "custom", model, train_cfg, ptq)
+    rows, curve = run_spec(spec, threads=train_cfg.threads, run_root=args.out)
+    out_csv = Path(args.out) / "custom" / spec.run_id / "rows.csv"
+    append_rows(out_csv, rows)
+    for r in rows:
+        print(f"{r['ptq_method']:>5} bits_post={r['bits_post']:>2}  loss_val={r['loss_val']:.4f}  "
+              f"delta_ptq={r['delta_ptq']:+.4f}  status={r['status']}")
+    print(f"checkpoint, config and rows: {out_csv.parent}")
+    return 0
+
+
+def _cmd_sweep(args) -> int:
+    from .sweep import run_sweep
+
+    cov = run_sweep(args.profile, executor=args.executor, workers=args.workers, threads=args.threads,
+                    data_root=args.data_root, run_root=args.run_root, limit=args.limit)
+    print(json.dumps(cov))
+    return 0
+
+
+def _cmd_coverage(args) -> int:
+    from .sweep import coverage
+
+    print(json.dumps(coverage(args.profile, args.data_root)))
+    return 0
+
+
+def _cmd_verdicts(args) -> int:
+    from .ptq_analysis import refresh_verdicts
+
+    for v in refresh_verdicts(profile=args.profile).values():
+        print(f"{v.claim_id}: {v.verdict} — {v.ours}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bitlaws", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p_train = sub.add_parser("train", help="train one model, then RTN it; dotted --model./--train./--ptq. overrides")
+    p_train.add_argument("--out", default="runs", help="folder for the checkpoint, config JSON and rows CSV")
+    p_sweep = sub.add_parser("sweep", help="run a profile's sweep, resumably")
+    p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed")
+    p_ver = sub.add_parser("verdicts", help="recompute data/verdicts.json from the committed CSVs")
+    for p in (p_sweep, p_cov, p_ver):
+        p.add_argument("--profile", default="cpu")
+    for p in (p_sweep, p_cov):
+        p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's)")
+    p_sweep.add_argument("--executor", default="local", help="local | submitit-local | slurm")
+    p_sweep.add_argument("--workers", type=int, default=1)
+    p_sweep.add_argument("--threads", type=int, default=1)
+    p_sweep.add_argument("--run-root", default=None, help="checkpoint folder (default: <repo>/runs)")
+    p_sweep.add_argument("--limit", type=int, default=None, help="at most this many runs")
+    args, rest = parser.parse_known_args(argv)
+    try:
+        if args.cmd == "train":
+            return _cmd_train(args, _split_overrides(rest))
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return {"sweep": _cmd_sweep, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts}[args.cmd](args)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

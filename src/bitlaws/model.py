@@ -1,0 +1,168 @@
+"""Transformer++ language models: transformers' ``LlamaForCausalLM`` built from a ``LlamaConfig``.
+
+Transformer++ (RMSNorm, SwiGLU MLP, rotary position embeddings, no biases) is what Kumar et al.
+train ("OLMo-style"); Llama is the same block, so we use transformers' implementation rather than
+a fork. Embeddings are untied (the lm_head is its own matrix), so the non-embedding count N is
+clean.
+
+**N** (``n_params``) counts every weight inside the blocks plus the final norm: per layer
+``4·C²`` (q, k, v, o; as many K/V heads as query heads) ``+ 3·C·d_ff`` (gate, up, down)
+``+ 2·C`` (two RMSNorm gains), then ``+ C`` for the final norm. The token embedding and the
+lm_head are excluded (bitlaws DESIGN, "Definitions").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import LlamaConfig, LlamaForCausalLM
+
+__all__ = ["ModelConfig", "LADDER", "SMOKE_LADDER", "build_model", "count_n_params", "hand_count_n_params", "get_size"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of a Transformer++ model.
+
+    Args:
+        d_model: residual width C.
+        n_layers: number of blocks.
+        n_heads: attention heads nh; head size hs = d_model / n_heads.
+        d_ff: SwiGLU hidden width.
+        vocab_size: 256 for byte-level corpora.
+        max_seq_len: longest context T the rotary tables cover.
+        rope_theta: rotary base.
+        norm_eps: RMSNorm epsilon.
+        init_std: std of the normal initialisation of every matrix (transformers' initializer_range).
+
+    Raises:
+        ValueError: a non-positive size, or d_model not divisible by n_heads, or an odd head size
+            (rotary embeddings rotate pairs of dimensions).
+    """
+
+    d_model: int = 64
+    n_layers: int = 4
+    n_heads: int = 4
+    d_ff: int = 192
+    vocab_size: int = 256
+    max_seq_len: int = 256
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        for f in ("d_model", "n_layers", "n_heads", "d_ff", "vocab_size", "max_seq_len"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"ModelConfig.{f} must be a positive int, got {v!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"ModelConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
+        if (self.d_model // self.n_heads) % 2:
+            raise ValueError(
+                f"head size d_model/n_heads = {self.d_model // self.n_heads} must be even for rotary embeddings"
+            )
+        if not self.init_std > 0 or not self.norm_eps > 0 or not self.rope_theta > 0:
+            raise ValueError("ModelConfig.init_std, norm_eps and rope_theta must be positive")
+
+    @property
+    def head_size(self) -> int:
+        return self.d_model // self.n_heads
+
+    def to_llama(self) -> LlamaConfig:
+        """The equivalent transformers ``LlamaConfig`` (untied embeddings, no biases, SDPA attention)."""
+        return LlamaConfig(
+            vocab_size=self.vocab_size,
+            hidden_size=self.d_model,
+            intermediate_size=self.d_ff,
+            num_hidden_layers=self.n_layers,
+            num_attention_heads=self.n_heads,
+            num_key_value_heads=self.n_heads,
+            head_dim=self.head_size,
+            hidden_act="silu",
+            max_position_embeddings=self.max_seq_len,
+            rms_norm_eps=self.norm_eps,
+            rope_theta=self.rope_theta,
+            initializer_range=self.init_std,
+            tie_word_embeddings=False,
+            attention_bias=False,
+            mlp_bias=False,
+            use_cache=False,
+            bos_token_id=None,
+            eos_token_id=None,
+            pad_token_id=None,
+        )
+
+    def replace(self, **changes) -> "ModelConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def hand_count_n_params(cfg: ModelConfig) -> int:
+    """N from the closed form in the module docstring (no model built)."""
+    c, f = cfg.d_model, cfg.d_ff
+    return cfg.n_layers * (4 * c * c + 3 * c * f + 2 * c) + c
+
+
+# The `cpu` profile's size ladder: widths 32–128, head size 16, d_ff ≈ 3·C (rounded to 32).
+# Names give N (non-embedding parameters) to two significant figures.
+LADDER: dict[str, ModelConfig] = {
+    "n27k": ModelConfig(d_model=32, n_layers=2, n_heads=2, d_ff=96),
+    "n83k": ModelConfig(d_model=48, n_layers=3, n_heads=3, d_ff=128),
+    "n214k": ModelConfig(d_model=64, n_layers=4, n_heads=4, d_ff=192),
+    "n554k": ModelConfig(d_model=96, n_layers=5, n_heads=6, d_ff=256),
+    "n1.2m": ModelConfig(d_model=128, n_layers=6, n_heads=8, d_ff=352),
+}
+
+# Micro models for the `smoke` profile and the tests.
+SMOKE_LADDER: dict[str, ModelConfig] = {
+    "n3k": ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=48, max_seq_len=64),
+    "n14k": ModelConfig(d_model=24, n_layers=2, n_heads=2, d_ff=64, max_seq_len=64),
+}
+
+
+def get_size(name: str) -> ModelConfig:
+    """A ladder entry by name (``LADDER`` or ``SMOKE_LADDER``).
+
+    Raises:
+        ValueError: unknown name; the message lists the allowed ones.
+    """
+    sizes = {**LADDER, **SMOKE_LADDER}
+    if name not in sizes:
+        raise ValueError(f"unknown model size {name!r}; allowed: {sorted(sizes)}")
+    return sizes[name]
+
+
+def build_model(cfg: ModelConfig, seed: int = 0) -> LlamaForCausalLM:
+    """A freshly initialised fp32 ``LlamaForCausalLM`` for `cfg`, seeded.
+
+    Args:
+        cfg: model shape.
+        seed: seeds torch's global generator before initialisation (same seed, same weights).
+
+    Returns:
+        The model in train mode; ``model(input_ids=(B, T) int64).logits`` is ``(B, T, vocab)`` float32.
+    """
+    torch.manual_seed(seed)
+    llama = cfg.to_llama()
+    llama._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(llama)
+    return model.float()
+
+
+def count_n_params(model: nn.Module) -> int:
+    """N: parameters of the transformer blocks plus the final norm (not embeddings, not lm_head).
+
+    Works on any transformers decoder whose backbone exposes ``.layers`` and ``.norm``
+    (Llama, Mistral, Qwen2, ...).
+
+    Raises:
+        ValueError: if the model has no ``model.layers``/``model.norm``.
+    """
+    backbone = getattr(model, "model", None)
+    if backbone is None or not hasattr(backbone, "layers") or not hasattr(backbone, "norm"):
+        raise ValueError(f"{type(model).__name__} has no .model.layers/.model.norm to count N over")
+    return sum(p.numel() for p in backbone.layers.parameters()) + sum(p.numel() for p in backbone.norm.parameters())

@@ -1,0 +1,143 @@
+"""One figure style for the whole book, and one colour and marker per method.
+
+Every chapter calls ``apply_style()`` once, takes a method's colour from ``COLORS`` and its
+marker from ``MARKERS`` (so RTN, GPTQ, QUIK, ... look the same in every figure), colours a
+post-training bit width with ``bits_color`` and labels its axes with ``label``. Figures carry
+no titles: the caption in the book is the title (DESIGN.md, "Figures").
+
+Public names: ``COLORS``, ``MARKERS``, ``BITS_RANGE``, ``apply_style``, ``bits_color``, ``label``.
+"""
+
+from __future__ import annotations
+
+import matplotlib as mpl
+from matplotlib.colors import to_hex
+
+__all__ = ["COLORS", "MARKERS", "BITS_RANGE", "apply_style", "bits_color", "label"]
+
+# Okabe & Ito's colour-blind-safe palette, plus two darker tones for the model parts so that
+# they never share a colour with a method that may appear beside them.
+COLORS: dict[str, str] = {
+    # post-training methods (the `ptq_method` column; `none` is the unquantized bf16/fp32 model)
+    "none": "#000000",
+    "bf16": "#000000",
+    "rtn": "#E69F00",
+    "gptq": "#0072B2",
+    "quik": "#009E73",
+    "smoothquant": "#CC79A7",
+    # model parts quantized during training, and all three at once
+    "w": "#56B4E9",
+    "a": "#D55E00",
+    "kv": "#882255",
+    "tied": "#332288",
+}
+
+MARKERS: dict[str, str] = {
+    "none": "o",
+    "bf16": "o",
+    "rtn": "s",
+    "gptq": "^",
+    "quik": "D",
+    "smoothquant": "v",
+    "w": "o",
+    "a": "s",
+    "kv": "^",
+    "tied": "D",
+}
+
+# The post-training bit widths that `bits_color` spans, inclusive.
+BITS_RANGE = (2, 8)
+# Viridis without its pale yellow end, which is hard to see on white.
+_BITS_CMAP = "viridis"
+_BITS_CMAP_SPAN = (0.0, 0.85)
+
+_LABELS: dict[str, str] = {
+    "n_tokens": "Training tokens $D$ [bytes]",
+    "n_params": "Non-embedding parameters $N$",
+    "n_eff_ratio": r"$N_{\mathrm{eff}}/N$",
+    "tokens_per_param": "Tokens per parameter $D/N$",
+    "delta_ptq": r"$\delta_{\mathrm{PTQ}}$ [nats/byte]",
+    "loss_val": "Validation loss [nats/byte]",
+    "loss_train": "Training loss [nats/byte]",
+    "ppl": "Perplexity [per byte]",
+    "flops": "Compute $C$ [FLOPs]",
+    "bits_post": r"$P_{\mathrm{post}}$ [bits]",
+    "bits_w": r"$P_w$ [bits]",
+    "bits_a": r"$P_a$ [bits]",
+    "bits_kv": r"$P_{\mathrm{kv}}$ [bits]",
+    "n_outliers": "Outlier features [count]",
+    "latency_ms": "Latency [ms]",
+    "speedup": "Speed-up over fp16 [×]",
+}
+
+
+def apply_style() -> None:
+    """Set the book's matplotlib style for the rest of the session.
+
+    Readable font sizes at the book's column width, a light grid, no top or right spines and
+    constrained layout. Series that stand for a method or a model part take their colour from
+    ``COLORS``; matplotlib's default cycle is left for everything else.
+    """
+    mpl.rcParams.update(
+        {
+            "figure.figsize": (6.4, 4.0),
+            "figure.dpi": 110,
+            "figure.constrained_layout.use": True,
+            "savefig.dpi": 200,
+            "savefig.bbox": "tight",
+            "font.size": 11,
+            "axes.labelsize": 11,
+            "axes.titlesize": 11,
+            "xtick.labelsize": 10,
+            "ytick.labelsize": 10,
+            "legend.fontsize": 9,
+            "legend.frameon": False,
+            "axes.grid": True,
+            "axes.grid.which": "major",
+            "grid.alpha": 0.5,
+            "grid.linewidth": 0.6,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "lines.linewidth": 1.8,
+            "lines.markersize": 6,
+        }
+    )
+
+
+def bits_color(bits: float) -> str:
+    """The colour of a post-training bit width on the book's sequential colormap.
+
+    Args:
+        bits: P_post in bits, within ``BITS_RANGE``; fewer bits are darker.
+
+    Returns:
+        A hex colour string such as ``"#440154"``.
+
+    Raises:
+        ValueError: if ``bits`` lies outside ``BITS_RANGE`` (draw an unquantized model with
+            ``COLORS["none"]``).
+    """
+    low, high = BITS_RANGE
+    if not low <= bits <= high:
+        raise ValueError(f"bits must lie in [{low}, {high}]; got {bits}")
+    start, stop = _BITS_CMAP_SPAN
+    position = start + (stop - start) * (bits - low) / (high - low)
+    return to_hex(mpl.colormaps[_BITS_CMAP](position))
+
+
+def label(name: str) -> str:
+    """The axis label of a results column, with its symbol and unit.
+
+    Args:
+        name: a column name such as ``"n_tokens"`` or ``"delta_ptq"``.
+
+    Returns:
+        The label, in matplotlib mathtext, e.g. ``"Training tokens $D$ [bytes]"``.
+
+    Raises:
+        KeyError: if the column has no label yet; the message lists the known ones.
+    """
+    try:
+        return _LABELS[name]
+    except KeyError:
+        raise KeyError(f"no axis label for {name!r}; known: {', '.join(_LABELS)}") from None

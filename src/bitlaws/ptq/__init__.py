@@ -1,0 +1,32 @@
+"""Post-training quantizers over any transformers causal LM (RTN now; GPTQ and QUIK later)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["block_linears"]
+
+
+def block_linears(model: nn.Module) -> dict[str, nn.Linear]:
+    """The linear layers inside the transformer blocks, by qualified name.
+
+    Every ``nn.Linear`` of `model` except the output embedding (``lm_head``): for Llama these are
+    q/k/v/o_proj and gate/up/down_proj of each layer. Embeddings are not linears and stay too.
+
+    Raises:
+        ValueError: if `model` has no such linear layer.
+    """
+    out_emb = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    found = {
+        name: m for name, m in model.named_modules() if isinstance(m, nn.Linear) and m is not out_emb
+    }
+    if not found:
+        raise ValueError(f"{type(model).__name__} has no nn.Linear inside its blocks to quantize")
+    return found
+
+
+@torch.no_grad()
+def _check_finite(name: str, w: torch.Tensor) -> None:
+    if not torch.isfinite(w).all():
+        raise ValueError(f"weight of {name} contains NaN or Inf; refusing to quantize it")

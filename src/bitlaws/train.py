@@ -1,0 +1,388 @@
+"""The training loop: AdamW, cosine schedule with warmup, evaluation, resumable checkpoints.
+
+Recipe (Kumar et al. 2024 §3, scaled down): AdamW with β = (0.9, 0.95), ε = 1e-15 and weight
+decay 0.1 on matrices (not on norm gains); a linear warmup over the first 10% of steps to the
+peak learning rate, then a cosine decay to 10% of it; gradient clipping at 1.0; fp32 on the CPU.
+
+**Peak learning rate.** The paper uses 6e-4 for its smallest model and depth-µP above it. Our
+models are 100× smaller and byte-level; a pilot on the `cpu` ladder (DESIGN.md, "Compute budget")
+trained well at 3e-3 for d_model = 64. We scale it like a width-µP rule for Adam on hidden
+matrices, gently: ``lr = 3e-3 · (64 / d_model) ** 0.5`` (4.2e-3 at C = 32, 2.1e-3 at C = 128).
+
+**Data order** is a pure function of (seed, step): each pass over the training split is a
+random permutation of non-overlapping windows of T + 1 tokens, starting at a random offset drawn
+per pass. So a run resumed from a checkpoint sees exactly the batches an unbroken run sees, and
+D = steps · B · T counts repeats.
+
+**Evaluation** uses a fixed held-out budget: the first ``eval_tokens`` tokens of the validation
+split cut into non-overlapping windows of T + 1; the loss is the mean cross-entropy per predicted
+token, in nats (per byte, byte-level), and in bits per byte (nats / ln 2).
+
+**Determinism.** On the CPU a run is bit-reproducible for a fixed seed and a fixed thread count
+(``TrainConfig.threads``), which every result row records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .model import ModelConfig, build_model, count_n_params
+
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "peak_lr_rule",
+    "lr_at",
+    "batch_at",
+    "evaluate",
+    "train",
+    "DivergedError",
+]
+
+
+def peak_lr_rule(d_model: int) -> float:
+    """Peak learning rate for width `d_model`: ``3e-3 · (64 / d_model) ** 0.5`` (module docstring)."""
+    return 3e-3 * (64.0 / d_model) ** 0.5
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run.
+
+    Args:
+        n_tokens: training tokens D (bytes, byte-level), counting repeats; rounded down to whole
+            steps of ``batch_size · seq_len``.
+        batch_size: sequences per step B.
+        seq_len: tokens per sequence T (≤ the model's max_seq_len).
+        lr: peak learning rate; None applies :func:`peak_lr_rule`.
+        warmup_frac: fraction of steps in the linear warmup.
+        min_lr_frac: the cosine ends at this fraction of the peak.
+        weight_decay, beta1, beta2, eps, grad_clip: AdamW and clipping.
+        seed: initialisation and data order.
+        threads: torch CPU threads (results are reproducible for a fixed count).
+        eval_tokens: held-out validation tokens per evaluation.
+        eval_batch_size: sequences per evaluation forward.
+        corpus: corpus name (see :mod:`bitlaws.corpus`).
+        max_epochs: refuse budgets past this many passes over the training split.
+        log_every: steps between loss-curve points.
+        ckpt_every: steps between resumable checkpoints (0: never).
+
+    Raises:
+        ValueError: a non-positive size or rate, fractions outside [0, 1), too few tokens for one step.
+    """
+
+    n_tokens: int = 1_000_000
+    batch_size: int = 16
+    seq_len: int = 256
+    lr: float | None = None
+    warmup_frac: float = 0.1
+    min_lr_frac: float = 0.1
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-15
+    grad_clip: float = 1.0
+    seed: int = 0
+    threads: int = 1
+    eval_tokens: int = 131_072
+    eval_batch_size: int = 32
+    corpus: str = "shakespeare"
+    max_epochs: float = 4.0
+    log_every: int = 10
+    ckpt_every: int = 200
+
+    def __post_init__(self) -> None:
+        for f in ("n_tokens", "batch_size", "seq_len", "threads", "eval_tokens", "eval_batch_size", "log_every"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"TrainConfig.{f} must be a positive int, got {v!r}")
+        if self.n_tokens < self.batch_size * self.seq_len:
+            raise ValueError(
+                f"TrainConfig.n_tokens={self.n_tokens} is less than one step "
+                f"(batch_size·seq_len = {self.batch_size * self.seq_len})"
+            )
+        if self.lr is not None and not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"TrainConfig.lr must be positive and finite (or None for the rule), got {self.lr!r}")
+        for f in ("warmup_frac", "min_lr_frac"):
+            v = getattr(self, f)
+            if not 0 <= v < 1:
+                raise ValueError(f"TrainConfig.{f} must be in [0, 1), got {v!r}")
+        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
+            raise ValueError(f"TrainConfig.beta1/beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
+        if self.weight_decay < 0 or self.grad_clip <= 0 or self.eps <= 0 or self.max_epochs <= 0:
+            raise ValueError("TrainConfig.weight_decay must be ≥ 0 and grad_clip, eps, max_epochs > 0")
+        if self.ckpt_every < 0:
+            raise ValueError(f"TrainConfig.ckpt_every must be ≥ 0, got {self.ckpt_every}")
+
+    @property
+    def steps(self) -> int:
+        return self.n_tokens // (self.batch_size * self.seq_len)
+
+    @property
+    def tokens_trained(self) -> int:
+        """D actually trained: whole steps only."""
+        return self.steps * self.batch_size * self.seq_len
+
+    def peak_lr(self, model_cfg: ModelConfig) -> float:
+        return self.lr if self.lr is not None else peak_lr_rule(model_cfg.d_model)
+
+    def replace(self, **changes) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+
+class DivergedError(RuntimeError):
+    """The training loss became NaN or Inf."""
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes:
+        model: the trained model (eval mode).
+        status: ``"ok"`` or ``"diverged"``.
+        loss_val: validation loss [nats/token] (NaN if diverged).
+        loss_train: mean training loss over the last ``log_every`` steps [nats/token].
+        n_params: N. n_tokens: D trained. steps: optimizer steps.
+        wall_s: seconds spent training (not evaluating). curve: one dict per logged step.
+    """
+
+    model: torch.nn.Module
+    status: str
+    loss_val: float
+    loss_train: float
+    n_params: int
+    n_tokens: int
+    steps: int
+    wall_s: float
+    curve: list[dict[str, Any]] = field(default_factory=list)
+
+
+def lr_at(step: int, total_steps: int, peak: float, warmup_frac: float = 0.1, min_lr_frac: float = 0.1) -> float:
+    """Learning rate at optimizer step `step` (0-based): linear warmup, then cosine to ``min_lr_frac·peak``."""
+    warmup = max(1, int(round(warmup_frac * total_steps))) if warmup_frac > 0 else 0
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total_steps - warmup)
+    return peak * (min_lr_frac + (1 - min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+def batch_at(tokens: np.ndarray, step: int, seed: int, batch_size: int, seq_len: int) -> torch.Tensor:
+    """The training batch of optimizer step `step`, a pure function of its arguments.
+
+    Args:
+        tokens: (n,) uint8/uint16 — the training split.
+        step: 0-based optimizer step. seed: run seed. batch_size: B. seq_len: T.
+
+    Returns:
+        (B, T + 1) int64 — inputs are ``[:, :-1]``, targets ``[:, 1:]``.
+
+    Raises:
+        ValueError: if the split holds fewer than T + 1 tokens.
+    """
+    win = seq_len + 1
+    if len(tokens) < 2 * win:
+        raise ValueError(f"training split has {len(tokens)} tokens, fewer than two windows of {win}")
+    # Windows per pass, leaving room for a random start offset < seq_len.
+    n_win = (len(tokens) - seq_len) // win
+    first = step * batch_size
+    rows = []
+    for i in range(first, first + batch_size):
+        epoch, j = divmod(i, n_win)
+        offset, perm = _pass_order(seed, epoch, n_win, seq_len)
+        start = offset + int(perm[j]) * win
+        rows.append(np.asarray(tokens[start : start + win], dtype=np.int64))
+    return torch.from_numpy(np.stack(rows))
+
+
+@functools.lru_cache(maxsize=8)
+def _pass_order(seed: int, epoch: int, n_win: int, seq_len: int) -> tuple[int, np.ndarray]:
+    """Start offset and window permutation of one pass over the training split."""
+    rng = np.random.default_rng([seed, epoch])
+    return int(rng.integers(0, seq_len)), rng.permutation(n_win)
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, tokens: np.ndarray, seq_len: int, eval_tokens: int, batch_size: int = 32) -> float:
+    """Mean cross-entropy [nats/token] of `model` on the first `eval_tokens` tokens of `tokens`.
+
+    Args:
+        model: causal LM; ``model(input_ids=(B, T)).logits`` is ``(B, T, V)``.
+        tokens: (n,) integer token ids — the validation split.
+        seq_len: T. eval_tokens: budget, cut into ``eval_tokens // (T+1)`` windows of T + 1.
+        batch_size: windows per forward.
+
+    Raises:
+        ValueError: if the split is shorter than the budget or the budget is under one window.
+    """
+    win = seq_len + 1
+    n_win = eval_tokens // win
+    if n_win < 1:
+        raise ValueError(f"eval_tokens={eval_tokens} is shorter than one window of {win} tokens")
+    if n_win * win > len(tokens):
+        raise ValueError(f"eval_tokens={eval_tokens} exceeds the validation split ({len(tokens)} tokens)")
+    was_training = model.training
+    model.eval()
+    data = torch.from_numpy(np.asarray(tokens[: n_win * win], dtype=np.int64)).view(n_win, win)
+    total, count = 0.0, 0
+    for i in range(0, n_win, batch_size):
+        chunk = data[i : i + batch_size]
+        logits = model(input_ids=chunk[:, :-1]).logits
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), chunk[:, 1:].reshape(-1), reduction="sum")
+        total += loss.item()
+        count += chunk[:, 1:].numel()
+    model.train(was_training)
+    return total / count
+
+
+def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    decay, no_decay = [], []
+    for p in model.parameters():
+        (decay if p.dim() >= 2 else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _atomic_torch_save(obj: Any, path: Path) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def train(
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    corpus=None,
+    run_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+    stop_after: int | None = None,
+) -> TrainResult:
+    """Train a Transformer++ model from scratch and evaluate it.
+
+    Args:
+        model_cfg: model shape. train_cfg: budget, optimiser, seed.
+        corpus: a :class:`bitlaws.corpus.Corpus`; None loads ``train_cfg.corpus``.
+        run_dir: where the resumable checkpoint (``state.pt``) lives; if one is there, training
+            resumes from it and ends bit-identical to an unbroken run. None: no checkpoints.
+        progress: show a tqdm bar.
+        stop_after: stop after this many steps (to simulate an interruption in tests), without
+            evaluating; the returned status is ``"interrupted"``.
+
+    Returns:
+        A :class:`TrainResult`. A NaN/Inf training loss ends the run with status ``"diverged"``
+        (its curve kept), never an exception.
+
+    Raises:
+        ValueError: `seq_len` past the model's context, a budget past ``max_epochs`` passes over the
+            training split, or an eval budget past the validation split.
+    """
+    if corpus is None:
+        from .corpus import load_corpus
+
+        corpus = load_corpus(train_cfg.corpus)
+    if train_cfg.seq_len > model_cfg.max_seq_len:
+        raise ValueError(f"TrainConfig.seq_len={train_cfg.seq_len} exceeds ModelConfig.max_seq_len={model_cfg.max_seq_len}")
+    if model_cfg.vocab_size < corpus.vocab_size:
+        raise ValueError(f"ModelConfig.vocab_size={model_cfg.vocab_size} < corpus vocabulary {corpus.vocab_size}")
+    limit = train_cfg.max_epochs * len(corpus.train)
+    if train_cfg.tokens_trained > limit:
+        raise ValueError(
+            f"data budget D={train_cfg.tokens_trained:,} tokens exceeds {train_cfg.max_epochs:g} passes over the "
+            f"{corpus.name!r} training split ({len(corpus.train):,} tokens, limit {int(limit):,}); "
+            "choose a smaller n_tokens or a larger corpus"
+        )
+    if train_cfg.eval_tokens > len(corpus.val):
+        raise ValueError(f"TrainConfig.eval_tokens={train_cfg.eval_tokens} exceeds the validation split ({len(corpus.val)})")
+
+    torch.set_num_threads(train_cfg.threads)
+    model = build_model(model_cfg, seed=train_cfg.seed)
+    model.train()
+    peak = train_cfg.peak_lr(model_cfg)
+    opt = torch.optim.AdamW(
+        _param_groups(model, train_cfg.weight_decay),
+        lr=peak,
+        betas=(train_cfg.beta1, train_cfg.beta2),
+        eps=train_cfg.eps,
+    )
+    total = train_cfg.steps
+    start, curve, recent, wall = 0, [], [], 0.0
+    state_path = Path(run_dir) / "state.pt" if run_dir is not None else None
+    if state_path is not None and state_path.exists():
+        state = torch.load(state_path, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        start, curve, recent, wall = state["step"], state["curve"], state["recent"], state["wall_s"]
+
+    status, interrupted = "ok", False
+    bar = tqdm(total=total, initial=start, desc=f"train N={count_n_params(model):,} D={train_cfg.tokens_trained:,}",
+               disable=not progress, leave=False, unit="step")
+    t0 = time.perf_counter()
+    step = start
+    for step in range(start, total):
+        if stop_after is not None and step >= stop_after:
+            interrupted = True
+            break
+        lr = lr_at(step, total, peak, train_cfg.warmup_frac, train_cfg.min_lr_frac)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        batch = batch_at(corpus.train, step, train_cfg.seed, train_cfg.batch_size, train_cfg.seq_len)
+        logits = model(input_ids=batch[:, :-1]).logits
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
+        loss_value = loss.item()
+        if not math.isfinite(loss_value):
+            status = "diverged"
+            curve.append({"step": step, "n_tokens_seen": step * train_cfg.batch_size * train_cfg.seq_len,
+                          "loss_train": loss_value, "lr": lr})
+            break
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
+        opt.step()
+        recent = (recent + [loss_value])[-train_cfg.log_every :]
+        done = step + 1
+        if done % train_cfg.log_every == 0 or done == total:
+            curve.append({"step": done, "n_tokens_seen": done * train_cfg.batch_size * train_cfg.seq_len,
+                          "loss_train": float(np.mean(recent)), "lr": lr})
+            bar.set_postfix(loss=f"{np.mean(recent):.3f}")
+        bar.update(1)
+        if state_path is not None and train_cfg.ckpt_every and done % train_cfg.ckpt_every == 0 and done < total:
+            state_path.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_torch_save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": done,
+                                "curve": curve, "recent": recent, "wall_s": wall + time.perf_counter() - t0},
+                               state_path)
+    bar.close()
+    wall += time.perf_counter() - t0
+    n_params = count_n_params(model)
+    if interrupted:
+        return TrainResult(model, "interrupted", math.nan, math.nan, n_params, train_cfg.tokens_trained,
+                           stop_after, wall, curve)
+    model.eval()
+    loss_train = float(np.mean(recent)) if recent else math.nan
+    if status == "diverged":
+        loss_val = math.nan
+    else:
+        loss_val = evaluate(model, corpus.val, train_cfg.seq_len, train_cfg.eval_tokens, train_cfg.eval_batch_size)
+        if not math.isfinite(loss_val):
+            status = "diverged"
+    if state_path is not None and state_path.exists():
+        state_path.unlink()
+    return TrainResult(model, status, loss_val, loss_train, n_params, train_cfg.tokens_trained, total, wall, curve)
+
+
+def config_dict(model_cfg: ModelConfig, train_cfg: TrainConfig) -> dict[str, Any]:
+    """The resolved configuration of a run (peak lr filled in), JSON-serialisable."""
+    d = {"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg)}
+    d["train"]["lr"] = train_cfg.peak_lr(model_cfg)
+    return json.loads(json.dumps(d))

@@ -1,0 +1,481 @@
+"""The claims ledger and the verdict store.
+
+The book gives a verdict on every claim of the two papers it reproduces (DESIGN.md, "Claims
+ledger"): Kumar et al. 2024, "Scaling Laws for Precision" (P1-P10), and Ashkboos et al. 2023,
+"QUIK" (Q1-Q4). ``CLAIMS`` fixes the ledger: what each claim says, the paper's own number or
+direction, the chapter that tests it and the command that regenerates its data. Verdicts are
+computed by the chapters' functions from the data, never typed by hand, and are stored in
+``data/verdicts.json``; the README and the book's introduction render them as one table.
+
+Public names: ``CLAIMS``, ``VERDICTS``, ``Verdict``, ``pending_verdict``, ``repo_root``,
+``load_verdicts``, ``save_verdicts``, ``update_verdict``, ``ledger_markdown``,
+``update_readme``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = [
+    "CLAIMS",
+    "VERDICTS",
+    "Verdict",
+    "pending_verdict",
+    "repo_root",
+    "load_verdicts",
+    "save_verdicts",
+    "update_verdict",
+    "ledger_markdown",
+    "update_readme",
+]
+
+VERDICTS = ("reproduced", "partly", "not reproduced", "pending")
+
+_PTQ_CHAPTER = "notebooks/01-ptq-degradation"
+_CPU_SWEEP = "make reproduce PROFILE=cpu"
+
+# The paper's side of each claim, in our words, from ../shared/papers/*.md. Numbers marked
+# "derived" are our algebra on the paper's Table 2 constants, not numbers the paper prints.
+CLAIMS: dict[str, dict[str, str | None]] = {
+    "P1": {
+        "claim": "δ_PTQ grows with D at fixed N, shrinks with N, and grows exponentially as "
+        "P_post falls (Eq. 2, Fig. 2)",
+        "paper": "δ_PTQ = C_T·D^γ_D·N^(−γ_N)·e^(−P_post/γ_post) with γ_D = 0.51, γ_N = 0.34, "
+        "γ_post = 0.59; fit R² = 0.97 (GPTQ, INT3–INT6)",
+        "chapter": _PTQ_CHAPTER,
+        "command": _CPU_SWEEP,
+    },
+    "P2": {
+        "claim": "Past a critical data size, more pretraining makes the post-PTQ model worse "
+        "(Fig. 1 left, D_crit, Eq. 13)",
+        "paper": "post-PTQ loss of the 30M model at INT3 turns upward within 26B tokens; "
+        "D_crit ≈ 16B tokens there (derived from Table 2)",
+        "chapter": _PTQ_CHAPTER,
+        "command": _CPU_SWEEP,
+    },
+    "P3": {
+        "claim": "Low-precision training acts as fewer parameters: "
+        "N_eff = N·Π_x(1 − e^(−P_x/γ_x + n_x)) (Eqs. 3–4, Figs. 3–4)",
+        "paper": "γ_w = 2.67, γ_a = 2.21, γ_kv = 0.96 with offsets n_w = 0.30, n_a = 1.41, "
+        "n_kv = 2.42 (Table 2); one fit across N, D and P_w (Fig. 4)",
+        "chapter": None,
+        "command": None,
+    },
+    "P4": {
+        "claim": "At equal bits (4–8), activations are the most sensitive, weights next, the "
+        "KV cache least, compared on f_x(P) = N_eff/N",
+        "paper": "f_x(4 bits): a 0.33, w 0.70, kv 0.83; f_x(8 bits): a 0.89, w 0.93, "
+        "kv 0.997 (derived from Table 2)",
+        "chapter": None,
+        "command": None,
+    },
+    "P5": {
+        "claim": "The effects of weight, activation and KV-cache precision are independent and "
+        "multiply (Fig. 5)",
+        "paper": "joint fit R² = 0.901; product of marginal fits R² = 0.897",
+        "chapter": None,
+        "command": None,
+    },
+    "P6": {
+        "claim": "Compute-optimal training precision is about 7–8 bits, independent of "
+        "compute (Eq. 7, Figs. 1 right and 6)",
+        "paper": "P* ≈ 7–8 bits (7.0 from Table 2, derived); the compute-matched suite is "
+        "U-shaped with its minimum at FP6–FP8",
+        "chapter": None,
+        "command": None,
+    },
+    "P7": {
+        "claim": "At a fixed low training precision, spend compute on parameters before data "
+        "(§4.3.1)",
+        "paper": "below P*, the optimal N rises and the optimal D falls as P is lowered "
+        "(Eq. 6); below 4 bits a model must grow more than 4×",
+        "chapter": None,
+        "command": None,
+    },
+    "P8": {
+        "claim": "At fixed N, the optimal precision grows like log(D/N) (§4.3.3, Fig. 6 right)",
+        "paper": "P* ≈ β·γ·ln C ∝ log(D/N) for an overtrained fixed-size model",
+        "chapter": None,
+        "command": None,
+    },
+    "P9": {
+        "claim": "Models trained in low precision degrade less under PTQ (unified law, Eq. 9, "
+        "Fig. 7)",
+        "paper": "δ_PTQ shrinks as P_train approaches P_post (robustification); unified fit "
+        "R² = 0.90 over >1000 points",
+        "chapter": None,
+        "command": None,
+    },
+    "P10": {
+        "claim": "Floating-point formats do slightly better than integer ones at equal bits "
+        "(Appendix N)",
+        "paper": "FP weight-training fit γ_w = 2.81 (bias 0.124) against INT γ_w = 2.67 "
+        "(offset 0.30); FP slightly ahead at equal bits (Fig. 16)",
+        "chapter": None,
+        "command": None,
+    },
+    "Q1": {
+        "claim": "W8A8 keeps quality",
+        "paper": "QUIK-8B: +0.01 ppl on LLaMA-2-7B (5.47 → 5.48) and -13B (4.88 → 4.89), "
+        "+0.13 on -70B (Table 12)",
+        "chapter": None,
+        "command": None,
+    },
+    "Q2": {
+        "claim": "W4A4 with 256 fp16 outlier features loses about 0.5 ppl where plain W4A4 "
+        "collapses",
+        "paper": "LLaMA-2-7B 5.47 → 5.84, -70B 3.20 → 3.74 (Table 2); OPT W4A4 with no "
+        "outliers ≈ 10⁴ ppl (Table 10)",
+        "chapter": None,
+        "command": None,
+    },
+    "Q3": {
+        "claim": "About 256 outliers is near the knee; down_proj in 4 bits hurts most",
+        "paper": "LLaMA-2-70B: 128/256/512/1024 outliers → 3.80/3.74/3.67/3.62 ppl (Table 7); "
+        "4-bit down_proj: 3.74 → 6.91 (Table 4)",
+        "chapter": None,
+        "command": None,
+    },
+    "Q4": {
+        "claim": "Kernels: layer-wise about 2× over fp16 at 8 bits and up to about 4× at 4 bits "
+        "on large layers; on Hopper int8 caps the gain near 2× and there is no int4",
+        "paper": "RTX 3090 layer-wise: above 2× (8-bit), slightly above 4× (4-bit, large "
+        "layers) (Fig. 6); end to end up to 3.4× (Fig. 8)",
+        "chapter": None,
+        "command": None,
+    },
+}
+
+_VERDICTS_FILE = Path("data") / "verdicts.json"
+_LEDGER_START = "<!-- ledger:start -->"
+_LEDGER_END = "<!-- ledger:end -->"
+# Characters that would change the meaning of a table cell on GitHub or in MyST: cell
+# separators, emphasis, strikethrough, math and raw HTML.
+_MARKDOWN_SPECIALS = "\\|*~$<`"
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The verdict on one claim, with the paper's number and ours side by side.
+
+    Args:
+        claim_id: a key of ``CLAIMS``, e.g. ``"P1"``.
+        verdict: one of ``VERDICTS``.
+        paper: what the paper says, as text (its number or direction).
+        ours: what our data say, as text.
+        reason: why the verdict is what it is, most of all where the two sides differ.
+        profile: the profile whose data gave the verdict (``smoke``, ``cpu``, ``gpu``), or
+            ``""`` while pending.
+        inputs_sha256: SHA-256 of the data the verdict was computed from, or ``""``.
+        details: the numbers behind the verdict, name -> float or str; numbers are stored as
+            Python floats (NumPy scalars included), and must be finite.
+
+    Raises:
+        ValueError: if ``claim_id`` is not in ``CLAIMS``, ``verdict`` is not in ``VERDICTS``,
+            or a value in ``details`` is neither a string nor a finite real number.
+    """
+
+    claim_id: str
+    verdict: str
+    paper: str
+    ours: str
+    reason: str
+    profile: str
+    inputs_sha256: str
+    details: dict[str, float | str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.claim_id not in CLAIMS:
+            raise ValueError(
+                f"claim_id must be one of {', '.join(CLAIMS)}; got {self.claim_id!r}"
+            )
+        if self.verdict not in VERDICTS:
+            raise ValueError(
+                f"verdict must be one of {', '.join(map(repr, VERDICTS))}; got {self.verdict!r}"
+            )
+        object.__setattr__(self, "details", _clean_details(self.claim_id, self.details))
+
+
+# The fields of one entry in data/verdicts.json, which is keyed by claim id.
+_STORED_FIELDS = {field.name for field in dataclasses.fields(Verdict)} - {"claim_id"}
+
+
+def _clean_details(claim_id: str, details: Mapping[str, object]) -> dict[str, float | str]:
+    """Copy ``details`` with every number as a finite Python float.
+
+    Args:
+        claim_id: the claim the details belong to, for the error message.
+        details: name -> number or string.
+
+    Returns:
+        A new dict, so a caller's later edits cannot change a frozen verdict.
+
+    Raises:
+        ValueError: if a key is not a string or a value is not a string or finite real number.
+    """
+    clean: dict[str, float | str] = {}
+    for key, value in details.items():
+        if not isinstance(key, str):
+            raise ValueError(f"{claim_id}: details keys must be strings; got {key!r}")
+        if isinstance(value, str):
+            clean[key] = value
+        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+            number = float(value)
+            if not math.isfinite(number):
+                raise ValueError(f"{claim_id}: details[{key!r}] must be finite; got {number}")
+            clean[key] = number
+        else:
+            raise ValueError(
+                f"{claim_id}: details[{key!r}] must be a string or a real number; got {value!r}"
+            )
+    return clean
+
+
+def pending_verdict(claim_id: str) -> Verdict:
+    """The verdict of a claim that has no data yet.
+
+    Args:
+        claim_id: a key of ``CLAIMS``.
+
+    Returns:
+        A ``pending`` verdict that carries the ledger's text for the paper's side.
+
+    Raises:
+        ValueError: if ``claim_id`` is not in ``CLAIMS``.
+    """
+    if claim_id not in CLAIMS:
+        raise ValueError(f"claim_id must be one of {', '.join(CLAIMS)}; got {claim_id!r}")
+    return Verdict(
+        claim_id=claim_id,
+        verdict="pending",
+        paper=CLAIMS[claim_id]["paper"] or "",
+        ours="",
+        reason="not run yet",
+        profile="",
+        inputs_sha256="",
+    )
+
+
+def repo_root() -> Path:
+    """The root of the bitlaws checkout: the folder that holds ``pyproject.toml`` and ``data/``.
+
+    Looked for in this order: the environment variable ``BITLAWS_ROOT``; the current working
+    directory and its parents (notebooks run from ``notebooks/``, ``book/notebooks/`` or
+    ``build/nbval/``); the folders above this file (an editable install).
+
+    Returns:
+        The absolute path of the root.
+
+    Raises:
+        FileNotFoundError: if ``BITLAWS_ROOT`` names a folder without ``pyproject.toml`` and
+            ``data/``, or no such folder is found.
+    """
+    from_env = os.environ.get("BITLAWS_ROOT")
+    if from_env:
+        root = Path(from_env).expanduser().resolve()
+        if not _is_root(root):
+            raise FileNotFoundError(
+                f"BITLAWS_ROOT={from_env!r} does not hold both pyproject.toml and data/"
+            )
+        return root
+    for start in (Path.cwd().resolve(), Path(__file__).resolve().parent):
+        for folder in (start, *start.parents):
+            if _is_root(folder):
+                return folder
+    raise FileNotFoundError(
+        "cannot find the bitlaws checkout (a folder with pyproject.toml and data/) above "
+        f"{Path.cwd()} or {Path(__file__).resolve().parent}; run from inside the checkout "
+        "or set BITLAWS_ROOT to it"
+    )
+
+
+def _is_root(folder: Path) -> bool:
+    return (folder / "pyproject.toml").is_file() and (folder / "data").is_dir()
+
+
+def _verdicts_path(path: str | os.PathLike[str] | None) -> Path:
+    return Path(path) if path is not None else repo_root() / _VERDICTS_FILE
+
+
+def load_verdicts(path: str | os.PathLike[str] | None = None) -> dict[str, Verdict]:
+    """Read the verdict store.
+
+    Args:
+        path: the JSON file; ``data/verdicts.json`` under ``repo_root()`` by default.
+
+    Returns:
+        claim id -> verdict for every claim of ``CLAIMS``, in ledger order; a claim that is
+        missing from the file (or a file that does not exist) gives a pending verdict.
+
+    Raises:
+        ValueError: if the file names a claim that is not in ``CLAIMS`` or holds a bad verdict.
+    """
+    file = _verdicts_path(path)
+    stored = json.loads(file.read_text(encoding="utf-8")) if file.exists() else {}
+    unknown = sorted(set(stored) - set(CLAIMS))
+    if unknown:
+        raise ValueError(f"{file}: unknown claim ids {unknown}; the ledger has {list(CLAIMS)}")
+    for claim_id, fields in stored.items():
+        if set(fields) != _STORED_FIELDS:
+            raise ValueError(
+                f"{file}: {claim_id} must have the fields {sorted(_STORED_FIELDS)}; "
+                f"got {sorted(fields)}"
+            )
+    return {
+        claim_id: Verdict(claim_id=claim_id, **stored[claim_id])
+        if claim_id in stored
+        else pending_verdict(claim_id)
+        for claim_id in CLAIMS
+    }
+
+
+def save_verdicts(
+    verdicts: Mapping[str, Verdict], path: str | os.PathLike[str] | None = None
+) -> None:
+    """Write the verdict store atomically (temporary file, then ``os.replace``).
+
+    Claims absent from ``verdicts`` are written as pending, so the file always lists the whole
+    ledger. The JSON is indented with sorted keys, so diffs stay small.
+
+    Args:
+        verdicts: claim id -> verdict.
+        path: the JSON file; ``data/verdicts.json`` under ``repo_root()`` by default.
+
+    Raises:
+        ValueError: if a key is not in ``CLAIMS`` or differs from its verdict's ``claim_id``.
+    """
+    unknown = sorted(set(verdicts) - set(CLAIMS))
+    if unknown:
+        raise ValueError(f"unknown claim ids {unknown}; the ledger has {list(CLAIMS)}")
+    for claim_id, verdict in verdicts.items():
+        if verdict.claim_id != claim_id:
+            raise ValueError(f"verdicts[{claim_id!r}] is the verdict of {verdict.claim_id!r}")
+    payload = {}
+    for claim_id in CLAIMS:
+        fields = dataclasses.asdict(verdicts.get(claim_id) or pending_verdict(claim_id))
+        del fields["claim_id"]
+        payload[claim_id] = fields
+    text = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    _write_atomic(_verdicts_path(path), text + "\n")
+
+
+def update_verdict(verdict: Verdict, path: str | os.PathLike[str] | None = None) -> None:
+    """Replace one claim's verdict in the store, leaving the others as they are.
+
+    Args:
+        verdict: the new verdict.
+        path: the JSON file; ``data/verdicts.json`` under ``repo_root()`` by default.
+
+    Raises:
+        ValueError: as ``load_verdicts`` does, if the stored file is bad.
+    """
+    verdicts = load_verdicts(path)
+    verdicts[verdict.claim_id] = verdict
+    save_verdicts(verdicts, path)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` as UTF-8 to a temporary file beside ``path``, then rename it over ``path``."""
+    # mkstemp makes the file private (0600); keep the mode of the file being replaced.
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(text.encode("utf-8"))
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        os.unlink(tmp_name)
+        raise
+
+
+def _cell(text: str) -> str:
+    """One Markdown table cell: on one line, with the characters that break tables escaped."""
+    flat = " ".join(text.split())
+    return "".join("\\" + char if char in _MARKDOWN_SPECIALS else char for char in flat)
+
+
+def ledger_markdown(verdicts: Mapping[str, Verdict]) -> str:
+    """The claims ledger as one Markdown table, for the README and the book's introduction.
+
+    Chapter links are relative paths (``notebooks/NN-topic.md``), which resolve both from the
+    repository root (README.md) and from ``book/`` (whose ``notebooks`` links to
+    ``../notebooks``).
+
+    Args:
+        verdicts: claim id -> verdict; a claim that is missing is shown as pending.
+
+    Returns:
+        The table, one row per claim in ledger order, ending with a newline.
+
+    Raises:
+        ValueError: if ``verdicts`` names a claim that is not in ``CLAIMS``.
+    """
+    unknown = sorted(set(verdicts) - set(CLAIMS))
+    if unknown:
+        raise ValueError(f"unknown claim ids {unknown}; the ledger has {list(CLAIMS)}")
+    lines = [
+        "| claim | what the paper says | ours | verdict | chapter | command |",
+        "|---|---|---|---|---|---|",
+    ]
+    for claim_id, claim in CLAIMS.items():
+        verdict = verdicts.get(claim_id) or pending_verdict(claim_id)
+        chapter = claim["chapter"]
+        command = claim["command"]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    f"**{claim_id}** {_cell(claim['claim'] or '')}",
+                    _cell(verdict.paper or claim["paper"] or ""),
+                    _cell(verdict.ours) or "—",
+                    f"**{verdict.verdict}**",
+                    f"[{Path(chapter).name}]({chapter}.md)" if chapter else "—",
+                    f"`{command}`" if command else "—",
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def update_readme(readme_path: str | os.PathLike[str], verdicts: Mapping[str, Verdict]) -> bool:
+    """Rewrite the ledger table between ``<!-- ledger:start -->`` and ``<!-- ledger:end -->``.
+
+    Everything outside the markers is kept byte for byte; the file is rewritten atomically and
+    only if the table changed.
+
+    Args:
+        readme_path: the README to update.
+        verdicts: claim id -> verdict, as for ``ledger_markdown``.
+
+    Returns:
+        True if the file changed, False if it already held this table.
+
+    Raises:
+        ValueError: if the markers are missing, repeated or out of order.
+    """
+    path = Path(readme_path)
+    text = path.read_bytes().decode("utf-8")
+    if text.count(_LEDGER_START) != 1 or text.count(_LEDGER_END) != 1:
+        raise ValueError(
+            f"{path} must contain {_LEDGER_START} and {_LEDGER_END} exactly once each"
+        )
+    start = text.index(_LEDGER_START) + len(_LEDGER_START)
+    end = text.index(_LEDGER_END)
+    if end < start:
+        raise ValueError(f"{path}: {_LEDGER_END} comes before {_LEDGER_START}")
+    new_text = text[:start] + "\n" + ledger_markdown(verdicts) + text[end:]
+    if new_text == text:
+        return False
+    _write_atomic(path, new_text)
+    return True
