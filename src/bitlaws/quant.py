@@ -12,8 +12,9 @@ Convention (affine, as torchao and GPTQ): a real value x is represented by an in
   the range is widened to include 0 (``x_min = min(min x, 0)``, ``x_max = max(max x, 0)``, as in
   GPTQ's reference quantizer), ``scale = (x_max - x_min) / (2^b - 1)``,
   ``zero_point = round(-x_min / scale)``, codes in ``[0, 2^b - 1]``.
-* A slice whose range is zero (all zeros) gets ``scale = 1`` so nothing divides by zero; its
-  values are then represented exactly.
+* A slice whose scale would be zero (all zeros, or values so tiny that ``range / steps``
+  underflows float32) gets ``scale = 1`` so nothing divides by zero; its values then round to 0
+  (exactly, for an all-zero slice).
 
 Rounding is round-half-to-even (``torch.round``). Gradients: `round_ste` passes the gradient
 straight through the rounding; values clipped at the range ends get **zero** gradient (the
@@ -179,13 +180,14 @@ def choose_qparams(
     if symmetric:
         absmax = xg.abs().amax(dim=dims, keepdim=True)
         scale = absmax / q_max
-        scale = torch.where(absmax == 0, torch.ones_like(scale), scale)
+        scale = torch.where(scale == 0, torch.ones_like(scale), scale)
         zero_point = torch.zeros_like(scale)
     else:
         x_min = xg.amin(dim=dims, keepdim=True).clamp(max=0)
         x_max = xg.amax(dim=dims, keepdim=True).clamp(min=0)
         span = x_max - x_min
-        scale = torch.where(span == 0, torch.ones_like(span), span / (q_max - q_min))
+        scale = span / (q_max - q_min)
+        scale = torch.where(scale == 0, torch.ones_like(scale), scale)
         zero_point = torch.round(-x_min / scale).clamp(q_min, q_max)
     return scale, zero_point
 

@@ -35,6 +35,7 @@ __all__ = [
     "append_rows",
     "read_rows",
     "data_dir",
+    "frame_sha256",
     "load_runs",
 ]
 
@@ -145,10 +146,18 @@ def append_rows(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns
 
 
 def data_dir() -> Path:
-    """The repository's ``data/`` folder (see :func:`bitlaws.verdicts.repo_root`)."""
+    """The ``data/`` folder: env ``BITLAWS_DATA`` if set, else the repository's (see
+    :func:`bitlaws.verdicts.repo_root`)."""
     from .verdicts import repo_root
 
-    return repo_root() / "data"
+    env = os.environ.get("BITLAWS_DATA")
+    return Path(env) if env else repo_root() / "data"
+
+
+def frame_sha256(frame: pd.DataFrame) -> str:
+    """SHA-256 of `frame`'s rows as CSV, sorted by ``obs_id`` (the inputs' hash recorded with fits and verdicts)."""
+    ordered = frame.sort_values("obs_id").reset_index(drop=True) if "obs_id" in frame else frame
+    return hashlib.sha256(ordered.to_csv(index=False).encode()).hexdigest()
 
 
 def load_runs(profile: str, experiment: str | None = None, root: str | os.PathLike | None = None) -> pd.DataFrame:

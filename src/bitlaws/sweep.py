@@ -243,7 +243,7 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
         executor: ``local``, ``submitit-local`` or ``slurm``.
         workers: parallel runs (processes or jobs). threads: torch threads per run.
         data_root: the ``data/`` folder receiving ``runs/<profile>/base_grid*.csv`` (default: the repo's).
-        run_root: where checkpoints go (default: ``<repo>/runs``; a build product).
+        run_root: where checkpoints go (default: ``runs/`` beside `data_root`; a build product).
         limit: run at most this many missing runs (cheapest first).
         progress: tqdm bars.
         on_run_done: callback after each run's rows are written.
@@ -255,7 +255,6 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
         ValueError: unknown profile or executor, or workers/threads < 1.
     """
     from .results import _git_sha, data_dir
-    from .verdicts import repo_root
 
     _git_sha()  # pin the provenance to the code as it was when the sweep started
     if executor not in EXECUTORS:
@@ -264,7 +263,7 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
         raise ValueError(f"workers and threads must be ≥ 1, got workers={workers}, threads={threads}")
     specs = plan(profile)
     data_root = Path(data_root) if data_root is not None else data_dir()
-    run_root = Path(run_root) if run_root is not None else repo_root() / "runs"
+    run_root = Path(run_root) if run_root is not None else data_root.parent / "runs"
     obs_csv, curve_csv = _paths(profile, data_root)
     have = set(read_rows(obs_csv).get("obs_id", []))
     todo = [s for s in specs if not all(o in have for o in s.obs_ids)]

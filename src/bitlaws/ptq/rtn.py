@@ -74,9 +74,13 @@ def rtn_quantize_(model: nn.Module, cfg: RTNConfig) -> dict[str, float]:
     """
     spec = cfg.spec()
     errors: dict[str, float] = {}
-    for name, lin in block_linears(model).items():
+    linears = block_linears(model)
+    for name, lin in linears.items():  # validate every layer first: an error leaves `model` untouched
+        _check_finite(name, lin.weight)
+        if cfg.group_size and lin.in_features % cfg.group_size:
+            raise ValueError(f"{name}: in_features {lin.in_features} is not a multiple of group_size {cfg.group_size}")
+    for name, lin in linears.items():
         w = lin.weight
-        _check_finite(name, w)
         w_hat = fake_quantize(w.float(), spec)
         norm = w.float().norm().item()
         errors[name] = (w.float() - w_hat).norm().item() / norm if norm > 0 else 0.0

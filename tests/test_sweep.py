@@ -1,0 +1,137 @@
+"""The resumable sweep runner on the `smoke` profile: end to end (train → RTN → rows), killed with
+SIGKILL mid-run and resumed, and through submitit's local executor."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bitlaws.model import hand_count_n_params
+from bitlaws.ptq.rtn import RTNConfig
+from bitlaws.sweep import PROFILES, RunSpec, base_grid, coverage, plan, run_sweep
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def unbroken(tmp_path_factory):
+    """One uninterrupted smoke sweep, the reference for the others."""
+    root = tmp_path_factory.mktemp("unbroken")
+    cov = run_sweep("smoke", data_root=root / "data", run_root=root / "runs", progress=False)
+    return cov, pd.read_csv(root / "data" / "runs" / "smoke" / "base_grid.csv")
+
+
+def test_smoke_end_to_end(unbroken):
+    cov, df = unbroken
+    specs = plan("smoke")
+    assert cov["runs_done"] == cov["runs_planned"] == len(specs)
+    assert len(df) == sum(len(s.obs_ids) for s in specs) and df["obs_id"].is_unique
+    assert (df["status"] == "ok").all()
+    # Every model learned something: well below the uniform byte distribution (ln 256 ≈ 5.55).
+    assert df["loss_val"].max() < math.log(256) - 1.5
+    # δ_PTQ is defined against the same run's unquantized loss.
+    base = df[df["ptq_method"] == "none"].set_index("run_id")["loss_val"]
+    q = df[df["ptq_method"] == "rtn"]
+    assert ((q["loss_val"] - q["run_id"].map(base) - q["delta_ptq"]).abs() < 1e-5).all()
+    # Fewer bits hurt more: INT3 degrades more than INT8 in every run.
+    by_bits = q.pivot(index="run_id", columns="bits_post", values="delta_ptq")
+    assert (by_bits[3] > by_bits[8]).all()
+    # More data helps before quantization at every size.
+    hp = df[(df["ptq_method"] == "none") & (df["seed"] == 0)].sort_values("n_tokens")
+    for _, s in hp.groupby("n_params"):
+        assert s["loss_val"].is_monotonic_decreasing
+    # Keys: one run_id per training config, obs_ids distinct per PTQ config.
+    assert df.groupby("run_id")["obs_id"].nunique().eq(1 + len(PROFILES["smoke"].bits_post)).all()
+
+
+def _rows(path: Path) -> int:
+    try:
+        return max(0, len(path.read_text().splitlines()) - 1)
+    except FileNotFoundError:
+        return 0
+
+
+def _cli(root: Path) -> list[str]:
+    return [sys.executable, "-m", "bitlaws", "sweep", "--profile", "smoke", "--threads", "1",
+            "--data-root", str(root / "data"), "--run-root", str(root / "runs")]
+
+
+def test_sigkill_mid_training_then_resume_loses_and_duplicates_nothing(tmp_path, unbroken):
+    _, ref = unbroken
+    csv = tmp_path / "data" / "runs" / "smoke" / "base_grid.csv"
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    proc = subprocess.Popen(_cli(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 120
+    killed_with_state = False
+    try:
+        # Kill once a run's rows are written AND another run is mid-training (its checkpoint exists).
+        while time.time() < deadline and proc.poll() is None:
+            if _rows(csv) >= 1 and any((tmp_path / "runs").rglob("state.pt")):
+                proc.send_signal(signal.SIGKILL)
+                killed_with_state = True
+                break
+            time.sleep(0.02)
+    finally:
+        proc.wait(timeout=60)
+    assert killed_with_state, "the sweep finished before it could be killed mid-run"
+    partial = pd.read_csv(csv)
+    assert 0 < len(partial) < len(ref)
+    assert list(tmp_path.joinpath("runs").rglob("state.pt")), "the killed run left its checkpoint"
+    # Resume: only the missing runs train; the finished runs are not repeated.
+    done = subprocess.run(_cli(tmp_path), capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    resumed = pd.read_csv(csv)
+    assert resumed["obs_id"].is_unique
+    assert set(resumed["obs_id"]) == set(ref["obs_id"])
+    # The rows written before the kill are untouched (byte-identical prefix of the file).
+    assert resumed.iloc[: len(partial)].equals(partial)
+    # Resumed training (from the mid-run checkpoint) is bit-identical to the unbroken sweep.
+    a = resumed.set_index("obs_id").sort_index()
+    b = ref.set_index("obs_id").sort_index()
+    assert (a["loss_val"] == b["loss_val"]).all()
+    assert (a["loss_train"] == b["loss_train"]).all()
+    assert not list(tmp_path.joinpath("runs").rglob("state.pt")), "checkpoints are removed once a run is done"
+
+
+def test_submitit_local_executor_matches_inline(tmp_path, unbroken):
+    _, ref = unbroken
+    cov = run_sweep("smoke", executor="submitit-local", workers=2, limit=2, data_root=tmp_path / "data",
+                    run_root=tmp_path / "runs", progress=False)
+    assert cov["runs_done"] == 2
+    got = pd.read_csv(tmp_path / "data" / "runs" / "smoke" / "base_grid.csv").set_index("obs_id")
+    want = ref.set_index("obs_id").loc[got.index]
+    assert (got["loss_val"] == want["loss_val"]).all()
+    # A rerun with nothing left to do (limit=0) writes nothing.
+    csv = tmp_path / "data" / "runs" / "smoke" / "base_grid.csv"
+    before = csv.read_bytes()
+    run_sweep("smoke", executor="submitit-local", limit=0, data_root=tmp_path / "data",
+              run_root=tmp_path / "runs", progress=False)
+    assert csv.read_bytes() == before
+
+
+def test_declared_grids_and_bad_input():
+    cpu = PROFILES["cpu"]
+    specs = base_grid(cpu)
+    # ≥ 4 sizes × ≥ 5 budgets, plus 2 extra seeds at each seed cell.
+    assert len(specs) == len(cpu.sizes) * len(cpu.budgets) + len(cpu.seed_cells) * len(cpu.extra_seeds)
+    assert len({s.run_id for s in specs}) == len(specs)
+    d_over_n = [s.train.n_tokens / hand_count_n_params(s.model) for s in specs]
+    assert max(d_over_n) / min(d_over_n) >= 100, "D/N must span two decades"
+    # run_id ignores the thread count (results are identical across it) but not the seed.
+    s = specs[0]
+    same = RunSpec(s.experiment, s.profile, s.size, s.model, s.train.replace(threads=7), s.ptq)
+    other = RunSpec(s.experiment, s.profile, s.size, s.model, s.train.replace(seed=9), s.ptq)
+    assert same.run_id == s.run_id and other.run_id != s.run_id
+    assert s.obs_id(RTNConfig(bits=3)) != s.obs_id(RTNConfig(bits=4)) != s.obs_id(None)
+    with pytest.raises(ValueError, match="allowed"):
+        plan("tpu")
+    with pytest.raises(ValueError, match="executor"):
+        run_sweep("smoke", executor="ray")
