@@ -121,7 +121,11 @@ def test_declared_grids_and_bad_input():
     cpu = PROFILES["cpu"]
     specs = base_grid(cpu)
     # ≥ 4 sizes × ≥ 5 budgets, plus 2 extra seeds at each seed cell.
-    assert len(specs) == len(cpu.sizes) * len(cpu.budgets) + len(cpu.seed_cells) * len(cpu.extra_seeds)
+    assert len(cpu.sizes) >= 4 and len(cpu.budgets) >= 5
+    assert len(specs) == (len(cpu.sizes) * len(cpu.budgets) + len(cpu.seed_cells) * len(cpu.extra_seeds)
+                          + len(cpu.extra_cells))
+    # No budget past 4 passes over the training split (4.6 M bytes).
+    assert max(s.train.n_tokens for s in specs) <= 4 * 4_600_028
     assert len({s.run_id for s in specs}) == len(specs)
     d_over_n = [s.train.n_tokens / hand_count_n_params(s.model) for s in specs]
     assert max(d_over_n) / min(d_over_n) >= 100, "D/N must span two decades"
@@ -135,3 +139,14 @@ def test_declared_grids_and_bad_input():
         plan("tpu")
     with pytest.raises(ValueError, match="executor"):
         run_sweep("smoke", executor="ray")
+
+
+def test_local_process_pool_matches_inline(tmp_path, unbroken):
+    _, ref = unbroken
+    cov = run_sweep("smoke", executor="local", workers=2, limit=2, data_root=tmp_path / "data",
+                    run_root=tmp_path / "runs", progress=False)
+    assert cov["runs_done"] == 2
+    got = pd.read_csv(tmp_path / "data" / "runs" / "smoke" / "base_grid.csv")
+    assert got["obs_id"].is_unique
+    want = ref.set_index("obs_id").loc[got["obs_id"]]
+    assert (got["loss_val"].to_numpy() == want["loss_val"].to_numpy()).all()

@@ -102,6 +102,8 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
     model = get_size(size) if size else ModelConfig()
     model = apply_overrides(model, "model", overrides)
     train_cfg = apply_overrides(TrainConfig(), "train", overrides)
+    if "model.max_seq_len" not in overrides and train_cfg.seq_len > model.max_seq_len:
+        model = model.replace(max_seq_len=train_cfg.seq_len)  # rotary tables cover the context, as sweeps do
     bits = overrides.pop("ptq.bits", "3,4,5,6,8")
     extra = [k for k in overrides if k.startswith("ptq.")]
     if extra:

@@ -108,7 +108,7 @@ def hand_count_n_params(cfg: ModelConfig) -> int:
 
 
 # The `cpu` profile's size ladder: widths 32–128, head size 16, d_ff ≈ 3·C (rounded to 32).
-# Names give N (non-embedding parameters) to two significant figures.
+# Names give N (non-embedding parameters), rounded: n27k has N = 26,784, n1.2m has N = 1,205,888.
 LADDER: dict[str, ModelConfig] = {
     "n27k": ModelConfig(d_model=32, n_layers=2, n_heads=2, d_ff=96),
     "n83k": ModelConfig(d_model=48, n_layers=3, n_heads=3, d_ff=128),

@@ -52,6 +52,8 @@ class Profile:
         extra_seeds: seeds beyond 0 at the seed cells.
         bits_post: RTN weight bit widths P_post applied after each run.
         train: the TrainConfig template (batch, context, eval budget, corpus).
+        extra_cells: (size, budget) cells beyond the size × budget rectangle (seed 0), e.g. the
+            smallest models trained to the largest D/N for the critical data size.
     """
 
     name: str
@@ -61,6 +63,7 @@ class Profile:
     extra_seeds: tuple[int, ...]
     bits_post: tuple[int, ...]
     train: TrainConfig
+    extra_cells: tuple[tuple[str, int], ...] = ()
     note: str = ""
 
 
@@ -78,14 +81,16 @@ PROFILES: dict[str, Profile] = {
     ),
     "cpu": Profile(
         name="cpu",
-        sizes=("n27k", "n83k", "n214k", "n554k"),
+        sizes=("n27k", "n83k", "n214k", "n554k", "n1.2m"),
         budgets=(524_288, 1_048_576, 2_097_152, 4_194_304, 8_388_608),
         seed_cells=(("n27k", 4_194_304), ("n83k", 2_097_152)),
+        extra_cells=(("n27k", 16_777_216), ("n83k", 16_777_216)),
         extra_seeds=(1, 2),
         bits_post=(3, 4, 5, 6, 7, 8),
         train=TrainConfig(n_tokens=524_288, batch_size=16, seq_len=256, eval_tokens=65_792, log_every=10,
                           ckpt_every=200),
-        note="the published results: 4 sizes x 5 budgets, byte-level Shakespeare, D <= ~2 passes",
+        note="the published results: 5 sizes x 5 budgets (+ D = 16.8M at the two smallest), byte-level "
+             "Shakespeare, D <= 3.65 passes",
     ),
 }
 
@@ -126,7 +131,8 @@ class RunSpec:
 
 
 def base_grid(profile: Profile) -> list[RunSpec]:
-    """The high-precision base grid: every size × budget at seed 0, plus the extra seeds at the seed cells.
+    """The high-precision base grid: every size × budget at seed 0, the extra seeds at the seed cells,
+    and the extra cells.
 
     Each run is followed by RTN (asymmetric, per output channel) to every ``profile.bits_post``.
     """
@@ -140,6 +146,9 @@ def base_grid(profile: Profile) -> list[RunSpec]:
             for seed in seeds:
                 tcfg = profile.train.replace(n_tokens=budget, seed=seed)
                 specs.append(RunSpec("base_grid", profile.name, size, mcfg, tcfg, ptq))
+    for size, budget in profile.extra_cells:
+        mcfg = sizes[size].replace(max_seq_len=max(sizes[size].max_seq_len, profile.train.seq_len))
+        specs.append(RunSpec("base_grid", profile.name, size, mcfg, profile.train.replace(n_tokens=budget), ptq))
     return specs
 
 
