@@ -26,11 +26,11 @@ def unbroken(tmp_path_factory):
     """One uninterrupted smoke sweep, the reference for the others."""
     root = tmp_path_factory.mktemp("unbroken")
     cov = run_sweep("smoke", data_root=root / "data", run_root=root / "runs", progress=False)
-    return cov, pd.read_csv(root / "data" / "runs" / "smoke" / "base_grid.csv")
+    return cov, pd.read_csv(root / "data" / "runs" / "smoke" / "base_grid.csv"), root
 
 
 def test_smoke_end_to_end(unbroken):
-    cov, df = unbroken
+    cov, df, _ = unbroken
     specs = plan("smoke")
     assert cov["runs_done"] == cov["runs_planned"] == len(specs)
     assert len(df) == sum(len(s.obs_ids) for s in specs) and df["obs_id"].is_unique
@@ -65,7 +65,7 @@ def _cli(root: Path) -> list[str]:
 
 
 def test_sigkill_mid_training_then_resume_loses_and_duplicates_nothing(tmp_path, unbroken):
-    _, ref = unbroken
+    _, ref, _ = unbroken
     csv = tmp_path / "data" / "runs" / "smoke" / "base_grid.csv"
     env = {**os.environ, "TQDM_DISABLE": "1"}
     proc = subprocess.Popen(_cli(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -102,7 +102,7 @@ def test_sigkill_mid_training_then_resume_loses_and_duplicates_nothing(tmp_path,
 
 
 def test_submitit_local_executor_matches_inline(tmp_path, unbroken):
-    _, ref = unbroken
+    _, ref, _ = unbroken
     cov = run_sweep("smoke", executor="submitit-local", workers=2, limit=2, data_root=tmp_path / "data",
                     run_root=tmp_path / "runs", progress=False)
     assert cov["runs_done"] == 2
@@ -142,7 +142,7 @@ def test_declared_grids_and_bad_input():
 
 
 def test_local_process_pool_matches_inline(tmp_path, unbroken):
-    _, ref = unbroken
+    _, ref, _ = unbroken
     cov = run_sweep("smoke", executor="local", workers=2, limit=2, data_root=tmp_path / "data",
                     run_root=tmp_path / "runs", progress=False)
     assert cov["runs_done"] == 2
@@ -150,3 +150,31 @@ def test_local_process_pool_matches_inline(tmp_path, unbroken):
     assert got["obs_id"].is_unique
     want = ref.set_index("obs_id").loc[got["obs_id"]]
     assert (got["loss_val"].to_numpy() == want["loss_val"].to_numpy()).all()
+
+
+def test_exported_checkpoint_is_the_trained_model_in_bf16(tmp_path_factory, unbroken):
+    import torch
+    from safetensors.torch import load_file
+
+    from bitlaws.checkpoints import checkpoint_name, export_checkpoints, load_checkpoint
+    from bitlaws.corpus import load_corpus
+    from bitlaws.train import evaluate
+
+    _, ref, root = unbroken
+    dest = tmp_path_factory.mktemp("ckpt")
+    written = export_checkpoints(ref, root / "runs", dest)
+    base = ref[(ref["ptq_method"] == "none") & (ref["seed"] == 0)]
+    assert len(written) == len(base)
+    assert export_checkpoints(ref, root / "runs", dest) == []  # idempotent
+    r = base.iloc[0]
+    model, meta = load_checkpoint(dest / checkpoint_name(r["size"], r["n_tokens"], 0))
+    assert meta["run_id"] == r["run_id"]
+    fp32 = load_file(root / "runs" / "smoke" / r["run_id"] / "model.safetensors")
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, fp32[k].to(torch.bfloat16).float()), k
+    # bf16 rounding moves the validation loss by little, not by nothing.
+    spec = next(s for s in plan("smoke") if s.run_id == r["run_id"])
+    loss = evaluate(model, load_corpus("shakespeare").val, spec.train.seq_len, spec.train.eval_tokens)
+    assert abs(loss - r["loss_val"]) < 0.02
+    with pytest.raises(ValueError, match="MiB"):
+        export_checkpoints(ref, root / "runs", tmp_path_factory.mktemp("small"), max_total_bytes=1000)

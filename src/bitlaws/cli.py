@@ -6,6 +6,7 @@ Configuration is overridden with dotted flags, as minGPT does::
     python -m bitlaws sweep --profile cpu --workers 1 --threads 2
     python -m bitlaws coverage --profile cpu
     python -m bitlaws verdicts            # recompute data/verdicts.json and the README's ledger
+    python -m bitlaws export-checkpoints --profile cpu   # seed-0 models to data/checkpoints/ (bf16)
 
 A bad flag or value exits with status 2 and a message naming the field and what is allowed.
 """
@@ -136,6 +137,18 @@ def _cmd_coverage(args) -> int:
     return 0
 
 
+def _cmd_export(args) -> int:
+    from .checkpoints import export_checkpoints
+    from .results import data_dir, load_runs
+
+    root = Path(args.data_root) if args.data_root else data_dir()
+    rows = load_runs(args.profile, experiment="base_grid", root=root)
+    run_root = Path(args.run_root) if args.run_root else root.parent / "runs"
+    written = export_checkpoints(rows, run_root, root / "checkpoints" / args.profile)
+    print(f"wrote {len(written)} checkpoints to {root / 'checkpoints' / args.profile}")
+    return 0
+
+
 def _cmd_verdicts(args) -> int:
     from .ptq_analysis import refresh_verdicts
 
@@ -153,10 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep = sub.add_parser("sweep", help="run a profile's sweep, resumably")
     p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed")
     p_ver = sub.add_parser("verdicts", help="recompute data/verdicts.json from the committed CSVs")
-    for p in (p_sweep, p_cov, p_ver):
+    p_exp = sub.add_parser("export-checkpoints", help="copy a profile's seed-0 models to data/checkpoints/ in bf16")
+    for p in (p_sweep, p_cov, p_ver, p_exp):
         p.add_argument("--profile", default="cpu")
-    for p in (p_sweep, p_cov):
+    for p in (p_sweep, p_cov, p_exp):
         p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's)")
+    p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")
     p_sweep.add_argument("--executor", default="local", help="local | submitit-local | slurm")
     p_sweep.add_argument("--workers", type=int, default=1)
     p_sweep.add_argument("--threads", type=int, default=1)
@@ -168,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_train(args, _split_overrides(rest))
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        return {"sweep": _cmd_sweep, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts}[args.cmd](args)
+        return {"sweep": _cmd_sweep, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts,
+                "export-checkpoints": _cmd_export}[args.cmd](args)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
