@@ -43,10 +43,10 @@ test: unit nbval book
 
 reproduce: $(STAMP)
 	$(PY) -m bitlaws sweep --profile $(PROFILE) --workers $(WORKERS) --threads $(THREADS)
-	$(PY) -m bitlaws verdicts
+	$(PY) -m bitlaws verdicts --profile $(PROFILE)
 
 verdicts: $(STAMP)
-	$(PY) -m bitlaws verdicts
+	$(PY) -m bitlaws verdicts --profile $(PROFILE)
 
 bench: $(STAMP)
 	$(PY) bench/train_throughput.py

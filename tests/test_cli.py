@@ -117,6 +117,10 @@ def test_cli_train_end_to_end(tmp_path, corpus_cache, monkeypatch, capsys):
     (["--ptq.group=4"], r"ptq\.group"),
     (["--train.lr"], r"--train\.lr needs a value"),
     (["stray"], r"unexpected argument 'stray'"),
+    (["--ptq.bits=abc"], r"--ptq\.bits: expected comma-separated integers"),
+    (["--ptq.bits=1"], r"bits must be an int in \[2, 16\]"),
+    (["--train.eval_tokens=10"], r"eval_tokens=10 is shorter than one evaluation window"),
+    (["--train.n_tokens=1e9"], r"exceeds 4 passes"),
 ])
 def test_cli_bad_override_exits_2(argv, field, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BITLAWS_CACHE", str(tmp_path / "cache"))
@@ -126,3 +130,31 @@ def test_cli_bad_override_exits_2(argv, field, tmp_path, monkeypatch, capsys):
     assert err.startswith("error: ")
     assert re.search(field, err), err
     assert not (tmp_path / "out").exists()  # nothing trained or written
+
+
+def test_cli_offline_corpus_exits_2_naming_the_default(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BITLAWS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rc = main(["train", "--train.corpus=tinystories", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "shakespeare" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["sweep", "--profile", "smoke", "--limit", "-1"], r"limit must be ≥ 0"),
+    (["sweep", "--profile", "tpu"], r"unknown profile 'tpu'"),
+    (["sweep", "--profile", "smoke", "--executor", "ray"], r"unknown executor 'ray'"),
+])
+def test_cli_sweep_bad_input_exits_2(argv, pattern, tmp_path, capsys):
+    rc = main([*argv, "--data-root", str(tmp_path / "data"), "--run-root", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert rc == 2 and re.search(pattern, err), err
+    assert not (tmp_path / "data").exists()
+
+
+def test_cli_train_help_lists_every_field(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    for name in ("--model.d_model", "--model.size", "--train.n_tokens", "--train.lr", "--ptq.bits", "n554k"):
+        assert name in out, name

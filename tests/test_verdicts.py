@@ -218,7 +218,7 @@ def test_repo_root_from_a_nested_cwd(monkeypatch):
 
 
 def test_repo_root_honours_bitlaws_root(tmp_path, monkeypatch):
-    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "bitlaws"\n', encoding="utf-8")
     (tmp_path / "data").mkdir()
     monkeypatch.setenv("BITLAWS_ROOT", str(tmp_path))
     monkeypatch.chdir(REPO / "tests")
@@ -243,3 +243,13 @@ def test_committed_store_covers_the_ledger():
             assert verdict.ours and verdict.reason and verdict.profile and verdict.inputs_sha256, (
                 f"{claim_id} has a verdict without its evidence"
             )
+
+
+def test_repo_root_ignores_other_projects(tmp_path, monkeypatch):
+    """A folder with some other project's pyproject.toml and a data/ folder is not our checkout."""
+    other = tmp_path / "other"
+    (other / "data").mkdir(parents=True)
+    (other / "pyproject.toml").write_text('[project]\nname = "someone-else"\n', encoding="utf-8")
+    monkeypatch.delenv("BITLAWS_ROOT", raising=False)
+    monkeypatch.chdir(other)
+    assert repo_root() != other

@@ -20,7 +20,8 @@ import sys
 import typing
 from pathlib import Path
 
-from .model import ModelConfig, get_size
+from .corpus import CorpusUnavailableError
+from .model import LADDER, SMOKE_LADDER, ModelConfig, get_size
 from .train import TrainConfig
 
 __all__ = ["main", "apply_overrides"]
@@ -91,6 +92,17 @@ def _split_overrides(rest: list[str]) -> dict[str, str]:
     return out
 
 
+def _parse_bits(text: str) -> list[int]:
+    """``"3,4,8"`` -> [3, 4, 8] (sorted, unique); ``"none"`` -> [] (no PTQ)."""
+    if text.strip().lower() == "none":
+        return []
+    try:
+        bits = sorted({int(b) for b in text.split(",")})
+    except ValueError:
+        raise ValueError(f"--ptq.bits: expected comma-separated integers in [2, 16] or 'none', got {text!r}") from None
+    return bits
+
+
 def _cmd_train(args, overrides: dict[str, str]) -> int:
     from .ptq.rtn import RTNConfig
     from .results import append_rows
@@ -105,13 +117,13 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
     train_cfg = apply_overrides(TrainConfig(), "train", overrides)
     if "model.max_seq_len" not in overrides and train_cfg.seq_len > model.max_seq_len:
         model = model.replace(max_seq_len=train_cfg.seq_len)  # rotary tables cover the context, as sweeps do
-    bits = overrides.pop("ptq.bits", "3,4,5,6,8")
+    bits = overrides.pop("ptq.bits", "3,4,5,6,7,8")
     extra = [k for k in overrides if k.startswith("ptq.")]
     if extra:
         raise ValueError(f"unknown option(s) {extra}; --ptq.bits=3,4,8 is the only ptq option")
-    ptq = tuple(RTNConfig(bits=int(b)) for b in bits.split(",") if b.strip())
+    ptq = tuple(RTNConfig(bits=b) for b in _parse_bits(bits))
     spec = RunSpec("manual", "custom", size or "custom", model, train_cfg, ptq)
-    rows, curve = run_spec(spec, threads=train_cfg.threads, run_root=args.out)
+    rows, curve = run_spec(spec, threads=train_cfg.threads, run_root=args.out, progress=not args.quiet)
     out_csv = Path(args.out) / "custom" / spec.run_id / "rows.csv"
     append_rows(out_csv, rows)
     for r in rows:
@@ -125,7 +137,7 @@ def _cmd_sweep(args) -> int:
     from .sweep import run_sweep
 
     cov = run_sweep(args.profile, executor=args.executor, workers=args.workers, threads=args.threads,
-                    data_root=args.data_root, run_root=args.run_root, limit=args.limit)
+                    data_root=args.data_root, run_root=args.run_root, limit=args.limit, progress=not args.quiet)
     print(json.dumps(cov))
     return 0
 
@@ -150,18 +162,34 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_verdicts(args) -> int:
-    from .ptq_analysis import refresh_verdicts
+    from .ptq_analysis import BOOK_PROFILE, refresh_verdicts
 
-    for v in refresh_verdicts(profile=args.profile).values():
+    write = args.profile == BOOK_PROFILE
+    for v in refresh_verdicts(profile=args.profile, write=write).values():
         print(f"{v.claim_id}: {v.verdict} — {v.ours}")
+    if not write:
+        print(f"(profile {args.profile!r}: printed only; data/verdicts.json and the README hold the "
+              f"{BOOK_PROFILE!r} profile's verdicts)")
     return 0
+
+
+def _train_epilog() -> str:
+    def fields(obj, prefix):
+        return "\n".join(f"  --{prefix}.{f.name}={getattr(obj, f.name)!r}" for f in dataclasses.fields(obj))
+
+    return ("options and defaults (any field, dotted):\n"
+            f"  --model.size=NAME   one of {', '.join([*LADDER, *SMOKE_LADDER])} (sets every model field)\n"
+            f"{fields(ModelConfig(), 'model')}\n{fields(TrainConfig(), 'train')}\n"
+            "  --ptq.bits=3,4,5,6,7,8   RTN bit widths after training ('none' for no PTQ)\n"
+            "train.lr=None applies the width rule 3e-3·(64/d_model)^0.5.")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bitlaws", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    p_train = sub.add_parser("train", help="train one model, then RTN it; dotted --model./--train./--ptq. overrides")
+    p_train = sub.add_parser("train", help="train one model, then RTN it; dotted --model./--train./--ptq. overrides",
+                             epilog=_train_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p_train.add_argument("--out", default="runs", help="folder for the checkpoint, config JSON and rows CSV")
     p_sweep = sub.add_parser("sweep", help="run a profile's sweep, resumably")
     p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed")
@@ -177,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep.add_argument("--threads", type=int, default=1)
     p_sweep.add_argument("--run-root", default=None, help="checkpoint folder (default: <repo>/runs)")
     p_sweep.add_argument("--limit", type=int, default=None, help="at most this many runs")
+    for p in (p_train, p_sweep):
+        p.add_argument("--quiet", action="store_true", help="no progress bars")
     args, rest = parser.parse_known_args(argv)
     try:
         if args.cmd == "train":
@@ -185,9 +215,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         return {"sweep": _cmd_sweep, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts,
                 "export-checkpoints": _cmd_export}[args.cmd](args)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, CorpusUnavailableError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished runs are saved; rerun the same command to resume", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -5,8 +5,11 @@ This module holds the integer formats the foundation needs; the floating-point E
 `parse_format` entry point.
 
 Integer formats follow the usual two's-complement ranges: a signed `b`-bit integer takes values in
-[-2^(b-1), 2^(b-1) - 1] and its unsigned counterpart in [0, 2^b - 1]. Symmetric quantizers use the
-signed range, asymmetric (zero-point) quantizers the unsigned one, as in GPTQ's reference code.
+[-2^(b-1), 2^(b-1) - 1] and its unsigned counterpart in [0, 2^b - 1]. Symmetric (absmax)
+quantizers use the signed range with scale absmax / (2^(b-1) - 1), as Kumar et al. (App. D) and
+QUIK's weights; asymmetric (zero-point) quantizers use the unsigned range, as GPTQ's default.
+(GPTQ's own symmetric mode differs: unsigned codes with zero point 2^(b-1) and scale
+2·absmax / (2^b - 1).)
 """
 
 from __future__ import annotations

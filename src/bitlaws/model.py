@@ -107,7 +107,8 @@ def hand_count_n_params(cfg: ModelConfig) -> int:
     return cfg.n_layers * (4 * c * c + 3 * c * f + 2 * c) + c
 
 
-# The `cpu` profile's size ladder: widths 32–128, head size 16, d_ff ≈ 3·C (rounded to 32).
+# The `cpu` profile's size ladder: widths 32–128, head size 16, d_ff = 8/3·C rounded up to a
+# multiple of 32 (Llama's SwiGLU rule).
 # Names give N (non-embedding parameters), rounded: n27k has N = 26,784, n1.2m has N = 1,205,888.
 LADDER: dict[str, ModelConfig] = {
     "n27k": ModelConfig(d_model=32, n_layers=2, n_heads=2, d_ff=96),

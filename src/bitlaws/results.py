@@ -68,7 +68,8 @@ def _git_sha() -> str:
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=here, capture_output=True,
+        # ':/src' is a pathspec from the top of the work tree, wherever cwd is.
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", ":/src"], cwd=here, capture_output=True,
                                text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -125,10 +126,14 @@ def append_rows(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     old = read_rows(path)
-    if key is not None and len(old):
-        seen = set(old[key].astype(str))
-        rows = [r for r in rows if str(r[key]) not in seen]
-        # also de-duplicate within the batch
+    if key is not None:
+        seen = set(old[key].astype(str)) if len(old) else set()
+        fresh = []
+        for r in rows:  # skip keys already in the file, and repeats within this batch
+            if str(r[key]) not in seen:
+                seen.add(str(r[key]))
+                fresh.append(r)
+        rows = fresh
     if not rows:
         return 0
     new = pd.DataFrame(rows).reindex(columns=columns)

@@ -163,7 +163,8 @@ def plan(profile: str) -> list[RunSpec]:
     return sorted(base_grid(PROFILES[profile]), key=lambda s: (s.cost, s.train.seed))
 
 
-def _row(spec: RunSpec, res, ptq: RTNConfig | None, loss_val: float, base_loss: float, threads: int) -> dict:
+def _row(spec: RunSpec, res, ptq: RTNConfig | None, loss_val: float, base_loss: float, threads: int,
+         per_byte: bool = True) -> dict:
     ok = res.status == "ok" and math.isfinite(loss_val)
     return {
         "run_id": spec.run_id, "obs_id": spec.obs_id(ptq), "experiment": spec.experiment,
@@ -177,7 +178,8 @@ def _row(spec: RunSpec, res, ptq: RTNConfig | None, loss_val: float, base_loss: 
         "bits_post": 16 if ptq is None else ptq.bits,
         "group_size": 0 if ptq is None else ptq.group_size,
         "loss_val": loss_val, "loss_train": res.loss_train,
-        "bpb_val": loss_val / math.log(2) if ok else math.nan,
+        # bits per byte only where a token is a byte; BPE corpora would need their bytes per token
+        "bpb_val": loss_val / math.log(2) if ok and per_byte else math.nan,
         "delta_ptq": (loss_val - base_loss) if ok and ptq is not None else (0.0 if ok else math.nan),
         "ppl": math.exp(loss_val) if ok else math.nan,
         "status": "ok" if ok else "diverged",
@@ -200,15 +202,16 @@ def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "run
     corpus = corpus if corpus is not None else load_corpus(spec.train.corpus)
     tcfg = spec.train.replace(threads=threads)
     run_dir = Path(run_root) / spec.profile / spec.run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
     res = train(spec.model, tcfg, corpus=corpus, run_dir=run_dir, progress=progress)
+    run_dir.mkdir(parents=True, exist_ok=True)
     cfg = config_dict(spec.model, tcfg)
     cfg.update({"run_id": spec.run_id, "experiment": spec.experiment, "profile": spec.profile, "size": spec.size,
                 "corpus_sha256": corpus.source_sha256, "status": res.status})
     (run_dir / "run_config.json").write_text(__import__("json").dumps(cfg, indent=2, sort_keys=True))
     if res.status == "ok":
         res.model.save_pretrained(run_dir, safe_serialization=True)
-    rows = [_row(spec, res, None, res.loss_val, res.loss_val, threads)]
+    per_byte = corpus.tokenizer == "bytes"
+    rows = [_row(spec, res, None, res.loss_val, res.loss_val, threads, per_byte)]
     for ptq in spec.ptq:
         if res.status == "ok":
             qmodel = copy.deepcopy(res.model)
@@ -216,7 +219,7 @@ def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "run
             loss_q = evaluate(qmodel, corpus.val, tcfg.seq_len, tcfg.eval_tokens, tcfg.eval_batch_size)
         else:
             loss_q = math.nan
-        rows.append(_row(spec, res, ptq, loss_q, res.loss_val, threads))
+        rows.append(_row(spec, res, ptq, loss_q, res.loss_val, threads, per_byte))
     curve = [{"run_id": spec.run_id, "experiment": spec.experiment, "profile": spec.profile, "size": spec.size,
               "seed": spec.train.seed, "n_params": res.n_params, "n_tokens": res.n_tokens, **pt} for pt in res.curve]
     return rows, curve
@@ -270,6 +273,8 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
         raise ValueError(f"unknown executor {executor!r}; allowed: {list(EXECUTORS)}")
     if workers < 1 or threads < 1:
         raise ValueError(f"workers and threads must be ≥ 1, got workers={workers}, threads={threads}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be ≥ 0 (or None for every missing run), got {limit}")
     specs = plan(profile)
     data_root = Path(data_root) if data_root is not None else data_dir()
     run_root = Path(run_root) if run_root is not None else data_root.parent / "runs"
@@ -286,7 +291,7 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
         if on_run_done is not None:
             on_run_done(spec)
 
-    bar = tqdm(total=len(todo), desc=f"sweep {profile}", unit="run", disable=not progress)
+    bar = tqdm(total=len(todo), desc=f"sweep {profile}", unit="run", disable=None if progress else True)
     if executor == "local" and workers == 1:
         for spec in todo:
             rows, curve = run_spec(spec, threads, run_root, progress)

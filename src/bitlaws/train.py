@@ -6,8 +6,9 @@ peak learning rate, then a cosine decay to 10% of it; gradient clipping at 1.0; 
 
 **Peak learning rate.** The paper uses 6e-4 for its smallest model and depth-µP above it. Our
 models are 100× smaller and byte-level; a pilot on the `cpu` ladder (DESIGN.md, "Compute budget")
-trained well at 3e-3 for d_model = 64. We scale it like a width-µP rule for Adam on hidden
-matrices, gently: ``lr = 3e-3 · (64 / d_model) ** 0.5`` (4.2e-3 at C = 32, 2.1e-3 at C = 128).
+trained well at 3e-3 for d_model = 64. We shrink it with width, more gently than Adam-µP's
+``1/d_model`` for hidden matrices (our widths span only 4×, and the embeddings dominate the
+smallest models): ``lr = 3e-3 · (64 / d_model) ** 0.5`` (4.2e-3 at C = 32, 2.1e-3 at C = 128).
 
 **Data order** is a pure function of (seed, step): each pass over the training split is a
 random permutation of non-overlapping windows of T + 1 tokens, starting at a random offset drawn
@@ -303,6 +304,9 @@ def train(
             f"{corpus.name!r} training split ({len(corpus.train):,} tokens, limit {int(limit):,}); "
             "choose a smaller n_tokens or a larger corpus"
         )
+    if train_cfg.eval_tokens < train_cfg.seq_len + 1:
+        raise ValueError(f"TrainConfig.eval_tokens={train_cfg.eval_tokens} is shorter than one evaluation window "
+                         f"of seq_len + 1 = {train_cfg.seq_len + 1} tokens")
     if train_cfg.eval_tokens > len(corpus.val):
         raise ValueError(f"TrainConfig.eval_tokens={train_cfg.eval_tokens} exceeds the validation split ({len(corpus.val)})")
 
@@ -326,8 +330,9 @@ def train(
         start, curve, recent, wall = state["step"], state["curve"], state["recent"], state["wall_s"]
 
     status, interrupted = "ok", False
+    # disable=None leaves tqdm's own default, so TQDM_DISABLE=1 in the environment silences it.
     bar = tqdm(total=total, initial=start, desc=f"train N={count_n_params(model):,} D={train_cfg.tokens_trained:,}",
-               disable=not progress, leave=False, unit="step")
+               disable=None if progress else True, leave=False, unit="step")
     t0 = time.perf_counter()
     step = start
     for step in range(start, total):

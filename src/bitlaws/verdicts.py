@@ -282,7 +282,7 @@ def repo_root() -> Path:
         root = Path(from_env).expanduser().resolve()
         if not _is_root(root):
             raise FileNotFoundError(
-                f"BITLAWS_ROOT={from_env!r} does not hold both pyproject.toml and data/"
+                f"BITLAWS_ROOT={from_env!r} is not a bitlaws checkout (pyproject.toml naming bitlaws, and data/)"
             )
         return root
     for start in (Path.cwd().resolve(), Path(__file__).resolve().parent):
@@ -297,7 +297,14 @@ def repo_root() -> Path:
 
 
 def _is_root(folder: Path) -> bool:
-    return (folder / "pyproject.toml").is_file() and (folder / "data").is_dir()
+    """A bitlaws checkout: ``data/`` beside a ``pyproject.toml`` that names the project bitlaws."""
+    pyproject = folder / "pyproject.toml"
+    if not (pyproject.is_file() and (folder / "data").is_dir()):
+        return False
+    try:
+        return 'name = "bitlaws"' in pyproject.read_text(encoding="utf-8")
+    except OSError:
+        return False
 
 
 def _verdicts_path(path: str | os.PathLike[str] | None) -> Path:
