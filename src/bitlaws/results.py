@@ -69,7 +69,7 @@ def _git_sha() -> str:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
                              timeout=10).stdout.strip()
         # ':/src' is a pathspec from the top of the work tree, wherever cwd is.
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", ":/src"], cwd=here, capture_output=True,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/src"], cwd=here, capture_output=True,
                                text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
