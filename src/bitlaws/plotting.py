@@ -13,7 +13,7 @@ from __future__ import annotations
 import matplotlib as mpl
 from matplotlib.colors import to_hex
 
-__all__ = ["COLORS", "MARKERS", "BITS_RANGE", "apply_style", "bits_color", "label"]
+__all__ = ["COLORS", "MARKERS", "BITS_RANGE", "apply_style", "bits_color", "label", "log_axis"]
 
 # Okabe & Ito's colour-blind-safe palette, plus two darker tones for the model parts so that
 # they never share a colour with a method that may appear beside them.
@@ -102,6 +102,20 @@ def apply_style() -> None:
             "lines.markersize": 6,
         }
     )
+
+
+def log_axis(ax, which: str = "x") -> None:
+    """Put `ax`'s `which` axis ("x", "y" or "both") on a log scale with labels on the decades only.
+
+    Matplotlib labels minor ticks of a log axis that spans less than a decade or two, and those
+    labels collide; the book keeps the minor ticks and drops their labels.
+    """
+    from matplotlib.ticker import NullFormatter
+
+    for name in ("x", "y") if which == "both" else (which,):
+        axis = ax.xaxis if name == "x" else ax.yaxis
+        (ax.set_xscale if name == "x" else ax.set_yscale)("log")
+        axis.set_minor_formatter(NullFormatter())
 
 
 def bits_color(bits: float) -> str:
