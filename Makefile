@@ -43,6 +43,7 @@ test: unit nbval book
 
 reproduce: $(STAMP)
 	$(PY) -m bitlaws sweep --profile $(PROFILE) --workers $(WORKERS) --threads $(THREADS)
+	$(PY) -m bitlaws fit --profile $(PROFILE)
 	$(PY) -m bitlaws verdicts --profile $(PROFILE)
 
 verdicts: $(STAMP)
@@ -50,6 +51,7 @@ verdicts: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/train_throughput.py
+	$(PY) bench/law_fit_speed.py
 
 clean:
 	rm -rf book/_build build

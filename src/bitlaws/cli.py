@@ -5,6 +5,7 @@ Configuration is overridden with dotted flags, as minGPT does::
     python -m bitlaws train --model.size=n83k --train.n_tokens=2e6 --train.lr=2e-3 --ptq.bits=3,4,8
     python -m bitlaws sweep --profile cpu --workers 1 --threads 2
     python -m bitlaws coverage --profile cpu
+    python -m bitlaws fit --profile cpu   # law fits -> data/fits/
     python -m bitlaws verdicts            # recompute data/verdicts.json and the README's ledger
     python -m bitlaws export-checkpoints --profile cpu   # seed-0 models to data/checkpoints/ (bf16)
 
@@ -149,6 +150,18 @@ def _cmd_coverage(args) -> int:
     return 0
 
 
+def _cmd_fit(args) -> int:
+    from .law_analysis import run_fits
+
+    for stage, rec in run_fits(args.profile, n_boot=args.boot, root=args.data_root).items():
+        if rec["status"] == "ok" and "params" in rec:
+            consts = ", ".join(f"{k} = {v:.4g}" for k, v in rec["params"].items())
+            print(f"{stage}: {consts} (R² {rec['r2']:.3f}, {rec['n_points']} rows)")
+        else:
+            print(f"{stage}: {rec['status']}" + (f" — {rec['reason']}" if rec.get("reason") else ""))
+    return 0
+
+
 def _cmd_export(args) -> int:
     from .checkpoints import export_checkpoints
     from .results import data_dir, load_runs
@@ -164,9 +177,13 @@ def _cmd_export(args) -> int:
 def _cmd_verdicts(args) -> int:
     from .ptq_analysis import BOOK_PROFILE, refresh_verdicts
 
+    from .law_analysis import refresh_law_verdicts
+
     write = args.profile == BOOK_PROFILE
     for v in refresh_verdicts(profile=args.profile, write=write).values():
         print(f"{v.claim_id}: {v.verdict} — {v.ours}")
+    for v in refresh_law_verdicts(profile=args.profile, write=write).values():
+        print(f"{v.claim_id}: {v.verdict} — {v.ours or v.reason}")
     if not write:
         print(f"(profile {args.profile!r}: printed only; data/verdicts.json and the README hold the "
               f"{BOOK_PROFILE!r} profile's verdicts)")
@@ -195,9 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed")
     p_ver = sub.add_parser("verdicts", help="recompute data/verdicts.json from the committed CSVs")
     p_exp = sub.add_parser("export-checkpoints", help="copy a profile's seed-0 models to data/checkpoints/ in bf16")
-    for p in (p_sweep, p_cov, p_ver, p_exp):
+    p_fit = sub.add_parser("fit", help="fit the scaling laws to a profile's runs; writes data/fits/<profile>_<stage>.json")
+    p_fit.add_argument("--boot", type=int, default=None, help="bootstrap resamples per stage (default 20 smoke, 200 cpu)")
+    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit):
         p.add_argument("--profile", default="cpu")
-    for p in (p_sweep, p_cov, p_exp):
+    for p in (p_sweep, p_cov, p_exp, p_fit):
         p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's)")
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")
     p_sweep.add_argument("--executor", default="local", help="local | submitit-local | slurm")
@@ -214,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         return {"sweep": _cmd_sweep, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts,
-                "export-checkpoints": _cmd_export}[args.cmd](args)
+                "export-checkpoints": _cmd_export, "fit": _cmd_fit}[args.cmd](args)
     except (ValueError, FileNotFoundError, CorpusUnavailableError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -334,7 +334,7 @@ def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[st
 
     df = load_runs(profile, experiment="base_grid")
     sha = frame_sha256(df)
-    verdicts = load_verdicts()
+    verdicts = load_verdicts(data_dir() / "verdicts.json")
     verdicts["P1"] = verdict_p1(df, profile, sha)
     verdicts["P2"] = verdict_p2(df, profile, sha)
     if write:

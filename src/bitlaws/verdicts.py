@@ -40,6 +40,10 @@ VERDICTS = ("reproduced", "partly", "not reproduced", "pending")
 
 _PTQ_CHAPTER = "notebooks/01-ptq-degradation"
 _CPU_SWEEP = "make reproduce PROFILE=cpu"
+_FIT_CHAPTER = "notebooks/03-law-fitting"
+_OPT_CHAPTER = "notebooks/04-compute-optimal"
+_KERNEL_CHAPTER = "notebooks/06-quik-kernels"
+_FIT = "python -m bitlaws fit --profile cpu"
 
 # The paper's side of each claim, in our words, from ../shared/papers/*.md. Numbers marked
 # "derived" are our algebra on the paper's Table 2 constants, not numbers the paper prints.
@@ -65,8 +69,8 @@ CLAIMS: dict[str, dict[str, str | None]] = {
         "N_eff = N·Π_x(1 − e^(−P_x/γ_x + n_x)) (Eqs. 3–4, Figs. 3–4)",
         "paper": "γ_w = 2.67, γ_a = 2.21, γ_kv = 0.96 with offsets n_w = 0.30, n_a = 1.41, "
         "n_kv = 2.42 (Table 2); one fit across N, D and P_w (Fig. 4)",
-        "chapter": None,
-        "command": None,
+        "chapter": _FIT_CHAPTER,
+        "command": _FIT,
     },
     "P4": {
         "claim": "At equal bits (4–8), activations are the most sensitive, weights next, the "
@@ -80,38 +84,38 @@ CLAIMS: dict[str, dict[str, str | None]] = {
         "claim": "The effects of weight, activation and KV-cache precision are independent and "
         "multiply (Fig. 5)",
         "paper": "joint fit R² = 0.901; product of marginal fits R² = 0.897",
-        "chapter": None,
-        "command": None,
+        "chapter": _FIT_CHAPTER,
+        "command": _FIT,
     },
     "P6": {
         "claim": "Compute-optimal training precision is about 7–8 bits, independent of "
         "compute (Eq. 7, Figs. 1 right and 6)",
         "paper": "P* ≈ 7–8 bits (7.0 from Table 2, derived); the compute-matched suite is "
         "U-shaped with its minimum at FP6–FP8",
-        "chapter": None,
-        "command": None,
+        "chapter": _OPT_CHAPTER,
+        "command": _FIT,
     },
     "P7": {
         "claim": "At a fixed low training precision, spend compute on parameters before data "
         "(§4.3.1)",
         "paper": "below P*, the optimal N rises and the optimal D falls as P is lowered "
         "(Eq. 6); below 4 bits a model must grow more than 4×",
-        "chapter": None,
-        "command": None,
+        "chapter": _OPT_CHAPTER,
+        "command": _FIT,
     },
     "P8": {
         "claim": "At fixed N, the optimal precision grows like log(D/N) (§4.3.3, Fig. 6 right)",
         "paper": "P* ≈ β·γ·ln C ∝ log(D/N) for an overtrained fixed-size model",
-        "chapter": None,
-        "command": None,
+        "chapter": _OPT_CHAPTER,
+        "command": _FIT,
     },
     "P9": {
         "claim": "Models trained in low precision degrade less under PTQ (unified law, Eq. 9, "
         "Fig. 7)",
         "paper": "δ_PTQ shrinks as P_train approaches P_post (robustification); unified fit "
         "R² = 0.90 over >1000 points",
-        "chapter": None,
-        "command": None,
+        "chapter": _FIT_CHAPTER,
+        "command": _FIT,
     },
     "P10": {
         "claim": "Floating-point formats do slightly better than integer ones at equal bits "

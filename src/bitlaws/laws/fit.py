@@ -221,7 +221,7 @@ def _chinchilla_natural(tied: bool):
     return natural
 
 
-def _lse_chinchilla_loss(data: dict, c: dict) -> np.ndarray:
+def _chinchilla_stage_loss(data: dict, c: dict) -> np.ndarray:
     # exp(LSE(a − α log N, b − β log D, e)): the same number as forms.chinchilla_loss.
     return forms.chinchilla_loss(data["n_params"], data["n_tokens"], c)
 
@@ -331,14 +331,14 @@ STAGES: dict[str, Stage] = {
         name="chinchilla",
         equation="§2.2: log L = LSE(a − α·log N, b − α·log D, e), α = β tied (Appendix K)",
         param_names=("log_A", "log_B", "log_E", "alpha"), grid=hoffmann_grid(tied=True),
-        bounds=_CHIN_BOUNDS, natural=_chinchilla_natural(tied=True), loss=_lse_chinchilla_loss,
+        bounds=_CHIN_BOUNDS, natural=_chinchilla_natural(tied=True), loss=_chinchilla_stage_loss,
         n_refine=16,
     ),
     "chinchilla_free": Stage(
         name="chinchilla_free",
         equation="§2.2: log L = LSE(a − α·log N, b − β·log D, e) (Hoffmann et al. 2022; Besiroglu et al. 2024)",
         param_names=("log_A", "log_B", "log_E", "alpha", "beta"), grid=hoffmann_grid(tied=False),
-        bounds=_CHIN_BOUNDS, natural=_chinchilla_natural(tied=False), loss=_lse_chinchilla_loss,
+        bounds=_CHIN_BOUNDS, natural=_chinchilla_natural(tied=False), loss=_chinchilla_stage_loss,
         n_refine=32,
     ),
     "neff_w": _neff_stage("w"),

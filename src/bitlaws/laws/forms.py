@@ -172,7 +172,7 @@ def _is_high(bits) -> np.ndarray:
     return np.asarray(bits, dtype=float) >= HIGH_PRECISION_BITS
 
 
-def precision_factor(bits, gamma, offset=0.0) -> np.ndarray:
+def precision_factor(bits, gamma, offset=0.0, cutoff: bool = True) -> np.ndarray:
     """f_x(P) = 1 − exp(−P/γ_x + n_x): N_eff/N when only part x is trained at P bits.
 
     Eq. 3 of the paper (weights; Eq. 4 for activations and KV cache), with the offset n_x of
@@ -182,19 +182,20 @@ def precision_factor(bits, gamma, offset=0.0) -> np.ndarray:
         bits: (...) float — P, the training bit width of the part; ≥ 16 means unquantized.
         gamma: γ_x [bits], > 0 (float or array broadcasting with ``bits``).
         offset: n_x, dimensionless (0 gives the main text's form).
+        cutoff: True (for data): P ≥ 16 means unquantized, f = 1. False: the formula at every P
+            (for the compute-optimal analysis, where P is continuous; f(16) ≈ 0.997 for weights).
 
     Returns:
-        (broadcast shape) f_x(P); exactly 1 where P ≥ 16; may be ≤ 0 at very low P with a
-        positive offset.
+        (broadcast shape) f_x(P); may be ≤ 0 at very low P with a positive offset.
     """
     p = _asarray(bits)
-    high = _is_high(p)
+    high = _is_high(p) if cutoff else np.zeros(p.shape, dtype=bool)
     p_fin = np.where(high, 0.0, p)
     f = 1.0 - np.exp(-p_fin / gamma + offset)
     return np.where(high, 1.0, f) if np.any(high) else f
 
 
-def n_eff(n_params, bits_w, bits_a, bits_kv, params: Mapping[str, float]) -> np.ndarray:
+def n_eff(n_params, bits_w, bits_a, bits_kv, params: Mapping[str, float], cutoff: bool = True) -> np.ndarray:
     """Effective parameter count, N_eff = N·f_w(P_w)·f_a(P_a)·f_kv(P_kv) (Eq. 4, "Finding 2").
 
     Args:
@@ -203,6 +204,7 @@ def n_eff(n_params, bits_w, bits_a, bits_kv, params: Mapping[str, float]) -> np.
             (linear inputs) and KV cache; ≥ 16 means unquantized.
         params: ``gamma_w``, ``gamma_a``, ``gamma_kv`` and the offsets ``n_w``, ``n_a``, ``n_kv``
             (absent offsets are 0). A γ is needed only where its part is quantized somewhere.
+        cutoff: as for ``precision_factor`` (True: P ≥ 16 is unquantized).
 
     Returns:
         (broadcast shape) N_eff, in parameters.
@@ -212,28 +214,34 @@ def n_eff(n_params, bits_w, bits_a, bits_kv, params: Mapping[str, float]) -> np.
     """
     out = _asarray(n_params)
     for x, bits in zip(COMPONENTS, (bits_w, bits_a, bits_kv)):
-        if np.all(_is_high(bits)):
+        if cutoff and np.all(_is_high(bits)):
             continue
-        out = out * precision_factor(bits, _param(params, f"gamma_{x}"), params.get(f"n_{x}", 0.0))
+        out = out * precision_factor(bits, _param(params, f"gamma_{x}"), params.get(f"n_{x}", 0.0), cutoff)
     return out
 
 
-def tied_precision_factor(bits, params: Mapping[str, float], offsets: bool = True) -> np.ndarray:
+def tied_precision_factor(bits, params: Mapping[str, float], offsets: bool = True,
+                          cutoff: bool = False) -> np.ndarray:
     """g(P) = N_eff/N with weights, activations and KV cache all trained at P bits (Eq. 4, §4.3).
+
+    A function of a continuous P for the compute-optimal analysis: by default the formula holds
+    at every P (g(16) ≈ 0.994 with Table 2), with no cutoff at 16 bits.
 
     Args:
         bits: (...) float — the shared training precision P.
         params: ``gamma_w``, ``gamma_a``, ``gamma_kv`` and offsets ``n_w``, ``n_a``, ``n_kv``.
         offsets: False drops the offsets (the main text's form), for comparison.
+        cutoff: True treats P ≥ 16 as unquantized (g = 1), as the data functions do.
 
     Returns:
         (...) g(P) = Π_x (1 − e^(−P/γ_x + n_x)).
     """
     use = params if offsets else {k: v for k, v in params.items() if not k.startswith("n_")}
-    return n_eff(1.0, bits, bits, bits, use)
+    return n_eff(1.0, bits, bits, bits, use, cutoff=cutoff)
 
 
-def qat_loss(n_params, n_tokens, bits_w, bits_a, bits_kv, params: Mapping[str, float]) -> np.ndarray:
+def qat_loss(n_params, n_tokens, bits_w, bits_a, bits_kv, params: Mapping[str, float],
+             cutoff: bool = True) -> np.ndarray:
     """Loss of a model trained with weights, activations and KV cache in low precision (Eqs. 3–4).
 
     L = A·N_eff^(−α) + B·D^(−β) + E with N_eff from ``n_eff``.
@@ -243,12 +251,13 @@ def qat_loss(n_params, n_tokens, bits_w, bits_a, bits_kv, params: Mapping[str, f
         bits_w, bits_a, bits_kv: (...) float — training bit widths (≥ 16: unquantized).
         params: the Chinchilla constants (``A``, ``B``, ``E``, ``alpha``, optional ``beta``) and
             those of ``n_eff``.
+        cutoff: as for ``precision_factor`` (True: P ≥ 16 is unquantized).
 
     Returns:
         (broadcast shape) the loss; NaN where N_eff ≤ 0.
     """
     with np.errstate(invalid="ignore"):
-        return chinchilla_loss(n_eff(n_params, bits_w, bits_a, bits_kv, params), n_tokens, params)
+        return chinchilla_loss(n_eff(n_params, bits_w, bits_a, bits_kv, params, cutoff), n_tokens, params)
 
 
 def _robustness_bracket(bits_train, bits_post, c):
