@@ -52,6 +52,7 @@ verdicts: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/train_throughput.py
 	$(PY) bench/law_fit_speed.py
+	$(PY) bench/quik_kernels.py --profile cpu
 
 clean:
 	rm -rf book/_build build

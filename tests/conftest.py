@@ -1,6 +1,14 @@
 """Shared fixtures: one byte-level Shakespeare corpus per test session, in a temporary cache."""
 
+import os
+
 import pytest
+import torch
+
+# Triton reads TRITON_INTERPRET once, at its first import, and transformers/torch may import it
+# early: set it before anything else so the kernel tests run through the interpreter on the CPU.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(scope="session")

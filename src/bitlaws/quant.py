@@ -179,14 +179,16 @@ def choose_qparams(
     dims = _reduce_dims(xg, granularity)
     if symmetric:
         absmax = xg.abs().amax(dim=dims, keepdim=True)
-        scale = absmax / q_max
+        # Divide by a tensor, not a Python number: CUDA turns the latter into a multiply by the
+        # reciprocal, which can differ by one rounding step from the kernels' exact division.
+        scale = absmax / torch.full_like(absmax, q_max)
         scale = torch.where(scale == 0, torch.ones_like(scale), scale)
         zero_point = torch.zeros_like(scale)
     else:
         x_min = xg.amin(dim=dims, keepdim=True).clamp(max=0)
         x_max = xg.amax(dim=dims, keepdim=True).clamp(min=0)
         span = x_max - x_min
-        scale = span / (q_max - q_min)
+        scale = span / torch.full_like(span, q_max - q_min)
         scale = torch.where(scale == 0, torch.ones_like(scale), scale)
         zero_point = torch.round(-x_min / scale).clamp(q_min, q_max)
     return scale, zero_point

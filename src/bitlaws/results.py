@@ -183,7 +183,15 @@ def load_runs(profile: str, experiment: str | None = None, root: str | os.PathLi
         raise FileNotFoundError(
             f"no results for profile {profile!r} under {folder}; run `python -m bitlaws sweep --profile {profile}`"
         )
-    frame = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
-    if experiment is not None:
-        frame = frame[frame["experiment"] == experiment].reset_index(drop=True)
-    return frame
+    frames = []
+    for f in files:
+        part = pd.read_csv(f)
+        if experiment is not None:
+            # Filter before concatenating: other experiments' files (e.g. kernel benchmarks) have
+            # other columns, which would otherwise widen and retype this frame.
+            part = part[part["experiment"] == experiment]
+        if len(part):
+            frames.append(part)
+    if not frames:
+        raise FileNotFoundError(f"no rows of experiment {experiment!r} for profile {profile!r} under {folder}")
+    return pd.concat(frames, ignore_index=True)

@@ -152,8 +152,8 @@ CLAIMS: dict[str, dict[str, str | None]] = {
         "on large layers; on Hopper int8 caps the gain near 2× and there is no int4",
         "paper": "RTX 3090 layer-wise: above 2× (8-bit), slightly above 4× (4-bit, large "
         "layers) (Fig. 6); end to end up to 3.4× (Fig. 8)",
-        "chapter": None,
-        "command": None,
+        "chapter": _KERNEL_CHAPTER,
+        "command": "python bench/quik_kernels.py --profile gpu",
     },
 }
 

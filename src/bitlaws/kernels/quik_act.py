@@ -25,13 +25,12 @@ Public names: ``QuantizedAct``, ``quik_act``, ``quik_act_ref``, ``pack_int4``, `
 
 from __future__ import annotations
 
-import time
 from typing import NamedTuple
 
 import torch
 
 from ..quant import PerToken, choose_qparams, quantize
-from ._triton import HAS_TRITON, build, interpreting, tl, triton
+from ._triton import HAS_TRITON, autotune, check_device, configs, nonempty, require_triton, tl, triton
 
 __all__ = ["QuantizedAct", "quik_act", "quik_act_ref", "pack_int4", "unpack_int4", "benchmark_quik_act"]
 
@@ -183,6 +182,8 @@ if HAS_TRITON:
     ]
     _INTERPRET_CONFIG = triton.Config({"BLOCK_M": 4, "BLOCK_K": 16})
 
+    @autotune(configs(_CONFIGS, _INTERPRET_CONFIG), key=["K_BASE", "K_OUT", "BITS"])
+    @triton.jit
     def _quik_act_kernel(
         x_ptr, base_idx_ptr, outlier_idx_ptr,  # inputs: (M, K) activations, feature indices
         codes_ptr, scale_ptr, zero_ptr, xo_ptr,  # outputs, as QuantizedAct
@@ -212,10 +213,10 @@ if HAS_TRITON:
         scale = tl.math.div_rn(hi - lo, tl.full((BLOCK_M,), Q_MAX, tl.float32))
         scale = tl.where(scale == 0.0, 1.0, scale)
         # zero = round_half_even(-lo / scale), written out with floor (no rint in the interpreter)
-        t = tl.math.div_rn(-lo, scale)
-        f = tl.floor(t)
-        f_odd = (f * 0.5 - tl.floor(f * 0.5)) != 0.0
-        zero = f + tl.where(((t - f) > 0.5) | (((t - f) == 0.5) & f_odd), 1.0, 0.0)
+        z_t = tl.math.div_rn(-lo, scale)
+        z_f = tl.floor(z_t)
+        z_odd = (z_f * 0.5 - tl.floor(z_f * 0.5)) != 0.0
+        zero = z_f + tl.where(((z_t - z_f) > 0.5) | (((z_t - z_f) == 0.5) & z_odd), 1.0, 0.0)
         zero = tl.minimum(tl.maximum(zero, 0.0), Q_MAX * 1.0)
         tl.store(scale_ptr + rm, scale, mask=row_ok)
         tl.store(zero_ptr + rm, zero, mask=row_ok)
@@ -225,16 +226,17 @@ if HAS_TRITON:
         for j0 in range(0, K_CODES, BLOCK_K):
             rj = j0 + tl.arange(0, BLOCK_K)
             kk = rj[:, None] * PACK + sub[None, :]  # (BLOCK_K, PACK) positions among base features
-            k_ok = kk < K_BASE
-            cols = tl.load(base_idx_ptr + kk, mask=k_ok, other=0)
-            x = tl.load(x_rows[:, None, None] + cols[None, :, :] * stride_xk,
-                        mask=row_ok[:, None, None] & k_ok[None, :, :], other=0.0).to(tl.float32)
-            t = tl.math.div_rn(x, scale[:, None, None])
+            kk_ok = kk < K_BASE
+            cols3 = tl.load(base_idx_ptr + kk, mask=kk_ok, other=0)
+            x3 = tl.load(x_rows[:, None, None] + cols3[None, :, :] * stride_xk,
+                         mask=row_ok[:, None, None] & kk_ok[None, :, :], other=0.0).to(tl.float32)
+            # round_half_even(x / scale), as for the zero point
+            t = tl.math.div_rn(x3, scale[:, None, None])
             f = tl.floor(t)
             f_odd = (f * 0.5 - tl.floor(f * 0.5)) != 0.0
             r = f + tl.where(((t - f) > 0.5) | (((t - f) == 0.5) & f_odd), 1.0, 0.0)
             q = tl.minimum(tl.maximum(r + zero[:, None, None], 0.0), Q_MAX * 1.0).to(tl.int32) - HALF
-            q = tl.where(k_ok[None, :, :], q, 0)  # the pad of an odd K_BASE is the code 0
+            q = tl.where(kk_ok[None, :, :], q, 0)  # the pad of an odd K_BASE is the code 0
             if PACK == 2:
                 q_even, q_odd = tl.split(q)
                 byte = (q_even & 0xF) | ((q_odd & 0xF) << 4)
@@ -245,12 +247,12 @@ if HAS_TRITON:
                      mask=row_ok[:, None] & (rj < K_CODES)[None, :])
 
         # Pass 3: the outlier features, copied in the input's dtype.
-        for k0 in range(0, K_OUT, BLOCK_K):
-            rk = k0 + tl.arange(0, BLOCK_K)
-            cols = tl.load(outlier_idx_ptr + rk, mask=rk < K_OUT, other=0)
-            ok = row_ok[:, None] & (rk < K_OUT)[None, :]
-            v = tl.load(x_rows[:, None] + cols[None, :] * stride_xk, mask=ok, other=0.0)
-            tl.store(xo_ptr + rm[:, None].to(tl.int64) * stride_om + rk[None, :], v, mask=ok)
+        for o0 in range(0, K_OUT, BLOCK_K):
+            ro = o0 + tl.arange(0, BLOCK_K)
+            cols_o = tl.load(outlier_idx_ptr + ro, mask=ro < K_OUT, other=0)
+            ok = row_ok[:, None] & (ro < K_OUT)[None, :]
+            v = tl.load(x_rows[:, None] + cols_o[None, :] * stride_xk, mask=ok, other=0.0)
+            tl.store(xo_ptr + rm[:, None].to(tl.int64) * stride_om + ro[None, :], v, mask=ok)
 
 
 def quik_act(x: torch.Tensor, base_idx: torch.Tensor, outlier_idx: torch.Tensor, bits: int) -> QuantizedAct:
@@ -270,13 +272,16 @@ def quik_act(x: torch.Tensor, base_idx: torch.Tensor, outlier_idx: torch.Tensor,
 
     Raises:
         TypeError: a tensor argument of the wrong dtype. ValueError: wrong rank, sizes that do not
-        add up to K, bits not 4 or 8, a non-contiguous tensor, or tensors on different devices.
+        add up to K, bits not 4 or 8, a non-contiguous tensor, tensors on different devices, or
+        CPU tensors without the interpreter.
         ModuleNotFoundError: Triton is not installed.
 
-    CUDA tensors run the compiled kernel; CPU tensors run it in Triton's interpreter (slow: for
-    tests). NaN or Inf in x is not detected here (the reference raises).
+    Tensors must be on CUDA, or anywhere under Triton's interpreter (``TRITON_INTERPRET=1``; slow,
+    for tests). NaN or Inf in x is not detected here (the reference raises).
     """
+    require_triton()
     _check_args(x, base_idx, outlier_idx, bits)
+    check_device("x", x)
     for name, t in (("x", x), ("base_idx", base_idx), ("outlier_idx", outlier_idx)):
         if not t.is_contiguous():
             raise ValueError(f"{name} must be contiguous")
@@ -285,39 +290,44 @@ def quik_act(x: torch.Tensor, base_idx: torch.Tensor, outlier_idx: torch.Tensor,
     m = x.shape[0]
     if m == 0:
         return out
-    kernel = build(_quik_act_kernel, _CONFIGS, _INTERPRET_CONFIG, key=["K_BASE", "K_OUT", "BITS"],
-                   interpret=interpreting(x.device))
-    # Index buffers must not be empty pointers: hand the kernel a 1-element dummy when k = 0.
-    base = base_idx if k_base else torch.zeros(1, dtype=torch.int32, device=x.device)
-    outl = outlier_idx if k_out else torch.zeros(1, dtype=torch.int32, device=x.device)
     grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]),)  # noqa: E731
-    kernel[grid](x, base, outl, out.codes, out.scale, out.zero, out.x_outlier,
-                 m, k_base, k_out, out.codes.shape[1],
-                 x.stride(0), x.stride(1), max(out.codes.stride(0), 1), max(out.x_outlier.stride(0), 1),
-                 BITS=bits)
+    # With no base or no outlier features some buffers are empty: `nonempty` hands the kernel a
+    # valid pointer that it will not touch.
+    _quik_act_kernel[grid](x, nonempty(base_idx), nonempty(outlier_idx),
+                           nonempty(out.codes), out.scale, out.zero, nonempty(out.x_outlier),
+                           m, k_base, k_out, out.codes.shape[1],
+                           x.stride(0), x.stride(1), max(out.codes.stride(0), 1), max(out.x_outlier.stride(0), 1),
+                           BITS=bits)
     return out
 
 
 # --------------------------------------------------------------------------- benchmark
 
 
-def benchmark_quik_act(m: int, k: int, n_outliers: int, bits: int, *, device: str = "cpu",
+def benchmark_quik_act(tokens, k: int, n_outliers: int, bits: int, *, device: str = "cpu",
                        dtype: torch.dtype = torch.float32, reps: int = 20) -> list[dict]:
-    """Time the activation pass (Triton on CUDA, the reference elsewhere): tidy rows.
+    """Time the activation pass (Triton on CUDA, the reference elsewhere) at each token count: tidy rows.
+
+    Args:
+        tokens: token counts M to time. k: input features. n_outliers: features kept in 16 bits.
+        bits: 8 or 4. device, dtype, reps: where, which activation dtype, how many timed calls.
 
     Returns:
-        One dict with ``part = "act_quant"``, ``impl``, ``m_tokens``, ``k_in``, ``n_outliers``,
+        One dict per M with ``part = "act_quant"``, ``impl``, ``m_tokens``, ``k_in``, ``n_outliers``,
         ``bits`` and ``latency_ms`` (median of `reps` calls).
     """
     from .benchmark import time_ms
 
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(m, k, generator=gen).to(device=device, dtype=dtype)
-    perm = torch.randperm(k, generator=gen)
+    torch.manual_seed(0)
+    perm = torch.randperm(k)
     outlier_idx = perm[:n_outliers].sort().values.to(device=device, dtype=torch.int32)
     base_idx = perm[n_outliers:].sort().values.to(device=device, dtype=torch.int32)
     use_triton = torch.device(device).type == "cuda" and HAS_TRITON
     fn = quik_act if use_triton else quik_act_ref
-    ms = time_ms(lambda: fn(x, base_idx, outlier_idx, bits), device=device, reps=reps)
-    return [{"part": "act_quant", "impl": "triton" if use_triton else "ref", "m_tokens": m, "k_in": k,
-             "n_outliers": n_outliers, "bits": bits, "latency_ms": ms, "timestamp": time.time()}]
+    rows = []
+    for m in tokens:
+        x = torch.randn(m, k, device=device, dtype=dtype)
+        ms = time_ms(lambda: fn(x, base_idx, outlier_idx, bits), device=device, reps=reps)
+        rows.append({"part": "act_quant", "impl": "triton" if use_triton else "ref", "m_tokens": m, "k_in": k,
+                     "n_outliers": n_outliers, "bits": bits, "latency_ms": ms})
+    return rows
