@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .laws.forms import PAPER_CONSTANTS
 from .verdicts import CLAIMS, Verdict, load_verdicts, save_verdicts, update_readme
 
 __all__ = [
@@ -44,7 +45,8 @@ __all__ = [
 
 NOISE_K = 2.0
 # Eq. 2's exponents as Kumar et al. fit them (Table 2, GPTQ, INT3–6) and the fit's R² (Fig. 2).
-PAPER_EQ2 = {"gamma_d": 0.5068, "gamma_n": 0.3439, "gamma_post": 0.5907, "r2": 0.97}
+PAPER_EQ2 = {"gamma_d": PAPER_CONSTANTS["gamma_D"], "gamma_n": PAPER_CONSTANTS["gamma_N"],
+             "gamma_post": PAPER_CONSTANTS["gamma_post"], "r2": 0.97}
 # The profile whose verdicts the book, the README and data/verdicts.json carry.
 BOOK_PROFILE = "cpu"
 # P_post values whose δ_PTQ is large enough to carry a trend at our scale (INT7/8 sit at the floor).

@@ -142,6 +142,7 @@ def append_rows(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns
     try:
         with os.fdopen(fd, "w", newline="") as fh:
             frame.to_csv(fh, index=False, float_format="%.6g")
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be read by others
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
