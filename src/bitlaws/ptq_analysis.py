@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .laws.forms import PAPER_CONSTANTS
+from .laws.optimal import critical_data_size
 from .verdicts import CLAIMS, Verdict, load_verdicts, save_verdicts, update_readme
 
 __all__ = [
@@ -316,9 +317,10 @@ def verdict_p2(df: pd.DataFrame, profile: str, inputs_sha256: str = "") -> Verdi
                 f"+{first.rise:.3f} nats by D = {int(first.d_max):,}")
     else:
         ours = f"post-PTQ loss keeps falling with D in all {len(rise)} (N, P_post) series up to D/N ≈ {dn_max:.0f}"
+    d_crit = float(critical_data_size(30e6, 3, PAPER_CONSTANTS))
     reason = (f"our largest D/N is ≈ {dn_max:.0f} bytes per parameter (the paper counts BPE tokens, several "
-              "bytes each); with Table 2's constants the paper's INT3 turn-up for N = 30M comes at "
-              "D_crit ≈ 16B tokens, D/N ≈ 530, and later for larger N or more bits")
+              "bytes each); with Table 2's constants (Eq. 13) the paper's INT3 turn-up for N = 30M comes at "
+              f"D_crit ≈ {d_crit / 1e9:.1f}B tokens, D/N ≈ {d_crit / 30e6:.0f}, and later for larger N or more bits")
     return Verdict("P2", verdict, CLAIMS["P2"]["paper"], ours, reason, profile, inputs_sha256,
                    _finite_or_na({"series_rising": float(len(sig)), "series": float(len(rise)),
                                   "max_d_over_n": dn_max}))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .model import LADDER, SMOKE_LADDER, ModelConfig
 from .ptq.rtn import RTNConfig, rtn_quantize_

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .model import ModelConfig, build_model, count_n_params
 

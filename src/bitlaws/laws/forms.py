@@ -61,8 +61,8 @@ COMPONENTS = ("w", "a", "kv")
 
 PAPER_SOURCE = (
     "Kumar et al. 2024, 'Scaling Laws for Precision' (ICLR 2025 camera-ready, arXiv 2411.04330), "
-    "Appendix K, Table 2; labels restored in ../shared/papers/precision-scaling-laws.md §2 "
-    "(γ_i read as γ_a, the unlabelled 0.5907 as γ_post)"
+    "Appendix K, Table 2; subscripts lost in the text conversions are "
+    "restored from context (γ_i read as γ_a, the unlabelled 0.5907 as γ_post)"
 )
 # Appendix K, Table 2. α = β is tied. `b_post` is Table 2's unexplained bias b (probably an offset
 # inside the PTQ exponential); the forms here do not use it. C_w, C_a, C_kv (Eq. 9) are not
