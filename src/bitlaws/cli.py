@@ -137,16 +137,19 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
 def _cmd_sweep(args) -> int:
     from .sweep import run_sweep
 
+    exps = [e for e in args.experiments.split(",") if e] if args.experiments else None
     cov = run_sweep(args.profile, executor=args.executor, workers=args.workers, threads=args.threads,
-                    data_root=args.data_root, run_root=args.run_root, limit=args.limit, progress=not args.quiet)
+                    data_root=args.data_root, run_root=args.run_root, limit=args.limit, progress=not args.quiet,
+                    experiments=exps)
     print(json.dumps(cov))
     return 0
 
 
 def _cmd_coverage(args) -> int:
-    from .sweep import coverage
+    from .sweep import coverage, declared_experiments
 
-    print(json.dumps(coverage(args.profile, args.data_root)))
+    for exp in declared_experiments(args.profile):
+        print(json.dumps(coverage(args.profile, args.data_root, exp)))
     return 0
 
 
@@ -224,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep.add_argument("--threads", type=int, default=1)
     p_sweep.add_argument("--run-root", default=None, help="checkpoint folder (default: <repo>/runs)")
     p_sweep.add_argument("--limit", type=int, default=None, help="at most this many runs")
+    p_sweep.add_argument("--experiments", default=None,
+                         help="comma-separated: base_grid,qat_marginal,qat_joint,qat_formats,compute_matched "
+                              "(default: every one the profile declares)")
     for p in (p_train, p_sweep):
         p.add_argument("--quiet", action="store_true", help="no progress bars")
     args, rest = parser.parse_known_args(argv)

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
-__all__ = ["ModelConfig", "LADDER", "SMOKE_LADDER", "build_model", "count_n_params", "hand_count_n_params", "get_size"]
+__all__ = ["ModelConfig", "LADDER", "SMOKE_LADDER", "COMPUTE_MATCHED", "build_model", "count_n_params", "hand_count_n_params", "get_size"]
 
 
 @dataclass(frozen=True)
@@ -125,13 +125,25 @@ SMOKE_LADDER: dict[str, ModelConfig] = {
 }
 
 
+# The compute-matched suite (Kumar et al. Fig. 1 right, at our scale): N·P ≈ 3.42M bit-parameters with
+# n214k at 16 bits, so N ≈ 3.42M / P at P = 12, 8, 6, 4. d_ff is tuned (not the 8/3 rule) to bring
+# each N·P within 1% of n214k's: n282k 282,304 × 12, n425k 424,800 × 8, n566k 565,536 × 6,
+# n851k 850,920 × 4.
+COMPUTE_MATCHED: dict[str, ModelConfig] = {
+    "n282k": ModelConfig(d_model=64, n_layers=5, n_heads=4, d_ff=208),
+    "n425k": ModelConfig(d_model=96, n_layers=4, n_heads=6, d_ff=240),
+    "n566k": ModelConfig(d_model=96, n_layers=5, n_heads=6, d_ff=264),
+    "n851k": ModelConfig(d_model=120, n_layers=5, n_heads=6, d_ff=312),
+}
+
+
 def get_size(name: str) -> ModelConfig:
-    """A ladder entry by name (``LADDER`` or ``SMOKE_LADDER``).
+    """A model size by name (``LADDER``, ``SMOKE_LADDER`` or ``COMPUTE_MATCHED``).
 
     Raises:
         ValueError: unknown name; the message lists the allowed ones.
     """
-    sizes = {**LADDER, **SMOKE_LADDER}
+    sizes = {**LADDER, **SMOKE_LADDER, **COMPUTE_MATCHED}
     if name not in sizes:
         raise ValueError(f"unknown model size {name!r}; allowed: {sorted(sizes)}")
     return sizes[name]

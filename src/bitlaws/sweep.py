@@ -26,18 +26,55 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import torch
 from tqdm import tqdm
 
-from .model import LADDER, SMOKE_LADDER, ModelConfig
+from .model import ModelConfig, get_size
+from .precision import TrainPrecision
 from .ptq.rtn import RTNConfig, rtn_quantize_
 from .results import CURVE_COLUMNS, append_rows, provenance, read_rows, stable_hash
 from .train import TrainConfig, config_dict, evaluate, train
 
-__all__ = ["Profile", "PROFILES", "RunSpec", "base_grid", "plan", "run_spec", "run_sweep", "coverage", "EXECUTORS"]
+__all__ = ["Profile", "QATPlan", "PROFILES", "RunSpec", "EXPERIMENTS", "base_grid", "qat_marginal", "qat_joint",
+           "qat_formats", "compute_matched", "declared_experiments", "plan", "run_spec", "run_sweep", "coverage", "EXECUTORS"]
 
 EXECUTORS = ("local", "submitit-local", "slurm")
+HP = 16  # "bits" of a high-precision (unquantized) part in the sweep declarations
 # Fields of TrainConfig that do not change a run's result, so they are left out of run_id.
 _NON_RESULT_FIELDS = ("threads", "log_every", "ckpt_every")
+
+
+@dataclass(frozen=True)
+class QATPlan:
+    """The low-precision-training sweeps of a profile (issue 3; Kumar et al. §4, Fig. 3–7).
+
+    Bits of 16 mean "not quantized". Integer parts use the paper's training scheme (symmetric
+    absmax; weights per output channel, activations and K/V per tensor).
+
+    Args:
+        marginal_sizes, marginal_budgets, marginal_bits: P_w, P_a, P_kv varied one at a time
+            over these sizes × budgets (the base grid's high-precision runs are the baselines).
+        joint_cell: (size, budget) of the joint sweep; joint_combos: its (P_w, P_a, P_kv).
+        format_sizes, format_budget, formats: weight-only training in these formats (P10).
+        qat_ptq_bits_w: weight-only runs of the marginal sweep that are also quantized after
+            training (RTN) to every `bits_post` below their P_w (the unified law, P9).
+        bits_post: the post-training bit widths for those pairs.
+        cm_budget, cm_cells: the compute-matched suite, (size, P) with N·P about constant; every
+            part (W, A, KV) at P.
+    """
+
+    marginal_sizes: tuple[str, ...]
+    marginal_budgets: tuple[int, ...]
+    marginal_bits: tuple[int, ...]
+    joint_cell: tuple[str, int]
+    joint_combos: tuple[tuple[int, int, int], ...]
+    format_sizes: tuple[str, ...]
+    format_budget: int
+    formats: tuple[str, ...]
+    qat_ptq_bits_w: tuple[int, ...]
+    bits_post: tuple[int, ...]
+    cm_budget: int
+    cm_cells: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)
@@ -54,6 +91,7 @@ class Profile:
         train: the TrainConfig template (batch, context, eval budget, corpus).
         extra_cells: (size, budget) cells beyond the size × budget rectangle (seed 0), e.g. the
             smallest models trained to the largest D/N for the critical data size.
+        qat: the low-precision-training sweeps (None: none declared).
     """
 
     name: str
@@ -64,6 +102,7 @@ class Profile:
     bits_post: tuple[int, ...]
     train: TrainConfig
     extra_cells: tuple[tuple[str, int], ...] = ()
+    qat: QATPlan | None = None
     note: str = ""
 
 
@@ -77,6 +116,13 @@ PROFILES: dict[str, Profile] = {
         bits_post=(3, 4, 8),
         train=TrainConfig(n_tokens=32_768, batch_size=8, seq_len=64, eval_tokens=16_640, log_every=10,
                           ckpt_every=50),
+        qat=QATPlan(
+            marginal_sizes=("n3k",), marginal_budgets=(32_768,), marginal_bits=(3, 8),
+            joint_cell=("n3k", 32_768), joint_combos=((4, 4, 4), (8, 4, 8)),
+            format_sizes=("n3k",), format_budget=32_768, formats=(),  # FP formats: declared once FloatFormat lands
+            qat_ptq_bits_w=(8,), bits_post=(3, 4),
+            cm_budget=32_768, cm_cells=(("n3k", 8),),
+        ),
         note="micro models for tests and CI: the whole pipeline in about a minute",
     ),
     "cpu": Profile(
@@ -89,6 +135,18 @@ PROFILES: dict[str, Profile] = {
         bits_post=(3, 4, 5, 6, 7, 8),
         train=TrainConfig(n_tokens=524_288, batch_size=16, seq_len=256, eval_tokens=65_792, log_every=10,
                           ckpt_every=200),
+        qat=QATPlan(
+            marginal_sizes=("n27k", "n83k", "n214k"), marginal_budgets=(1_048_576, 2_097_152),
+            marginal_bits=(3, 4, 5, 6, 8, 12),
+            joint_cell=("n83k", 2_097_152),
+            joint_combos=((4, 4, 4), (8, 8, 8), (6, 6, 6), (5, 5, 5), (4, 8, 8), (8, 4, 8), (8, 8, 4),
+                          (4, 4, 16), (4, 16, 4), (16, 4, 4), (6, 8, 4), (8, 6, 6), (12, 4, 8), (4, 6, 12)),
+            format_sizes=("n27k", "n83k", "n214k"), format_budget=2_097_152,
+            formats=(),  # FP formats: declared once FloatFormat lands
+            qat_ptq_bits_w=(4, 6, 8), bits_post=(3, 4, 5, 6),
+            cm_budget=2_097_152,
+            cm_cells=(("n851k", 4), ("n566k", 6), ("n425k", 8), ("n282k", 12)),
+        ),
         note="the published results: 5 sizes x 5 budgets (+ D = 16.8M at the two smallest), byte-level "
              "Shakespeare, D <= 3.65 passes",
     ),
@@ -104,18 +162,20 @@ class RunSpec:
     size: str
     model: ModelConfig
     train: TrainConfig
-    ptq: tuple[RTNConfig, ...] = field(default_factory=tuple)
+    ptq: tuple = field(default_factory=tuple)
+    precision: TrainPrecision = field(default_factory=TrainPrecision)
 
     @property
     def run_id(self) -> str:
-        cfg = config_dict(self.model, self.train)
+        """Hash of everything that fixes the trained model: shape, training config, training precision."""
+        cfg = config_dict(self.model, self.train, self.precision)
         for f in _NON_RESULT_FIELDS:
             cfg["train"].pop(f)
-        cfg["precision"] = {"w": None, "a": None, "kv": None}
         return stable_hash(cfg)
 
-    def obs_id(self, ptq: RTNConfig | None) -> str:
-        post = {"method": "none"} if ptq is None else {"method": "rtn", **dataclasses.asdict(ptq)}
+    def obs_id(self, ptq=None) -> str:
+        """Hash of the run and one post-training quantization (None: the model as trained)."""
+        post = {"method": "none"} if ptq is None else {"method": _method(ptq), **dataclasses.asdict(ptq)}
         return stable_hash({"run_id": self.run_id, "post": post})
 
     @property
@@ -136,44 +196,138 @@ def base_grid(profile: Profile) -> list[RunSpec]:
 
     Each run is followed by RTN (asymmetric, per output channel) to every ``profile.bits_post``.
     """
-    sizes = {**LADDER, **SMOKE_LADDER}
     ptq = tuple(RTNConfig(bits=b) for b in profile.bits_post)
     specs = []
     for size in profile.sizes:
-        mcfg = sizes[size].replace(max_seq_len=max(sizes[size].max_seq_len, profile.train.seq_len))
+        mcfg = _model(size, profile)
         for budget in profile.budgets:
             seeds = (0,) + (profile.extra_seeds if (size, budget) in profile.seed_cells else ())
             for seed in seeds:
                 tcfg = profile.train.replace(n_tokens=budget, seed=seed)
                 specs.append(RunSpec("base_grid", profile.name, size, mcfg, tcfg, ptq))
     for size, budget in profile.extra_cells:
-        mcfg = sizes[size].replace(max_seq_len=max(sizes[size].max_seq_len, profile.train.seq_len))
+        mcfg = _model(size, profile)
         specs.append(RunSpec("base_grid", profile.name, size, mcfg, profile.train.replace(n_tokens=budget), ptq))
     return specs
 
 
-def plan(profile: str) -> list[RunSpec]:
-    """Every run of `profile`'s declared sweeps, cheapest first.
+def _method(ptq) -> str:
+    return getattr(ptq, "method", "rtn")
 
-    Raises:
-        ValueError: unknown profile; the message lists the allowed ones.
-    """
+
+def _model(size: str, profile: Profile) -> ModelConfig:
+    cfg = get_size(size)
+    return cfg.replace(max_seq_len=max(cfg.max_seq_len, profile.train.seq_len))
+
+
+def _prec(bits_w: int | str, bits_a: int | str = HP, bits_kv: int | str = HP) -> TrainPrecision:
+    def part(b):
+        return None if b == HP else b
+    return TrainPrecision.of(w=part(bits_w), a=part(bits_a), kv=part(bits_kv))
+
+
+def _qat_spec(experiment: str, profile: Profile, size: str, budget: int, prec: TrainPrecision,
+              ptq: tuple = ()) -> RunSpec:
+    return RunSpec(experiment, profile.name, size, _model(size, profile), profile.train.replace(n_tokens=budget),
+                   ptq, prec)
+
+
+def qat_marginal(profile: Profile) -> list[RunSpec]:
+    """P_w, P_a, P_kv one at a time over the marginal sizes × budgets; the weight-only runs at
+    ``qat_ptq_bits_w`` are also quantized after training (RTN) to every lower ``bits_post``."""
+    q = profile.qat
+    if q is None:
+        return []
+    specs = []
+    for size in q.marginal_sizes:
+        for budget in q.marginal_budgets:
+            for bits in q.marginal_bits:
+                for part in ("w", "a", "kv"):
+                    prec = _prec(*[bits if p == part else HP for p in ("w", "a", "kv")])
+                    ptq = ()
+                    if part == "w" and bits in q.qat_ptq_bits_w:
+                        ptq = tuple(RTNConfig(bits=b) for b in q.bits_post if b < bits)
+                    specs.append(_qat_spec("qat_marginal", profile, size, budget, prec, ptq))
+    return specs
+
+
+def qat_joint(profile: Profile) -> list[RunSpec]:
+    """Several (P_w, P_a, P_kv) at one cell, for the independence test (P5)."""
+    q = profile.qat
+    if q is None:
+        return []
+    size, budget = q.joint_cell
+    return [_qat_spec("qat_joint", profile, size, budget, _prec(*c)) for c in q.joint_combos]
+
+
+def qat_formats(profile: Profile) -> list[RunSpec]:
+    """Weight-only training in floating-point formats (the integer twins are in the marginal sweep; P10)."""
+    q = profile.qat
+    if q is None:
+        return []
+    return [_qat_spec("qat_formats", profile, size, q.format_budget, TrainPrecision.of(w=fmt))
+            for size in q.format_sizes for fmt in q.formats]
+
+
+def compute_matched(profile: Profile) -> list[RunSpec]:
+    """Models with N·P about constant at one D, every part at P (Fig. 1 right; P6–P7). The
+    high-precision member is the base grid's run at the same budget."""
+    q = profile.qat
+    if q is None:
+        return []
+    return [_qat_spec("compute_matched", profile, size, q.cm_budget, _prec(bits, bits, bits))
+            for size, bits in q.cm_cells]
+
+
+_BUILDERS: dict[str, Callable[[Profile], list[RunSpec]]] = {
+    "base_grid": base_grid,
+    "qat_marginal": qat_marginal,
+    "qat_joint": qat_joint,
+    "qat_formats": qat_formats,
+    "compute_matched": compute_matched,
+}
+EXPERIMENTS = tuple(_BUILDERS)
+
+
+def _profile(profile: str) -> Profile:
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; allowed: {sorted(PROFILES)}")
-    return sorted(base_grid(PROFILES[profile]), key=lambda s: (s.cost, s.train.seed))
+    return PROFILES[profile]
 
 
-def _row(spec: RunSpec, res, ptq: RTNConfig | None, loss_val: float, base_loss: float, threads: int,
-         per_byte: bool = True) -> dict:
+def declared_experiments(profile: str) -> list[str]:
+    """The experiments `profile` declares (those with at least one run), in :data:`EXPERIMENTS` order."""
+    prof = _profile(profile)
+    return [e for e in EXPERIMENTS if _BUILDERS[e](prof)]
+
+
+def plan(profile: str, experiment: str = "base_grid") -> list[RunSpec]:
+    """Every run of one of `profile`'s declared sweeps, cheapest first.
+
+    Args:
+        profile: ``smoke`` or ``cpu``.
+        experiment: one of :data:`EXPERIMENTS` (default the base grid).
+
+    Raises:
+        ValueError: unknown profile or experiment; the message lists the allowed ones.
+    """
+    prof = _profile(profile)
+    if experiment not in _BUILDERS:
+        raise ValueError(f"unknown experiment {experiment!r}; allowed: {list(EXPERIMENTS)}")
+    return sorted(_BUILDERS[experiment](prof), key=lambda s: (s.cost, s.train.seed, s.run_id))
+
+
+def _row(spec: RunSpec, res, ptq, loss_val: float, base_loss: float, threads: int, per_byte: bool = True) -> dict:
     ok = res.status == "ok" and math.isfinite(loss_val)
+    prec = spec.precision
     return {
         "run_id": spec.run_id, "obs_id": spec.obs_id(ptq), "experiment": spec.experiment,
         "profile": spec.profile, "corpus": spec.train.corpus, "size": spec.size, "seed": spec.train.seed,
         "n_params": res.n_params, "n_tokens": res.n_tokens, "d_model": spec.model.d_model,
         "n_layers": spec.model.n_layers,
-        "fmt_w": "none" if ptq is None else f"int{ptq.bits}", "fmt_a": "none", "fmt_kv": "none",
-        "bits_w": 16, "bits_a": 16, "bits_kv": 16,
-        "ptq_method": "none" if ptq is None else "rtn",
+        "fmt_w": prec.fmt("w") if ptq is None else f"int{ptq.bits}", "fmt_a": prec.fmt("a"), "fmt_kv": prec.fmt("kv"),
+        "bits_w": prec.bits("w"), "bits_a": prec.bits("a"), "bits_kv": prec.bits("kv"),
+        "ptq_method": "none" if ptq is None else _method(ptq),
         "quant_scheme": "none" if ptq is None else ptq.quant_scheme,
         "bits_post": 16 if ptq is None else ptq.bits,
         "group_size": 0 if ptq is None else ptq.group_size,
@@ -189,33 +343,93 @@ def _row(spec: RunSpec, res, ptq: RTNConfig | None, loss_val: float, base_loss: 
     }
 
 
+def _apply_ptq_(model, ptq, corpus, train_cfg: TrainConfig) -> None:
+    """Quantize `model`'s weights in place with `ptq` (RTN, or GPTQ calibrated on the training split)."""
+    if _method(ptq) == "rtn":
+        rtn_quantize_(model, ptq)
+        return
+    if _method(ptq) == "gptq":
+        from .ptq.gptq import calibration_batch, gptq_quantize_
+
+        seq_len = ptq.calib_seq_len or train_cfg.seq_len
+        calib = calibration_batch(corpus.train, ptq.n_calib, seq_len, ptq.seed)
+        gptq_quantize_(model, calib, ptq, progress=False)
+        return
+    raise ValueError(f"unknown post-training method {_method(ptq)!r}; allowed: 'rtn', 'gptq'")
+
+
+def _saved_run(run_dir: Path, spec: RunSpec, base_row: dict | None):
+    """The finished model saved in `run_dir` with the facts of its recorded row, or None.
+
+    Reused only when both exist (the row says how it trained); the model gets its run-time
+    activation/KV quantizers back (its weights were saved already quantized)."""
+    import json
+    from types import SimpleNamespace
+
+    cfg_path = run_dir / "run_config.json"
+    if base_row is None or not (run_dir / "model.safetensors").exists() or not cfg_path.exists():
+        return None
+    cfg = json.loads(cfg_path.read_text())
+    if cfg.get("run_id") != spec.run_id or cfg.get("status") != "ok":
+        return None
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(run_dir, dtype=torch.float32, attn_implementation="sdpa").eval()
+    if not spec.precision.is_high_precision:
+        from .precision import apply_precision_
+
+        apply_precision_(model, dataclasses.replace(spec.precision, w=None))
+    res = SimpleNamespace(model=model, status="ok", loss_val=float(base_row["loss_val"]),
+                          loss_train=float(base_row["loss_train"]), n_params=int(base_row["n_params"]),
+                          n_tokens=int(base_row["n_tokens"]), steps=int(base_row["steps"]),
+                          wall_s=float(base_row["train_s"]), curve=[])
+    return res
+
+
 def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "runs", progress: bool = True,
-             corpus=None) -> tuple[list[dict], list[dict]]:
+             corpus=None, have: dict[str, dict] | None = None) -> tuple[list[dict], list[dict]]:
     """Train `spec`, save its checkpoint, apply its PTQs, and return (observation rows, curve rows).
 
     The checkpoint (``model.safetensors`` + ``config.json`` + our ``run_config.json``) goes to
-    ``run_root/<profile>/<run_id>/``; a resumable ``state.pt`` lives there while training.
+    ``run_root/<profile>/<run_id>/``; a resumable ``state.pt`` lives there while training. Saved
+    weights are the weights the model ran with (Q_w(W) for a weight-quantized run).
+
+    Args:
+        have: rows already recorded, by ``obs_id``. Only the missing observations are returned;
+            when the unquantized row is recorded and the run's checkpoint is in `run_root`, the
+            model is loaded instead of retrained (so a new PTQ method costs no training).
+
     A diverged run yields rows with ``status = "diverged"`` and its loss curve, never an exception.
     """
+    import json
+
     from .corpus import load_corpus
 
+    have = have or {}
     corpus = corpus if corpus is not None else load_corpus(spec.train.corpus)
     tcfg = spec.train.replace(threads=threads)
+    torch.set_num_threads(threads)
     run_dir = Path(run_root) / spec.profile / spec.run_id
-    res = train(spec.model, tcfg, corpus=corpus, run_dir=run_dir, progress=progress)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    cfg = config_dict(spec.model, tcfg)
-    cfg.update({"run_id": spec.run_id, "experiment": spec.experiment, "profile": spec.profile, "size": spec.size,
-                "corpus_sha256": corpus.source_sha256, "status": res.status})
-    (run_dir / "run_config.json").write_text(__import__("json").dumps(cfg, indent=2, sort_keys=True))
-    if res.status == "ok":
-        res.model.save_pretrained(run_dir, safe_serialization=True)
+    res = _saved_run(run_dir, spec, have.get(spec.obs_id(None)))
+    if res is None:
+        res = train(spec.model, tcfg, corpus=corpus, run_dir=run_dir, progress=progress, precision=spec.precision)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        cfg = config_dict(spec.model, tcfg, spec.precision)
+        cfg.update({"run_id": spec.run_id, "experiment": spec.experiment, "profile": spec.profile,
+                    "size": spec.size, "corpus_sha256": corpus.source_sha256, "status": res.status})
+        if res.status == "ok":
+            res.model.save_pretrained(run_dir, safe_serialization=True)
+        (run_dir / "run_config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True))
     per_byte = corpus.tokenizer == "bytes"
-    rows = [_row(spec, res, None, res.loss_val, res.loss_val, threads, per_byte)]
+    rows = []
+    if spec.obs_id(None) not in have:
+        rows.append(_row(spec, res, None, res.loss_val, res.loss_val, threads, per_byte))
     for ptq in spec.ptq:
+        if spec.obs_id(ptq) in have:
+            continue
         if res.status == "ok":
             qmodel = copy.deepcopy(res.model)
-            rtn_quantize_(qmodel, ptq)
+            _apply_ptq_(qmodel, ptq, corpus, tcfg)
             loss_q = evaluate(qmodel, corpus.val, tcfg.seq_len, tcfg.eval_tokens, tcfg.eval_batch_size)
         else:
             loss_q = math.nan
@@ -225,46 +439,49 @@ def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "run
     return rows, curve
 
 
-def _paths(profile: str, data_root: Path) -> tuple[Path, Path]:
+def _paths(profile: str, data_root: Path, experiment: str = "base_grid") -> tuple[Path, Path]:
     folder = data_root / "runs" / profile
-    return folder / "base_grid.csv", folder / "base_grid_curves.csv"
+    return folder / f"{experiment}.csv", folder / f"{experiment}_curves.csv"
 
 
-def coverage(profile: str, data_root: str | os.PathLike | None = None) -> dict[str, Any]:
-    """How much of `profile`'s declared sweep is in its CSV: runs and observations done / planned."""
+def coverage(profile: str, data_root: str | os.PathLike | None = None, experiment: str = "base_grid") -> dict[str, Any]:
+    """How much of one of `profile`'s declared sweeps is in its CSV: runs and observations done / planned."""
     from .results import data_dir
 
     data_root = Path(data_root) if data_root is not None else data_dir()
-    specs = plan(profile)
-    obs_csv, _ = _paths(profile, data_root)
+    specs = plan(profile, experiment)
+    obs_csv, _ = _paths(profile, data_root, experiment)
     have = set(read_rows(obs_csv).get("obs_id", []))
     runs_done = sum(all(o in have for o in s.obs_ids) for s in specs)
     planned = [o for s in specs for o in s.obs_ids]
-    return {"profile": profile, "runs_planned": len(specs), "runs_done": runs_done,
+    return {"profile": profile, "experiment": experiment, "runs_planned": len(specs), "runs_done": runs_done,
             "obs_planned": len(planned), "obs_done": sum(o in have for o in planned)}
 
 
 def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: int = 1,
               data_root: str | os.PathLike | None = None, run_root: str | os.PathLike | None = None,
               limit: int | None = None, progress: bool = True,
-              on_run_done: Callable[[RunSpec], None] | None = None) -> dict[str, Any]:
-    """Run every missing run of `profile`, appending rows as each finishes (resumable).
+              on_run_done: Callable[[RunSpec], None] | None = None,
+              experiments: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run every missing run of `profile`'s sweeps, appending rows as each finishes (resumable).
 
     Args:
         profile: ``smoke`` or ``cpu``.
         executor: ``local``, ``submitit-local`` or ``slurm``.
         workers: parallel runs (processes or jobs). threads: torch threads per run.
-        data_root: the ``data/`` folder receiving ``runs/<profile>/base_grid*.csv`` (default: the repo's).
+        data_root: the ``data/`` folder receiving ``runs/<profile>/<experiment>*.csv`` (default: the repo's).
         run_root: where checkpoints go (default: ``runs/`` beside `data_root`; a build product).
         limit: run at most this many missing runs (cheapest first).
         progress: tqdm bars.
         on_run_done: callback after each run's rows are written.
+        experiments: which of the profile's sweeps (default: every one it declares, base grid first).
 
     Returns:
-        The :func:`coverage` after the sweep.
+        The :func:`coverage` of the base grid after the sweep, with ``"experiments"``: the
+        coverage of each experiment run.
 
     Raises:
-        ValueError: unknown profile or executor, or workers/threads < 1.
+        ValueError: unknown profile, experiment or executor, or workers/threads < 1.
     """
     from .results import _git_sha, data_dir
 
@@ -275,33 +492,45 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
         raise ValueError(f"workers and threads must be ≥ 1, got workers={workers}, threads={threads}")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be ≥ 0 (or None for every missing run), got {limit}")
-    specs = plan(profile)
+    declared = declared_experiments(profile)
+    chosen = list(experiments) if experiments is not None else declared
+    bad = [e for e in chosen if e not in declared]
+    if bad:
+        raise ValueError(f"profile {profile!r} declares no experiment {bad}; allowed: {declared}")
     data_root = Path(data_root) if data_root is not None else data_dir()
     run_root = Path(run_root) if run_root is not None else data_root.parent / "runs"
-    obs_csv, curve_csv = _paths(profile, data_root)
-    have = set(read_rows(obs_csv).get("obs_id", []))
-    todo = [s for s in specs if not all(o in have for o in s.obs_ids)]
+    todo: list[tuple[RunSpec, dict]] = []
+    for exp in chosen:
+        obs_csv, _ = _paths(profile, data_root, exp)
+        old = read_rows(obs_csv)
+        recorded = {r["obs_id"]: r for r in old.to_dict("records")} if len(old) else {}
+        for s in plan(profile, exp):
+            if not all(o in recorded for o in s.obs_ids):
+                todo.append((s, {o: recorded[o] for o in s.obs_ids if o in recorded}))
+    todo.sort(key=lambda t: (t[0].cost, t[0].train.seed, t[0].run_id))
     if limit is not None:
         todo = todo[:limit]
 
     def record(spec: RunSpec, rows: list[dict], curve: list[dict]) -> None:
+        obs_csv, curve_csv = _paths(profile, data_root, spec.experiment)
         # Curve first: an obs row present implies its curve is present (the resume key is obs_id).
-        append_rows(curve_csv, curve, columns=CURVE_COLUMNS, key=None) if not _has_curve(curve_csv, spec) else None
+        if curve and not _has_curve(curve_csv, spec):
+            append_rows(curve_csv, curve, columns=CURVE_COLUMNS, key=None)
         append_rows(obs_csv, rows)
         if on_run_done is not None:
             on_run_done(spec)
 
     bar = tqdm(total=len(todo), desc=f"sweep {profile}", unit="run", disable=None if progress else True)
     if executor == "local" and workers == 1:
-        for spec in todo:
-            rows, curve = run_spec(spec, threads, run_root, progress)
+        for spec, have in todo:
+            rows, curve = run_spec(spec, threads, run_root, progress, have=have)
             record(spec, rows, curve)
             bar.update(1)
     elif executor == "local":
         import multiprocessing as mp
 
         with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            futures = {pool.submit(run_spec, s, threads, run_root, False): s for s in todo}
+            futures = {pool.submit(run_spec, s, threads, run_root, False, None, h): s for s, h in todo}
             for fut in as_completed(futures):
                 record(futures[fut], *fut.result())
                 bar.update(1)
@@ -314,14 +543,16 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
         if executor == "slurm":
             ex.update_parameters(slurm_array_parallelism=workers)
         jobs = {}
-        for s in todo:
-            job = ex.submit(run_spec, s, threads, run_root, False)
+        for s, h in todo:
+            job = ex.submit(run_spec, s, threads, run_root, False, None, h)
             jobs[job] = s
         for job in submitit.helpers.as_completed(list(jobs)):
             record(jobs[job], *job.result())
             bar.update(1)
     bar.close()
-    return coverage(profile, data_root)
+    out = coverage(profile, data_root)
+    out["experiments"] = {e: coverage(profile, data_root, e) for e in chosen}
+    return out
 
 
 def _has_curve(curve_csv: Path, spec: RunSpec) -> bool:

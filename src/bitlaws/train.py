@@ -269,6 +269,7 @@ def train(
     run_dir: str | os.PathLike | None = None,
     progress: bool = True,
     stop_after: int | None = None,
+    precision=None,
 ) -> TrainResult:
     """Train a Transformer++ model from scratch and evaluate it.
 
@@ -280,6 +281,10 @@ def train(
         progress: show a tqdm bar.
         stop_after: stop after this many steps (to simulate an interruption in tests), without
             evaluating; the returned status is ``"interrupted"``.
+        precision: a :class:`bitlaws.precision.TrainPrecision` (None: high precision). Its fake
+            quantizers are installed before the first step; at the end the weights are baked to
+            Q_w(W) and the model is evaluated (and returned) with its activation and KV quantizers
+            still installed, i.e. as it trained.
 
     Returns:
         A :class:`TrainResult`. A NaN/Inf training loss ends the run with status ``"diverged"``
@@ -312,6 +317,11 @@ def train(
 
     torch.set_num_threads(train_cfg.threads)
     model = build_model(model_cfg, seed=train_cfg.seed)
+    handle = None
+    if precision is not None and not (precision.is_high_precision and not precision.extra_norm):
+        from .precision import apply_precision_
+
+        handle = apply_precision_(model, precision)
     model.train()
     peak = train_cfg.peak_lr(model_cfg)
     opt = torch.optim.AdamW(
@@ -373,6 +383,8 @@ def train(
     if interrupted:
         return TrainResult(model, "interrupted", math.nan, math.nan, n_params, train_cfg.tokens_trained,
                            stop_after, wall, curve)
+    if handle is not None:
+        handle.bake_weights()
     model.eval()
     loss_train = float(np.mean(recent)) if recent else math.nan
     if status == "diverged":
@@ -386,8 +398,9 @@ def train(
     return TrainResult(model, status, loss_val, loss_train, n_params, train_cfg.tokens_trained, total, wall, curve)
 
 
-def config_dict(model_cfg: ModelConfig, train_cfg: TrainConfig) -> dict[str, Any]:
-    """The resolved configuration of a run (peak lr filled in), JSON-serialisable."""
+def config_dict(model_cfg: ModelConfig, train_cfg: TrainConfig, precision=None) -> dict[str, Any]:
+    """The resolved configuration of a run (peak lr filled in, training precision), JSON-serialisable."""
     d = {"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg)}
     d["train"]["lr"] = train_cfg.peak_lr(model_cfg)
+    d["precision"] = precision.id_dict() if precision is not None else {"w": None, "a": None, "kv": None}
     return json.loads(json.dumps(d))
