@@ -53,6 +53,7 @@ bench: $(STAMP)
 	$(PY) bench/train_throughput.py
 	$(PY) bench/law_fit_speed.py
 	$(PY) bench/quik_kernels.py --profile cpu
+	$(PY) bench/gptq_speed.py --quick
 
 clean:
 	rm -rf book/_build build

@@ -1,4 +1,14 @@
-"""Post-training quantizers over any transformers causal LM (RTN now; GPTQ and QUIK later)."""
+"""Post-training quantizers over any transformers causal LM.
+
+* :mod:`bitlaws.ptq.rtn` — round to nearest (``RTNConfig``, ``rtn_quantize_``);
+* :mod:`bitlaws.ptq.gptq` — GPTQ, block by block and true-sequential, from training-split
+  calibration tokens (``GPTQConfig``, ``calibration_batch``, ``gptq_quantize_``; the per-layer
+  core ``gptq_weight`` keeps the last ``n_keep_last`` columns unquantized for QUIK);
+* QUIK later.
+
+Both quantizers share one grid (:mod:`bitlaws.quant`, asymmetric min-max per output channel by
+default) and touch exactly :func:`block_linears`.
+"""
 
 from __future__ import annotations
 

@@ -47,6 +47,11 @@ class RTNConfig:
             raise ValueError(f"RTNConfig.group_size must be 0 (per channel) or a positive int, got {self.group_size!r}")
 
     @property
+    def method(self) -> str:
+        """The results' ``ptq_method`` column."""
+        return "rtn"
+
+    @property
     def quant_scheme(self) -> str:
         """Short name for the results' ``quant_scheme`` column, e.g. ``asym_per_channel``."""
         kind = "sym" if self.symmetric else "asym"
