@@ -106,7 +106,7 @@ def test_sigkill_mid_training_then_resume_loses_and_duplicates_nothing(tmp_path,
 def test_submitit_local_executor_matches_inline(tmp_path, unbroken):
     _, ref, _ = unbroken
     cov = run_sweep("smoke", executor="submitit-local", workers=2, limit=2, data_root=tmp_path / "data",
-                    run_root=tmp_path / "runs", progress=False)
+                    run_root=tmp_path / "runs", progress=False, experiments=["base_grid"])
     assert cov["runs_done"] == 2
     got = pd.read_csv(tmp_path / "data" / "runs" / "smoke" / "base_grid.csv").set_index("obs_id")
     want = ref.set_index("obs_id").loc[got.index]
@@ -115,7 +115,7 @@ def test_submitit_local_executor_matches_inline(tmp_path, unbroken):
     csv = tmp_path / "data" / "runs" / "smoke" / "base_grid.csv"
     before = csv.read_bytes()
     run_sweep("smoke", executor="submitit-local", limit=0, data_root=tmp_path / "data",
-              run_root=tmp_path / "runs", progress=False)
+              run_root=tmp_path / "runs", progress=False, experiments=["base_grid"])
     assert csv.read_bytes() == before
 
 
@@ -141,12 +141,16 @@ def test_declared_grids_and_bad_input():
         plan("tpu")
     with pytest.raises(ValueError, match="executor"):
         run_sweep("smoke", executor="ray")
+    with pytest.raises(ValueError, match="allowed"):
+        plan("smoke", "qat_everything")
+    with pytest.raises(ValueError, match="declares no experiment"):
+        run_sweep("smoke", experiments=["base_grid", "qat_everything"])
 
 
 def test_local_process_pool_matches_inline(tmp_path, unbroken):
     _, ref, _ = unbroken
     cov = run_sweep("smoke", executor="local", workers=2, limit=2, data_root=tmp_path / "data",
-                    run_root=tmp_path / "runs", progress=False)
+                    run_root=tmp_path / "runs", progress=False, experiments=["base_grid"])
     assert cov["runs_done"] == 2
     got = pd.read_csv(tmp_path / "data" / "runs" / "smoke" / "base_grid.csv")
     assert got["obs_id"].is_unique
@@ -180,3 +184,53 @@ def test_exported_checkpoint_is_the_trained_model_in_bf16(tmp_path_factory, unbr
     assert abs(loss - r["loss_val"]) < 0.02
     with pytest.raises(ValueError, match="MiB"):
         export_checkpoints(ref, root / "runs", tmp_path_factory.mktemp("small"), max_total_bytes=1000)
+
+
+def test_high_precision_run_ids_unchanged_by_the_precision_field():
+    """Adding the training precision to run_id must not re-key the committed base grid."""
+    committed = pd.read_csv(Path(__file__).parents[1] / "data" / "runs" / "cpu" / "base_grid.csv")
+    assert {s.run_id for s in plan("cpu")} == set(committed["run_id"])
+
+
+def test_qat_runs_record_their_precision(unbroken):
+    _, _, root = unbroken
+    df = pd.read_csv(root / "data" / "runs" / "smoke" / "qat_marginal.csv")
+    specs = {s.run_id: s for s in plan("smoke", "qat_marginal")}
+    assert set(df["run_id"]) == set(specs)
+    for _, r in df[df["ptq_method"] == "none"].iterrows():
+        p = specs[r["run_id"]].precision
+        assert (r["bits_w"], r["bits_a"], r["bits_kv"]) == (p.bits("w"), p.bits("a"), p.bits("kv"))
+        assert (r["fmt_w"], r["fmt_a"], r["fmt_kv"]) == (p.fmt("w"), p.fmt("a"), p.fmt("kv"))
+        # exactly one part is quantized in the marginal sweep
+        assert sum(b < 16 for b in (r["bits_w"], r["bits_a"], r["bits_kv"])) == 1
+    # QAT→PTQ pairs: post-training bits below the training bits, δ against the same run
+    pairs = df[df["ptq_method"] == "rtn"]
+    assert len(pairs) and (pairs["bits_post"] < pairs["bits_w"]).all()
+    base = df[df["ptq_method"] == "none"].set_index("run_id")["loss_val"]
+    assert ((pairs["loss_val"] - pairs["run_id"].map(base) - pairs["delta_ptq"]).abs() < 1e-5).all()
+
+
+def test_a_new_ptq_reuses_the_saved_checkpoint(unbroken, tmp_path, monkeypatch):
+    """Observations missing for a finished run are computed from its saved model, not retrained."""
+    import shutil
+
+    import bitlaws.sweep as sweep_mod
+
+    _, _, root = unbroken
+    shutil.copytree(root / "data", tmp_path / "data")
+    csv = tmp_path / "data" / "runs" / "smoke" / "qat_marginal.csv"
+    full = pd.read_csv(csv)
+    pairs = full[full["ptq_method"] == "rtn"]
+    full[full["ptq_method"] != "rtn"].to_csv(csv, index=False)
+
+    def no_training(*a, **k):
+        raise AssertionError("retrained a run whose checkpoint was saved")
+
+    monkeypatch.setattr(sweep_mod, "train", no_training)
+    run_sweep("smoke", data_root=tmp_path / "data", run_root=root / "runs", progress=False,
+              experiments=["qat_marginal"])
+    again = pd.read_csv(csv).set_index("obs_id")
+    assert set(again.index) == set(full["obs_id"])
+    for _, r in pairs.iterrows():
+        assert again.loc[r["obs_id"], "loss_val"] == pytest.approx(r["loss_val"], abs=1e-9)
+        assert again.loc[r["obs_id"], "delta_ptq"] == pytest.approx(r["delta_ptq"], abs=1e-9)

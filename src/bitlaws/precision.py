@@ -54,7 +54,10 @@ def _default_spec(part: str, value: int | str | QuantSpec | None) -> QuantSpec |
     if isinstance(value, bool):
         raise ValueError(f"TrainPrecision.{part} must be bits (int), a format name, a QuantSpec or None, got {value!r}")
     fmt = f"int{value}" if isinstance(value, int) else str(value)
-    parse_format(fmt)  # raises a ValueError listing the allowed names
+    try:
+        parse_format(fmt)
+    except ValueError as e:  # name the part; the format's message lists what is allowed
+        raise ValueError(f"TrainPrecision.{part}={value!r}: {e}") from None
     gran = PerChannel(0) if part == "w" else PerTensor()
     return QuantSpec(fmt=fmt, granularity=gran, symmetric=True)
 
