@@ -92,6 +92,8 @@ class Profile:
         extra_cells: (size, budget) cells beyond the size × budget rectangle (seed 0), e.g. the
             smallest models trained to the largest D/N for the critical data size.
         qat: the low-precision-training sweeps (None: none declared).
+        gptq_bits: GPTQ weight bit widths applied after each base-grid run as well (same grid
+            as RTN, act-order, 128 calibration windows of the training split).
     """
 
     name: str
@@ -103,6 +105,7 @@ class Profile:
     train: TrainConfig
     extra_cells: tuple[tuple[str, int], ...] = ()
     qat: QATPlan | None = None
+    gptq_bits: tuple[int, ...] = ()
     note: str = ""
 
 
@@ -114,6 +117,7 @@ PROFILES: dict[str, Profile] = {
         seed_cells=(("n3k", 98_304),),
         extra_seeds=(1, 2),
         bits_post=(3, 4, 8),
+        gptq_bits=(3, 4),
         train=TrainConfig(n_tokens=32_768, batch_size=8, seq_len=64, eval_tokens=16_640, log_every=10,
                           ckpt_every=50),
         qat=QATPlan(
@@ -133,6 +137,7 @@ PROFILES: dict[str, Profile] = {
         extra_cells=(("n27k", 16_777_216), ("n83k", 16_777_216)),
         extra_seeds=(1, 2),
         bits_post=(3, 4, 5, 6, 7, 8),
+        gptq_bits=(3, 4, 5, 6, 8),
         train=TrainConfig(n_tokens=524_288, batch_size=16, seq_len=256, eval_tokens=65_792, log_every=10,
                           ckpt_every=200),
         qat=QATPlan(
@@ -194,9 +199,13 @@ def base_grid(profile: Profile) -> list[RunSpec]:
     """The high-precision base grid: every size × budget at seed 0, the extra seeds at the seed cells,
     and the extra cells.
 
-    Each run is followed by RTN (asymmetric, per output channel) to every ``profile.bits_post``.
+    Each run is followed by RTN (asymmetric, per output channel) to every ``profile.bits_post``
+    and by GPTQ (same grid, act-order) to every ``profile.gptq_bits``.
     """
-    ptq = tuple(RTNConfig(bits=b) for b in profile.bits_post)
+    from .ptq.gptq import GPTQConfig
+
+    ptq = tuple(RTNConfig(bits=b) for b in profile.bits_post) + tuple(
+        GPTQConfig(bits=b, act_order=True) for b in profile.gptq_bits)
     specs = []
     for size in profile.sizes:
         mcfg = _model(size, profile)
