@@ -1,26 +1,87 @@
-"""Number-format specifications, by name.
+"""Number-format specifications, by name: integer grids and floating-point ExMy formats.
 
-This module holds the integer formats the foundation needs; the floating-point ExMy formats
-(`fp8_e4m3fn`, `fp4_e2m1fn`, the paper's `fp{bits}_e{E}m{M}` sweep) extend it later with the same
-`parse_format` entry point.
+Integer formats
+---------------
+A signed `b`-bit integer takes values in [-2^(b-1), 2^(b-1) - 1] and its unsigned counterpart in
+[0, 2^b - 1]. Symmetric (absmax) quantizers use the signed range with scale
+absmax / (2^(b-1) - 1), as Kumar et al. (App. D) and QUIK's weights; asymmetric (zero-point)
+quantizers use the unsigned range, as GPTQ's default. (GPTQ's own symmetric mode differs: unsigned
+codes with zero point 2^(b-1) and scale 2·absmax / (2^b - 1).) Names: ``int2`` ... ``int16``.
 
-Integer formats follow the usual two's-complement ranges: a signed `b`-bit integer takes values in
-[-2^(b-1), 2^(b-1) - 1] and its unsigned counterpart in [0, 2^b - 1]. Symmetric (absmax)
-quantizers use the signed range with scale absmax / (2^(b-1) - 1), as Kumar et al. (App. D) and
-QUIK's weights; asymmetric (zero-point) quantizers use the unsigned range, as GPTQ's default.
-(GPTQ's own symmetric mode differs: unsigned codes with zero point 2^(b-1) and scale
-2·absmax / (2^b - 1).)
+Floating-point formats
+----------------------
+``FloatFormat(E, M)``: one sign bit, `E` exponent bits, `M` stored mantissa bits, so
+``bits = 1 + E + M``; exponent bias ``2^(E-1) - 1``. An exponent field ``e`` and mantissa field
+``m`` stand for
+
+* ``e = 0`` (subnormal): ``(m / 2^M) · 2^(1 - bias)`` — zero and the subnormals;
+* ``e > 0`` (normal):    ``(1 + m / 2^M) · 2^(e - bias)``.
+
+Which codes are not numbers depends on the family:
+
+=====================  ==========================================  ===========================
+family                 special codes                               names
+=====================  ==========================================  ===========================
+finite-only ("fn")     none: every code a number, no Inf, no NaN   ``fp{bits}_e{E}m{M}fn``
+OCP E4M3 ("fn")        only S.1111.111 is NaN (Micikevicius et     ``fp8_e4m3fn``
+                       al. 2022, OCP FP8), no Inf: max 448
+IEEE-like              top exponent field is Inf (m = 0) / NaN     ``fp8_e5m2``, ``fp8_e4m3``,
+                                                                   ``fp8_e3m4``
+=====================  ==========================================  ===========================
+
+``FloatFormat(E, M)`` (``finite_only=True``) is the finite-only family, with one exception
+fixed by the standard: E4M3 is the OCP ``fp8_e4m3fn`` (its all-ones code is NaN, so its max is
+448 rather than 480), the E4M3 of Micikevicius et al. that the paper follows. There is no
+all-finite E4M3. ``FloatFormat(E, M, finite_only=False)`` is the IEEE-like family. The OCP names
+match ml_dtypes exactly (``float8_e4m3fn``, ``float8_e5m2``, ``float6_e2m3fn``,
+``float6_e3m2fn``, ``float4_e2m1fn``; and the IEEE-like ``float8_e4m3``, ``float8_e3m4``). The
+OCP FP6/FP4 formats have no special codes, so ``fp6_e2m3fn`` (max 7.5), ``fp6_e3m2fn`` (max 28)
+and ``fp4_e2m1fn`` (max 6) *are* the generic finite-only ones.
+
+IEEE-like names are accepted only for the formats listed above: a bare ``fp4_e3m0`` raises, so a
+finite-only sweep format cannot silently become an IEEE-like one (build other IEEE-like formats
+with ``FloatFormat(E, M, finite_only=False)``).
+
+**Rounding** (see :func:`bitlaws.quant.cast_to_format`): to nearest; a tie goes to the value whose
+code is even — round half to even on the significand, and for M = 0 the value with the even
+exponent field (the only even "mantissa" there is the exponent's last bit), as ml_dtypes does.
+**Saturation:** values beyond ``max`` become ``±max`` in every family (ml_dtypes instead gives
+NaN for ``float8_e4m3fn`` and Inf for ``float8_e5m2`` beyond the last rounding boundary). With
+absmax scaling the largest magnitude lands on ``max`` anyway, so nothing saturates in practice.
+
+The paper's Appendix D.2 table of floating-point training formats is :data:`PAPER_FP_FORMATS`.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from typing import Union
 
-__all__ = ["IntFormat", "parse_format", "MIN_INT_BITS", "MAX_INT_BITS"]
+import numpy as np
+
+__all__ = [
+    "IntFormat",
+    "FloatFormat",
+    "Format",
+    "parse_format",
+    "PAPER_FP_FORMATS",
+    "OCP_FP_FORMATS",
+    "MIN_INT_BITS",
+    "MAX_INT_BITS",
+    "MIN_EXP_BITS",
+    "MAX_EXP_BITS",
+    "MAX_MAN_BITS",
+]
 
 MIN_INT_BITS = 2
 MAX_INT_BITS = 16
+
+MIN_EXP_BITS = 1
+MAX_EXP_BITS = 8
+MAX_MAN_BITS = 23  # the cast works from float32, which has 23 stored mantissa bits
+_MAX_ENUM_BITS = 16  # `values()` lists at most 2^16 codes
 
 
 @dataclass(frozen=True)
@@ -53,18 +114,227 @@ class IntFormat:
         return 0, 2**self.bits - 1
 
 
-_INT_RE = re.compile(r"^int(\d+)$")
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
-def parse_format(fmt: str | IntFormat) -> IntFormat:
-    """Return the format named `fmt` (``"int2"`` ... ``"int16"``), or `fmt` itself if already a spec.
+@dataclass(frozen=True)
+class FloatFormat:
+    """A sign–exponent–mantissa floating-point format ExMy (see the module docstring).
+
+    Args:
+        exp_bits: E, exponent bits, 1 to 8 (2 to 8 for IEEE-like formats).
+        man_bits: M, stored mantissa bits, 0 to 23.
+        finite_only: True (default) for the "fn" family — every code a number, except E4M3,
+            which is OCP ``fp8_e4m3fn`` (all-ones code NaN); False for IEEE-like formats whose
+            top exponent field holds Inf/NaN.
 
     Raises:
-        ValueError: unknown name; the message lists the allowed names.
+        ValueError: a field outside its range, or a format whose largest value overflows
+            float32 (E = 8 finite-only), naming the field.
+
+    Examples:
+        ``FloatFormat(2, 1)`` is ``fp4_e2m1fn`` (max 6); ``FloatFormat(5, 2, finite_only=False)``
+        is ``fp8_e5m2`` (max 57344).
     """
-    if isinstance(fmt, IntFormat):
+
+    exp_bits: int
+    man_bits: int
+    finite_only: bool = True
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.exp_bits) or not MIN_EXP_BITS <= self.exp_bits <= MAX_EXP_BITS:
+            raise ValueError(
+                f"FloatFormat.exp_bits must be an int in [{MIN_EXP_BITS}, {MAX_EXP_BITS}], got {self.exp_bits!r}"
+            )
+        if not _is_int(self.man_bits) or not 0 <= self.man_bits <= MAX_MAN_BITS:
+            raise ValueError(f"FloatFormat.man_bits must be an int in [0, {MAX_MAN_BITS}], got {self.man_bits!r}")
+        if not isinstance(self.finite_only, bool):
+            raise ValueError(f"FloatFormat.finite_only must be a bool, got {self.finite_only!r}")
+        if not self.finite_only and self.exp_bits < 2:
+            raise ValueError("FloatFormat.exp_bits must be >= 2 for an IEEE-like format (finite_only=False)")
+        if self.max > float(np.finfo(np.float32).max):
+            raise ValueError(
+                f"FloatFormat(exp_bits={self.exp_bits}, man_bits={self.man_bits}, finite_only={self.finite_only}): "
+                f"its max {self.max:.4g} overflows float32; use exp_bits <= 7 or finite_only=False"
+            )
+
+    # ------------------------------------------------------------------ layout
+
+    @property
+    def bits(self) -> int:
+        """Total bits, 1 + E + M (the sign bit is always there)."""
+        return 1 + self.exp_bits + self.man_bits
+
+    @property
+    def bias(self) -> int:
+        """Exponent bias, 2^(E-1) - 1."""
+        return 2 ** (self.exp_bits - 1) - 1
+
+    @property
+    def nan_all_ones(self) -> bool:
+        """True for OCP E4M3 (``fp8_e4m3fn``): the code with every exponent and mantissa bit set is NaN."""
+        return self.finite_only and (self.exp_bits, self.man_bits) == (4, 3)
+
+    @property
+    def name(self) -> str:
+        """``fp{bits}_e{E}m{M}fn`` (finite-only, and OCP E4M3) or ``fp{bits}_e{E}m{M}`` (IEEE-like)."""
+        return f"fp{self.bits}_e{self.exp_bits}m{self.man_bits}" + ("fn" if self.finite_only else "")
+
+    # ------------------------------------------------------------------ range
+
+    @property
+    def _top_exp_field(self) -> int:
+        """The largest exponent field that holds finite numbers."""
+        return 2**self.exp_bits - 1 - (0 if self.finite_only else 1)
+
+    @property
+    def max(self) -> float:
+        """The largest finite value (448 for fp8_e4m3fn, 57344 for fp8_e5m2, 6 for fp4_e2m1fn)."""
+        e = self._top_exp_field
+        m_top = 2**self.man_bits - 1 - (1 if self.nan_all_ones else 0)
+        return math.ldexp(1.0 + m_top / 2**self.man_bits, e - self.bias)
+
+    @property
+    def min_normal(self) -> float:
+        """The smallest positive normal value, 2^(1 - bias)."""
+        return math.ldexp(1.0, 1 - self.bias)
+
+    @property
+    def min_subnormal(self) -> float | None:
+        """The smallest positive subnormal, 2^(1 - bias - M); None when M = 0 (no subnormals but 0)."""
+        if self.man_bits == 0:
+            return None
+        return math.ldexp(1.0, 1 - self.bias - self.man_bits)
+
+    def qrange(self, symmetric: bool = True) -> tuple[float, float]:
+        """Value range (-max, max) of the scaled quantizer; FP formats are symmetric only.
+
+        Raises:
+            ValueError: `symmetric` is False.
+        """
+        if not symmetric:
+            raise ValueError(
+                f"{self.name} is a floating-point format: only symmetric (absmax) quantization is supported"
+            )
+        return -self.max, self.max
+
+    # ------------------------------------------------------------------ values
+
+    def value_of(self, exp_field: int, man_field: int) -> float:
+        """The magnitude a (exponent field, mantissa field) pair stands for, or NaN/Inf for special codes.
+
+        Raises:
+            ValueError: a field out of range.
+        """
+        if not 0 <= exp_field < 2**self.exp_bits or not 0 <= man_field < 2**self.man_bits:
+            raise ValueError(f"code fields ({exp_field}, {man_field}) out of range for {self.name}")
+        if not self.finite_only and exp_field == 2**self.exp_bits - 1:
+            return math.inf if man_field == 0 else math.nan
+        if self.nan_all_ones and exp_field == 2**self.exp_bits - 1 and man_field == 2**self.man_bits - 1:
+            return math.nan
+        frac = man_field / 2**self.man_bits
+        if exp_field == 0:
+            return math.ldexp(frac, 1 - self.bias)
+        return math.ldexp(1.0 + frac, exp_field - self.bias)
+
+    def values(self, positive: bool = False) -> np.ndarray:
+        """Every finite value of the format, sorted ascending, zero once (float64).
+
+        Args:
+            positive: only zero and the positive values.
+
+        Returns:
+            (2·K - 1,) float64, or (K,) with `positive` — K distinct magnitudes including 0.
+
+        Raises:
+            ValueError: more than 2^16 codes (E + M > 16) would be listed.
+        """
+        if self.exp_bits + self.man_bits > _MAX_ENUM_BITS:
+            raise ValueError(f"{self.name} has 2^{self.exp_bits + self.man_bits} magnitudes; too many to enumerate")
+        mags = np.array(
+            [self.value_of(e, m) for e in range(2**self.exp_bits) for m in range(2**self.man_bits)], dtype=np.float64
+        )
+        mags = np.unique(mags[np.isfinite(mags)])
+        if positive:
+            return mags
+        return np.concatenate([-mags[:0:-1], mags])
+
+
+Format = Union[IntFormat, FloatFormat]
+
+#: OCP formats by name (ml_dtypes semantics).
+OCP_FP_FORMATS: dict[str, FloatFormat] = {
+    "fp8_e4m3fn": FloatFormat(4, 3),
+    "fp8_e5m2": FloatFormat(5, 2, finite_only=False),
+    "fp6_e2m3fn": FloatFormat(2, 3),
+    "fp6_e3m2fn": FloatFormat(3, 2),
+    "fp4_e2m1fn": FloatFormat(2, 1),
+}
+
+# IEEE-like names accepted by `parse_format` (ml_dtypes' float8_e5m2, float8_e4m3, float8_e3m4).
+_IEEE_NAMES = ("fp8_e5m2", "fp8_e4m3", "fp8_e3m4")
+
+#: The paper's floating-point training formats by total bits (Kumar et al., App. D.2).
+#:
+#: Bits 3, 4, 6, 7, 12 are the finite-only ExMy formats of its table (E2M0, E3M0, E3M2, E4M2,
+#: E5M6). Bits 8 is E5M2 and the paper takes its rules from Micikevicius et al. 2022, so it is
+#: the OCP/IEEE-like ``fp8_e5m2`` (top exponent field reserved, max 57344). Bits 5: the paper's
+#: table says E4M1, which with the sign bit is 6 bits, not 5; we use E3M1 instead — a true 5-bit
+#: format that keeps the E = 3 exponent of the 4- and 6-bit entries, so 4 → 5 → 6 bits adds
+#: mantissa bits only (E3M0 → E3M1 → E3M2), the smooth path the neighbouring entries suggest.
+PAPER_FP_FORMATS: dict[int, str] = {
+    3: "fp3_e2m0fn",
+    4: "fp4_e3m0fn",
+    5: "fp5_e3m1fn",
+    6: "fp6_e3m2fn",
+    7: "fp7_e4m2fn",
+    8: "fp8_e5m2",
+    12: "fp12_e5m6fn",
+}
+
+_INT_RE = re.compile(r"^int(\d+)$")
+_FP_RE = re.compile(r"^fp(\d+)_e(\d+)m(\d+)(fn)?$")
+
+_ALLOWED = (
+    f"'int{MIN_INT_BITS}' ... 'int{MAX_INT_BITS}'; "
+    + ", ".join(repr(n) for n in OCP_FP_FORMATS)
+    + ", "
+    + ", ".join(repr(n) for n in _IEEE_NAMES[1:])
+    + f"; and finite-only 'fp{{bits}}_e{{E}}m{{M}}fn' with bits = 1 + E + M, E in [{MIN_EXP_BITS}, 7], "
+    f"M in [0, {MAX_MAN_BITS}] (e.g. " + ", ".join(repr(n) for n in PAPER_FP_FORMATS.values() if n.endswith("fn")) + ")"
+)
+
+
+def parse_format(fmt: str | IntFormat | FloatFormat) -> IntFormat | FloatFormat:
+    """Return the format named `fmt`, or `fmt` itself if already a spec.
+
+    Names: ``int2`` ... ``int16``; ``fp8_e4m3fn``, ``fp8_e5m2``, ``fp6_e2m3fn``, ``fp6_e3m2fn``,
+    ``fp4_e2m1fn`` (OCP); ``fp8_e4m3``, ``fp8_e3m4`` (IEEE-like, as ml_dtypes); and any
+    finite-only ``fp{bits}_e{E}m{M}fn`` (``fp3_e2m0fn``, ``fp12_e5m6fn``, ...).
+
+    Raises:
+        ValueError: unknown name (the message lists the allowed names), a bit count that is not
+            1 + E + M, or fields out of range.
+    """
+    if isinstance(fmt, (IntFormat, FloatFormat)):
         return fmt
-    m = _INT_RE.match(str(fmt))
-    if m is None:
-        raise ValueError(f"unknown number format {fmt!r}; allowed: 'int{MIN_INT_BITS}' ... 'int{MAX_INT_BITS}'")
-    return IntFormat(int(m.group(1)))
+    text = str(fmt)
+    m = _INT_RE.match(text)
+    if m is not None:
+        return IntFormat(int(m.group(1)))
+    m = _FP_RE.match(text)
+    if m is not None:
+        bits, e, man, fn = int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4)
+        if bits != 1 + e + man:
+            raise ValueError(f"format {text!r}: {bits} bits but 1 + E + M = {1 + e + man}")
+        if fn:
+            return FloatFormat(e, man, finite_only=True)
+        if text in _IEEE_NAMES:
+            return FloatFormat(e, man, finite_only=False)
+        raise ValueError(
+            f"unknown number format {text!r}: finite-only formats end in 'fn' (did you mean {text + 'fn'!r}?); "
+            f"IEEE-like names are only {', '.join(map(repr, _IEEE_NAMES))} (others: "
+            f"FloatFormat(E, M, finite_only=False)); allowed: {_ALLOWED}"
+        )
+    raise ValueError(f"unknown number format {fmt!r}; allowed: {_ALLOWED}")

@@ -4,7 +4,8 @@ Names follow torchao; formats are named as in ml_dtypes (see :mod:`bitlaws.forma
 
 Convention (affine, as torchao and GPTQ): a real value x is represented by an integer code
 ``q = clamp(round(x / scale) + zero_point, q_min, q_max)`` and read back as
-``x_hat = (q - zero_point) * scale``. `scale` is the step size (float32, > 0).
+``x_hat = (q - zero_point) * scale``. `scale` is the step size (float32, > 0): it **divides** on
+the way in and **multiplies** on the way out, for integer and floating-point formats alike.
 
 * **Symmetric** (absmax, no zero point; the paper's training-time scheme, Kumar et al. App. D):
   ``scale = max|x| / (2^(b-1) - 1)``, ``zero_point = 0``, codes in ``[-2^(b-1), 2^(b-1) - 1]``.
@@ -16,10 +17,25 @@ Convention (affine, as torchao and GPTQ): a real value x is represented by an in
   underflows float32) gets ``scale = 1`` so nothing divides by zero; its values then round to 0
   (exactly, for an all-zero slice).
 
-Rounding is round-half-to-even (``torch.round``). Gradients: `round_ste` passes the gradient
-straight through the rounding; values clipped at the range ends get **zero** gradient (the
-gradient of ``torch.clamp``). With absmax/min-max scales nothing is clipped except by the
-rounding of the zero point, so in practice every element passes its gradient.
+**Floating-point formats** (:class:`~bitlaws.formats.FloatFormat`; symmetric only, an asymmetric
+request raises ``ValueError``): ``scale = max|x| / fmt.max`` per slice (float32, the same
+zero-scale fallback), ``zero_point = 0``, and ``x_hat = cast(x / scale) * scale`` where `cast` is
+:func:`cast_to_format` (round to the nearest value of the format, saturate at ``±fmt.max``). This is
+the paper's ``cast(x·s)/s`` with ``s = 1/scale`` (Kumar et al., App. D.2), written with the
+division so that both families share one code path; ``x / scale`` is what the bit-exact tests
+hand to ml_dtypes. The largest magnitude of a slice lands on ``fmt.max``. `quantize` returns the
+cast values (float32 numbers on the format's grid, *not* integer bit codes) and `dequantize`
+multiplies them back by the scale.
+
+Rounding is round-half-to-even (``torch.round``); for floating-point formats half to even on the
+significand (for M = 0 the even exponent field), as ml_dtypes. Gradients: `round_ste` passes the
+gradient straight through the rounding; values clipped at the range ends get **zero** gradient
+(the gradient of ``torch.clamp``), for floating-point formats too: their rounding inside the STE
+does not saturate, the clamp to ``±fmt.max`` after it does. With absmax/min-max scales nothing is
+clipped except by the rounding of the zero point, so in practice every element passes its
+gradient. (The STE's forward value ``x + (round(x) - x)`` equals the rounded value exactly, except
+that a rounded ``-0`` comes out as ``+0``: `fake_quantize` and ``dequantize(quantize(x))`` agree
+as numbers, not always in the sign bit of a zero.)
 
 Glossary for shapes: activations ``(B, T, C)``; weights ``W`` are ``(out, in)`` as in
 ``nn.Linear``; ``G`` groups of ``group_size`` along the last axis.
@@ -27,12 +43,13 @@ Glossary for shapes: activations ``(B, T, C)``; weights ``W`` are ``(out, in)`` 
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Union
 
 import torch
 
-from .formats import IntFormat, parse_format
+from .formats import FloatFormat, IntFormat, parse_format
 
 __all__ = [
     "PerTensor",
@@ -42,6 +59,7 @@ __all__ = [
     "Granularity",
     "QuantSpec",
     "round_ste",
+    "cast_to_format",
     "choose_qparams",
     "quantize",
     "dequantize",
@@ -85,20 +103,25 @@ class QuantSpec:
     """What `fake_quantize` does to a tensor.
 
     Args:
-        fmt: a format name (``"int4"``) or spec.
+        fmt: a format name (``"int4"``, ``"fp4_e2m1fn"``) or spec.
         granularity: one of PerTensor(), PerChannel(axis), PerGroup(size), PerToken().
         symmetric: absmax without zero point (True) or min-max with zero point (False).
 
     Raises:
-        ValueError: unknown format or granularity.
+        ValueError: unknown format or granularity; a floating-point format with symmetric=False.
     """
 
-    fmt: str = "int8"
+    fmt: str | IntFormat | FloatFormat = "int8"
     granularity: Granularity = PerChannel(0)
     symmetric: bool = True
 
     def __post_init__(self) -> None:
-        parse_format(self.fmt)
+        f = parse_format(self.fmt)
+        if isinstance(f, FloatFormat) and not self.symmetric:
+            raise ValueError(
+                f"QuantSpec.symmetric must be True for the floating-point format {f.name} "
+                "(FP formats quantize with a symmetric absmax scale only)"
+            )
         if not isinstance(self.granularity, (PerTensor, PerChannel, PerGroup, PerToken)):
             raise ValueError(
                 f"QuantSpec.granularity must be PerTensor(), PerChannel(axis), PerGroup(size) or PerToken(), "
@@ -110,12 +133,118 @@ class QuantSpec:
         return parse_format(self.fmt).bits
 
 
-def round_ste(x: torch.Tensor) -> torch.Tensor:
-    """Round half to even in the forward pass, identity in the backward (straight-through estimator).
+def round_ste(x: torch.Tensor, fmt: str | FloatFormat | None = None) -> torch.Tensor:
+    """Round in the forward pass, identity in the backward (straight-through estimator).
 
     The only STE in the package: every quantizer rounds through it.
+
+    Args:
+        x: (any shape) float.
+        fmt: None rounds half to even to the integers (``torch.round``). A floating-point format
+            rounds to the nearest value of its significand grid, ties to the even code, **without
+            saturating** (the grid's binades go on past ``fmt.max`` as the integers go on past
+            ``q_max``); the caller clamps afterwards so that clipped values get zero gradient.
+            `x` must be finite for a format; the result is float32 there (as the cast).
+
+    Returns:
+        tensor like `x` (float32 for a format), gradient 1 everywhere.
     """
-    return x + (torch.round(x) - x).detach()
+    if fmt is None:
+        return x + (torch.round(x) - x).detach()
+    spec = parse_format(fmt)
+    if not isinstance(spec, FloatFormat):
+        raise ValueError(f"round_ste: fmt must be a floating-point format or None, got {spec.name}")
+    x32 = x.float()
+    return x32 + (_round_fp32(x32.detach(), spec, saturate=False) - x32).detach()
+
+
+# ----------------------------------------------------------------------------- floating-point cast
+
+_F32_MAGNITUDE = 0x7FFFFFFF  # every bit of a float32 but its sign
+
+
+def _mul_pow2_(a: torch.Tensor, k: int) -> torch.Tensor:
+    """``a *= 2^k`` in place, exact where the result is a float32 normal, in steps float32 can hold."""
+    while k != 0:
+        step = max(-126, min(127, k))
+        a.mul_(2.0**step)
+        k -= step
+    return a
+
+
+def _round_fp32(y: torch.Tensor, fmt: FloatFormat, saturate: bool) -> torch.Tensor:
+    """Round float32 `y` to `fmt`'s grid: nearest, ties to the even code; optional saturation.
+
+    Normal range (``|y| >= min_normal``): integer arithmetic on float32's bits. Adding
+    ``2^(s-1) - 1 + lsb`` (``s = 23 - M`` dropped bits, ``lsb`` the last kept bit) and clearing the
+    dropped bits rounds the significand to M bits, half to even; a carry moves into the exponent as
+    it should, never into the sign bit (the largest finite magnitude plus 2^22 stays below 2^31),
+    so it works on the signed bits directly. For M = 0 the last kept bit is the exponent's, so ties
+    go to the even exponent field (float32's bias 127 and the format's 2^(E-1) - 1 are both odd for
+    E >= 2, so the parities agree; E = 1, M = 0 has a single normal value and no tie between
+    normals).
+    Subnormal range: a fixed step ``min_subnormal`` (``min_normal`` when M = 0), ``torch.round``
+    on ``y / step`` (exact: the step is a power of two; the sign, and -0, are kept). The two
+    results are merged with an integer mask (``torch.where`` is several times slower on the CPU).
+
+    Without `saturate`, `y` must be finite and the grid goes on past ``fmt.max``. With it, `y` is
+    first clamped to ``±fmt.max`` (on the grid, so rounding never passes it; Inf becomes max) and
+    NaN is carried through by adding ``y_clamped * 0`` (exact, keeps the sign of zero).
+    """
+    # In-place steps on a few fresh buffers: besides saving memory traffic, this avoids glibc
+    # returning and re-faulting freed megabyte temporaries, which made a chain of out-of-place
+    # ops several times slower on the CPU.
+    yc = torch.clamp(y, -fmt.max, fmt.max) if saturate else y
+    b = yc.view(torch.int32)
+    shift = 23 - fmt.man_bits
+    if shift > 0:
+        r = torch.bitwise_right_shift(b, shift).bitwise_and_(1)
+        r.add_(b).add_((1 << (shift - 1)) - 1).bitwise_and_(~((1 << shift) - 1))
+    else:
+        r = b.clone()
+    # Subnormals of the format: step 2^(1 - bias - M); |y| / step < 2^M there, so both scalings are exact.
+    k = fmt.bias - 1 + fmt.man_bits
+    b_sub = _mul_pow2_(_mul_pow2_(yc.clone(), k).round_(), -k).view(torch.int32)
+    # sub = -1 (all bits set) where |y| < min_normal, else 0: arithmetic shift of a negative difference.
+    min_normal_bits = struct.unpack("<i", struct.pack("<f", fmt.min_normal))[0]
+    sub = torch.bitwise_and(b, _F32_MAGNITUDE).sub_(min_normal_bits).bitwise_right_shift_(31)
+    # r = sub ? b_sub : r, as r ^ ((r ^ b_sub) & sub)
+    r.bitwise_xor_(b_sub.bitwise_xor_(r).bitwise_and_(sub))
+    r = r.view(torch.float32)
+    if saturate:
+        r.add_(torch.mul(yc, 0.0, out=sub.view(torch.float32)))  # NaN in, NaN out
+    return r
+
+
+def cast_to_format(y: torch.Tensor, fmt: str | FloatFormat) -> torch.Tensor:
+    """Cast to a floating-point format (no scaling): round to nearest, ties to even, saturate.
+
+    Args:
+        y: (any shape) float16/bfloat16/float32/float64 — values in the format's own units.
+        fmt: a floating-point format name or :class:`~bitlaws.formats.FloatFormat`.
+
+    Returns:
+        tensor like `y` (same dtype) holding the format's values: the nearest one to each element
+        (a tie goes to the even code: half to even on the significand, the even exponent field when
+        M = 0); magnitudes beyond ``fmt.max``, Inf included, become ``±fmt.max`` (saturation, for
+        every family — ml_dtypes gives NaN or Inf there instead); NaN stays NaN; the sign of zero is
+        kept. Computed in float32, then converted to `y`'s dtype (exact when the format's values
+        fit that dtype, e.g. any format with M <= 7 in bfloat16); float64 input is first rounded to
+        float32 (a double rounding only for float64 inputs within half a float32 ulp of a tie).
+
+    Raises:
+        TypeError: `y` is not a floating-point tensor.
+        ValueError: `fmt` is not a floating-point format.
+
+    References:
+        OCP 8-bit Floating Point Specification (2023), saturating conversion; ml_dtypes' casts.
+    """
+    if not isinstance(y, torch.Tensor) or not torch.is_floating_point(y):
+        raise TypeError(f"cast_to_format takes a floating-point tensor, got {getattr(y, 'dtype', type(y).__name__)}")
+    spec = parse_format(fmt)
+    if not isinstance(spec, FloatFormat):
+        raise ValueError(f"cast_to_format: {spec.name} is not a floating-point format")
+    return _round_fp32(y.float().contiguous(), spec, saturate=True).to(y.dtype)
 
 
 def _check_input(x: torch.Tensor) -> None:
@@ -125,8 +254,17 @@ def _check_input(x: torch.Tensor) -> None:
         raise TypeError(f"quantizers take floating-point tensors, got dtype {x.dtype}")
     if x.numel() == 0:
         raise ValueError("cannot choose quantization parameters for an empty tensor")
-    if not torch.isfinite(x).all():
-        raise ValueError("tensor contains NaN or Inf; quantization parameters would be undefined")
+
+
+def _check_finite(*stats: torch.Tensor) -> None:
+    """Raise if a slice statistic (absmax, min, max) is NaN or Inf.
+
+    amax/amin propagate NaN and Inf, so this is the same test as ``isfinite(x).all()`` on the
+    input (also catching float64 values that overflow float32), at the cost of the scales only.
+    """
+    for t in stats:
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError("tensor contains NaN or Inf; quantization parameters would be undefined")
 
 
 def _grouped(x: torch.Tensor, granularity: Granularity) -> torch.Tensor:
@@ -151,7 +289,7 @@ def _reduce_dims(x: torch.Tensor, granularity: Granularity) -> tuple[int, ...]:
 
 def choose_qparams(
     x: torch.Tensor,
-    fmt: str | IntFormat,
+    fmt: str | IntFormat | FloatFormat,
     granularity: Granularity = PerTensor(),
     symmetric: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -159,7 +297,8 @@ def choose_qparams(
 
     Args:
         x: (any shape) float — the tensor to be quantized.
-        fmt: integer format name or spec, ``"int2"`` ... ``"int16"``.
+        fmt: format name or spec: ``"int2"`` ... ``"int16"``, or a floating-point format
+            (``"fp4_e2m1fn"``, ...), for which ``scale = absmax / fmt.max`` and the zero point is 0.
         granularity: how many scales: PerTensor, PerChannel(axis), PerGroup(size), PerToken.
         symmetric: absmax (True) or asymmetric min-max with zero point (False).
 
@@ -169,16 +308,17 @@ def choose_qparams(
 
     Raises:
         TypeError: `x` is not a floating-point tensor.
-        ValueError: empty `x`, NaN/Inf in `x`, unknown `fmt`, or a group size that does not divide
-            the last dimension.
+        ValueError: empty `x`, NaN/Inf in `x`, unknown `fmt`, a group size that does not divide
+            the last dimension, or a floating-point format with ``symmetric=False``.
     """
     _check_input(x)
     spec = parse_format(fmt)
-    q_min, q_max = spec.qrange(symmetric)
+    q_min, q_max = spec.qrange(symmetric)  # FloatFormat: (-max, max); raises if asymmetric
     xg = _grouped(x.detach().float(), granularity)
     dims = _reduce_dims(xg, granularity)
     if symmetric:
         absmax = xg.abs().amax(dim=dims, keepdim=True)
+        _check_finite(absmax)
         # Divide by a tensor, not a Python number: CUDA turns the latter into a multiply by the
         # reciprocal, which can differ by one rounding step from the kernels' exact division.
         scale = absmax / torch.full_like(absmax, q_max)
@@ -187,6 +327,7 @@ def choose_qparams(
     else:
         x_min = xg.amin(dim=dims, keepdim=True).clamp(max=0)
         x_max = xg.amax(dim=dims, keepdim=True).clamp(min=0)
+        _check_finite(x_min, x_max)
         span = x_max - x_min
         scale = span / torch.full_like(span, q_max - q_min)
         scale = torch.where(scale == 0, torch.ones_like(scale), scale)
@@ -203,27 +344,42 @@ def _view_like(t: torch.Tensor, x: torch.Tensor, scale: torch.Tensor) -> torch.T
 
 
 def quantize(
-    x: torch.Tensor, scale: torch.Tensor, zero_point: torch.Tensor, fmt: str | IntFormat, symmetric: bool = True
+    x: torch.Tensor,
+    scale: torch.Tensor,
+    zero_point: torch.Tensor,
+    fmt: str | IntFormat | FloatFormat,
+    symmetric: bool = True,
 ) -> torch.Tensor:
-    """Integer codes ``clamp(round(x / scale) + zero_point, q_min, q_max)``.
+    """Integer codes ``clamp(round(x / scale) + zero_point, q_min, q_max)``, or FP-grid values.
 
     Args:
         x: (any shape) float.
         scale, zero_point: from :func:`choose_qparams` for the same granularity.
-        fmt: integer format. symmetric: which code range (signed or unsigned).
+        fmt: integer or floating-point format. symmetric: which code range (signed or unsigned);
+            must be True for a floating-point format.
 
     Returns:
-        q: int32 tensor of `x`'s shape.
+        q: int32 codes of `x`'s shape for an integer format; for a floating-point format,
+        float32 values ``cast_to_format(x / scale, fmt)`` (numbers on the format's grid, not bit
+        codes).
+
+    Raises:
+        ValueError: a floating-point format with ``symmetric=False``.
     """
     spec = parse_format(fmt)
     q_min, q_max = spec.qrange(symmetric)
     xv = _view_like(x, x, scale)
+    if isinstance(spec, FloatFormat):
+        return _round_fp32((xv.float() / scale).contiguous(), spec, saturate=True).reshape(x.shape)
     q = torch.clamp(torch.round(xv / scale) + zero_point, q_min, q_max)
     return q.reshape(x.shape).to(torch.int32)
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor, zero_point: torch.Tensor) -> torch.Tensor:
-    """Real values ``(q - zero_point) * scale`` as float32, of `q`'s shape."""
+    """Real values ``(q - zero_point) * scale`` as float32, of `q`'s shape.
+
+    `q` is what :func:`quantize` returned: integer codes, or FP-grid values (zero point 0).
+    """
     qv = _view_like(q, q, scale).float()
     return ((qv - zero_point) * scale).reshape(q.shape)
 
@@ -235,19 +391,25 @@ def fake_quantize(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
 
     Args:
         x: (any shape) float — weights ``(out, in)`` or activations ``(B, T, C)``.
-        spec: format, granularity and symmetry.
+        spec: format (integer or floating point), granularity and symmetry.
 
     Returns:
-        x_hat: tensor like `x`, every element on the grid of its slice's scale.
+        x_hat: tensor like `x`, every element on the grid of its slice's scale: for an integer
+        format ``(q - zero_point) * scale``, for a floating-point one ``cast(x / scale) * scale``.
 
     Raises:
         TypeError, ValueError: as :func:`choose_qparams`.
 
     References:
-        Kumar et al. 2024, App. D (forward-only fake quantization, symmetric absmax).
+        Kumar et al. 2024, App. D (forward-only fake quantization, symmetric absmax) and App. D.2
+        (floating-point formats).
     """
     scale, zero_point = choose_qparams(x, spec.fmt, spec.granularity, spec.symmetric)
-    q_min, q_max = parse_format(spec.fmt).qrange(spec.symmetric)
+    fmt = parse_format(spec.fmt)
+    q_min, q_max = fmt.qrange(spec.symmetric)
     xv = _view_like(x, x, scale)
+    if isinstance(fmt, FloatFormat):
+        y = round_ste(xv.float() / scale, fmt)
+        return (torch.clamp(y, q_min, q_max) * scale).reshape(x.shape).to(x.dtype)
     q = torch.clamp(round_ste(xv.float() / scale) + zero_point, q_min, q_max)
     return ((q - zero_point) * scale).reshape(x.shape).to(x.dtype)

@@ -123,7 +123,7 @@ PROFILES: dict[str, Profile] = {
         qat=QATPlan(
             marginal_sizes=("n3k",), marginal_budgets=(32_768,), marginal_bits=(3, 8),
             joint_cell=("n3k", 32_768), joint_combos=((4, 4, 4), (8, 4, 8)),
-            format_sizes=("n3k",), format_budget=32_768, formats=(),  # FP formats: declared once FloatFormat lands
+            format_sizes=("n3k",), format_budget=32_768, formats=("fp4_e2m1fn",),
             qat_ptq_bits_w=(8,), bits_post=(3, 4),
             cm_budget=32_768, cm_cells=(("n3k", 8),),
         ),
@@ -147,7 +147,7 @@ PROFILES: dict[str, Profile] = {
             joint_combos=((4, 4, 4), (8, 8, 8), (6, 6, 6), (5, 5, 5), (4, 8, 8), (8, 4, 8), (8, 8, 4),
                           (4, 4, 16), (4, 16, 4), (16, 4, 4), (6, 8, 4), (8, 6, 6), (12, 4, 8), (4, 6, 12)),
             format_sizes=("n27k", "n83k", "n214k"), format_budget=2_097_152,
-            formats=(),  # FP formats: declared once FloatFormat lands
+            formats=("fp4_e2m1fn", "fp4_e3m0fn", "fp6_e3m2fn", "fp8_e4m3fn", "fp8_e5m2"),
             qat_ptq_bits_w=(4, 6, 8), bits_post=(3, 4, 5, 6),
             cm_budget=2_097_152,
             cm_cells=(("n851k", 4), ("n566k", 6), ("n425k", 8), ("n282k", 12)),
