@@ -1,4 +1,4 @@
-"""Command line: ``python -m bitlaws {train,sweep,coverage,verdicts} ...``.
+"""Command line: ``python -m bitlaws {train,sweep,coverage,verdicts,fit,quik,export-checkpoints} ...``.
 
 Configuration is overridden with dotted flags, as minGPT does::
 
@@ -6,6 +6,7 @@ Configuration is overridden with dotted flags, as minGPT does::
     python -m bitlaws sweep --profile cpu --workers 1 --threads 2
     python -m bitlaws coverage --profile cpu
     python -m bitlaws fit --profile cpu   # law fits -> data/fits/
+    python -m bitlaws quik --profile cpu  # QUIK and baselines on the committed checkpoints -> Q1–Q3
     python -m bitlaws verdicts            # recompute data/verdicts.json and the README's ledger
     python -m bitlaws export-checkpoints --profile cpu   # seed-0 models to data/checkpoints/ (bf16)
 
@@ -187,9 +188,30 @@ def _cmd_verdicts(args) -> int:
         print(f"{v.claim_id}: {v.verdict} — {v.ours}")
     for v in refresh_law_verdicts(profile=args.profile, write=write).values():
         print(f"{v.claim_id}: {v.verdict} — {v.ours or v.reason}")
+    from .quik_analysis import refresh_quik_verdicts
+
+    try:
+        for v in refresh_quik_verdicts(profile=args.profile, write=write).values():
+            print(f"{v.claim_id}: {v.verdict} — {v.ours or v.reason}")
+    except FileNotFoundError as exc:
+        print(f"Q1–Q3: skipped ({exc})")
     if not write:
         print(f"(profile {args.profile!r}: printed only; data/verdicts.json and the README hold the "
               f"{BOOK_PROFILE!r} profile's verdicts)")
+    return 0
+
+
+def _cmd_quik(args) -> int:
+    from .ptq_analysis import BOOK_PROFILE
+    from .quik_analysis import refresh_quik_verdicts, run_quik_experiment
+
+    n = run_quik_experiment(args.profile, root=args.data_root, progress=not args.quiet, threads=args.threads,
+                            limit=args.limit)
+    where = Path(args.data_root) if args.data_root else Path("data")
+    print(f"wrote {n} rows to {where / 'runs' / args.profile / 'quik_accuracy.csv'}")
+    if args.data_root is None:
+        for v in refresh_quik_verdicts(args.profile, write=args.profile == BOOK_PROFILE).values():
+            print(f"{v.claim_id}: {v.verdict} — {v.ours or v.reason}")
     return 0
 
 
@@ -216,10 +238,14 @@ def main(argv: list[str] | None = None) -> int:
     p_ver = sub.add_parser("verdicts", help="recompute data/verdicts.json from the committed CSVs")
     p_exp = sub.add_parser("export-checkpoints", help="copy a profile's seed-0 models to data/checkpoints/ in bf16")
     p_fit = sub.add_parser("fit", help="fit the scaling laws to a profile's runs; writes data/fits/<profile>_<stage>.json")
+    p_quik = sub.add_parser("quik", help="QUIK / RTN / SmoothQuant / GPTQ on the committed checkpoints "
+                                         "(data/runs/<profile>/quik_accuracy.csv, resumable), then Q1–Q3")
+    p_quik.add_argument("--threads", type=int, default=1)
+    p_quik.add_argument("--limit", type=int, default=None, help="at most this many new rows")
     p_fit.add_argument("--boot", type=int, default=None, help="bootstrap resamples per stage (default 20 smoke, 200 cpu)")
-    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit):
+    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik):
         p.add_argument("--profile", default="cpu")
-    for p in (p_sweep, p_cov, p_exp, p_fit):
+    for p in (p_sweep, p_cov, p_exp, p_fit, p_quik):
         p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's)")
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")
     p_sweep.add_argument("--executor", default="local", help="local | submitit-local | slurm")
@@ -230,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep.add_argument("--experiments", default=None,
                          help="comma-separated: base_grid,qat_marginal,qat_joint,qat_formats,compute_matched "
                               "(default: every one the profile declares)")
-    for p in (p_train, p_sweep):
+    for p in (p_train, p_sweep, p_quik):
         p.add_argument("--quiet", action="store_true", help="no progress bars")
     args, rest = parser.parse_known_args(argv)
     try:
@@ -239,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         return {"sweep": _cmd_sweep, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts,
-                "export-checkpoints": _cmd_export, "fit": _cmd_fit}[args.cmd](args)
+                "export-checkpoints": _cmd_export, "fit": _cmd_fit, "quik": _cmd_quik}[args.cmd](args)
     except (ValueError, FileNotFoundError, CorpusUnavailableError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

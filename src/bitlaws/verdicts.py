@@ -44,6 +44,8 @@ _FIT_CHAPTER = "notebooks/03-law-fitting"
 _OPT_CHAPTER = "notebooks/04-compute-optimal"
 _KERNEL_CHAPTER = "notebooks/06-quik-kernels"
 _FIT = "python -m bitlaws fit --profile cpu"
+_QUIK_CHAPTER = "notebooks/05-quik-accuracy"
+_QUIK = "python -m bitlaws quik --profile cpu"
 
 # The paper's side of each claim, in our words, from ../shared/papers/*.md. Numbers marked
 # "derived" are our algebra on the paper's Table 2 constants, not numbers the paper prints.
@@ -129,23 +131,23 @@ CLAIMS: dict[str, dict[str, str | None]] = {
         "claim": "W8A8 keeps quality",
         "paper": "QUIK-8B: +0.01 ppl on LLaMA-2-7B (5.47 → 5.48) and -13B (4.88 → 4.89), "
         "+0.13 on -70B (Table 12)",
-        "chapter": None,
-        "command": None,
+        "chapter": _QUIK_CHAPTER,
+        "command": _QUIK,
     },
     "Q2": {
         "claim": "W4A4 with 256 fp16 outlier features loses about 0.5 ppl where plain W4A4 "
         "collapses",
         "paper": "LLaMA-2-7B 5.47 → 5.84, -70B 3.20 → 3.74 (Table 2); OPT W4A4 with no "
         "outliers ≈ 10⁴ ppl (Table 10)",
-        "chapter": None,
-        "command": None,
+        "chapter": _QUIK_CHAPTER,
+        "command": _QUIK,
     },
     "Q3": {
         "claim": "About 256 outliers is near the knee; down_proj in 4 bits hurts most",
         "paper": "LLaMA-2-70B: 128/256/512/1024 outliers → 3.80/3.74/3.67/3.62 ppl (Table 7); "
         "4-bit down_proj: 3.74 → 6.91 (Table 4)",
-        "chapter": None,
-        "command": None,
+        "chapter": _QUIK_CHAPTER,
+        "command": _QUIK,
     },
     "Q4": {
         "claim": "Kernels: layer-wise about 2× over fp16 at 8 bits and up to about 4× at 4 bits "

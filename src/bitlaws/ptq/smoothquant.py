@@ -1,0 +1,150 @@
+"""SmoothQuant (Xiao et al. 2023): migrate activation outliers into the weights, then W8A8 / W4A4.
+
+For a linear ``y = x Wᵀ`` whose input ``x`` is produced by a layer we can rescale per channel, pick
+``s_j = max|x_j|^α / max|W_{:,j}|^(1−α)`` (α = migration strength), divide channel j of the input
+by ``s_j`` (folded into the producer) and multiply column j of W by ``s_j``: the product is
+unchanged in exact arithmetic, and the activations' per-channel range is flattened. ``max|x_j|`` is
+over the calibration tokens (TRAINING split), ``max|W_{:,j}|`` over every linear that reads ``x``.
+
+Llama producers (the folds are exact):
+
+* ``input_layernorm`` (RMSNorm weight ÷ s) → q/k/v_proj (columns × s);
+* ``post_attention_layernorm`` → gate/up_proj;
+* with ``smooth_down``: ``up_proj``'s output rows ÷ s → ``down_proj`` columns × s (its input is
+  ``silu(gate) · up``, linear in up's output). ``o_proj`` is not smoothed (as SmoothQuant).
+
+Then every block linear is quantized as the RTN baselines: weights symmetric per output channel
+(round to nearest), activations asymmetric per token at run time with the package's one quantizer
+(:mod:`bitlaws.ptq.quik` with no outliers). SmoothQuant's own recipe quantizes activations
+symmetrically; we keep QUIK's activation quantizer so that every method in the harness differs
+only in what it is meant to differ in. QUIK's Table 12 uses α = 0.8 for LLaMA-2, 0.5 for OPT.
+
+Public names: ``SmoothQuantConfig``, ``smooth_``, ``smoothquant_quantize_``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from .gptq import _decoder_layers
+from .quik import QuikConfig, quik_quantize_
+
+__all__ = ["SmoothQuantConfig", "smooth_", "smoothquant_quantize_"]
+
+
+@dataclass(frozen=True)
+class SmoothQuantConfig:
+    """SmoothQuant then RTN.
+
+    Args:
+        alpha: migration strength α in [0, 1] (0: nothing moves; 1: all of the activation range).
+        bits: weight and activation bits of every block linear, 4 or 8.
+        smooth_down: also smooth ``down_proj`` through ``up_proj`` (default True).
+        min_scale: lower bound on ``s_j`` (and on the maxima it is computed from).
+
+    Raises:
+        ValueError: a field out of range, naming it.
+    """
+
+    alpha: float = 0.5
+    bits: int = 8
+    smooth_down: bool = True
+    min_scale: float = 1e-5
+
+    def __post_init__(self) -> None:
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0 <= self.alpha <= 1:
+            raise ValueError(f"SmoothQuantConfig.alpha must be in [0, 1], got {self.alpha!r}")
+        if isinstance(self.bits, bool) or self.bits not in (4, 8):
+            raise ValueError(f"SmoothQuantConfig.bits must be 4 or 8, got {self.bits!r}")
+        if not isinstance(self.smooth_down, bool):
+            raise ValueError(f"SmoothQuantConfig.smooth_down must be a bool, got {self.smooth_down!r}")
+        if not (isinstance(self.min_scale, float) and math.isfinite(self.min_scale) and self.min_scale > 0):
+            raise ValueError(f"SmoothQuantConfig.min_scale must be a positive float, got {self.min_scale!r}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def quik_config(self) -> QuikConfig:
+        """The quantization after smoothing: RTN, no outliers, every linear at ``bits``."""
+        return QuikConfig(bits_w=self.bits, bits_a=self.bits, n_outliers=0, n_outliers_down=0,
+                          bits_down=self.bits, clip=False, weight_method="rtn")
+
+
+def _scales(act: torch.Tensor, weights: list[torch.Tensor], cfg: SmoothQuantConfig) -> torch.Tensor:
+    w_max = torch.stack([w.detach().float().abs().amax(dim=0) for w in weights]).amax(dim=0)
+    a = act.float().clamp(min=cfg.min_scale)
+    w_max = w_max.clamp(min=cfg.min_scale)
+    return (a.pow(cfg.alpha) / w_max.pow(1 - cfg.alpha)).clamp(min=cfg.min_scale)
+
+
+@torch.no_grad()
+def smooth_(model: nn.Module, absmax: dict[str, torch.Tensor], cfg: SmoothQuantConfig) -> dict[str, torch.Tensor]:
+    """Apply SmoothQuant's migration to a Llama model in place (module docstring).
+
+    Args:
+        model: a ``LlamaForCausalLM`` (decoder layers with ``self_attn.{q,k,v}_proj``,
+            ``mlp.{gate,up,down}_proj``, ``input_layernorm``, ``post_attention_layernorm``).
+        absmax: qualified linear name -> (in,) ``max |x|`` measured on the unsmoothed model
+            (:func:`bitlaws.ptq.quik.activation_absmax`).
+        cfg: α and options.
+
+    Returns:
+        Name of the first consumer of each smoothed input -> (in,) the scales s used.
+
+    Raises:
+        ValueError: the model is not Llama-shaped, or a statistic is missing.
+    """
+    layers = _decoder_layers(model)
+    prefix = {id(m): n for n, m in model.named_modules()}
+    used: dict[str, torch.Tensor] = {}
+    for layer in layers:
+        try:
+            attn, mlp = layer.self_attn, layer.mlp
+            q, k, v = attn.q_proj, attn.k_proj, attn.v_proj
+            gate, up, down = mlp.gate_proj, mlp.up_proj, mlp.down_proj
+            ln1, ln2 = layer.input_layernorm, layer.post_attention_layernorm
+        except AttributeError as exc:
+            raise ValueError(f"SmoothQuant here needs Llama-named modules: {exc}") from None
+        pairs = [(ln1.weight, None, [q, k, v]), (ln2.weight, None, [gate, up])]
+        if cfg.smooth_down:
+            pairs.append((None, up, [down]))
+        for norm_w, producer, consumers in pairs:
+            name = prefix[id(consumers[0])]
+            if name not in absmax:
+                raise ValueError(f"no activation statistic for {name}")
+            s = _scales(absmax[name], [c.weight for c in consumers], cfg).to(consumers[0].weight.device)
+            if norm_w is not None:
+                norm_w.div_(s.to(norm_w.dtype))
+            else:
+                producer.weight.div_(s[:, None].to(producer.weight.dtype))
+                if producer.bias is not None:
+                    producer.bias.div_(s.to(producer.bias.dtype))
+            for c in consumers:
+                c.weight.mul_(s[None, :].to(c.weight.dtype))
+            used[name] = s
+    return used
+
+
+def smoothquant_quantize_(model: nn.Module, calib: torch.Tensor, cfg: SmoothQuantConfig, modules: str = "kernel",
+                          absmax: dict[str, torch.Tensor] | None = None) -> dict[str, dict]:
+    """Smooth (:func:`smooth_`, statistics from `calib`, TRAINING split) then quantize every block
+    linear to W{bits}A{bits} with no outliers (:func:`bitlaws.ptq.quik.quik_quantize_`, RTN).
+
+    Returns:
+        :func:`~bitlaws.ptq.quik.quik_quantize_`'s report, with ``"_smooth_scales"`` added.
+
+    Raises:
+        ValueError: as :func:`smooth_` and :func:`~bitlaws.ptq.quik.quik_quantize_`.
+    """
+    scales: dict[str, torch.Tensor] = {}
+
+    def pre(m, stats):
+        scales.update(smooth_(m, stats, cfg))
+
+    report = quik_quantize_(model, calib, cfg.quik_config(), modules=modules, absmax=absmax, pre_quant=pre)
+    report["_smooth_scales"] = scales
+    return report

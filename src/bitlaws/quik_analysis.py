@@ -1,0 +1,485 @@
+"""QUIK's accuracy claims (Q1–Q3) on the committed `cpu` checkpoints: the experiment, its rows, verdicts.
+
+One row of ``data/runs/<profile>/quik_accuracy.csv`` is one committed checkpoint evaluated after one
+post-training method (or none): QUIK W8A8 / W4A4, RTN W8A8 / W4A4 (no outliers), SmoothQuant W8A8 /
+W4A4, GPTQ W4A16, and the ablations (outlier count k, ``down_proj`` at 4/8/16 bits, clipping off,
+another calibration seed, SmoothQuant α, RTN with outliers). ``quik_outliers.csv`` holds the
+per-layer outlier statistics (channel ``max |x|``: max, median, their ratio) and QUIK W4A4's
+per-layer relative output error on the calibration tokens.
+
+Everything is deterministic: calibration 128 × 256 tokens of the TRAINING split (seed 0), the
+validation budget of the base grid (65,792 bytes = 256 windows of 257). Rows resume by ``obs_id``.
+
+Public names: ``QUIK_COLUMNS``, ``OUTLIER_COLUMNS``, ``SETTINGS``, ``MethodSpec``, ``method_specs``,
+``run_quik_experiment``, ``load_quik``, ``method_table``, ``k_sweep``, ``verdict_q1``,
+``verdict_q2``, ``verdict_q3``, ``refresh_quik_verdicts``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .results import COLUMNS, append_rows, data_dir, frame_sha256, provenance, read_rows, stable_hash
+from .verdicts import CLAIMS, Verdict, load_verdicts, repo_root, save_verdicts, update_readme
+
+__all__ = ["QUIK_COLUMNS", "OUTLIER_COLUMNS", "SETTINGS", "MethodSpec", "method_specs", "run_quik_experiment",
+           "load_quik", "method_table", "k_sweep", "verdict_q1", "verdict_q2", "verdict_q3",
+           "refresh_quik_verdicts", "PAPER"]
+
+QUIK_CSV = "quik_accuracy.csv"
+OUTLIER_CSV = "quik_outliers.csv"
+EXTRA_COLUMNS = ["method", "bits_w_post", "bits_a_post", "bits_down", "n_outliers", "n_outliers_down",
+                 "outlier_frac", "clip", "alpha", "weight_method", "modules", "calib_seed", "n_calib",
+                 "calib_seq_len", "eval_tokens", "quant_s", "eval_s"]
+QUIK_COLUMNS = COLUMNS + EXTRA_COLUMNS
+OUTLIER_COLUMNS = ["stat_id", "experiment", "obs_id", "run_id", "profile", "size", "n_params", "n_tokens", "layer_index",
+                   "layer", "kind", "in_features", "absmax_max", "absmax_median", "absmax_ratio", "n_outliers",
+                   "outlier_share", "bits_w_post", "rel_out_err", "git_sha", "timestamp"]
+
+# The paper's side (papers file A3): LLaMA-2-7B unless noted, WikiText-2 ppl.
+PAPER = {
+    "fp_7b": 5.47, "quik8_7b": 5.48, "sq8_7b": 5.58,
+    "quik4_7b": 5.84, "down4_7b": 8.87, "gptq4_7b": 6.24, "sq4_7b": 83.12,
+    "fp_70b": 3.20, "quik8_70b": 3.33, "quik4_70b": 3.74, "down4_70b": 6.91,
+    "k_70b": {128: 3.80, 256: 3.74, 512: 3.67, 1024: 3.62},
+    "opt_w4a4_k0": 1.0e4, "opt66_fp": 9.34, "opt66_quik4": 9.66,
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Which checkpoints and budgets a profile uses."""
+
+    main: tuple[str, ...]  # checkpoint file stems for the methods table
+    ablation: tuple[str, ...]  # checkpoint stems that also get the ablations
+    n_calib: int
+    calib_seq_len: int
+    eval_tokens: int
+    eval_seq_len: int = 256
+    eval_batch: int = 32
+
+
+_D = 8388608
+SETTINGS = {
+    "cpu": Setting(main=tuple(f"{s}_D{_D}_s0" for s in ("n27k", "n83k", "n214k", "n554k", "n1.2m")),
+                   ablation=(f"n554k_D{_D}_s0", f"n1.2m_D{_D}_s0"), n_calib=128, calib_seq_len=256,
+                   eval_tokens=65_792),
+    "smoke": Setting(main=("n27k_D524288_s0",), ablation=("n27k_D524288_s0",), n_calib=8, calib_seq_len=64,
+                     eval_tokens=16 * 257),
+}
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One post-training treatment: ``key`` (the ``method`` column), its kind and its config."""
+
+    key: str
+    kind: str  # none | quik | smoothquant | gptq
+    cfg: object = None
+    experiment: str = "quik_accuracy"
+    calib_seed: int = 0
+
+    def config_dict(self) -> dict:
+        if self.cfg is None:
+            return {}
+        return self.cfg.as_dict() if hasattr(self.cfg, "as_dict") else dict(self.cfg.__dict__)
+
+
+def method_specs(ablations: bool) -> list[MethodSpec]:
+    """The methods table, and with `ablations` the ablation rows (module docstring)."""
+    from .ptq.gptq import GPTQConfig
+    from .ptq.quik import QuikConfig
+    from .ptq.smoothquant import SmoothQuantConfig
+
+    rtn = dict(n_outliers=0, n_outliers_down=0, clip=False, weight_method="rtn")
+    specs = [
+        MethodSpec("fp", "none"),
+        MethodSpec("quik_w8a8", "quik", QuikConfig(bits_w=8, bits_a=8)),
+        MethodSpec("quik_w4a4", "quik", QuikConfig(bits_w=4, bits_a=4)),
+        MethodSpec("rtn_w8a8", "quik", QuikConfig(bits_w=8, bits_a=8, bits_down=8, **rtn)),
+        MethodSpec("rtn_w4a4", "quik", QuikConfig(bits_w=4, bits_a=4, bits_down=4, **rtn)),
+        MethodSpec("smoothquant_w8a8", "smoothquant", SmoothQuantConfig(alpha=0.5, bits=8)),
+        MethodSpec("smoothquant_w4a4", "smoothquant", SmoothQuantConfig(alpha=0.5, bits=4)),
+        MethodSpec("gptq_w4a16", "gptq", GPTQConfig(bits=4)),
+    ]
+    if not ablations:
+        return specs
+    ab = "quik_ablation"
+    for frac, name in ((0, "0"), (1 / 64, "1_64"), (1 / 32, "1_32"), (1 / 8, "1_8")):
+        specs.append(MethodSpec(f"quik_w4a4_k{name}", "quik", QuikConfig(n_outliers=float(frac) if frac else 0,
+                                                                          n_outliers_down=None if frac else 0),
+                                ab))
+    specs += [
+        MethodSpec("quik_w4a4_down4", "quik", QuikConfig(bits_down=4), ab),
+        MethodSpec("quik_w4a4_down16", "quik", QuikConfig(bits_down=16), ab),
+        MethodSpec("quik_w4a4_noclip", "quik", QuikConfig(clip=False), ab),
+        MethodSpec("quik_w4a4_seed1", "quik", QuikConfig(), ab, calib_seed=1),
+        MethodSpec("rtn_w4a4_outliers", "quik", QuikConfig(weight_method="rtn", clip=False, bits_down=4), ab),
+        MethodSpec("smoothquant_w8a8_a0.8", "smoothquant", SmoothQuantConfig(alpha=0.8, bits=8), ab),
+        MethodSpec("smoothquant_w4a4_a0.8", "smoothquant", SmoothQuantConfig(alpha=0.8, bits=4), ab),
+    ]
+    return specs
+
+
+def _obs_id(run_id: str, spec: MethodSpec, st: Setting) -> str:
+    return stable_hash({"run_id": run_id, "method": spec.key, "kind": spec.kind, "cfg": spec.config_dict(),
+                        "calib": [st.n_calib, st.calib_seq_len, spec.calib_seed],
+                        "eval": [st.eval_tokens, st.eval_seq_len]})
+
+
+def _apply(model, spec: MethodSpec, calib, absmax):
+    """Quantize `model` in place by `spec`; the report of the quantizer (or {})."""
+    from .ptq.gptq import gptq_quantize_
+    from .ptq.quik import quik_quantize_
+    from .ptq.smoothquant import smoothquant_quantize_
+
+    if spec.kind == "none":
+        return {}
+    if spec.kind == "quik":
+        return quik_quantize_(model, calib, spec.cfg, modules="kernel", absmax=absmax)
+    if spec.kind == "smoothquant":
+        return smoothquant_quantize_(model, calib, spec.cfg, modules="kernel", absmax=absmax)
+    if spec.kind == "gptq":
+        return gptq_quantize_(model, calib, spec.cfg, progress=False)
+    raise ValueError(f"unknown method kind {spec.kind!r}")
+
+
+def _row_fields(spec: MethodSpec) -> dict:
+    """The method-describing columns of a row."""
+    c = spec.cfg
+    # ptq_method names are this harness's own, so that no row here is mistaken for a base-grid
+    # observation (bitlaws.law_analysis.stage_frames picks rows by ptq_method "none" / "rtn"):
+    # the fp row is the bf16 checkpoint, RTN here quantizes activations too.
+    kind = {"none": "bf16", "gptq": "gptq_bf16", "smoothquant": "smoothquant", "quik": "quik"}[spec.kind]
+    if spec.kind == "quik" and c.weight_method == "rtn":
+        kind = "rtn_wa"
+    f = {"method": spec.key, "ptq_method": kind,
+         "group_size": 0, "fmt_kv": "none", "calib_seed": spec.calib_seed, "alpha": np.nan, "clip": np.nan,
+         "n_outliers": 0, "n_outliers_down": 0, "outlier_frac": 0.0, "bits_down": 16, "weight_method": "none",
+         "modules": "none"}
+    if spec.kind == "none":
+        f.update(fmt_w="bf16", fmt_a="none", bits_post=16, bits_w_post=16, bits_a_post=16, quant_scheme="none")
+    elif spec.kind == "gptq":
+        f.update(fmt_w=f"int{c.bits}", fmt_a="none", bits_post=c.bits, bits_w_post=c.bits, bits_a_post=16,
+                 bits_down=c.bits, quant_scheme=c.quant_scheme, weight_method="gptq", modules="nn.Linear",
+                 clip=c.mse)
+    else:
+        q = c.quik_config() if spec.kind == "smoothquant" else c
+        frac = q.n_outliers if isinstance(q.n_outliers, float) else np.nan
+        f.update(fmt_w=f"int{q.bits_w}", fmt_a=f"int{q.bits_a}", bits_post=q.bits_w, bits_w_post=q.bits_w,
+                 bits_a_post=q.bits_a, bits_down=q.bits_down, clip=q.clip, weight_method=q.weight_method,
+                 modules="QuikLinear", outlier_frac=frac,
+                 quant_scheme=(f"w{q.bits_w}a{q.bits_a}_sym_per_channel_asym_per_token_down{q.bits_down}"
+                               + ("_clip" if q.clip else "")))
+        if spec.kind == "smoothquant":
+            f.update(alpha=c.alpha, quant_scheme=f["quant_scheme"] + f"_smooth{c.alpha:g}")
+    return f
+
+
+def run_quik_experiment(profile: str = "cpu", root: str | Path | None = None, progress: bool = True,
+                        threads: int = 1, limit: int | None = None) -> int:
+    """Run every missing row of the profile's QUIK experiment and append it (resumable by ``obs_id``).
+
+    Args:
+        profile: ``cpu`` (the book's) or ``smoke``. root: the ``data/`` folder (default the repo's).
+        progress: print one line per row. threads: torch threads (1 on a shared machine).
+        limit: stop after this many new rows.
+
+    Returns:
+        The number of rows written.
+
+    Raises:
+        ValueError: an unknown profile. FileNotFoundError: a checkpoint is missing.
+    """
+    from .checkpoints import load_checkpoint
+    from .corpus import load_corpus
+    from .ptq.gptq import calibration_batch
+    from .ptq.quik import activation_absmax
+    from .train import evaluate
+
+    if profile not in SETTINGS:
+        raise ValueError(f"profile must be one of {list(SETTINGS)}, got {profile!r}")
+    st = SETTINGS[profile]
+    torch.set_num_threads(threads)
+    root = Path(root) if root else data_dir()
+    out_csv = root / "runs" / profile / QUIK_CSV
+    stats_csv = root / "runs" / profile / OUTLIER_CSV
+    ckpt_dir = root / "checkpoints" / ("cpu" if profile == "smoke" else profile)
+    corpus = load_corpus("shakespeare")
+    written = 0
+    for stem in st.main:
+        path = ckpt_dir / f"{stem}.safetensors"
+        specs = method_specs(stem in st.ablation)
+        done = read_rows(out_csv)
+        have = set(done["obs_id"].astype(str)) if len(done) else set()
+        base, meta = load_checkpoint(path)
+        run_id = meta["run_id"]
+        todo = [s for s in specs if _obs_id(run_id, s, st) not in have]
+        if not todo:
+            continue
+        common = {"run_id": run_id, "profile": profile, "corpus": "shakespeare", "size": meta["size"],
+                  "seed": int(meta["seed"]), "n_params": int(meta["n_params"]), "n_tokens": int(meta["n_tokens"]),
+                  "d_model": base.config.hidden_size, "n_layers": base.config.num_hidden_layers,
+                  "bits_w": 16, "bits_a": 16, "bits_kv": 16, "n_calib": st.n_calib,
+                  "calib_seq_len": st.calib_seq_len, "eval_tokens": st.eval_tokens}
+        calibs, absmaxes = {}, {}
+        fp_obs = _obs_id(run_id, specs[0], st)
+        fp_loss = float(done.loc[done["obs_id"] == fp_obs, "loss_val"].iloc[0]) if fp_obs in have else None
+        for spec in todo:
+            if spec.calib_seed not in calibs:
+                calibs[spec.calib_seed] = calibration_batch(corpus.train, st.n_calib, st.calib_seq_len,
+                                                            spec.calib_seed)
+                absmaxes[spec.calib_seed] = activation_absmax(base, calibs[spec.calib_seed])
+            model = copy.deepcopy(base)
+            t0 = time.perf_counter()
+            report = _apply(model, spec, calibs[spec.calib_seed], absmaxes[spec.calib_seed])
+            t1 = time.perf_counter()
+            loss = evaluate(model, corpus.val, st.eval_seq_len, st.eval_tokens, st.eval_batch)
+            t2 = time.perf_counter()
+            if spec.kind == "none":
+                fp_loss = loss
+            obs = _obs_id(run_id, spec, st)
+            fields = _row_fields(spec)
+            if spec.kind in ("quik", "smoothquant"):
+                ks = {n: r["n_outliers"] for n, r in report.items() if not n.startswith("_")}
+                fields["n_outliers"] = max(v for n, v in ks.items() if not n.endswith("down_proj"))
+                fields["n_outliers_down"] = max((v for n, v in ks.items() if n.endswith("down_proj")), default=0)
+            row = {**common, **fields, "obs_id": obs, "experiment": spec.experiment, "loss_val": loss,
+                   "bpb_val": loss / math.log(2), "ppl": math.exp(loss),
+                   "delta_ptq": loss - fp_loss if fp_loss is not None else np.nan,
+                   "status": "ok" if math.isfinite(loss) else "diverged", "quant_s": t1 - t0, "eval_s": t2 - t1,
+                   **provenance(threads)}
+            written += append_rows(out_csv, [row], columns=QUIK_COLUMNS)
+            if spec.key == "quik_w4a4":
+                append_rows(stats_csv, _stat_rows(report, obs, row), columns=OUTLIER_COLUMNS, key="stat_id")
+            if progress:
+                print(f"{meta['size']:>6} {spec.key:<24} loss {loss:.4f}  Δ {row['delta_ptq']:+.4f}  "
+                      f"({t1 - t0:.0f}+{t2 - t1:.0f} s)", flush=True)
+            if limit is not None and written >= limit:
+                return written
+    return written
+
+
+def _stat_rows(report: dict, obs: str, row: dict) -> list[dict]:
+    rows = []
+    for name, r in report.items():
+        if name.startswith("_"):
+            continue
+        parts = name.split(".")
+        li = int(parts[parts.index("layers") + 1]) if "layers" in parts else -1
+        rel = r["out_err"] / r["out_norm"] if r.get("out_norm") else np.nan
+        k = r["n_outliers"]
+        rows.append({"stat_id": stable_hash([obs, name]), "experiment": "quik_outliers", "obs_id": obs, "run_id": row["run_id"],
+                     "profile": row["profile"], "size": row["size"], "n_params": row["n_params"],
+                     "n_tokens": row["n_tokens"], "layer_index": li, "layer": name, "kind": parts[-1],
+                     "in_features": r["in_features"],
+                     "absmax_max": r["absmax_max"], "absmax_median": r["absmax_median"],
+                     "absmax_ratio": r["absmax_max"] / r["absmax_median"] if r["absmax_median"] > 0 else np.nan,
+                     "n_outliers": k, "outlier_share": k / r["in_features"], "bits_w_post": r["bits_w"],
+                     "rel_out_err": rel, "git_sha": row["git_sha"], "timestamp": row["timestamp"]})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# loading and tables
+
+
+def load_quik(profile: str = "cpu", root: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rows of quik_accuracy.csv, rows of quik_outliers.csv) of `profile`.
+
+    Raises:
+        FileNotFoundError: the experiment has not been run for `profile`.
+    """
+    root = Path(root) if root else data_dir()
+    acc = root / "runs" / profile / QUIK_CSV
+    if not acc.exists():
+        raise FileNotFoundError(f"no {acc}; run `python -m bitlaws quik --profile {profile}`")
+    return read_rows(acc), read_rows(root / "runs" / profile / OUTLIER_CSV)
+
+
+def method_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Loss, ppl and their deltas against fp, one row per (size, method); sorted by N."""
+    fp = df[df["method"] == "fp"].set_index("size")["loss_val"]
+    t = df[["size", "n_params", "method", "experiment", "loss_val", "ppl"]].copy()
+    t["loss_fp"] = t["size"].map(fp)
+    t["ppl_fp"] = np.exp(t["loss_fp"])
+    t["delta_loss"] = t["loss_val"] - t["loss_fp"]
+    t["delta_ppl"] = t["ppl"] - t["ppl_fp"]
+    t["rel_ppl"] = t["ppl"] / t["ppl_fp"] - 1
+    return t.sort_values(["n_params", "method"]).reset_index(drop=True)
+
+
+def k_sweep(df: pd.DataFrame) -> pd.DataFrame:
+    """QUIK W4A4 (down_proj 8 bits, clipping, seed 0) against the outlier fraction k / in_features."""
+    keys = {"quik_w4a4_k0": 0.0, "quik_w4a4_k1_64": 1 / 64, "quik_w4a4_k1_32": 1 / 32, "quik_w4a4": 1 / 16,
+            "quik_w4a4_k1_8": 1 / 8}
+    t = method_table(df)
+    t = t[t["method"].isin(keys)].copy()
+    t["k_frac"] = t["method"].map(keys)
+    sizes = t.groupby("size")["k_frac"].nunique()
+    t = t[t["size"].isin(sizes[sizes == len(keys)].index)]
+    return t.sort_values(["n_params", "k_frac"]).reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# verdicts
+
+
+def _get(t: pd.DataFrame, size: str, method: str, col: str = "delta_loss") -> float:
+    v = t[(t["size"] == size) & (t["method"] == method)][col]
+    return float(v.iloc[0]) if len(v) else float("nan")
+
+
+def _largest(t: pd.DataFrame, methods) -> list[str]:
+    sizes = [s for s in t.drop_duplicates("size").sort_values("n_params")["size"]
+             if all(math.isfinite(_get(t, s, m)) for m in methods)]
+    return sizes
+
+
+def noise_floor(t: pd.DataFrame) -> float:
+    """|Δloss| between two calibration seeds of QUIK W4A4, max over the sizes that have both."""
+    vals = [abs(_get(t, s, "quik_w4a4_seed1", "loss_val") - _get(t, s, "quik_w4a4", "loss_val"))
+            for s in _largest(t, ["quik_w4a4", "quik_w4a4_seed1"])]
+    return max(vals) if vals else float("nan")
+
+
+def verdict_q1(df: pd.DataFrame, profile: str, sha: str = "") -> Verdict:
+    """Q1: W8A8 keeps quality. Compared as the relative ppl increase (ppl per byte here, per
+    LLaMA token in the paper): reproduced if QUIK W8A8 costs ≤ 1 % ppl on every size (the paper:
+    +0.18 % at 7B/13B, +4 % at 70B) and no more than SmoothQuant W8A8 plus the noise floor."""
+    t = method_table(df)
+    sizes = _largest(t, ["quik_w8a8", "smoothquant_w8a8", "rtn_w8a8"])
+    if not sizes:
+        return Verdict("Q1", "pending", CLAIMS["Q1"]["paper"], "", "no W8A8 rows", profile, sha)
+    rel = {s: _get(t, s, "quik_w8a8", "rel_ppl") for s in sizes}
+    sq = {s: _get(t, s, "smoothquant_w8a8", "rel_ppl") for s in sizes}
+    rtn = {s: _get(t, s, "rtn_w8a8", "rel_ppl") for s in sizes}
+    floor = noise_floor(t)
+    floor_rel = math.expm1(floor) if math.isfinite(floor) else 0.0
+    worst = max(rel.values())
+    beats_sq = all(rel[s] <= sq[s] + floor_rel for s in sizes)
+    big = sizes[-1]
+    paper_rel = PAPER["quik8_7b"] / PAPER["fp_7b"] - 1
+    if worst <= 0.01 and beats_sq:
+        verdict = "reproduced"
+    elif worst <= 0.05:
+        verdict = "partly"
+    else:
+        verdict = "not reproduced"
+    ours = (f"QUIK W8A8: ppl/byte +{100 * rel[big]:.2f} % at {big} ({_get(t, big, 'fp', 'ppl'):.3f} → "
+            f"{_get(t, big, 'quik_w8a8', 'ppl'):.3f}), at most +{100 * worst:.2f} % over {len(sizes)} sizes; "
+            f"SmoothQuant W8A8 +{100 * sq[big]:.2f} %, RTN W8A8 +{100 * rtn[big]:.2f} % at {big}")
+    reason = (f"paper +{100 * paper_rel:.2f} % ppl (5.47 → 5.48); rule: reproduced if ≤ 1 % on every size and "
+              f"not worse than SmoothQuant beyond the calibration-seed noise ({100 * floor_rel:.2f} %)")
+    details = {"worst_rel_ppl": worst, "paper_rel_ppl_7b": paper_rel, "noise_floor_loss": floor,
+               **{f"rel_ppl_quik8_{s}": v for s, v in rel.items()}, **{f"rel_ppl_sq8_{s}": v for s, v in sq.items()}}
+    return Verdict("Q1", verdict, CLAIMS["Q1"]["paper"], ours, reason, profile, sha,
+                   {k: v for k, v in details.items() if math.isfinite(v)})
+
+
+def verdict_q2(df: pd.DataFrame, profile: str, sha: str = "") -> Verdict:
+    """Q2: W4A4 with outliers loses little where plain W4A4 collapses. Judged on the sizes that
+    have the ablations (the largest two in ``cpu``; all sizes are reported): (a) QUIK W4A4 costs ≤ 15 % ppl (the paper: +6.8 % at 7B, +17 % at 70B)
+    and (b) plain RTN W4A4 is ≥ 3× worse in Δloss. "Collapse" (the paper: ≈10⁴ ppl for OPT) would
+    need plain W4A4 ppl ≥ 2× fp; reproduced needs (a), (b) and the collapse; partly needs (a) and (b)."""
+    t = method_table(df)
+    every = _largest(t, ["quik_w4a4", "rtn_w4a4"])
+    if not every:
+        return Verdict("Q2", "pending", CLAIMS["Q2"]["paper"], "", "no W4A4 rows", profile, sha)
+    # judged on the sizes with the ablations (the largest, nearest the paper's regime); all listed
+    sizes = _largest(t, ["quik_w4a4", "rtn_w4a4", "quik_w4a4_k0"]) or every
+    big = sizes[-1]
+    ratio_all = {s: _get(t, s, "rtn_w4a4") / max(_get(t, s, "quik_w4a4"), 1e-9) for s in every}
+    rel = {s: _get(t, s, "quik_w4a4", "rel_ppl") for s in sizes}
+    ratio = {s: _get(t, s, "rtn_w4a4") / max(_get(t, s, "quik_w4a4"), 1e-9) for s in sizes}
+    collapse = {s: _get(t, s, "rtn_w4a4", "ppl") / _get(t, s, "rtn_w4a4", "ppl_fp") for s in sizes}
+    k0 = _get(t, big, "quik_w4a4_k0")
+    a = all(rel[s] <= 0.15 for s in sizes)
+    b = all(ratio[s] >= 3 for s in sizes)
+    c = all(collapse[s] >= 2 for s in sizes)
+    verdict = "reproduced" if a and b and c else "partly" if a and b else "not reproduced"
+    paper_rel = PAPER["quik4_7b"] / PAPER["fp_7b"] - 1
+    ours = (f"QUIK W4A4 (k = in/16, down_proj W8A8): ppl/byte +{100 * rel[big]:.1f} % at {big}, at most "
+            f"+{100 * max(rel.values()):.1f} % over {len(sizes)} sizes; plain RTN W4A4 "
+            f"+{100 * (collapse[big] - 1):.1f} % at {big} ({ratio[big]:.1f}× QUIK's Δloss); "
+            + (f"GPTQ W4A4 with k = 0: Δloss {k0:+.4f} vs {_get(t, big, 'quik_w4a4'):+.4f} with outliers; "
+               if math.isfinite(k0) else "")
+            + f"RTN/QUIK Δloss ratio over all sizes {min(ratio_all.values()):.1f}–{max(ratio_all.values()):.1f}×")
+    reason = (f"paper +{100 * paper_rel:.1f} % (5.47 → 5.84) and ≈10⁴ ppl without outliers; our plain W4A4 "
+              + ("collapses too" if c else f"does not collapse (at most {max(collapse.values()):.2f}× fp ppl): "
+                 "the tiny models have milder outlier features than billion-parameter LLMs"))
+    details = {"rel_ppl_quik4_big": rel[big], "rtn_over_quik_big": ratio[big], "rtn_ppl_ratio_big": collapse[big],
+               "paper_rel_ppl_7b": paper_rel, **{f"rel_ppl_quik4_{s}": v for s, v in rel.items()}}
+    if math.isfinite(k0):
+        details["delta_loss_k0_big"] = k0
+    return Verdict("Q2", verdict, CLAIMS["Q2"]["paper"], ours, reason, profile, sha,
+                   {k: v for k, v in details.items() if math.isfinite(v)})
+
+
+def verdict_q3(df: pd.DataFrame, profile: str, sha: str = "") -> Verdict:
+    """Q3: (a) a knee in k: going from 0 to k = in/16 (QUIK's 256 of 4096) recovers ≥ 70 % of what
+    k = in/8 recovers; (b) down_proj in 4 bits costs more than any other single ablation (clipping
+    off, half the outliers), by more than the calibration-seed noise. Reproduced: both on every
+    ablation size; partly: one of them."""
+    t = method_table(df)
+    need = ["quik_w4a4", "quik_w4a4_k0", "quik_w4a4_k1_8", "quik_w4a4_k1_32", "quik_w4a4_down4",
+            "quik_w4a4_noclip"]
+    sizes = _largest(t, need)
+    if not sizes:
+        return Verdict("Q3", "pending", CLAIMS["Q3"]["paper"], "", "no ablation rows", profile, sha)
+    floor = noise_floor(t)
+    floor = floor if math.isfinite(floor) else 0.0
+    knee, down_worst, det = {}, {}, {}
+    for s in sizes:
+        d0, d16, d8 = (_get(t, s, m) for m in ("quik_w4a4_k0", "quik_w4a4", "quik_w4a4_k1_8"))
+        gain_all = d0 - d8
+        frac = (d0 - d16) / gain_all if gain_all > floor else float("nan")
+        knee[s] = frac
+        dd = _get(t, s, "quik_w4a4_down4") - d16
+        others = {"noclip": _get(t, s, "quik_w4a4_noclip") - d16, "half_k": _get(t, s, "quik_w4a4_k1_32") - d16}
+        down_worst[s] = dd > max(others.values()) and dd > floor
+        det.update({f"knee_frac_{s}": frac, f"down4_cost_{s}": dd, **{f"{k}_cost_{s}": v for k, v in others.items()}})
+    a = all(math.isfinite(knee[s]) and knee[s] >= 0.7 for s in sizes)
+    b = all(down_worst.values())
+    verdict = "reproduced" if a and b else "partly" if a or b else "not reproduced"
+    big = sizes[-1]
+    p = PAPER["k_70b"]
+    paper_knee = (p[128] - p[256]) / (p[128] - p[1024])
+    ours = (f"at {big}: k = 0 → in/16 recovers {100 * knee[big]:.0f} % of the k = in/8 gain "
+            f"(Δloss {_get(t, big, 'quik_w4a4_k0'):+.4f} → {_get(t, big, 'quik_w4a4'):+.4f} → "
+            f"{_get(t, big, 'quik_w4a4_k1_8'):+.4f}); down_proj at 4 bits costs {det[f'down4_cost_{big}']:+.4f} "
+            f"nats/byte, clipping off {det[f'noclip_cost_{big}']:+.4f}, half the outliers "
+            f"{det[f'half_k_cost_{big}']:+.4f}")
+    reason = (f"paper (70B): 128 → 256 → 1024 outliers 3.80 → 3.74 → 3.62 ppl (256 gets {100 * paper_knee:.0f} % of "
+              f"the 128 → 1024 gain; no 0-outlier point); 4-bit down_proj 3.74 → 6.91. Noise floor "
+              f"{floor:.4f} nats/byte. " + ("" if a else "No clear knee at k = in/16. ")
+              + ("" if b else "down_proj in 4 bits is not the costliest ablation on every size."))
+    det.update({"noise_floor_loss": floor, "paper_knee_frac_70b": paper_knee})
+    return Verdict("Q3", verdict, CLAIMS["Q3"]["paper"], ours, reason, profile, sha,
+                   {k: v for k, v in det.items() if isinstance(v, float) and math.isfinite(v)})
+
+
+def refresh_quik_verdicts(profile: str = "cpu", write: bool = True, root: str | Path | None = None) -> dict[str, Verdict]:
+    """Recompute Q1–Q3 from ``data/runs/<profile>/quik_accuracy.csv``; with `write`, store them in
+    ``data/verdicts.json`` and the README's ledger (only the book's profile should be written).
+
+    Raises:
+        FileNotFoundError: no QUIK rows for `profile`.
+    """
+    df, _ = load_quik(profile, root)
+    sha = frame_sha256(df)
+    out = {"Q1": verdict_q1(df, profile, sha), "Q2": verdict_q2(df, profile, sha), "Q3": verdict_q3(df, profile, sha)}
+    if write:
+        verdicts = load_verdicts(data_dir() / "verdicts.json")
+        verdicts.update(out)
+        save_verdicts(verdicts, data_dir() / "verdicts.json")
+        update_readme(repo_root() / "README.md", verdicts)
+    return out

@@ -1,0 +1,283 @@
+"""QUIK whole-model quantization (bitlaws.ptq.quik), SmoothQuant, and the experiment's bookkeeping."""
+
+from __future__ import annotations
+
+import copy
+import math
+import shutil
+
+import pytest
+import torch
+from torch import nn
+
+from bitlaws.kernels import QuikLinear
+from bitlaws.model import SMOKE_LADDER, build_model
+from bitlaws.ptq.gptq import GPTQConfig, gptq_weight, output_error
+from bitlaws.ptq.quik import (QuikConfig, QuikSimLinear, activation_absmax, input_groups, quik_quantize_,
+                              quik_weight, select_outliers)
+from bitlaws.ptq.smoothquant import SmoothQuantConfig, smooth_, smoothquant_quantize_
+
+torch.set_num_threads(1)
+
+
+def _layer_data(n_out=24, n_in=40, n_tok=600, seed=0):
+    """A weight, correlated inputs with a few large channels, their Hessian and act scales."""
+    g = torch.Generator().manual_seed(seed)
+    mix = torch.randn(n_in, n_in, generator=g) / math.sqrt(n_in) + torch.eye(n_in)
+    X = torch.randn(n_tok, n_in, generator=g) @ mix
+    X[:, [3, 17, 29]] *= 12.0  # outlier features
+    W = torch.randn(n_out, n_in, generator=g) / math.sqrt(n_in)
+    H = 2.0 / n_tok * X.T.double() @ X.double()
+    return W, H.float(), X.abs().amax(dim=0), n_tok
+
+
+def _model(seed=0):
+    torch.manual_seed(seed)
+    model = build_model(SMOKE_LADDER["n14k"]).eval()
+    calib = torch.randint(0, 256, (8, 32), generator=torch.Generator().manual_seed(1))
+    return model, calib
+
+
+# --------------------------------------------------------------------------- the layer step
+
+
+@pytest.mark.parametrize("clip", [False, True])
+def test_k0_equals_plain_gptq(clip):
+    W, H, act, _ = _layer_data()
+    cfg = QuikConfig(bits_w=4, n_outliers=0, clip=clip)
+    # Ascending act scales -> QUIK's order is the identity -> exactly symmetric GPTQ.
+    ident = torch.arange(W.shape[1], dtype=torch.float32)
+    W_q, info = quik_weight(W, H, ident, torch.empty(0, dtype=torch.long), 4, cfg)
+    W_g, _ = gptq_weight(W, H, GPTQConfig(bits=4, symmetric=True, mse=clip))
+    assert torch.equal(W_q, W_g.float())
+    # Any other order: GPTQ of the permuted columns, un-permuted.
+    W_q, info = quik_weight(W, H, act, torch.empty(0, dtype=torch.long), 4, cfg)
+    p = info.perm
+    W_g, _ = gptq_weight(W[:, p], H[p][:, p], GPTQConfig(bits=4, symmetric=True, mse=clip))
+    assert torch.equal(W_q, W_g.float()[:, torch.argsort(p)])
+
+
+def test_outlier_columns_absorb_error_and_beat_copying():
+    W, H, act, n = _layer_data()
+    k = 3
+    out_idx = torch.topk(act, k).indices
+    assert set(out_idx.tolist()) == {3, 17, 29}
+    cfg = QuikConfig(bits_w=4, n_outliers=k, clip=False)
+    W_q, info = quik_weight(W, H, act, out_idx, 4, cfg)
+    # outlier columns are last in the processing order, not quantized, and changed by GPTQ
+    assert set(info.perm[-k:].tolist()) == set(out_idx.tolist())
+    assert not torch.allclose(W_q[:, out_idx], W[:, out_idx])
+    # base columns lie on the symmetric grid whose scale comes from the base columns only
+    base = torch.tensor([i for i in range(W.shape[1]) if i not in set(out_idx.tolist())])
+    scale = info.scale.reshape(-1, 1)
+    codes = W_q[:, base] / scale
+    assert torch.allclose(codes, codes.round(), atol=1e-4) and codes.abs().max() <= 8
+    copied = W_q.clone()
+    copied[:, out_idx] = W[:, out_idx]
+    err_absorb = output_error(W, W_q, H, n)
+    err_copy = output_error(W, copied, H, n)
+    assert err_absorb < err_copy
+    # and keeping outliers beats k = 0 at the same bits
+    W0, _ = quik_weight(W, H, act, torch.empty(0, dtype=torch.long), 4, cfg)
+    assert err_absorb < output_error(W, W0, H, n)
+
+
+def test_scale_from_base_columns_rtn():
+    W, _, act, _ = _layer_data()
+    W = W.clone()
+    W[:, 3] *= 50  # a huge weight in an outlier column must not widen the grid
+    out_idx = torch.tensor([3, 17, 29])
+    cfg = QuikConfig(bits_w=4, n_outliers=3, clip=False, weight_method="rtn")
+    W_q, info = quik_weight(W, None, act, out_idx, 4, cfg)
+    keep = torch.ones(W.shape[1], dtype=torch.bool)
+    keep[out_idx] = False
+    assert torch.allclose(info.scale.reshape(-1), W[:, keep].abs().amax(dim=1) / 7)
+    assert torch.equal(W_q[:, out_idx], W[:, out_idx])  # RTN leaves the outliers as they are
+    # k = 0 RTN is QuikLinear's own round-to-nearest grid
+    lin = nn.Linear(W.shape[1], W.shape[0], bias=False)
+    with torch.no_grad():
+        lin.weight.copy_(W)
+    W_r, _ = quik_weight(W, None, act, torch.empty(0, dtype=torch.long), 8, QuikConfig(bits_w=8, bits_a=8, n_outliers=0,
+                                                                                       clip=False, weight_method="rtn"), )
+    ql = QuikLinear.from_linear(lin, torch.empty(0, dtype=torch.long), 8)
+    assert torch.allclose(W_r, ql.dequantized_weight(), rtol=0, atol=1e-7)
+
+
+# --------------------------------------------------------------------------- simulation vs kernel
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_sim_layer_matches_quiklinear(bits):
+    torch.manual_seed(0)
+    lin = nn.Linear(40, 24, bias=True)
+    out_idx = torch.tensor([1, 5, 33])
+    ql = QuikLinear.from_linear(lin, out_idx, bits, dtype=torch.float16)
+    sim = QuikSimLinear(ql.dequantized_weight(), out_idx, bits, lin.bias.detach().half().float())
+    x = torch.randn(3, 7, 40) * 2
+    x[..., 5] *= 20
+    y_k, y_s = ql(x), sim(x)
+    assert torch.allclose(y_k, y_s, rtol=1e-5, atol=1e-5 * y_k.abs().max().item())
+
+
+def test_sim_model_matches_kernel_model():
+    model, calib = _model()
+    cfg = QuikConfig(bits_w=4, bits_a=4, n_outliers=0.125)
+    mk, ms = copy.deepcopy(model), copy.deepcopy(model)
+    quik_quantize_(mk, calib, cfg, modules="kernel")
+    quik_quantize_(ms, calib, cfg, modules="sim")
+    kinds = {type(m).__name__ for m in mk.modules()}
+    assert "QuikLinear" in kinds and "QuikSimLinear" in {type(m).__name__ for m in ms.modules()}
+    with torch.no_grad():
+        for lk, ls in zip([m for m in mk.modules() if isinstance(m, QuikLinear)],
+                          [m for m in ms.modules() if isinstance(m, QuikSimLinear)]):
+            assert torch.equal(lk.dequantized_weight(), ls.weight)
+        a, b = mk(input_ids=calib[:2]).logits, ms(input_ids=calib[:2]).logits
+    assert torch.allclose(a, b, rtol=1e-4, atol=1e-4 * a.abs().max().item())
+    # quantization changed the model, and the lm_head / embeddings stayed
+    with torch.no_grad():
+        ref = model(input_ids=calib[:2]).logits
+    assert not torch.allclose(a, ref)
+    assert isinstance(mk.lm_head, nn.Linear) and torch.equal(mk.lm_head.weight, model.lm_head.weight)
+
+
+# --------------------------------------------------------------------------- the model driver
+
+
+def test_outliers_shared_and_down_proj_policy():
+    model, calib = _model()
+    cfg = QuikConfig(n_outliers=0.125)  # d_model 24 -> 3; down_proj (64 inputs) -> 8
+    rep = quik_quantize_(copy.deepcopy(model), calib, cfg, modules="kernel")
+    out = rep["_outliers"]
+    for li in range(2):
+        p = f"model.layers.{li}."
+        assert torch.equal(out[p + "self_attn.q_proj"], out[p + "self_attn.k_proj"])
+        assert torch.equal(out[p + "self_attn.q_proj"], out[p + "self_attn.v_proj"])
+        assert torch.equal(out[p + "mlp.gate_proj"], out[p + "mlp.up_proj"])
+        assert len(out[p + "self_attn.q_proj"]) == 3 and len(out[p + "mlp.down_proj"]) == 8
+        assert rep[p + "mlp.down_proj"]["bits_w"] == 8 and rep[p + "self_attn.o_proj"]["bits_w"] == 4
+    # the outliers are the top-k channels of the calibration statistic
+    stats = activation_absmax(model, calib)
+    name = "model.layers.1.mlp.down_proj"
+    assert set(out[name].tolist()) == set(torch.topk(stats[name], 8).indices.tolist())
+    # count given as an int scales for down_proj by in_features / hidden_size
+    assert QuikConfig(n_outliers=256).layer_outliers("x.down_proj", 11008, 4096) == 688
+    assert QuikConfig(n_outliers=256).layer_outliers("x.q_proj", 4096, 4096) == 256
+    # bits_down = 16 leaves down_proj an nn.Linear
+    m16 = copy.deepcopy(model)
+    quik_quantize_(m16, calib, QuikConfig(bits_down=16), modules="kernel")
+    assert type(m16.model.layers[0].mlp.down_proj) is nn.Linear
+    assert torch.equal(m16.model.layers[0].mlp.down_proj.weight, model.model.layers[0].mlp.down_proj.weight)
+    assert isinstance(m16.model.layers[0].mlp.up_proj, QuikLinear)
+
+
+def test_input_groups_and_select():
+    names = ["m.layers.0.self_attn.q_proj", "m.layers.0.self_attn.k_proj", "m.layers.0.self_attn.o_proj",
+             "m.layers.1.self_attn.q_proj", "m.layers.0.mlp.up_proj", "m.layers.0.mlp.gate_proj"]
+    groups = sorted(map(sorted, input_groups(names)))
+    assert ["m.layers.0.mlp.gate_proj", "m.layers.0.mlp.up_proj"] in groups
+    assert ["m.layers.0.self_attn.k_proj", "m.layers.0.self_attn.q_proj"] in groups
+    assert ["m.layers.1.self_attn.q_proj"] in groups
+    stats = {"a.q_proj": torch.tensor([1.0, 5.0, 2.0, 5.0]), "a.k_proj": torch.tensor([9.0, 0.0, 0.0, 0.0])}
+    idx = select_outliers(stats, {"a.q_proj": 2, "a.k_proj": 2})
+    assert idx["a.q_proj"].tolist() == [0, 3] == idx["a.k_proj"].tolist()  # max over the group; ties by index
+
+
+def test_weight_only_gptq_agrees_with_driver_when_activations_unquantized():
+    # W8A8 with 8-bit everything is close to the fp model (sanity of the whole pipeline)
+    model, calib = _model()
+    m8 = copy.deepcopy(model)
+    quik_quantize_(m8, calib, QuikConfig(bits_w=8, bits_a=8, n_outliers=0.125), modules="kernel")
+    with torch.no_grad():
+        a, b = model(input_ids=calib).logits, m8(input_ids=calib).logits
+    assert (a - b).abs().max() < 0.05 * a.abs().max()
+
+
+# --------------------------------------------------------------------------- SmoothQuant
+
+
+def test_smoothing_is_exact_and_quantizes():
+    model, calib = _model()
+    stats = activation_absmax(model, calib)
+    sm = copy.deepcopy(model)
+    scales = smooth_(sm, stats, SmoothQuantConfig(alpha=0.5))
+    assert len(scales) == 2 * 3
+    with torch.no_grad():
+        a, b = model(input_ids=calib).logits, sm(input_ids=calib).logits
+    assert torch.allclose(a, b, atol=1e-4)
+    # after smoothing, the activation range is flatter
+    stats2 = activation_absmax(sm, calib)
+    n = "model.layers.0.self_attn.q_proj"
+    r1, r2 = (s[n].max() / s[n].median() for s in (stats, stats2))
+    assert r2 < r1
+    q = copy.deepcopy(model)
+    rep = smoothquant_quantize_(q, calib, SmoothQuantConfig(alpha=0.5, bits=8))
+    assert "_smooth_scales" in rep and isinstance(q.model.layers[0].mlp.down_proj, QuikLinear)
+    assert q.model.layers[0].mlp.down_proj.n_outliers == 0
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"bits_w": 3}, {"bits_a": 16}, {"bits_w": True}, {"bits_down": 2}, {"n_outliers": 1.5},
+    {"n_outliers": -1}, {"n_outliers": "8"}, {"n_outliers_down": -0.1}, {"clip": 1},
+    {"weight_method": "awq"}, {"fp_layers": ["o_proj"]}, {"damp": 0}, {"block_size": 0},
+])
+def test_config_rejects(kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        QuikConfig(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [{"alpha": 1.5}, {"bits": 6}, {"smooth_down": "no"}])
+def test_smoothquant_config_rejects(kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        SmoothQuantConfig(**kwargs)
+
+
+def test_driver_rejects_bad_input():
+    model, calib = _model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match="modules"):
+        quik_quantize_(model, calib, QuikConfig(), modules="fast")
+    with pytest.raises(ValueError, match="equal weight and activation bits"):
+        quik_quantize_(model, calib, QuikConfig(bits_w=4, bits_a=8), modules="kernel")
+    with pytest.raises(ValueError, match="calib"):
+        quik_quantize_(model, calib.float(), QuikConfig())
+    with pytest.raises(ValueError, match="no base feature"):
+        quik_quantize_(model, calib, QuikConfig(n_outliers=24))
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    W, H, act, _ = _layer_data()
+    with pytest.raises(ValueError, match="distinct"):
+        quik_weight(W, H, act, torch.tensor([1, 1]), 4, QuikConfig())
+    with pytest.raises(ValueError, match="Hessian"):
+        quik_weight(W, None, act, torch.tensor([1]), 4, QuikConfig())
+    # bits_w != bits_a works in the simulation
+    ms = copy.deepcopy(model)
+    quik_quantize_(ms, calib, QuikConfig(bits_w=4, bits_a=8), modules="sim")
+    assert isinstance(ms.model.layers[0].self_attn.q_proj, QuikSimLinear)
+
+
+# --------------------------------------------------------------------------- the experiment
+
+
+def test_smoke_experiment_resumes_and_gives_verdicts(tmp_path):
+    from bitlaws import quik_analysis as qa
+    from bitlaws.results import data_dir
+
+    (tmp_path / "checkpoints" / "cpu").mkdir(parents=True)
+    src = data_dir() / "checkpoints" / "cpu" / "n27k_D524288_s0.safetensors"
+    if not src.exists():
+        pytest.skip("committed n27k checkpoint missing")
+    shutil.copy(src, tmp_path / "checkpoints" / "cpu")
+    n = qa.run_quik_experiment("smoke", root=tmp_path, progress=False, limit=3)
+    assert n == 3
+    df, _ = qa.load_quik("smoke", tmp_path)
+    assert list(df["method"]) == ["fp", "quik_w8a8", "quik_w4a4"]
+    assert df["obs_id"].is_unique and set(df["ptq_method"]) <= {"bf16", "quik"}
+    assert qa.run_quik_experiment("smoke", root=tmp_path, progress=False, limit=2) == 2  # resumes
+    df, _ = qa.load_quik("smoke", tmp_path)
+    assert len(df) == 5 and df["obs_id"].is_unique
+    df = df.iloc[:3]
+    v = qa.verdict_q1(df, "smoke")
+    assert v.verdict == "pending"  # RTN and SmoothQuant rows are missing
