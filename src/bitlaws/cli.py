@@ -188,6 +188,10 @@ def _cmd_verdicts(args) -> int:
         print(f"{v.claim_id}: {v.verdict} — {v.ours}")
     for v in refresh_law_verdicts(profile=args.profile, write=write).values():
         print(f"{v.claim_id}: {v.verdict} — {v.ours or v.reason}")
+    from .qat_analysis import refresh_qat_verdicts
+
+    for v in refresh_qat_verdicts(profile=args.profile, write=write).values():
+        print(f"{v.claim_id}: {v.verdict} — {v.ours or v.reason}")
     from .quik_analysis import refresh_quik_verdicts
 
     try:

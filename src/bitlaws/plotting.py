@@ -13,7 +13,7 @@ from __future__ import annotations
 import matplotlib as mpl
 from matplotlib.colors import to_hex
 
-__all__ = ["COLORS", "MARKERS", "BITS_RANGE", "apply_style", "bits_color", "label", "log_axis"]
+__all__ = ["COLORS", "MARKERS", "BITS_RANGE", "apply_style", "bits_color", "label", "log_axis", "size_color", "human"]
 
 # Okabe & Ito's colour-blind-safe palette, plus two darker tones for the model parts so that
 # they never share a colour with a method that may appear beside them.
@@ -155,3 +155,24 @@ def label(name: str) -> str:
         return _LABELS[name]
     except KeyError:
         raise KeyError(f"no axis label for {name!r}; known: {', '.join(_LABELS)}") from None
+
+
+def size_color(i: int, n: int) -> str:
+    """The colour of the `i`-th of `n` model sizes (smallest first) on a sequential colormap.
+
+    Raises:
+        ValueError: if ``i`` is not in ``[0, n)``.
+    """
+    if not 0 <= i < n:
+        raise ValueError(f"size index must lie in [0, {n}); got {i}")
+    return to_hex(mpl.colormaps["plasma"](0.1 + 0.7 * (i / max(1, n - 1))))
+
+
+def human(n: float) -> str:
+    """A count in short form: 26,784 → ``27K``, 1,205,888 → ``1.2M``."""
+    n = float(n)
+    for div, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= div:
+            v = n / div
+            return f"{v:.2g}{suffix}" if v < 10 else f"{v:.0f}{suffix}"
+    return f"{n:g}"

@@ -61,6 +61,8 @@ class QATPlan:
         bits_post: the post-training bit widths for those pairs.
         cm_budget, cm_cells: the compute-matched suite, (size, P) with N·P about constant; every
             part (W, A, KV) at P.
+        cm_reference: the base-grid size whose high-precision run at ``cm_budget`` is the suite's
+            16-bit member (its N·16 is the N·P the suite matches).
     """
 
     marginal_sizes: tuple[str, ...]
@@ -75,6 +77,7 @@ class QATPlan:
     bits_post: tuple[int, ...]
     cm_budget: int
     cm_cells: tuple[tuple[str, int], ...]
+    cm_reference: str
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ PROFILES: dict[str, Profile] = {
             joint_cell=("n3k", 32_768), joint_combos=((4, 4, 4), (8, 4, 8)),
             format_sizes=("n3k",), format_budget=32_768, formats=("fp4_e2m1fn",),
             qat_ptq_bits_w=(8,), bits_post=(3, 4),
-            cm_budget=32_768, cm_cells=(("n3k", 8),),
+            cm_budget=32_768, cm_cells=(("n14k", 4),), cm_reference="n3k",
         ),
         note="micro models for tests and CI: the whole pipeline in about a minute",
     ),
@@ -150,7 +153,7 @@ PROFILES: dict[str, Profile] = {
             formats=("fp4_e2m1fn", "fp4_e3m0fn", "fp6_e3m2fn", "fp8_e4m3fn", "fp8_e5m2"),
             qat_ptq_bits_w=(4, 6, 8), bits_post=(3, 4, 5, 6),
             cm_budget=2_097_152,
-            cm_cells=(("n851k", 4), ("n566k", 6), ("n425k", 8), ("n282k", 12)),
+            cm_cells=(("n851k", 4), ("n566k", 6), ("n425k", 8), ("n282k", 12)), cm_reference="n214k",
         ),
         note="the published results: 5 sizes x 5 budgets (+ D = 16.8M at the two smallest), byte-level "
              "Shakespeare, D <= 3.65 passes",

@@ -45,6 +45,7 @@ _OPT_CHAPTER = "notebooks/04-compute-optimal"
 _KERNEL_CHAPTER = "notebooks/06-quik-kernels"
 _FIT = "python -m bitlaws fit --profile cpu"
 _QUIK_CHAPTER = "notebooks/05-quik-accuracy"
+_QAT_CHAPTER = "notebooks/02-low-precision-training"
 _QUIK = "python -m bitlaws quik --profile cpu"
 
 # The paper's side of each claim, in our words, from ../shared/papers/*.md. Numbers marked
@@ -54,15 +55,16 @@ CLAIMS: dict[str, dict[str, str | None]] = {
         "claim": "δ_PTQ grows with D at fixed N, shrinks with N, and grows exponentially as "
         "P_post falls (Eq. 2, Fig. 2)",
         "paper": "δ_PTQ = C_T·D^γ_D·N^(−γ_N)·e^(−P_post/γ_post) with γ_D = 0.51, γ_N = 0.34, "
-        "γ_post = 0.59; fit R² = 0.97 (GPTQ, INT3–INT6)",
+        "γ_post = 0.59; fit R² = 0.97 (GPTQ, INT3–INT6); RTN and AWQ show the same trends "
+        "(App. F, Figs. 10–11)",
         "chapter": _PTQ_CHAPTER,
         "command": _CPU_SWEEP,
     },
     "P2": {
         "claim": "Past a critical data size, more pretraining makes the post-PTQ model worse "
         "(Fig. 1 left, D_crit, Eq. 13)",
-        "paper": "post-PTQ loss of the 30M model at INT3 turns upward within 26B tokens; "
-        "D_crit ≈ 16B tokens there (derived from Table 2)",
+        "paper": "post-PTQ loss of the 30M model at INT3 (GPTQ) turns upward within 26B tokens; "
+        "D_crit ≈ 16B tokens there (derived from Table 2, Eq. 13)",
         "chapter": _PTQ_CHAPTER,
         "command": _CPU_SWEEP,
     },
@@ -79,8 +81,8 @@ CLAIMS: dict[str, dict[str, str | None]] = {
         "KV cache least, compared on f_x(P) = N_eff/N",
         "paper": "f_x(4 bits): a 0.33, w 0.70, kv 0.83; f_x(8 bits): a 0.89, w 0.93, "
         "kv 0.997 (derived from Table 2)",
-        "chapter": None,
-        "command": None,
+        "chapter": _QAT_CHAPTER,
+        "command": _CPU_SWEEP,
     },
     "P5": {
         "claim": "The effects of weight, activation and KV-cache precision are independent and "
@@ -124,8 +126,8 @@ CLAIMS: dict[str, dict[str, str | None]] = {
         "(Appendix N)",
         "paper": "FP weight-training fit γ_w = 2.81 (bias 0.124) against INT γ_w = 2.67 "
         "(offset 0.30); FP slightly ahead at equal bits (Fig. 16)",
-        "chapter": None,
-        "command": None,
+        "chapter": _QAT_CHAPTER,
+        "command": _CPU_SWEEP,
     },
     "Q1": {
         "claim": "W8A8 keeps quality",
