@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(PY) bench/law_fit_speed.py
 	$(PY) bench/quik_kernels.py --profile cpu
 	$(PY) bench/gptq_speed.py --quick
+	$(PY) bench/fake_quant_overhead.py
 
 clean:
 	rm -rf book/_build build
