@@ -69,10 +69,15 @@ __all__ = [
     "verdict_p9",
     "law_verdicts",
     "refresh_law_verdicts",
+    "ptq_fit_path",
+    "fit_ptq_method",
+    "ptq_fit_is_current",
 ]
 
 # The paper fits Eq. 2 on INT3–INT6 (GPTQ); our RTN rows also have INT7/8, whose δ sits at the noise floor.
 PTQ_BITS = (3, 4, 5, 6)
+# The sweeps whose rows are training runs (``bitlaws.sweep.EXPERIMENTS``, and ``manual`` CLI runs).
+TRAINING_EXPERIMENTS = ("base_grid", "qat_marginal", "qat_joint", "qat_formats", "compute_matched", "manual")
 # Bootstrap resamples per profile (smoke: fast enough for the notebook test).
 N_BOOT = {"smoke": 20, "cpu": 200, "gpu": 200}
 BOOT_SEED = 0
@@ -110,8 +115,21 @@ def _with_base(df: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("obs_id").reset_index(drop=True) if "obs_id" in out else out
 
 
+def _non_integer_runs(df: pd.DataFrame) -> set:
+    """run_ids trained with a floating-point format in some part (their unquantized row names it):
+    the laws are fitted on integer training, as the paper's main fits; the formats chapter compares."""
+    trained = df[df["ptq_method"] == "none"]
+    mask = pd.Series(False, index=trained.index)
+    for c in ("fmt_w", "fmt_a", "fmt_kv"):
+        if c in trained:
+            f = trained[c].astype(str)
+            mask |= ~(f.eq("none") | f.str.startswith("int"))
+    return set(trained.loc[mask, "run_id"])
+
+
 def stage_frames(df: pd.DataFrame, method: str = "rtn") -> dict[str, pd.DataFrame]:
     """Each stage's rows, chosen by status, PTQ method and training bit widths (see ``_ROWS``).
+    Runs trained in a floating-point format (the formats sweep) are left out of every stage.
 
     Args:
         df: a profile's observation rows (``bitlaws.results.load_runs``), any experiments.
@@ -120,7 +138,10 @@ def stage_frames(df: pd.DataFrame, method: str = "rtn") -> dict[str, pd.DataFram
     Returns:
         stage name -> frame (possibly empty), sorted by ``obs_id``.
     """
+    if "experiment" in df:  # training sweeps only (not QUIK or kernel benchmarks of the same profile)
+        df = df[df["experiment"].isin(TRAINING_EXPERIMENTS)]
     ok = df[df["status"] == "ok"]
+    ok = ok[~ok["run_id"].isin(_non_integer_runs(ok))] if "run_id" in ok else ok
     bw, ba, bkv = (_bits(ok, c) for c in ("bits_w", "bits_a", "bits_kv"))
     hi = forms.HIGH_PRECISION_BITS
     low = (bw < hi).astype(int) + (ba < hi).astype(int) + (bkv < hi).astype(int)
@@ -267,7 +288,7 @@ def run_fits(profile: str = "cpu", n_boot: int | None = None, *, method: str = "
     """
     from .results import load_runs
 
-    df = frame if frame is not None else load_runs(profile, root=root)
+    df = frame if frame is not None else load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
     n_boot = N_BOOT.get(profile, 200) if n_boot is None else n_boot
     frames = stage_frames(df, method)
     rows = {k: v.format(method=method, bits=list(PTQ_BITS)) for k, v in _ROWS.items()}
@@ -387,6 +408,87 @@ def fits_are_current(fits: Mapping[str, dict], df: pd.DataFrame, method: str = "
     return "table1" in fits and fits["table1"].get("input_sha256") == _sha(frames["neff_w"])
 
 
+# --- Eq. 2 for one post-training method (the PTQ chapter's GPTQ fit) ------------------------------
+
+def ptq_fit_path(profile: str, method: str, root: str | os.PathLike | None = None) -> Path:
+    """Where the Eq. 2 fit of one PTQ method lives: the pipeline's ``<profile>_ptq.json`` for ``rtn``
+    (written by ``run_fits``), ``<profile>_ptq_<method>.json`` for any other method (``fit_ptq_method``)."""
+    return fits_path(profile, "ptq" if method == "rtn" else f"ptq_{method}", root)
+
+
+# The columns the Eq. 2 fit reads: ``fit_ptq_method`` hashes only these (numbers as floats), so that
+# another experiment's results file with other columns, which widens and retypes ``load_runs(profile)``,
+# does not make its record stale.
+_PTQ_FIT_COLUMNS = ("obs_id", "run_id", "n_params", "n_tokens", "bits_post", "loss_val", "loss_base")
+
+
+def _ptq_rows_sha(frame: pd.DataFrame) -> str:
+    f = frame[[c for c in _PTQ_FIT_COLUMNS if c in frame]].copy()
+    for c in f.columns:
+        if c not in ("obs_id", "run_id"):
+            f[c] = pd.to_numeric(f[c], errors="coerce").astype(float)
+    return _sha(f)
+
+
+def fit_ptq_method(profile: str = "cpu", method: str = "gptq", n_boot: int | None = None, *,
+                   root: str | os.PathLike | None = None, write: bool = True,
+                   frame: pd.DataFrame | None = None) -> dict:
+    """Fit Eq. 2 (stage ``ptq``) on one post-training method's rows alone, as ``run_fits`` fits it for RTN.
+
+    The same rows rule (``stage_frames(df, method)["ptq"]``: models trained at 16 bits, P_post in
+    ``PTQ_BITS``), the same Huber fit through the post-PTQ loss, bootstrap over runs and held-out
+    scores, and the same record, except that ``input_sha256`` covers only the columns the fit reads
+    (``input_columns``; see ``ptq_fit_is_current``) and ``method`` is added. Nothing else of the
+    pipeline is refitted, so the RTN files (``<profile>_ptq.json``, ``<profile>_unified.json``)
+    are left alone.
+
+    Args:
+        profile: ``smoke``, ``cpu`` or ``gpu``.
+        method: the ``ptq_method`` whose rows are fitted (``"gptq"``).
+        n_boot: bootstrap resamples (default ``N_BOOT[profile]``).
+        root: a ``data/`` folder (default ``bitlaws.results.data_dir()``).
+        write: write the record to ``ptq_fit_path(profile, method, root)``.
+        frame: use these rows instead of the profile's training sweeps, ``load_runs(profile,
+            experiment=TRAINING_EXPERIMENTS)`` (tests).
+
+    Returns:
+        The record (``status`` ``ok``, or ``skipped`` with ``reason``).
+
+    Raises:
+        FileNotFoundError: no observations for ``profile``.
+    """
+    from .results import load_runs
+
+    df = frame if frame is not None else load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
+    n_boot = N_BOOT.get(profile, 200) if n_boot is None else n_boot
+    rows = _ROWS["ptq"].format(method=method, bits=list(PTQ_BITS))
+    frame_s = stage_frames(df, method)["ptq"]
+    if not len(frame_s):
+        rec = _skip(profile, "ptq", frame_s, f"no high-precision runs quantized after training with {method}",
+                    rows=rows)
+    else:
+        rec = _fit_one(profile, "ptq", frame_s, None, n_boot, rows)
+    rec.update(method=method, input_sha256=_ptq_rows_sha(frame_s),
+               input_columns=[c for c in _PTQ_FIT_COLUMNS if c in frame_s])
+    if write:
+        _write_json(ptq_fit_path(profile, method, root), rec)
+    return rec
+
+
+def ptq_fit_is_current(record: Mapping | None, df: pd.DataFrame, method: str) -> bool:
+    """True if an Eq. 2 fit record was made from exactly the rows ``df`` gives ``method``'s ``ptq`` stage now.
+
+    Records of ``fit_ptq_method`` (they carry ``method``) hash the fitted columns only; records of
+    ``run_fits`` (``<profile>_ptq.json``) hash whole rows, so for them ``df`` must be the rows
+    ``run_fits`` loads (``load_runs(profile, experiment=TRAINING_EXPERIMENTS)``).
+    """
+    if not record:
+        return False
+    rows = stage_frames(df, method)["ptq"]
+    want = _ptq_rows_sha(rows) if "method" in record else _sha(rows)
+    return record.get("input_sha256") == want
+
+
 # --- the compute-optimal analysis ----------------------------------------------------------------
 
 _COMPUTES = (1e19, 1e21, 1e23, 1e25)
@@ -494,27 +596,51 @@ def _optimal_inputs(fits, paper):
                          "paper": paper})
 
 
-def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float] | None = None) -> Verdict:
-    """P6: compute-optimal precision ≈ 7–8 bits, independent of compute (rule in the module docstring)."""
+def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float] | None = None,
+               suite: Mapping | None = None) -> Verdict:
+    """P6: compute-optimal precision ≈ 7–8 bits, independent of compute (rule in the module docstring).
+
+    `suite` (``bitlaws.qat_analysis.compute_matched_summary``) adds the empirical side: when the
+    compute-matched suite is complete, the verdict is **reproduced** only if our P* lies in
+    [6, 9] bits *and* the suite's lowest loss is at 6 or 8 bits (the paper's FP6–FP8 minimum),
+    **partly** if exactly one of the two holds (or P* lies in [4, 12]), **not reproduced** otherwise.
+    """
     paper = dict(paper or paper_analysis())
     ours, missing = ours_analysis(fits)
     det = {"paper_p_star": paper["p_star"], "paper_p_star_no_offsets": paper["p_star_no_offsets"],
            "paper_p_star_spread_over_c": paper["p_star_spread_over_c"]}
+    suite_txt, suite_ok = "no compute-matched suite yet", None
+    if suite and suite.get("complete"):
+        best = float(suite["best_bits"])
+        suite_ok = best in (6.0, 8.0)
+        det["suite_best_bits"] = best
+        suite_txt = ("compute-matched suite (N·P constant, one D): lowest loss at P = "
+                     + f"{best:g} bits (" + ", ".join(f"{b:g}: {v:.4f}" for b, v in sorted(suite["losses"].items()))
+                     + " nats/byte)")
+    elif suite and suite.get("losses"):
+        suite_txt = (f"compute-matched suite incomplete ({len(suite['losses'])} of {suite.get('planned')} members); "
+                     "not used")
     paper_txt = (f"from Table 2: P* = {paper['p_star']:.2f} bits (argmax of N_eff/(N·P)), the same to "
                  f"{paper['p_star_spread_over_c']:.1e} bits for C = 10^19–10^25; {paper['p_star_no_offsets']:.2f} "
                  "bits without the offsets n_x")
+    inputs = _inputs_hash({"fits": _optimal_inputs(fits, paper), "suite": dict(suite or {})})
     if ours is None:
         return Verdict("P6", "pending", CLAIMS["P6"]["paper"],
                        f"pending; the paper's own constants are consistent with its claim ({paper_txt})",
-                       _QAT_MISSING.format(missing=", ".join(missing)) + "; no compute-matched suite yet",
-                       profile, _optimal_inputs(fits, paper), _finite(det))
+                       _QAT_MISSING.format(missing=", ".join(missing)) + f"; {suite_txt}",
+                       profile, inputs, _finite(det))
     p = ours["p_star"]
-    verdict = "reproduced" if 6.0 <= p <= 9.0 else "partly" if 4.0 <= p <= 12.0 else "not reproduced"
+    in_band = 6.0 <= p <= 9.0
+    if suite_ok is None:
+        verdict = "reproduced" if in_band else "partly" if 4.0 <= p <= 12.0 else "not reproduced"
+    else:
+        verdict = ("reproduced" if in_band and suite_ok else "partly" if in_band or suite_ok or 4.0 <= p <= 12.0
+                   else "not reproduced")
     det.update({"ours_p_star": p, "ours_p_star_spread_over_c": ours["p_star_spread_over_c"]})
     return Verdict("P6", verdict, CLAIMS["P6"]["paper"],
-                   f"P* = {p:.2f} bits from our γ's (spread over C: {ours['p_star_spread_over_c']:.1e} bits)",
-                   f"{paper_txt}; our γ's are per bit and comparable; no compute-matched suite yet",
-                   profile, _optimal_inputs(fits, paper), _finite(det))
+                   f"P* = {p:.2f} bits from our γ's (spread over C: {ours['p_star_spread_over_c']:.1e} bits); {suite_txt}",
+                   f"{paper_txt}; our γ's are per bit and comparable",
+                   profile, inputs, _finite(det))
 
 
 def verdict_p7(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float] | None = None) -> Verdict:
@@ -650,9 +776,15 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
 
 def law_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> dict[str, Verdict]:
     """P3, P5, P6, P7, P8, P9 from a profile's fits and rows."""
+    from .qat_analysis import compute_matched_summary
+
     paper = paper_analysis()
+    try:
+        suite = compute_matched_summary(df, profile)
+    except KeyError:  # a profile without a declared suite
+        suite = None
     return {"P3": verdict_p3(fits, profile), "P5": verdict_p5(fits, profile),
-            "P6": verdict_p6(fits, profile, paper), "P7": verdict_p7(fits, profile, paper),
+            "P6": verdict_p6(fits, profile, paper, suite), "P7": verdict_p7(fits, profile, paper),
             "P8": verdict_p8(fits, profile, paper), "P9": verdict_p9(fits, df, profile)}
 
 
@@ -678,7 +810,7 @@ def refresh_law_verdicts(profile: str = "cpu", write: bool = True, refit: bool =
     from .results import data_dir, load_runs
     from .verdicts import repo_root
 
-    df = load_runs(profile)
+    df = load_runs(profile, experiment=TRAINING_EXPERIMENTS)
     fits = load_fits(profile)
     if refit and not fits_are_current(fits, df):
         fits = run_fits(profile, write=write, frame=df)

@@ -268,11 +268,11 @@ def refresh_qat_verdicts(profile: str = "cpu", write: bool = True) -> dict[str, 
     Raises:
         FileNotFoundError: no observations for ``profile``.
     """
-    from .law_analysis import load_fits
+    from .law_analysis import TRAINING_EXPERIMENTS, load_fits
     from .results import data_dir, load_runs
     from .verdicts import load_verdicts, repo_root, save_verdicts, update_readme
 
-    df = load_runs(profile)
+    df = load_runs(profile, experiment=TRAINING_EXPERIMENTS)
     new = qat_verdicts(load_fits(profile), df, profile)
     if write:
         path = data_dir() / "verdicts.json"

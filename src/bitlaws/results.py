@@ -166,12 +166,15 @@ def frame_sha256(frame: pd.DataFrame) -> str:
     return hashlib.sha256(ordered.to_csv(index=False).encode()).hexdigest()
 
 
-def load_runs(profile: str, experiment: str | None = None, root: str | os.PathLike | None = None) -> pd.DataFrame:
+def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
+              root: str | os.PathLike | None = None) -> pd.DataFrame:
     """All observation rows of `profile` (``data/runs/<profile>/*.csv``, curves excluded).
 
     Args:
         profile: ``smoke``, ``cpu`` or ``gpu``.
-        experiment: keep only this experiment (e.g. ``"base_grid"``).
+        experiment: keep only this experiment (e.g. ``"base_grid"``) or these experiments. Files
+            are filtered before they are joined, so other experiments' columns never widen or
+            retype the frame (its hash then depends only on the rows asked for).
         root: a ``data/`` folder other than the repository's.
 
     Raises:
@@ -184,13 +187,16 @@ def load_runs(profile: str, experiment: str | None = None, root: str | os.PathLi
         raise FileNotFoundError(
             f"no results for profile {profile!r} under {folder}; run `python -m bitlaws sweep --profile {profile}`"
         )
+    wanted = None if experiment is None else ({experiment} if isinstance(experiment, str) else set(experiment))
     frames = []
     for f in files:
         part = pd.read_csv(f)
-        if experiment is not None:
+        if wanted is not None:
             # Filter before concatenating: other experiments' files (e.g. kernel benchmarks) have
             # other columns, which would otherwise widen and retype this frame.
-            part = part[part["experiment"] == experiment]
+            if "experiment" not in part:
+                continue
+            part = part[part["experiment"].isin(wanted)]
         if len(part):
             frames.append(part)
     if not frames:

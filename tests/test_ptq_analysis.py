@@ -1,0 +1,246 @@
+"""The PTQ chapter's analysis (``bitlaws.ptq_analysis``) on synthetic frames with known answers:
+the critical-data-size brackets, Eq. 13, the per-method Eq. 2 fit, and the P1/P2 rules with GPTQ
+carrying the verdict and RTN replicating. No numbers from our runs appear here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bitlaws import ptq_analysis as pa
+from bitlaws.laws.optimal import brute_force_critical_data_size
+
+NS = (10_000, 30_000, 100_000)
+DS = (1_000_000, 2_000_000, 4_000_000, 8_000_000)
+SEED_CELL = (10_000, 2_000_000)
+CHIN = {"A": 50.0, "B": 500.0, "E": 1.0, "alpha": 0.45, "beta": 0.45}
+EQ2 = {"C_T": 1e-4, "gamma_D": 0.9, "gamma_N": 0.3, "gamma_post": 0.6}
+
+
+def base_loss(n, d):
+    return CHIN["E"] + CHIN["A"] * n ** -CHIN["alpha"] + CHIN["B"] * d ** -CHIN["beta"]
+
+
+def eq2_delta(params):
+    return lambda n, d, b: params["C_T"] * d ** params["gamma_D"] * n ** -params["gamma_N"] * math.exp(
+        -b / params["gamma_post"])
+
+
+def make_frame(deltas: dict, bits=(3, 4, 5, 6), seed_jitter: float = 1e-5) -> pd.DataFrame:
+    """Base-grid rows: every (N, D) at seed 0 plus seeds 1, 2 at SEED_CELL; ``deltas`` maps a PTQ
+    method to δ(N, D, P_post). Seed s shifts every loss of its run by s·seed_jitter and each δ by
+    s·seed_jitter/10, so the noise floor is known exactly."""
+    rows = []
+    cells = [(n, d, 0) for n in NS for d in DS] + [(*SEED_CELL, s) for s in (1, 2)]
+    for n, d, s in cells:
+        run = f"r{n}_{d}_{s}"
+        lb = base_loss(n, d) + s * seed_jitter
+        common = {"run_id": run, "experiment": "base_grid", "status": "ok", "seed": s, "n_params": n,
+                  "n_tokens": d, "bits_w": 16, "bits_a": 16, "bits_kv": 16, "fmt_w": "none", "fmt_a": "none",
+                  "fmt_kv": "none"}
+        rows.append({**common, "obs_id": f"{run}_none", "ptq_method": "none", "quant_scheme": "none",
+                     "bits_post": 16, "loss_val": lb, "delta_ptq": 0.0})
+        for m, f in deltas.items():
+            for b in bits:
+                dl = f(n, d, b) + s * seed_jitter / 10
+                rows.append({**common, "obs_id": f"{run}_{m}{b}", "ptq_method": m, "quant_scheme": f"q_{m}",
+                             "bits_post": b, "loss_val": lb + dl, "delta_ptq": dl})
+    return pd.DataFrame(rows)
+
+
+# --- post_ptq_rise ---------------------------------------------------------------------------------
+
+def _tab(series: dict[tuple[int, int], list[float]], ds=(1, 2, 4, 8)) -> pd.DataFrame:
+    rows = [{"n_params": n, "bits_post": b, "n_tokens": d, "loss_post": y}
+            for (n, b), ys in series.items() for d, y in zip(ds, ys)]
+    return pd.DataFrame(rows)
+
+
+def test_post_ptq_rise_brackets_the_minimum():
+    tab = _tab({(1, 3): [3.0, 2.0, 1.5, 1.7],     # minimum at D = 4, rise 0.2: D_crit in (2, 8)
+                (1, 4): [1.0, 1.2, 1.3, 1.4],     # minimum at the smallest D: D_crit in (0, 2)
+                (1, 5): [3.0, 2.0, 1.5, 1.2],     # still falling: no turn-up up to 8
+                (2, 3): [3.0, 2.0, 1.5, 1.505]})  # a rise of 0.005, below the threshold 2 × 0.01
+    floor = {"loss_post_3": 0.01, "loss_post_4": 0.01}  # none at INT5: threshold 0
+    out = pa.post_ptq_rise(tab, floor).set_index(["n_params", "bits_post"])
+    r = out.loc[(1, 3)]
+    assert (r.d_best, r.d_max, r.significant, r.d_crit_lo, r.d_crit_hi) == (4, 8, True, 2.0, 8.0)
+    assert r.rise == pytest.approx(0.2) and r.threshold == pytest.approx(0.02)
+    r = out.loc[(1, 4)]
+    assert (r.d_best, r.significant, r.d_crit_lo, r.d_crit_hi) == (1, True, 0.0, 2.0)
+    assert r.rise == pytest.approx(0.4)
+    r = out.loc[(1, 5)]
+    assert (r.d_best, r.significant, r.d_crit_lo, r.threshold) == (8, False, 8.0, 0.0) and r.d_crit_hi == math.inf
+    r = out.loc[(2, 3)]
+    assert not r.significant and r.rise == pytest.approx(0.005) and (r.d_crit_lo, r.d_crit_hi) == (8.0, math.inf)
+
+
+def test_trend_counts_on_a_hand_table():
+    # two sizes × two budgets × INT3/INT4; floor 0.01 at both → threshold 0.02
+    rows = [(1, 1, 3, 0.10), (1, 2, 3, 0.30), (2, 1, 3, 0.05), (2, 2, 3, 0.31),
+            (1, 1, 4, 0.05), (1, 2, 4, 0.06), (2, 1, 4, 0.09), (2, 2, 4, 0.02)]
+    tab = pd.DataFrame(rows, columns=["n_params", "n_tokens", "bits_post", "delta_ptq"])
+    floor = {"delta_3": 0.01, "delta_4": 0.01}
+    # with D: N=1 INT3 +0.20 agree, N=2 INT3 +0.26 agree, N=1 INT4 +0.01 within, N=2 INT4 −0.07 against
+    assert pa.trend_with_d(tab, floor, bits=(3, 4)) == pa.TrendCount(4, 2, 3, 1)
+    # against N: D=1 INT3 −0.05 agree, D=2 INT3 +0.01 within, D=1 INT4 +0.04 against, D=2 INT4 −0.04 agree
+    assert pa.trend_with_n(tab, floor, bits=(3, 4)) == pa.TrendCount(4, 2, 3, 1)
+    # against P_post: (1,1) 0.05 agree, (1,2) 0.24 agree, (2,1) −0.04 against, (2,2) 0.29 agree
+    assert pa.trend_with_bits(tab, floor) == pa.TrendCount(4, 3, 3, 1)
+
+
+# --- methods ---------------------------------------------------------------------------------------
+
+def test_verdict_method_prefers_gptq():
+    both = make_frame({"rtn": eq2_delta(EQ2), "gptq": eq2_delta(EQ2)})
+    assert pa.methods_present(both) == ("gptq", "rtn") and pa.verdict_method(both) == "gptq"
+    rtn = both[both["ptq_method"] != "gptq"]
+    assert pa.methods_present(rtn) == ("rtn",) and pa.verdict_method(rtn) == "rtn"
+    with pytest.raises(ValueError, match="no ok rows"):
+        pa.verdict_method(both[both["ptq_method"] == "none"])
+
+
+def test_noise_floor_is_per_method():
+    df = make_frame({"rtn": eq2_delta(EQ2), "gptq": lambda n, d, b: 2 * eq2_delta(EQ2)(n, d, b)},
+                    seed_jitter=3e-4)
+    for m in ("rtn", "gptq"):
+        f = pa.noise_floor(df, m)
+        # seeds 0, 1, 2 shift the loss by 0, 3e-4, 6e-4 (σ = 3e-4) and δ by a tenth of that
+        assert f["n_cells"] == 1.0 and f["loss"] == pytest.approx(3e-4, rel=1e-6)
+        assert f["delta_3"] == pytest.approx(3e-5, rel=1e-6) and f["loss_post_3"] == pytest.approx(3.3e-4, rel=1e-6)
+
+
+# --- Eq. 13 and the fits ---------------------------------------------------------------------------
+
+def test_d_crit_eq13_closed_form_and_brute_force():
+    n, b = 3e4, 3.0
+    got = float(pa.d_crit_eq13(n, b, CHIN, EQ2))
+    beta = CHIN["beta"]
+    by_hand = (beta * CHIN["B"] * n ** EQ2["gamma_N"] * math.exp(b / EQ2["gamma_post"])
+               / (EQ2["gamma_D"] * EQ2["C_T"])) ** (1 / (EQ2["gamma_D"] + beta))
+    assert got == pytest.approx(by_hand, rel=1e-12)
+    assert got == pytest.approx(brute_force_critical_data_size(n, b, {**CHIN, **EQ2}), rel=1e-6)
+    arr = pa.d_crit_eq13(np.array([1e4, 1e5]), np.array([3.0, 4.0]), CHIN, EQ2)
+    assert arr.shape == (2,) and arr[1] > arr[0]
+    assert np.isnan(pa.d_crit_eq13(n, b, {"B": math.nan, "beta": 0.4}, EQ2))
+    assert np.isnan(pa.d_crit_eq13(n, b, CHIN, {**EQ2, "gamma_D": 0.0}))
+
+
+def test_eq2_and_chinchilla_fits_recover_known_constants():
+    df = make_frame({"gptq": eq2_delta(EQ2), "rtn": eq2_delta({**EQ2, "gamma_post": 0.8})}, seed_jitter=0.0)
+    g, r = pa.eq2_fit(df, "gptq"), pa.eq2_fit(df, "rtn")
+    for k in ("gamma_D", "gamma_N", "gamma_post"):
+        assert g[k] == pytest.approx(EQ2[k], rel=1e-3), k
+    assert r["gamma_post"] == pytest.approx(0.8, rel=1e-3)
+    assert g["C_T"] == pytest.approx(EQ2["C_T"], rel=2e-2) and g["r2"] == pytest.approx(1.0, abs=1e-6)
+    # rows: every run at P_post ∈ 3–6
+    assert g["n_points"] == (len(NS) * len(DS) + 2) * 4
+    c = pa.chinchilla_fit(df)
+    for k in ("B", "beta", "E"):
+        assert c[k] == pytest.approx(CHIN[k], rel=2e-2), k
+    crit = pa.critical_data_sizes(df, "gptq")
+    assert list(crit["method"].unique()) == ["gptq"] and len(crit) == len(NS) * 4
+    want = pa.d_crit_eq13(crit["n_params"].to_numpy(float), crit["bits_post"].to_numpy(float), c, g)
+    assert np.allclose(crit["d_crit_eq13"], want, rtol=1e-12)
+    assert np.allclose(crit["d_crit_eq13_over_n"], want / crit["n_params"], rtol=1e-12)
+
+
+def test_eq2_fit_too_few_points_is_nan():
+    df = make_frame({"gptq": eq2_delta(EQ2)}, bits=(3,))
+    small = df[(df["n_params"] == NS[0]) & df["n_tokens"].isin(DS[:2])]
+    out = pa.eq2_fit(small, "gptq")
+    assert all(math.isnan(out[k]) for k in ("C_T", "gamma_D", "gamma_N", "gamma_post", "r2"))
+
+
+# --- the verdict rules -----------------------------------------------------------------------------
+
+@pytest.fixture
+def known_fits(monkeypatch):
+    """The rules do not depend on the law fits (those are only reported): stand in known constants
+    for them, so these tests do not spend seconds fitting."""
+    monkeypatch.setattr(pa, "eq2_fit", lambda df, method: {**EQ2, "r2": 1.0, "n_points": 1.0, "n_cells": 1.0})
+    monkeypatch.setattr(pa, "chinchilla_fit", lambda df: {**CHIN, "r2": 1.0, "n_points": 1.0, "n_cells": 1.0})
+
+
+def test_p1_is_judged_on_gptq_with_rtn_as_replication(known_fits):
+    good, flat_in_n = eq2_delta(EQ2), eq2_delta({**EQ2, "gamma_N": 0.0})
+    v = pa.verdict_p1(make_frame({"gptq": good, "rtn": flat_in_n}), "test")
+    assert v.verdict == "reproduced" and v.details["method"] == "gptq"
+    assert v.details["gptq_frac_with_d"] == v.details["gptq_frac_with_n"] == v.details["gptq_frac_with_bits"] == 1.0
+    assert v.details["rtn_frac_with_n"] == 0.0 and v.details["rtn_grade"] == "partly"
+    assert v.ours.startswith("GPTQ:") and "RTN (replication" in v.ours
+    assert "All three directions are shown" in v.reason
+
+    v = pa.verdict_p1(make_frame({"gptq": flat_in_n, "rtn": good}), "test")
+    assert v.verdict == "partly" and v.details["rtn_grade"] == "reproduced"
+    assert f"δ_PTQ falling with N (0/{len(DS) * 3} series; 0 go the other way" in v.reason
+    assert v.details["gptq_against_n"] == 0.0
+
+    v = pa.verdict_p1(make_frame({"rtn": good}), "test")
+    assert v.verdict == "reproduced" and v.details["method"] == "rtn" and "no GPTQ rows" in v.reason
+    assert not any(k.startswith("gptq_") for k in v.details)
+
+
+def _turn_up(at: set[int], size: float = 0.05):
+    """δ that rises steeply between the two largest D for the sizes in ``at`` (at INT3 only), so that
+    the post-PTQ loss turns upward there; a small, falling-loss δ elsewhere."""
+    def f(n, d, b):
+        small = 1e-4 * math.exp(-(b - 3))
+        return small + (size * (d / DS[-2]) ** 3 if n in at and b == 3 and d >= DS[-2] else 0.0)
+    return f
+
+
+def test_p2_rule(known_fits):
+    none = _turn_up(set())
+    cases = [({"gptq": _turn_up({NS[0]}), "rtn": none}, "reproduced"),
+             ({"gptq": _turn_up({NS[1]}), "rtn": none}, "partly"),
+             ({"gptq": none, "rtn": _turn_up({NS[0]})}, "partly"),
+             ({"gptq": none, "rtn": none}, "not reproduced")]
+    for deltas, want in cases:
+        df = make_frame(deltas)
+        v = pa.verdict_p2(df, "test")
+        assert v.verdict == want, (deltas, v.ours)
+        rising = {m: int(pa.critical_data_sizes(df, m)["significant"].sum()) for m in deltas}
+        assert v.details["gptq_series_rising"] == rising["gptq"] and v.details["rtn_series_rising"] == rising["rtn"]
+    df = make_frame({"gptq": _turn_up({NS[0]}), "rtn": none})
+    v = pa.verdict_p2(df, "test")
+    # the INT3 minimum of the smallest model is at the second-largest D: D_crit between its neighbours
+    assert (v.details["gptq_int3_d_crit_lo"], v.details["gptq_int3_d_crit_hi"]) == (DS[-3], DS[-1])
+    assert v.details["gptq_smallest_n_rising"] == 1.0 and v.details["rtn_int3_d_crit_hi"] == "n/a"
+    assert "no turn-up within our D at P_post ∈ {4, 5, 6}" in v.reason
+    assert v.details["gptq_int3_d_crit_eq13"] == pytest.approx(float(pa.d_crit_eq13(NS[0], 3, CHIN, EQ2)), rel=1e-12)
+
+
+# --- the GPTQ fit file -----------------------------------------------------------------------------
+
+def test_fit_ptq_method_writes_its_own_file(tmp_path, monkeypatch):
+    from bitlaws.law_analysis import fit_ptq_method, ptq_fit_is_current, ptq_fit_path
+    from bitlaws.laws import fit as lf
+
+    # the held-out refits are the fitter's business (tests/test_laws_fit.py); here only the file matters
+    monkeypatch.setattr(lf, "holdout", lambda *a, **k: {"r2": 1.0, "mse": 0.0, "n_folds": 0})
+    df = make_frame({"gptq": eq2_delta(EQ2), "rtn": eq2_delta(EQ2)})
+    assert ptq_fit_path("x", "rtn", tmp_path) == tmp_path / "fits" / "x_ptq.json"
+    assert ptq_fit_path("x", "gptq", tmp_path) == tmp_path / "fits" / "x_ptq_gptq.json"
+    rec = fit_ptq_method("x", "gptq", n_boot=2, root=tmp_path, frame=df)
+    written = json.loads((tmp_path / "fits" / "x_ptq_gptq.json").read_text())
+    assert not (tmp_path / "fits" / "x_ptq.json").exists()
+    assert written["status"] == "ok" and written["method"] == "gptq" and written["n_boot"] == 2
+    assert set(written["holdout"]) == {"n_params", "n_tokens"} and written["input_sha256"] == rec["input_sha256"]
+    assert "ptq_method gptq" in written["rows"]
+    assert written["params"]["gamma_post"] == pytest.approx(pa.eq2_fit(df, "gptq")["gamma_post"], rel=1e-9)
+    assert ptq_fit_is_current(rec, df, "gptq") and not ptq_fit_is_current(rec, df[df["seed"] == 0], "gptq")
+    assert not ptq_fit_is_current(None, df, "gptq")
+    # another experiment's rows with columns of their own (a benchmark file) widen the frame, not the fit
+    other = pd.DataFrame({"experiment": ["bench"], "obs_id": ["b0"], "latency_ms": [1.0], "steps": [np.nan]})
+    assert ptq_fit_is_current(rec, pd.concat([df, other], ignore_index=True), "gptq")
+    changed = df.copy()
+    changed.loc[changed["ptq_method"] == "gptq", "loss_val"] += 1e-9
+    assert not ptq_fit_is_current(rec, changed, "gptq")
+    skipped = fit_ptq_method("x", "awq", n_boot=2, root=tmp_path, frame=df, write=False)
+    assert skipped["status"] == "skipped" and "awq" in skipped["reason"]
