@@ -237,4 +237,5 @@ def test_a_new_ptq_reuses_the_saved_checkpoint(unbroken, tmp_path, monkeypatch):
     assert set(again.index) == set(full["obs_id"])
     for _, r in pairs.iterrows():
         assert again.loc[r["obs_id"], "loss_val"] == pytest.approx(r["loss_val"], abs=1e-9)
-        assert again.loc[r["obs_id"], "delta_ptq"] == pytest.approx(r["delta_ptq"], abs=1e-9)
+        # δ is taken against the recorded base loss, which the CSV keeps to 6 significant digits
+        assert again.loc[r["obs_id"], "delta_ptq"] == pytest.approx(r["delta_ptq"], abs=1e-5)
