@@ -235,6 +235,62 @@ def test_fake_quantize_gradient_is_identity_per_tensor_absmax(bits):
     assert torch.equal(x.grad, torch.ones_like(x))
 
 
+def _unfused_fake_quantize(x, spec):
+    """The integer fake quantizer as a composition of differentiable torch ops (the oracle for the
+    fused autograd function): ``(clamp(round_ste(x/scale) + zp, q_min, q_max) - zp) * scale``."""
+    from bitlaws.quant import _view_like
+
+    scale, zp = choose_qparams(x, spec.fmt, spec.granularity, spec.symmetric)
+    q_min, q_max = parse_format(spec.fmt).qrange(spec.symmetric)
+    xv = _view_like(x, x, scale)
+    q = torch.clamp(round_ste(xv.float() / scale) + zp, q_min, q_max)
+    return ((q - zp) * scale).reshape(x.shape).to(x.dtype)
+
+
+def _bit_equal(a, b):
+    """Equal as bit patterns: values, NaN-free, and the sign bit of every zero."""
+    return torch.equal(a, b) and torch.equal(torch.signbit(a), torch.signbit(b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("gran", GRANULARITIES, ids=repr)
+@pytest.mark.parametrize("bits", [2, 3, 4, 8])
+def test_fused_fake_quantize_is_bit_identical_to_the_op_composition(bits, gran, symmetric, dtype):
+    spec = QuantSpec(f"int{bits}", gran, symmetric=symmetric)
+    base = torch.from_numpy(_data((4, 6, 32), seed=bits)).to(dtype)
+    base[0, 0, :5] = torch.tensor([0.0, -0.0, 1e-9, -1e-9, -0.0]).to(dtype)  # zeros of both signs
+    upstream = torch.from_numpy(_data((4, 6, 32), seed=99)).to(dtype)
+    x1, x2 = base.clone().requires_grad_(True), base.clone().requires_grad_(True)
+    y1, y2 = fake_quantize(x1, spec), _unfused_fake_quantize(x2, spec)
+    assert y1.dtype == y2.dtype == dtype
+    assert _bit_equal(y1.detach(), y2.detach())
+    y1.backward(upstream)
+    y2.backward(upstream)
+    assert _bit_equal(x1.grad, x2.grad)
+
+
+def test_fused_fake_quantize_clipped_values_get_zero_gradient_like_clamp():
+    # A scale too small for the data clips most values: the fused backward must mask them exactly
+    # as torch.clamp's gradient does, and pass the rest as (g·s)/s.
+    from bitlaws.quant import _FakeQuantInt
+
+    x = torch.from_numpy(_data((8, 16), seed=3))
+    scale = torch.full((8, 1), 0.05)
+    zp = torch.tensor([[0.0], [1.0], [3.0], [7.0], [0.0], [2.0], [5.0], [15.0]])
+    g = torch.from_numpy(_data((8, 16), seed=4))
+    a = x.clone().requires_grad_(True)
+    ya = _FakeQuantInt.apply(a, scale, zp, 0, 15)
+    ya.backward(g)
+    b = x.clone().requires_grad_(True)
+    yb = (torch.clamp(round_ste(b / scale) + zp, 0, 15) - zp) * scale
+    yb.backward(g)
+    assert _bit_equal(ya.detach(), yb.detach()) and _bit_equal(a.grad, b.grad)
+    clipped = (torch.round(x / scale) + zp < 0) | (torch.round(x / scale) + zp > 15)
+    assert 0 < int(clipped.sum()) < x.numel()
+    assert torch.all(a.grad[clipped] == 0) and torch.all(a.grad[~clipped] != 0)
+
+
 # ----------------------------------------------------------------- bad input
 
 

@@ -411,5 +411,44 @@ def fake_quantize(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     if isinstance(fmt, FloatFormat):
         y = round_ste(xv.float() / scale, fmt)
         return (torch.clamp(y, q_min, q_max) * scale).reshape(x.shape).to(x.dtype)
-    q = torch.clamp(round_ste(xv.float() / scale) + zero_point, q_min, q_max)
-    return ((q - zero_point) * scale).reshape(x.shape).to(x.dtype)
+    return _FakeQuantInt.apply(xv.float(), scale, zero_point, q_min, q_max).reshape(x.shape).to(x.dtype)
+
+
+class _FakeQuantInt(torch.autograd.Function):
+    """``(clamp(round_ste(x / scale) + zero_point, q_min, q_max) - zero_point) * scale``, fused.
+
+    The same operations in the same order as that composition of differentiable ops (which
+    `tests/test_quant.py` keeps as the oracle), on one buffer in place, and one backward that
+    replays the composition's chain rule: ``where(q_min <= v <= q_max, (g · scale) / scale, 0)``
+    with ``v = round(x / scale) + zero_point`` (the gradient of ``torch.clamp``), so values and
+    gradients are bit-identical to the unfused form while the forward allocates one tensor instead
+    of seven and autograd records one node instead of seven. `scale` and `zero_point` get no
+    gradient (they are computed from a detached copy of `x`).
+
+    x: float32 (any shape, already grouped for PerGroup); scale, zero_point: float32,
+    broadcastable to `x`. Returns float32 like `x`.
+    """
+
+    @staticmethod
+    def forward(ctx, x, scale, zero_point, q_min, q_max):  # noqa: D102 - documented on the class
+        t = torch.div(x, scale)
+        # round, then + zero_point: a rounded -0 becomes +0 here exactly as in the STE's
+        # x + (round(x) - x), so even the sign bits of zeros match the unfused form.
+        t.round_().add_(zero_point)
+        inside = (t >= q_min) & (t <= q_max)
+        if bool(inside.all()):
+            inside = None  # the usual case with absmax / min-max scales: nothing is clipped
+        else:
+            t.clamp_(q_min, q_max)
+        t.sub_(zero_point).mul_(scale)
+        ctx.save_for_backward(scale, inside if inside is not None else scale.new_empty(0))
+        ctx.clipped = inside is not None
+        return t
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        scale, inside = ctx.saved_tensors
+        g = grad.mul(scale)
+        if ctx.clipped:
+            g.masked_fill_(~inside, 0.0)
+        return g.div_(scale), None, None, None, None
