@@ -136,7 +136,9 @@ class QuantSpec:
 def round_ste(x: torch.Tensor, fmt: str | FloatFormat | None = None) -> torch.Tensor:
     """Round in the forward pass, identity in the backward (straight-through estimator).
 
-    The only STE in the package: every quantizer rounds through it.
+    The package's one STE: the floating-point quantizers round through it, and the integer path of
+    :func:`fake_quantize` is the same computation fused into one autograd node (bit-identical in
+    values and gradients; the tests keep the composition with `round_ste` as its oracle).
 
     Args:
         x: (any shape) float.
