@@ -319,7 +319,9 @@ def choose_qparams(
     xg = _grouped(x.detach().float(), granularity)
     dims = _reduce_dims(xg, granularity)
     if symmetric:
-        absmax = xg.abs().amax(dim=dims, keepdim=True)
+        # max(-min, max) is max|x| exactly, without the copy that x.abs() would allocate
+        # (NaN and Inf propagate through amin/amax alike).
+        absmax = torch.maximum(-xg.amin(dim=dims, keepdim=True), xg.amax(dim=dims, keepdim=True))
         _check_finite(absmax)
         # Divide by a tensor, not a Python number: CUDA turns the latter into a multiply by the
         # reciprocal, which can differ by one rounding step from the kernels' exact division.
@@ -437,10 +439,10 @@ class _FakeQuantInt(torch.autograd.Function):
         # round, then + zero_point: a rounded -0 becomes +0 here exactly as in the STE's
         # x + (round(x) - x), so even the sign bits of zeros match the unfused form.
         t.round_().add_(zero_point)
-        inside = (t >= q_min) & (t <= q_max)
-        if bool(inside.all()):
-            inside = None  # the usual case with absmax / min-max scales: nothing is clipped
-        else:
+        lo, hi = torch.aminmax(t)
+        inside = None  # the usual case with absmax / min-max scales: nothing is clipped
+        if bool(lo < q_min) or bool(hi > q_max):
+            inside = (t >= q_min) & (t <= q_max)
             t.clamp_(q_min, q_max)
         t.sub_(zero_point).mul_(scale)
         ctx.save_for_backward(scale, inside if inside is not None else scale.new_empty(0))
