@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -120,5 +122,7 @@ def test_compute_matched_summary_finds_the_lowest_loss():
     s = qa.compute_matched_summary(pd.DataFrame(rows), "cpu")
     assert s["complete"] and s["best_bits"] == q.cm_cells[1][1]
     assert s["spread"] < 1.02
+    assert s["loss_range"] == pytest.approx(1.95 - 1.85)
+    assert math.isnan(s["noise_floor"])  # one seed per cell: no seed spread to report
     partial = qa.compute_matched_summary(pd.DataFrame(rows[:2]), "cpu")
     assert not partial["complete"] and partial["planned"] == len(q.cm_cells) + 1

@@ -617,6 +617,9 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
         suite_txt = ("compute-matched suite (N·P constant, one D): lowest loss at P = "
                      + f"{best:g} bits (" + ", ".join(f"{b:g}: {v:.4f}" for b, v in sorted(suite["losses"].items()))
                      + " nats/byte)")
+        lr, nf = suite.get("loss_range", math.nan), suite.get("noise_floor", math.nan)
+        if math.isfinite(lr) and math.isfinite(nf):
+            suite_txt += f"; the members span {lr:.4f} nats/byte against a seed noise floor of {nf:.4f}"
     elif suite and suite.get("losses"):
         suite_txt = (f"compute-matched suite incomplete ({len(suite['losses'])} of {suite.get('planned')} members); "
                      "not used")

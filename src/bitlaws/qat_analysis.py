@@ -234,20 +234,32 @@ def compute_matched_table(df: pd.DataFrame, profile: str) -> pd.DataFrame:
 
 
 def compute_matched_summary(df: pd.DataFrame, profile: str) -> dict:
-    """The suite's best precision (lowest loss) and whether every member is in: ``best_bits``,
-    ``complete``, ``losses`` {P: loss}, ``spread`` (max/min of N·P)."""
+    """The suite's best precision (lowest loss) and whether every member is in.
+
+    Returns:
+        ``best_bits``, ``complete``, ``planned`` (members, the 16-bit reference included),
+        ``losses`` {P: validation loss, nats/byte}, ``spread`` (max/min of N·P), ``loss_range``
+        (max − min of the members' losses, nats/byte) and ``noise_floor`` (the base grid's seed
+        spread of the loss, :func:`bitlaws.ptq_analysis.noise_floor`; NaN without seeds), so that
+        a minimum can be read against the noise.
+    """
+    from .ptq_analysis import noise_floor
     from .sweep import PROFILES
 
     t = compute_matched_table(df, profile)
     ok = t[t["status"] == "ok"]
     q = PROFILES[profile].qat
     planned = (len(q.cm_cells) + 1) if q is not None else 0
+    base = df[df["experiment"] == "base_grid"]
+    floor = float(noise_floor(base).get("loss", math.nan)) if len(base) else math.nan
     if not len(ok):
-        return {"best_bits": math.nan, "complete": False, "losses": {}, "spread": math.nan, "planned": planned}
+        return {"best_bits": math.nan, "complete": False, "losses": {}, "spread": math.nan, "planned": planned,
+                "loss_range": math.nan, "noise_floor": floor}
     best = ok.loc[ok["loss_val"].idxmin()]
     return {"best_bits": float(best["bits"]), "complete": len(t) == planned, "planned": planned,
             "losses": {float(b): float(v) for b, v in zip(ok["bits"], ok["loss_val"])},
-            "spread": float(ok["n_times_bits"].max() / ok["n_times_bits"].min())}
+            "spread": float(ok["n_times_bits"].max() / ok["n_times_bits"].min()),
+            "loss_range": float(ok["loss_val"].max() - ok["loss_val"].min()), "noise_floor": floor}
 
 
 def _sha(frame: pd.DataFrame) -> str:
