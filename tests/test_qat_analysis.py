@@ -122,7 +122,14 @@ def test_compute_matched_summary_finds_the_lowest_loss():
     s = qa.compute_matched_summary(pd.DataFrame(rows), "cpu")
     assert s["complete"] and s["best_bits"] == q.cm_cells[1][1]
     assert s["spread"] < 1.02
-    assert s["loss_range"] == pytest.approx(1.95 - 1.85)
-    assert math.isnan(s["noise_floor"])  # one seed per cell: no seed spread to report
+    assert s["margin"] == pytest.approx(1.87 - 1.85)
+    assert math.isnan(s["noise_floor"]) and s["near_best"] == sorted(b for _, b in q.cm_cells) + [16.0]
+    # a second seed of the reference cell sets the floor: σ of (1.90, 1.92) = 0.01414, so 2σ = 0.0283
+    # around the best 1.85 admits 1.87 but not 1.89 or 1.95
+    seeded = rows + [row("base_grid", q.cm_reference, hand_count_n_params(get_size(q.cm_reference)), q.cm_budget,
+                         1.92, seed=1)]
+    s2 = qa.compute_matched_summary(pd.DataFrame(seeded), "cpu")
+    assert s2["noise_floor"] == pytest.approx(0.02 / math.sqrt(2))
+    assert s2["near_best"] == sorted([float(q.cm_cells[1][1]), float(q.cm_cells[2][1])])
     partial = qa.compute_matched_summary(pd.DataFrame(rows[:2]), "cpu")
     assert not partial["complete"] and partial["planned"] == len(q.cm_cells) + 1

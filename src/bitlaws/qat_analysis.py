@@ -238,10 +238,11 @@ def compute_matched_summary(df: pd.DataFrame, profile: str) -> dict:
 
     Returns:
         ``best_bits``, ``complete``, ``planned`` (members, the 16-bit reference included),
-        ``losses`` {P: validation loss, nats/byte}, ``spread`` (max/min of N·P), ``loss_range``
-        (max − min of the members' losses, nats/byte) and ``noise_floor`` (the base grid's seed
-        spread of the loss, :func:`bitlaws.ptq_analysis.noise_floor`; NaN without seeds), so that
-        a minimum can be read against the noise.
+        ``losses`` {P: validation loss, nats/byte}, ``spread`` (max/min of N·P), ``noise_floor``
+        (the base grid's seed spread σ of the loss, :func:`bitlaws.ptq_analysis.noise_floor`; NaN
+        without seeds), ``margin`` (second-lowest minus lowest loss) and ``near_best`` (the P,
+        ascending, whose loss is within 2σ of the lowest; every member when σ is NaN), so that the
+        minimum is read against the noise of one seed per member.
     """
     from .ptq_analysis import noise_floor
     from .sweep import PROFILES
@@ -254,12 +255,16 @@ def compute_matched_summary(df: pd.DataFrame, profile: str) -> dict:
     floor = float(noise_floor(base).get("loss", math.nan)) if len(base) else math.nan
     if not len(ok):
         return {"best_bits": math.nan, "complete": False, "losses": {}, "spread": math.nan, "planned": planned,
-                "loss_range": math.nan, "noise_floor": floor}
+                "noise_floor": floor, "margin": math.nan, "near_best": []}
     best = ok.loc[ok["loss_val"].idxmin()]
+    losses = ok["loss_val"].sort_values()
+    margin = float(losses.iloc[1] - losses.iloc[0]) if len(losses) > 1 else math.nan
+    tol = 2 * floor if math.isfinite(floor) else math.inf
+    near = sorted(float(b) for b, v in zip(ok["bits"], ok["loss_val"]) if v <= float(best["loss_val"]) + tol)
     return {"best_bits": float(best["bits"]), "complete": len(t) == planned, "planned": planned,
             "losses": {float(b): float(v) for b, v in zip(ok["bits"], ok["loss_val"])},
             "spread": float(ok["n_times_bits"].max() / ok["n_times_bits"].min()),
-            "loss_range": float(ok["loss_val"].max() - ok["loss_val"].min()), "noise_floor": floor}
+            "noise_floor": floor, "margin": margin, "near_best": near}
 
 
 def _sha(frame: pd.DataFrame) -> str:
