@@ -389,7 +389,8 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor, zero_point: torch.Tensor) -
 
 
 def fake_quantize(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
-    """``dequantize(quantize(x))`` in `x`'s dtype, differentiable through `round_ste`.
+    """``dequantize(quantize(x))`` in `x`'s dtype, differentiable through the rounding (`round_ste`;
+    for integer formats its fused, bit-identical form `_FakeQuantInt`).
 
     The scale is computed afresh from `x` (detached: no gradient flows into the scale).
 
