@@ -142,7 +142,6 @@ def test_cli_offline_corpus_exits_2_naming_the_default(tmp_path, monkeypatch, ca
 
 @pytest.mark.parametrize("argv, pattern", [
     (["sweep", "--profile", "smoke", "--limit", "-1"], r"limit must be ≥ 0"),
-    (["sweep", "--profile", "tpu"], r"unknown profile 'tpu'"),
     (["sweep", "--profile", "smoke", "--executor", "ray"], r"unknown executor 'ray'"),
 ])
 def test_cli_sweep_bad_input_exits_2(argv, pattern, tmp_path, capsys):
@@ -150,6 +149,15 @@ def test_cli_sweep_bad_input_exits_2(argv, pattern, tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and re.search(pattern, err), err
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("cmd", ["sweep", "coverage", "verdicts", "export-checkpoints", "fit", "quik"])
+def test_cli_unknown_profile_exits_2_listing_the_profiles(cmd, tmp_path, capsys):
+    # argparse refuses it before anything runs, so no command can point at a sweep that cannot exist
+    with pytest.raises(SystemExit) as exc:
+        main([cmd, "--profile", "tpu"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "invalid choice: 'tpu'" in err and "'cpu'" in err and "'smoke'" in err, err
 
 
 def test_cli_train_help_lists_every_field(capsys):

@@ -80,7 +80,16 @@ def test_p4_rule():
     assert qa.verdict_p4(paper, df, "cpu").verdict == "reproduced"
     # weights less sensitive than the KV cache everywhere, activations still the most: partly
     swapped = _fits(c["gamma_kv"], c["n_kv"], c["gamma_a"], c["n_a"], c["gamma_w"], c["n_w"])
-    assert qa.verdict_p4(swapped, df, "cpu").verdict == "partly"
+    v = qa.verdict_p4(swapped, df, "cpu")
+    assert v.verdict == "partly" and "below the weights' at every width from 4 to 8 bits" in v.reason
+    assert "4: f_a < f_w < f_kv" not in v.ours and "f_a < f_kv < f_w" in v.ours
+    # the weights' curve crossing the KV cache's inside 4–8 bits is named as a crossing
+    crossing = _fits(0.6, 6.58, 3.0, 1.3, 2.0, -1.0)  # f_w and f_kv meet near 6.5 bits; f_a lowest throughout
+    f = qa.fitted_factors(crossing)
+    kv_below = [b for b in f.index if f.loc[b, "kv"] < f.loc[b, "w"]]
+    assert 0 < len(kv_below) < len(f.index)
+    vc = qa.verdict_p4(crossing, df, "cpu")
+    assert vc.verdict == "partly" and "curves cross: f_kv < f_w at " + ", ".join(map(str, kv_below)) in vc.reason
     # activations the least sensitive: not reproduced
     a_least = _fits(c["gamma_a"], c["n_a"], 0.3, 0.0, c["gamma_kv"], c["n_kv"])
     assert qa.verdict_p4(a_least, df, "cpu").verdict == "not reproduced"
@@ -115,7 +124,7 @@ def test_compute_matched_summary_finds_the_lowest_loss():
 
     q = PROFILES["cpu"].qat
     rows = [row("base_grid", q.cm_reference, hand_count_n_params(get_size(q.cm_reference)), q.cm_budget, 1.90)]
-    for (size, bits), loss in zip(q.cm_cells, (1.95, 1.85, 1.87, 1.89)):
+    for (size, bits), loss in zip(q.cm_cells, (1.95, 1.85, 1.87, 1.895)):
         rows.append(row("compute_matched", size, hand_count_n_params(get_size(size)), q.cm_budget, loss,
                         bits_w=bits, bits_a=bits, bits_kv=bits, fmt_w=f"int{bits}", fmt_a=f"int{bits}",
                         fmt_kv=f"int{bits}"))
@@ -124,8 +133,8 @@ def test_compute_matched_summary_finds_the_lowest_loss():
     assert s["spread"] < 1.02
     assert s["margin"] == pytest.approx(1.87 - 1.85)
     assert math.isnan(s["noise_floor"]) and s["near_best"] == sorted(b for _, b in q.cm_cells) + [16.0]
-    # a second seed of the reference cell sets the floor: σ of (1.90, 1.92) = 0.01414, so 2σ = 0.0283
-    # around the best 1.85 admits 1.87 but not 1.89 or 1.95
+    # a second seed of the reference cell sets the floor: σ of (1.90, 1.92) = 0.01414, so 2√2σ = 0.04
+    # around the best 1.85 admits 1.87 but not 1.895, 1.90 (the reference) or 1.95
     seeded = rows + [row("base_grid", q.cm_reference, hand_count_n_params(get_size(q.cm_reference)), q.cm_budget,
                          1.92, seed=1)]
     s2 = qa.compute_matched_summary(pd.DataFrame(seeded), "cpu")

@@ -1,4 +1,4 @@
-"""Command line: ``python -m bitlaws {train,sweep,coverage,verdicts,fit,quik,export-checkpoints} ...``.
+"""Command line: ``python -m bitlaws {train,sweep,coverage,verdicts,fit,quik,export-checkpoints} ...``
 
 Configuration is overridden with dotted flags, as minGPT does::
 
@@ -231,7 +231,8 @@ def _train_epilog() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bitlaws", description=__doc__,
+    # the module docstring, as plain text (no reStructuredText literals) for --help
+    parser = argparse.ArgumentParser(prog="python -m bitlaws", description=__doc__.replace("``", "").replace("::", ":"),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_train = sub.add_parser("train", help="train one model, then RTN it; dotted --model./--train./--ptq. overrides",
@@ -247,8 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     p_quik.add_argument("--threads", type=int, default=1)
     p_quik.add_argument("--limit", type=int, default=None, help="at most this many new rows")
     p_fit.add_argument("--boot", type=int, default=None, help="bootstrap resamples per stage (default 20 smoke, 200 cpu)")
+    from .sweep import PROFILES
+
     for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik):
-        p.add_argument("--profile", default="cpu")
+        p.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
+                       help="which declared sweep: %(choices)s (default %(default)s)")
     for p in (p_sweep, p_cov, p_exp, p_fit, p_quik):
         p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's)")
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")

@@ -627,7 +627,7 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
                      + " nats/byte)")
         nf, near = suite.get("noise_floor", math.nan), suite.get("near_best") or []
         if math.isfinite(nf) and near:
-            suite_txt += ("; within 2σ of the lowest (seed noise floor σ = "
+            suite_txt += ("; within 2√2σ of the lowest (two single-seed runs; seed noise floor σ = "
                           f"{nf:.4f}): P ∈ {{{', '.join(f'{b:g}' for b in near)}}}")
     elif suite and suite.get("losses"):
         suite_txt = (f"compute-matched suite incomplete ({len(suite['losses'])} of {suite.get('planned')} members); "
@@ -649,9 +649,14 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
         verdict = ("reproduced" if in_band and suite_ok else "partly" if in_band or suite_ok or 4.0 <= p <= 12.0
                    else "not reproduced")
     det.update({"ours_p_star": p, "ours_p_star_spread_over_c": ours["p_star_spread_over_c"]})
+    legs = ""
+    if verdict != "reproduced":
+        legs = (f"; graded {verdict}: our P* is {'inside' if in_band else 'outside'} 6–9 bits"
+                + ("" if suite_ok is None else
+                   f" and the suite's lowest loss is {'' if suite_ok else 'not '}at 6 or 8 bits"))
     return Verdict("P6", verdict, CLAIMS["P6"]["paper"],
                    f"P* = {p:.2f} bits from our γ's (spread over C: {ours['p_star_spread_over_c']:.1e} bits); {suite_txt}",
-                   f"{paper_txt}; our γ's are per bit and comparable",
+                   f"{paper_txt}; our γ's are per bit and comparable{legs}",
                    profile, inputs, _finite(det))
 
 
