@@ -17,7 +17,7 @@ BASE = {"profile": "cpu", "status": "ok", "ptq_method": "none", "seed": 0, "bits
 
 def row(experiment, size, n, d, loss, **kw):
     r = {**BASE, "experiment": experiment, "size": size, "n_params": n, "n_tokens": d, "loss_val": loss, **kw}
-    r["run_id"] = f"{experiment}-{size}-{d}-{r['bits_w']}-{r['bits_a']}-{r['bits_kv']}-{r['fmt_w']}"
+    r["run_id"] = f"{experiment}-{size}-{d}-{r['bits_w']}-{r['bits_a']}-{r['bits_kv']}-{r['fmt_w']}-{r['seed']}"
     r["obs_id"] = r["run_id"] + f"-{r['ptq_method']}-{r['bits_post']}"
     return r
 
@@ -118,27 +118,40 @@ def test_p10_rule():
     assert qa.verdict_p10(frame(), "cpu").verdict == "pending"
 
 
-def test_compute_matched_summary_finds_the_lowest_loss():
+def test_compute_matched_summary_reads_the_mean_over_seeds_against_the_seed_noise():
     from bitlaws.model import get_size, hand_count_n_params
     from bitlaws.sweep import PROFILES
 
     q = PROFILES["cpu"].qat
-    rows = [row("base_grid", q.cm_reference, hand_count_n_params(get_size(q.cm_reference)), q.cm_budget, 1.90)]
-    for (size, bits), loss in zip(q.cm_cells, (1.95, 1.85, 1.87, 1.895)):
-        rows.append(row("compute_matched", size, hand_count_n_params(get_size(size)), q.cm_budget, loss,
-                        bits_w=bits, bits_a=bits, bits_kv=bits, fmt_w=f"int{bits}", fmt_a=f"int{bits}",
-                        fmt_kv=f"int{bits}"))
-    s = qa.compute_matched_summary(pd.DataFrame(rows), "cpu")
-    assert s["complete"] and s["best_bits"] == q.cm_cells[1][1]
-    assert s["spread"] < 1.02
-    assert s["margin"] == pytest.approx(1.87 - 1.85)
-    assert math.isnan(s["noise_floor"]) and s["near_best"] == sorted(b for _, b in q.cm_cells) + [16.0]
-    # a second seed of the reference cell sets the floor: σ of (1.90, 1.92) = 0.01414, so 2√2σ = 0.04
-    # around the best 1.85 admits 1.87 but not 1.895, 1.90 (the reference) or 1.95
-    seeded = rows + [row("base_grid", q.cm_reference, hand_count_n_params(get_size(q.cm_reference)), q.cm_budget,
-                         1.92, seed=1)]
+    assert q.cm_seeds == (0, 1, 2)
+    n_of = {s: hand_count_n_params(get_size(s)) for s, _ in q.cm_cells}
+    ref = row("base_grid", q.cm_reference, hand_count_n_params(get_size(q.cm_reference)), q.cm_budget, 1.90)
+
+    def member(size, bits, loss, seed):
+        return row("compute_matched", size, n_of[size], q.cm_budget, loss, seed=seed, bits_w=bits, bits_a=bits,
+                   bits_kv=bits, fmt_w=f"int{bits}", fmt_a=f"int{bits}", fmt_kv=f"int{bits}")
+
+    means = dict(zip(q.cm_cells, (1.95, 1.85, 1.86, 1.895)))  # P = 4, 6, 8, 12
+    full = [ref] + [member(s, b, m + off, seed) for (s, b), m in means.items()
+                    for seed, off in zip(q.cm_seeds, (-0.01, 0.0, 0.01))]
+    s = qa.compute_matched_summary(pd.DataFrame(full), "cpu")
+    assert s["complete"] and s["planned"] == len(q.cm_cells) * 3 + 1 == len(full)
+    assert s["best_bits"] == 6.0 and s["losses"][6.0] == pytest.approx(1.85) and s["seeds"] == {
+        4.0: 3, 6.0: 3, 8.0: 3, 12.0: 3, 16.0: 1}
+    assert s["margin"] == pytest.approx(0.01) and s["spread"] < 1.02
+    # σ pooled over the members: every member's seeds are ±0.01 around its mean, so σ = 0.01; three
+    # seeds against three: 2σ·sqrt(2/3) = 0.0163 admits 8 bits (+0.01) but not 12 (+0.045); the single
+    # 16-bit run: 2σ·sqrt(4/3) = 0.023 < 0.05
+    assert s["sigma_source"] == "suite" and s["sigma"] == pytest.approx(0.01)
+    assert s["near_best"] == [6.0, 8.0]
+    # only seed 0 in: incomplete, and σ falls back to the base grid's (none here: every member is near)
+    first = [ref] + [member(s_, b, m, 0) for (s_, b), m in means.items()]
+    s1 = qa.compute_matched_summary(pd.DataFrame(first), "cpu")
+    assert not s1["complete"] and s1["sigma_source"] == "base_grid" and math.isnan(s1["sigma"])
+    assert s1["near_best"] == [4.0, 6.0, 8.0, 12.0, 16.0]
+    # a second seed of the reference cell gives the base grid's σ = σ(1.90, 1.92) = 0.01414: single
+    # seeds against single seeds, 2√2σ = 0.04 around 1.85 admits 1.86 but not 1.895 or 1.90
+    seeded = first + [row("base_grid", q.cm_reference, ref["n_params"], q.cm_budget, 1.92, seed=1)]
     s2 = qa.compute_matched_summary(pd.DataFrame(seeded), "cpu")
-    assert s2["noise_floor"] == pytest.approx(0.02 / math.sqrt(2))
-    assert s2["near_best"] == sorted([float(q.cm_cells[1][1]), float(q.cm_cells[2][1])])
-    partial = qa.compute_matched_summary(pd.DataFrame(rows[:2]), "cpu")
-    assert not partial["complete"] and partial["planned"] == len(q.cm_cells) + 1
+    assert s2["sigma_source"] == "base_grid" and s2["sigma"] == pytest.approx(0.02 / math.sqrt(2))
+    assert s2["near_best"] == [6.0, 8.0]

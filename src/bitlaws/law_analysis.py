@@ -622,16 +622,20 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
         best = float(suite["best_bits"])
         suite_ok = best in (6.0, 8.0)
         det["suite_best_bits"] = best
-        suite_txt = ("compute-matched suite (N·P constant, one D): lowest loss at P = "
-                     + f"{best:g} bits (" + ", ".join(f"{b:g}: {v:.4f}" for b, v in sorted(suite["losses"].items()))
-                     + " nats/byte)")
-        nf, near = suite.get("noise_floor", math.nan), suite.get("near_best") or []
-        if math.isfinite(nf) and near:
-            suite_txt += ("; within 2√2σ of the lowest (two single-seed runs; seed noise floor σ = "
-                          f"{nf:.4f}): P ∈ {{{', '.join(f'{b:g}' for b in near)}}}")
+        seeds = suite.get("seeds") or {}
+        suite_txt = ("compute-matched suite (N·P constant, one D): lowest mean loss at P = "
+                     + f"{best:g} bits (" + ", ".join(
+                         f"{b:g}: {v:.4f}" + (f" ×{seeds[b]}" if seeds.get(b, 1) > 1 else "")
+                         for b, v in sorted(suite["losses"].items()))
+                     + " nats/byte; ×k = mean of k seeds)")
+        sigma, near = suite.get("sigma", math.nan), suite.get("near_best") or []
+        if math.isfinite(sigma) and near:
+            src = ("the suite's own seeds" if suite.get("sigma_source") == "suite" else "the base grid's seeds")
+            suite_txt += (f"; within two standard errors of the lowest (σ = {sigma:.4f} from {src}): "
+                          f"P ∈ {{{', '.join(f'{b:g}' for b in near)}}}")
     elif suite and suite.get("losses"):
-        suite_txt = (f"compute-matched suite incomplete ({len(suite['losses'])} of {suite.get('planned')} members); "
-                     "not used")
+        n_in = sum((suite.get("seeds") or {}).values()) or len(suite["losses"])
+        suite_txt = f"compute-matched suite incomplete ({n_in} of {suite.get('planned')} runs); not used"
     paper_txt = (f"from Table 2: P* = {paper['p_star']:.2f} bits (argmax of N_eff/(N·P)), the same to "
                  f"{paper['p_star_spread_over_c']:.1e} bits for C = 10^19–10^25; {paper['p_star_no_offsets']:.2f} "
                  "bits without the offsets n_x")

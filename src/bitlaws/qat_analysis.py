@@ -232,40 +232,47 @@ def verdict_p10(df: pd.DataFrame, profile: str) -> Verdict:
 
 
 def compute_matched_table(df: pd.DataFrame, profile: str) -> pd.DataFrame:
-    """The compute-matched suite: every declared (size, P) at the suite's D, with the base grid's
-    high-precision run of the reference size (P = 16) — N·P about constant.
+    """The compute-matched suite: every declared (size, P, seed) at the suite's D, with the base
+    grid's seed-0 high-precision run of the reference size (P = 16) — N·P about constant.
 
     Returns:
-        columns ``size, n_params, bits, n_times_bits, loss_val, status`` (missing runs absent),
-        sorted by P.
+        one row per run: ``size, n_params, bits, seed, n_times_bits, loss_val, status`` (missing
+        runs absent), sorted by P and seed.
     """
     from .sweep import PROFILES
 
+    cols = ["size", "n_params", "bits", "seed", "loss_val", "status"]
     q = PROFILES[profile].qat
     if q is None:
-        return pd.DataFrame(columns=["size", "n_params", "bits", "n_times_bits", "loss_val", "status"])
+        return pd.DataFrame(columns=cols + ["n_times_bits"])
     t = training_rows(df[df["experiment"] == "compute_matched"])
     t = t[t["n_tokens"] == q.cm_budget]
     ref = q.cm_reference
     base = training_rows(df[df["experiment"] == "base_grid"])
     base = base[(base["part"] == "hp") & (base["size"] == ref) & (base["n_tokens"] == q.cm_budget)
                 & (base["seed"] == 0)]
-    out = pd.concat([t, base], ignore_index=True)[["size", "n_params", "bits", "loss_val", "status"]]
+    out = pd.concat([t, base], ignore_index=True)[cols]
     out["n_times_bits"] = out["n_params"] * out["bits"]
-    return out.sort_values("bits").reset_index(drop=True)
+    return out.sort_values(["bits", "seed"]).reset_index(drop=True)
 
 
 def compute_matched_summary(df: pd.DataFrame, profile: str) -> dict:
-    """The suite's best precision (lowest loss) and whether every member is in.
+    """The suite's best precision (lowest mean loss over seeds), read against its seed noise.
+
+    σ is the suite's own seed spread (the pooled within-member standard deviation of the loss, over
+    the members with several seeds) where it has one, else the base grid's seed spread
+    (:func:`bitlaws.ptq_analysis.noise_floor`). A member is *near the best* if its mean loss is
+    within two standard errors of the difference, ``2σ·sqrt(1/n_i + 1/n_best)`` (n: seeds), of
+    the lowest mean — ``2·√2·σ`` for two single-seed runs.
 
     Returns:
-        ``best_bits``, ``complete``, ``planned`` (members, the 16-bit reference included),
-        ``losses`` {P: validation loss, nats/byte}, ``spread`` (max/min of N·P), ``noise_floor``
-        (the base grid's seed spread σ of the loss, :func:`bitlaws.ptq_analysis.noise_floor`; NaN
-        without seeds), ``margin`` (second-lowest minus lowest loss) and ``near_best`` (the P,
-        ascending, whose loss is within 2·√2·σ of the lowest — two standard deviations of the
-        difference of two single-seed runs; every member when σ is NaN), so that the minimum is
-        read against the noise of one seed per member.
+        ``best_bits``, ``complete`` (every declared (member, seed) run and the 16-bit reference
+        are in), ``planned`` (that many runs), ``losses`` {P: mean validation loss, nats/byte},
+        ``seeds`` {P: runs}, ``std`` {P: seed standard deviation, NaN with one seed},
+        ``spread`` (max/min of N·P), ``sigma`` (the σ used), ``sigma_source`` (``"suite"`` or
+        ``"base_grid"``), ``noise_floor`` (the base grid's σ, for reference; NaN without seeds),
+        ``margin`` (second-lowest minus lowest mean) and ``near_best`` (the P, ascending; every
+        member when σ is NaN).
     """
     from .ptq_analysis import noise_floor
     from .sweep import PROFILES
@@ -273,21 +280,35 @@ def compute_matched_summary(df: pd.DataFrame, profile: str) -> dict:
     t = compute_matched_table(df, profile)
     ok = t[t["status"] == "ok"]
     q = PROFILES[profile].qat
-    planned = (len(q.cm_cells) + 1) if q is not None else 0
+    planned = (len(q.cm_cells) * len(q.cm_seeds) + 1) if q is not None else 0
     base = df[df["experiment"] == "base_grid"]
     floor = float(noise_floor(base).get("loss", math.nan)) if len(base) else math.nan
+    empty = {"best_bits": math.nan, "complete": False, "losses": {}, "seeds": {}, "std": {}, "spread": math.nan,
+             "planned": planned, "sigma": floor, "sigma_source": "base_grid", "noise_floor": floor,
+             "margin": math.nan, "near_best": []}
     if not len(ok):
-        return {"best_bits": math.nan, "complete": False, "losses": {}, "spread": math.nan, "planned": planned,
-                "noise_floor": floor, "margin": math.nan, "near_best": []}
-    best = ok.loc[ok["loss_val"].idxmin()]
-    losses = ok["loss_val"].sort_values()
-    margin = float(losses.iloc[1] - losses.iloc[0]) if len(losses) > 1 else math.nan
-    tol = 2 * math.sqrt(2) * floor if math.isfinite(floor) else math.inf
-    near = sorted(float(b) for b, v in zip(ok["bits"], ok["loss_val"]) if v <= float(best["loss_val"]) + tol)
-    return {"best_bits": float(best["bits"]), "complete": len(t) == planned, "planned": planned,
-            "losses": {float(b): float(v) for b, v in zip(ok["bits"], ok["loss_val"])},
+        return empty
+    g = ok.groupby("bits")["loss_val"]
+    mean, n, std = g.mean(), g.count(), g.std(ddof=1)
+    dof = (n - 1).clip(lower=0)
+    if dof.sum() > 0:
+        sigma, source = float(np.sqrt(((dof * std.fillna(0.0) ** 2).sum()) / dof.sum())), "suite"
+    else:
+        sigma, source = floor, "base_grid"
+    best = float(mean.idxmin())
+    ordered = mean.sort_values()
+    margin = float(ordered.iloc[1] - ordered.iloc[0]) if len(ordered) > 1 else math.nan
+    if math.isfinite(sigma):
+        near = sorted(float(b) for b in mean.index
+                      if mean[b] <= mean[best] + 2 * sigma * math.sqrt(1 / n[b] + 1 / n[best]))
+    else:
+        near = sorted(float(b) for b in mean.index)
+    return {"best_bits": best, "complete": len(t) == planned, "planned": planned,
+            "losses": {float(b): float(v) for b, v in mean.items()},
+            "seeds": {float(b): int(v) for b, v in n.items()},
+            "std": {float(b): float(v) for b, v in std.items()},
             "spread": float(ok["n_times_bits"].max() / ok["n_times_bits"].min()),
-            "noise_floor": floor, "margin": margin, "near_best": near}
+            "sigma": sigma, "sigma_source": source, "noise_floor": floor, "margin": margin, "near_best": near}
 
 
 def _sha(frame: pd.DataFrame) -> str:

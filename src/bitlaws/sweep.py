@@ -63,6 +63,8 @@ class QATPlan:
             part (W, A, KV) at P.
         cm_reference: the base-grid size whose high-precision run at ``cm_budget`` is the suite's
             16-bit member (its N·16 is the N·P the suite matches).
+        cm_seeds: the seeds of every low-precision member (their spread is the suite's own noise
+            floor, at the suite's sizes); the 16-bit member is the base grid's seed-0 run.
     """
 
     marginal_sizes: tuple[str, ...]
@@ -78,6 +80,7 @@ class QATPlan:
     cm_budget: int
     cm_cells: tuple[tuple[str, int], ...]
     cm_reference: str
+    cm_seeds: tuple[int, ...] = (0,)
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,7 @@ PROFILES: dict[str, Profile] = {
             qat_ptq_bits_w=(4, 6, 8), bits_post=(3, 4, 5, 6),
             cm_budget=2_097_152,
             cm_cells=(("n851k", 4), ("n566k", 6), ("n425k", 8), ("n282k", 12)), cm_reference="n214k",
+            cm_seeds=(0, 1, 2),
         ),
         note="the published results: 5 sizes x 5 budgets (+ D = 16.8M at the two smallest), byte-level "
              "Shakespeare, D <= 3.65 passes",
@@ -239,9 +243,9 @@ def _prec(bits_w: int | str, bits_a: int | str = HP, bits_kv: int | str = HP) ->
 
 
 def _qat_spec(experiment: str, profile: Profile, size: str, budget: int, prec: TrainPrecision,
-              ptq: tuple = ()) -> RunSpec:
-    return RunSpec(experiment, profile.name, size, _model(size, profile), profile.train.replace(n_tokens=budget),
-                   ptq, prec)
+              ptq: tuple = (), seed: int = 0) -> RunSpec:
+    return RunSpec(experiment, profile.name, size, _model(size, profile),
+                   profile.train.replace(n_tokens=budget, seed=seed), ptq, prec)
 
 
 def qat_marginal(profile: Profile) -> list[RunSpec]:
@@ -282,13 +286,13 @@ def qat_formats(profile: Profile) -> list[RunSpec]:
 
 
 def compute_matched(profile: Profile) -> list[RunSpec]:
-    """Models with N·P about constant at one D, every part at P (Fig. 1 right; P6–P7). The
-    high-precision member is the base grid's run at the same budget."""
+    """Models with N·P about constant at one D, every part at P (Fig. 1 right; P6–P7), at every
+    seed of ``cm_seeds``. The high-precision member is the base grid's seed-0 run at the same budget."""
     q = profile.qat
     if q is None:
         return []
-    return [_qat_spec("compute_matched", profile, size, q.cm_budget, _prec(bits, bits, bits))
-            for size, bits in q.cm_cells]
+    return [_qat_spec("compute_matched", profile, size, q.cm_budget, _prec(bits, bits, bits), seed=seed)
+            for size, bits in q.cm_cells for seed in q.cm_seeds]
 
 
 _BUILDERS: dict[str, Callable[[Profile], list[RunSpec]]] = {
