@@ -168,3 +168,26 @@ def test_p6_to_p8_pending_without_our_gammas_and_computed_with_them():
     no_off = {**ours, **{f"neff_{x}": _fake_fit({f"gamma_{x}": PC[f"gamma_{x}"], f"n_{x}": 0.0})
                          for x in forms.COMPONENTS}}
     assert verdict_p6(no_off, "cpu").verdict == "not reproduced"
+
+
+def test_p6_suite_leg_needs_a_noise_resolved_minimum_at_6_to_8_bits():
+    from bitlaws.law_analysis import verdict_p6
+
+    ours = {"chinchilla": _fake_fit({k: PC[k] for k in ("A", "B", "E", "alpha", "beta")}),
+            **{f"neff_{x}": _fake_fit({f"gamma_{x}": PC[f"gamma_{x}"], f"n_{x}": PC[f"n_{x}"]})
+               for x in forms.COMPONENTS}}  # the paper's constants: P* = 7.0 bits, in the band
+
+    def suite(best, near):
+        return {"complete": True, "best_bits": best, "near_best": near, "planned": 13, "sigma": 0.01,
+                "sigma_source": "suite", "losses": {b: 1.9 for b in (4.0, 6.0, 8.0, 12.0, 16.0)},
+                "seeds": {4.0: 3, 6.0: 3, 8.0: 3, 12.0: 3, 16.0: 1}}
+
+    resolved = verdict_p6(ours, "cpu", suite=suite(8.0, [6.0, 8.0]))
+    assert resolved.verdict == "reproduced" and "resolves its minimum" in resolved.reason
+    # the lowest mean at 8 bits, but 12 and 16 bits inside the noise: consistent, not resolved
+    unresolved = verdict_p6(ours, "cpu", suite=suite(8.0, [6.0, 8.0, 12.0, 16.0]))
+    assert unresolved.verdict == "partly" and "does not resolve" in unresolved.reason
+    assert "within two standard errors of the lowest" in unresolved.ours
+    # a resolved minimum elsewhere is still "partly" while P* is in the band (one leg)
+    elsewhere = verdict_p6(ours, "cpu", suite=suite(12.0, [12.0, 16.0]))
+    assert elsewhere.verdict == "partly" and "outside 6–8 bits" in elsewhere.reason

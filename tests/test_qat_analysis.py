@@ -118,6 +118,22 @@ def test_p10_rule():
     assert qa.verdict_p10(frame(), "cpu").verdict == "pending"
 
 
+def test_p10_reads_the_mean_difference_against_the_seed_noise():
+    def seeded(deltas):
+        df = _formats_frame(deltas)
+        # a second seed of one base-grid cell: σ = std(2.00, 2.02) = 0.01414; 3 pairs → s.e. 0.01155
+        return pd.concat([df, pd.DataFrame([row("base_grid", "s", 1000, 10_000, 2.02, seed=1)])], ignore_index=True)
+
+    clear = qa.verdict_p10(seeded([("fp4_e2m1fn", -0.05), ("fp4_e2m1fn", -0.06), ("fp8_e5m2", -0.04)]), "cpu")
+    assert clear.verdict == "reproduced" and clear.details["mean_delta_se"] == pytest.approx(0.02 / math.sqrt(3))
+    # FP ahead in 2 of 3 pairs by a hair: inside the noise, graded partly only by the 2/3 share
+    hair = qa.verdict_p10(seeded([("fp4_e2m1fn", -0.003), ("fp4_e2m1fn", 0.002), ("fp8_e5m2", -0.001)]), "cpu")
+    assert hair.verdict == "partly" and "inside two standard errors" in hair.ours
+    # a null result with FP behind in most pairs is not a reproduction, whatever the sign of one format
+    null = qa.verdict_p10(seeded([("fp4_e2m1fn", 0.003), ("fp4_e2m1fn", 0.002), ("fp8_e5m2", -0.001)]), "cpu")
+    assert null.verdict == "not reproduced" and "no format's mean is beyond" in null.ours
+
+
 def test_compute_matched_summary_reads_the_mean_over_seeds_against_the_seed_noise():
     from bitlaws.model import get_size, hand_count_n_params
     from bitlaws.sweep import PROFILES

@@ -20,8 +20,8 @@ Verdict rules (the paper's numbers are from ``../shared/papers/precision-scaling
   with R² ≥ 0.75 and no worse than the joint fit by more than 0.05 (paper: 0.897 vs 0.901):
   reproduced; R² ≥ 0.5: partly.
 * P6 — P* = argmax g(P)/P from our γ's: in [6, 9] bits reproduced, in [4, 12] partly. Once the
-  compute-matched suite is complete, reproduced needs also its lowest loss at 6 or 8 bits; one
-  of the two (or P* in [4, 12]) is partly.
+  compute-matched suite is complete, reproduced needs also its noise-resolved minimum at 6–8
+  bits (``verdict_p6``); a suite merely consistent with it, or P* in [4, 12], is partly.
 * P7 — with our constants, N* rises and D* falls at every step as P goes from P* down to 4 bits.
 * P8 — with our constants, P* at fixed N rises with D and is linear in ln(D/N) (R² ≥ 0.95)
   over D/N ∈ [10, 10⁵].
@@ -608,19 +608,30 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
                suite: Mapping | None = None) -> Verdict:
     """P6: compute-optimal precision ≈ 7–8 bits, independent of compute (rule in the module docstring).
 
-    `suite` (``bitlaws.qat_analysis.compute_matched_summary``) adds the empirical side: when the
-    compute-matched suite is complete, the verdict is **reproduced** only if our P* lies in
-    [6, 9] bits *and* the suite's lowest loss is at 6 or 8 bits (the paper's FP6–FP8 minimum),
-    **partly** if exactly one of the two holds (or P* lies in [4, 12]), **not reproduced** otherwise.
+    `suite` (``bitlaws.qat_analysis.compute_matched_summary``) adds the empirical side. When the
+    compute-matched suite is complete, its minimum is read against its seed noise: the suite
+    *resolves* the paper's FP6–FP8 minimum if its lowest mean loss is at 6 or 8 bits and every
+    member within two standard errors of it (``near_best``) is at 6 or 8 bits; it is *consistent*
+    with it if 6 or 8 bits is among ``near_best``. The verdict is **reproduced** only if our P*
+    lies in [6, 9] bits *and* the suite resolves the minimum; **partly** if P* lies in [4, 12] or
+    the suite is consistent; **not reproduced** otherwise.
+
+    (The first form of this rule, written before the suite ran, asked only for the lowest loss at 6
+    or 8 bits. With one seed per member the lowest was at 12 bits, with three at 8 bits, inside
+    the noise both times; the argmin alone cannot carry the grade, so the rule was tightened to
+    the noise-resolved minimum.)
     """
     paper = dict(paper or paper_analysis())
     ours, missing = ours_analysis(fits)
     det = {"paper_p_star": paper["p_star"], "paper_p_star_no_offsets": paper["p_star_no_offsets"],
            "paper_p_star_spread_over_c": paper["p_star_spread_over_c"]}
     suite_txt, suite_ok = "no compute-matched suite yet", None
+    suite_consistent = None
     if suite and suite.get("complete"):
         best = float(suite["best_bits"])
-        suite_ok = best in (6.0, 8.0)
+        near_set = {float(b) for b in (suite.get("near_best") or [best])}
+        suite_ok = best in (6.0, 8.0) and near_set <= {6.0, 8.0}
+        suite_consistent = bool(near_set & {6.0, 8.0})
         det["suite_best_bits"] = best
         seeds = suite.get("seeds") or {}
         suite_txt = ("compute-matched suite (N·P constant, one D): lowest mean loss at P = "
@@ -650,17 +661,20 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     if suite_ok is None:
         verdict = "reproduced" if in_band else "partly" if 4.0 <= p <= 12.0 else "not reproduced"
     else:
-        verdict = ("reproduced" if in_band and suite_ok else "partly" if in_band or suite_ok or 4.0 <= p <= 12.0
-                   else "not reproduced")
+        verdict = ("reproduced" if in_band and suite_ok else
+                   "partly" if in_band or suite_ok or suite_consistent or 4.0 <= p <= 12.0 else "not reproduced")
     det.update({"ours_p_star": p, "ours_p_star_spread_over_c": ours["p_star_spread_over_c"]})
-    legs = ""
-    if verdict != "reproduced":
-        legs = (f"; graded {verdict}: our P* is {'inside' if in_band else 'outside'} 6–9 bits"
-                + ("" if suite_ok is None else
-                   f" and the suite's lowest loss is {'' if suite_ok else 'not '}at 6 or 8 bits"))
+    legs = (f"graded {verdict}: our P* is {'inside' if in_band else 'outside'} 6–9 bits"
+            + ("; the suite is not complete" if suite_ok is None else
+               "; the suite resolves its minimum to 6–8 bits" if suite_ok else
+               "; the suite is consistent with a 6–8-bit minimum but does not resolve it from the members "
+               "outside that range" if suite_consistent else
+               "; the suite's noise-resolved minimum lies outside 6–8 bits"))
     return Verdict("P6", verdict, CLAIMS["P6"]["paper"],
-                   f"P* = {p:.2f} bits from our γ's (spread over C: {ours['p_star_spread_over_c']:.1e} bits); {suite_txt}",
-                   f"{paper_txt}; our γ's are per bit and comparable{legs}",
+                   f"P* = {p:.2f} bits from our γ's (spread over C: {ours['p_star_spread_over_c']:.1e} bits, numerical; "
+                   f"P* carries no fit uncertainty here); {suite_txt}",
+                   f"{legs}. {paper_txt[0].upper() + paper_txt[1:]}; γ and n are in bits, so ours and the paper's can "
+                   "be set side by side (whether they agree is what the comparison tests)",
                    profile, inputs, _finite(det))
 
 
@@ -731,7 +745,8 @@ def verdict_p3(fits: Mapping[str, dict], profile: str) -> Verdict:
     return Verdict("P3", verdict, CLAIMS["P3"]["paper"],
                    f"γ_w = {p['gamma_w']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}], n_w = {p['n_w']:.2f}; f_w(4) = {f4:.2f}, "
                    f"f_w(8) = {f8:.2f}; held-out R² (leave one size out) {r2:.2f}",
-                   "the paper's Table 1 reports held-out R² = 0.82 for this form; γ in bits is comparable across scales",
+                   "the paper's Table 1 reports held-out R² = 0.82 for this form; γ is in bits, so ours and the paper's can be set "
+                   "side by side (whether they agree is what the comparison tests)",
                    profile, sha, _finite({"gamma_w": p["gamma_w"], "n_w": p["n_w"], "holdout_r2": r2,
                                           "f_w_4": f4, "f_w_8": f8}))
 
@@ -754,7 +769,8 @@ def verdict_p5(fits: Mapping[str, dict], profile: str) -> Verdict:
                else "not reproduced")
     return Verdict("P5", verdict, CLAIMS["P5"]["paper"],
                    f"on {rec['n_points']} mixed-precision runs: product of marginal fits R² = {prod:.3f}, joint fit "
-                   f"R² = {joint:.3f}", "R² is comparable across scales; ours is in-sample for the joint fit, as the paper's",
+                   f"R² = {joint:.3f}", "the joint fit's R² is in-sample (as the paper's) and the product's out-of-sample, which favours the joint fit; "
+                   "R² also depends on the spread of the runs it is scored on",
                    profile, sha, _finite({"product_r2": prod, "joint_r2": joint}))
 
 

@@ -146,7 +146,8 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
                 + "; f_x(8) = " + ", ".join(f"{p} {ours.loc[8, p]:.3f}" for p in PARTS)
                 + "; smallest f (most sensitive) first: " + "; ".join(f"{b}: {_order(ours.loc[b])}" for b in ours.index)
                 + emp_txt)
-    reason = f"Paper (Table 2): {paper_txt}; γ and n are in bits and comparable across scales"
+    reason = (f"Paper (Table 2): {paper_txt}; γ and n are in bits, so ours and the paper's can be set side by side "
+              "(whether they agree is what the comparison tests)")
     if not full and a_most:
         kv_below = [b for b in ours.index if ours.loc[b, "kv"] < ours.loc[b, "w"]]
         if len(kv_below) == len(ours.index):
@@ -157,8 +158,8 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
                        + ", ".join(f"{b}" for b in kv_below) + " bits")
         if 4 in emp.index and emp.loc[4].notna().all() and math.isfinite(floor):
             gap = abs(float(emp.loc[4, "w"] - emp.loc[4, "kv"]))
-            reason += (f"; the measured w/KV gap at 4 bits ({gap:.3f} nats/byte) is "
-                       + ("below" if gap < floor else "above") + " the seed noise floor")
+            reason += (f"; the measured w/KV gap at 4 bits is {gap:.3f} nats/byte, against a single-run seed σ of "
+                       f"{floor:.3f}")
     elif not full:
         reason += "; at our scale activations are not the most sensitive at every bit width"
     det = {f"f_{p}_{b}": float(ours.loc[b, p]) for b in ours.index for p in PARTS}
@@ -188,12 +189,20 @@ def formats_table(df: pd.DataFrame) -> pd.DataFrame:
 def verdict_p10(df: pd.DataFrame, profile: str) -> Verdict:
     """P10: floating-point formats do slightly better than integer ones at equal bits.
 
-    Rule (fixed before the data): over every (FP format, N, D) pair of the formats sweep with its
-    integer twin (same P_w, N, D, seed), the share where the floating-point run has the lower
-    validation loss. **Reproduced** if ≥ 2/3 of pairs and the mean difference is < 0; **partly**
-    if ≥ 1/2, or if the paper's own format (``PAPER_FP_FORMATS``) wins on average at some bit
-    width; **not reproduced** otherwise. The seed spread of the base grid is reported as the noise
-    floor.
+    Rule: over every (FP format, N, D) pair of the formats sweep with its integer twin (same P_w,
+    N, D, seed), the share where the floating-point run has the lower validation loss, and the
+    mean difference FP − INT against its noise: a pair differs by two single-seed runs, so with
+    the base grid's seed σ the mean over n pairs has standard error ``σ·sqrt(2/n)``. **Reproduced**
+    if ≥ 2/3 of pairs favour FP and the mean difference is below −2 s.e.; **partly** if the mean
+    is below −2 s.e. but fewer pairs favour FP, or ≥ 2/3 favour FP with the mean inside the noise,
+    or the paper's own format (``PAPER_FP_FORMATS``) is better beyond 2 s.e. of its own pairs at
+    some bit width; **not reproduced** otherwise — including a difference inside the noise, as
+    the book counts no trend smaller than the seed spread. Without seeds (σ NaN) the noise terms
+    are dropped.
+
+    (The first form of this rule, written before the data, graded ≥ 1/2 of pairs as partly; our
+    8/15 pairs with a mean of −0.002 nats/byte inside a 0.007 standard error is a null result, so
+    the rule now reads the mean against its noise.)
     """
     from .formats import PAPER_FP_FORMATS
     from .ptq_analysis import noise_floor
@@ -208,23 +217,30 @@ def verdict_p10(df: pd.DataFrame, profile: str) -> Verdict:
     wins = float((t["delta"] < 0).mean())
     mean = float(t["delta"].mean())
     by_fmt = t.groupby(["bits", "fmt"])["delta"].mean()
-    paper_fmts = {v for v in PAPER_FP_FORMATS.values()}
-    paper_wins = [f for (b, f), d in by_fmt.items() if f in paper_fmts and d < 0]
-    verdict = ("reproduced" if wins >= 2 / 3 and mean < 0 else "partly" if wins >= 0.5 or paper_wins
-               else "not reproduced")
+    n_fmt = t.groupby(["bits", "fmt"])["delta"].size()
     base = df[df["experiment"] == "base_grid"]
     floor = float(noise_floor(base).get("loss", math.nan)) if len(base) else math.nan
+    sig = floor if math.isfinite(floor) else 0.0
+    se = sig * math.sqrt(2 / len(t))
+    beyond = mean < -2 * se
+    paper_fmts = {v for v in PAPER_FP_FORMATS.values()}
+    paper_wins = [f for (b, f), d in by_fmt.items()
+                  if f in paper_fmts and d < -2 * sig * math.sqrt(2 / n_fmt[(b, f)])]
+    verdict = ("reproduced" if wins >= 2 / 3 and beyond else
+               "partly" if beyond or (wins >= 2 / 3 and mean < 0) or paper_wins else "not reproduced")
     ours = (f"floating point has the lower loss in {int((t['delta'] < 0).sum())}/{len(t)} (format, N, D) pairs; "
             f"mean loss difference FP − INT {mean:+.4f} nats/byte; by format: "
             + ", ".join(f"{f} {d:+.4f}" for (b, f), d in by_fmt.items())
             + (f"; seed noise floor {floor:.4f}" if math.isfinite(floor) else ""))
     if math.isfinite(floor):
-        beyond = [f for (b, f), d in by_fmt.items() if abs(d) > floor]
-        ours += ("; every format's mean difference is within one seed σ" if not beyond else
-                 "; beyond one seed σ: " + ", ".join(beyond))
+        ours += (f"; standard error of the mean difference σ·sqrt(2/{len(t)}) = {se:.4f}, so the mean is "
+                 + ("beyond" if abs(mean) > 2 * se else "inside") + " two standard errors")
+        far = [f for (b, f), d in by_fmt.items() if abs(d) > 2 * floor * math.sqrt(2 / n_fmt[(b, f)])]
+        ours += ("; no format's mean is beyond two of its standard errors" if not far else
+                 "; formats beyond two standard errors: " + ", ".join(far))
     reason = ("The paper compares fitted γ_w (FP 2.81 vs INT 2.67) at 30M–220M parameters; we compare the "
               "runs directly, weight-only, at our scale")
-    det = {"win_share": wins, "mean_delta": mean, "pairs": float(len(t)),
+    det = {"win_share": wins, "mean_delta": mean, "pairs": float(len(t)), "mean_delta_se": se,
            **{f"delta_{f}": float(d) for (b, f), d in by_fmt.items()}}
     if math.isfinite(floor):
         det["noise_floor"] = floor

@@ -97,7 +97,7 @@ CLAIMS: dict[str, dict[str, str | None]] = {
         "paper": "P* ≈ 7–8 bits (7.0 from Table 2, derived); the compute-matched suite is "
         "U-shaped with its minimum at FP6–FP8",
         "chapter": _OPT_CHAPTER,
-        "command": _FIT,
+        "command": _CPU_SWEEP,  # the compute-matched suite, then the fits
     },
     "P7": {
         "claim": "At a fixed low training precision, spend compute on parameters before data "
