@@ -1,4 +1,4 @@
-"""Command line: ``python -m bitlaws {train,sweep,coverage,verdicts,fit,quik,export-checkpoints} ...``
+"""Command line: ``python -m bitlaws {train,sweep,coverage,verdicts,export-checkpoints,fit,quik} ...``
 
 Configuration is overridden with dotted flags, as minGPT does::
 
