@@ -179,27 +179,30 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_verdicts(args) -> int:
-    from .ptq_analysis import BOOK_PROFILE, refresh_verdicts
+    import json
 
-    from .law_analysis import refresh_law_verdicts
+    from . import ledger
+    from .ptq_analysis import BOOK_PROFILE
 
-    write = args.profile == BOOK_PROFILE
-    for v in refresh_verdicts(profile=args.profile, write=write).values():
-        print(f"{v.claim_id}: {v.verdict} — {v.ours}")
-    for v in refresh_law_verdicts(profile=args.profile, write=write).values():
+    new = ledger.compute_verdicts(args.profile)
+    if args.check:
+        diffs = ledger.check_verdicts(args.profile, verdicts=new) if args.profile == BOOK_PROFILE else []
+        print(json.dumps({c: {"verdict": v.verdict, "inputs_sha256": v.inputs_sha256} for c, v in new.items()},
+                         indent=1, sort_keys=True))
+        for line in diffs:
+            print(f"differs: {line}", file=sys.stderr)
+        if args.profile != BOOK_PROFILE:
+            print(f"(profile {args.profile!r}: nothing to check against; data/verdicts.json holds the "
+                  f"{BOOK_PROFILE!r} profile's verdicts)", file=sys.stderr)
+        return 1 if diffs else 0
+    for v in new.values():
         print(f"{v.claim_id}: {v.verdict} — {v.ours or v.reason}")
-    from .qat_analysis import refresh_qat_verdicts
+    if args.profile == BOOK_PROFILE:
+        from .results import data_dir
+        from .verdicts import store_verdicts
 
-    for v in refresh_qat_verdicts(profile=args.profile, write=write).values():
-        print(f"{v.claim_id}: {v.verdict} — {v.ours or v.reason}")
-    from .quik_analysis import refresh_quik_verdicts
-
-    try:
-        for v in refresh_quik_verdicts(profile=args.profile, write=write).values():
-            print(f"{v.claim_id}: {v.verdict} — {v.ours or v.reason}")
-    except FileNotFoundError as exc:
-        print(f"Q1–Q3: skipped ({exc})")
-    if not write:
+        store_verdicts(new, data_dir())
+    else:
         print(f"(profile {args.profile!r}: printed only; data/verdicts.json and the README hold the "
               f"{BOOK_PROFILE!r} profile's verdicts)")
     return 0
@@ -241,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep = sub.add_parser("sweep", help="run a profile's sweep, resumably")
     p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed")
     p_ver = sub.add_parser("verdicts", help="recompute data/verdicts.json from the committed CSVs")
+    p_ver.add_argument("--check", action="store_true",
+                       help="write nothing; exit 1 if a recomputed verdict differs from the stored one "
+                            "(grades and identities exactly, numbers within bitlaws.verdicts.DETAIL_RTOL)")
     p_exp = sub.add_parser("export-checkpoints", help="copy a profile's seed-0 models to data/checkpoints/ in bf16")
     p_fit = sub.add_parser("fit", help="fit the scaling laws to a profile's runs; writes data/fits/<profile>_<stage>.json")
     p_quik = sub.add_parser("quik", help="QUIK / RTN / SmoothQuant / GPTQ on the committed checkpoints "

@@ -35,20 +35,19 @@ paper-constant side of the analysis in their details.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ._io import write_atomic
 from .laws import fit as lf
 from .laws import forms, optimal
-from .verdicts import CLAIMS, Verdict, load_verdicts, save_verdicts, update_readme
+from .verdicts import CLAIMS, Verdict, inputs_identity, store_verdicts
 
 __all__ = [
     "PTQ_BITS",
@@ -182,16 +181,7 @@ def fits_path(profile: str, stage: str, root: str | os.PathLike | None = None) -
 def _write_json(path: Path, payload: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(lf._json_clean(payload), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text + "\n", mode=0o644)
 
 
 def params_of(record: Mapping | None) -> dict[str, float] | None:
@@ -494,6 +484,9 @@ def ptq_fit_is_current(record: Mapping | None, df: pd.DataFrame, method: str) ->
 # --- the compute-optimal analysis ----------------------------------------------------------------
 
 _COMPUTES = (1e19, 1e21, 1e23, 1e25)
+# The brute-force P* (nested bounded searches over a loss that is flat at its minimum) is determined
+# to ~1e-4 bits; a spread of P* over C below 1e-3 bits is not resolved.
+BRUTE_FORCE_RESOLUTION_BITS = 1e-3
 _DN_RANGE = (10.0, 1e5)
 _FIXED_N = 1e9
 
@@ -517,6 +510,10 @@ def _analysis(params: Mapping[str, float], with_brute: bool = True) -> dict[str,
         bf = [optimal.brute_force_optimum(c, params)["bits"] for c in _COMPUTES]
         out["p_star_brute_min"], out["p_star_brute_max"] = min(bf), max(bf)
         out["p_star_spread_over_c"] = max(bf) - min(bf)
+        # What the search can resolve: an upper bound at BRUTE_FORCE_RESOLUTION_BITS, so that a spread
+        # that is numerical noise (1e-7 on one machine, 1e-4 on another) is stored as the same bound.
+        out["p_star_spread_bound"] = max(BRUTE_FORCE_RESOLUTION_BITS, math.ceil(
+            out["p_star_spread_over_c"] / BRUTE_FORCE_RESOLUTION_BITS) * BRUTE_FORCE_RESOLUTION_BITS)
     # P7: N*, D* as P falls from P* to 4 bits, at a fixed C
     c = 1e21
     ps = np.linspace(p_star, max(4.0, optimal.precision_lower_bound(params) + 0.05), 30)
@@ -578,10 +575,6 @@ def ours_analysis(fits: Mapping[str, dict]) -> tuple[dict[str, float] | None, li
     return _analysis(params), []
 
 
-def _inputs_hash(obj) -> str:
-    return hashlib.sha256(json.dumps(lf._json_clean(obj), sort_keys=True).encode()).hexdigest()
-
-
 def _finite(details: Mapping[str, object]) -> dict[str, float | str]:
     out = {}
     for k, v in details.items():
@@ -598,14 +591,20 @@ _QAT_MISSING = ("our γ_w, γ_a, γ_kv need the P_w/P_a/P_kv training sweeps, wh
                 "(missing fits: {missing})")
 
 
-def _optimal_inputs(fits, paper):
-    params, missing = _ours_params(fits)
-    return _inputs_hash({"paper_constants": forms.PAPER_CONSTANTS, "ours": params, "missing": missing,
-                         "paper": paper})
+# The fit records the compute-optimal analysis reads (P6–P8): our constants come from these stages.
+_OPTIMAL_STAGES = ("chinchilla", "neff_w", "neff_a", "neff_kv")
+
+
+def _optimal_inputs(claim_id: str, fits: Mapping[str, dict], profile: str, rows: pd.DataFrame | None = None) -> str:
+    """P6–P8's identity: the fit records' input hashes (the rows they were fitted on, not their
+    fitted numbers), the paper's typed Table 2 constants, and for P6 the rows of the suite."""
+    return inputs_identity(claim_id, profile, records={s: fits.get(s) for s in _OPTIMAL_STAGES},
+                           frames={} if rows is None else {"rows": rows},
+                           constants=dict(forms.PAPER_CONSTANTS))
 
 
 def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float] | None = None,
-               suite: Mapping | None = None) -> Verdict:
+               suite: Mapping | None = None, rows: pd.DataFrame | None = None) -> Verdict:
     """P6: compute-optimal precision ≈ 7–8 bits, independent of compute (rule in the module docstring).
 
     `suite` (``bitlaws.qat_analysis.compute_matched_summary``) adds the empirical side. When the
@@ -624,7 +623,7 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     paper = dict(paper or paper_analysis())
     ours, missing = ours_analysis(fits)
     det = {"paper_p_star": paper["p_star"], "paper_p_star_no_offsets": paper["p_star_no_offsets"],
-           "paper_p_star_spread_over_c": paper["p_star_spread_over_c"]}
+           "paper_p_star_spread_bound": paper["p_star_spread_bound"]}
     suite_txt, suite_ok = "no compute-matched suite yet", None
     suite_consistent = None
     if suite and suite.get("complete"):
@@ -647,10 +646,11 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     elif suite and suite.get("losses"):
         n_in = sum((suite.get("seeds") or {}).values()) or len(suite["losses"])
         suite_txt = f"compute-matched suite incomplete ({n_in} of {suite.get('planned')} runs); not used"
-    paper_txt = (f"from Table 2: P* = {paper['p_star']:.2f} bits (argmax of N_eff/(N·P)), the same to "
-                 f"{paper['p_star_spread_over_c']:.1e} bits for C = 10^19–10^25; {paper['p_star_no_offsets']:.2f} "
+    paper_txt = (f"from Table 2: P* = {paper['p_star']:.2f} bits (argmax of N_eff/(N·P)), the same "
+                 f"within {paper['p_star_spread_bound']:.0e} bits (the search's resolution) for C = 10^19–10^25; "
+                 f"{paper['p_star_no_offsets']:.2f} "
                  "bits without the offsets n_x")
-    inputs = _inputs_hash({"fits": _optimal_inputs(fits, paper), "suite": dict(suite or {})})
+    inputs = _optimal_inputs("P6", fits, profile, rows)
     if ours is None:
         return Verdict("P6", "pending", CLAIMS["P6"]["paper"],
                        f"pending; the paper's own constants are consistent with its claim ({paper_txt})",
@@ -663,7 +663,7 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     else:
         verdict = ("reproduced" if in_band and suite_ok else
                    "partly" if in_band or suite_ok or suite_consistent or 4.0 <= p <= 12.0 else "not reproduced")
-    det.update({"ours_p_star": p, "ours_p_star_spread_over_c": ours["p_star_spread_over_c"]})
+    det.update({"ours_p_star": p, "ours_p_star_spread_bound": ours["p_star_spread_bound"]})
     legs = (f"graded {verdict}: our P* is {'inside' if in_band else 'outside'} 6–9 bits"
             + ("; the suite is not complete" if suite_ok is None else
                "; the suite resolves its minimum to 6–8 bits" if suite_ok else
@@ -671,7 +671,8 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
                "outside that range" if suite_consistent else
                "; the suite's noise-resolved minimum lies outside 6–8 bits"))
     return Verdict("P6", verdict, CLAIMS["P6"]["paper"],
-                   f"P* = {p:.2f} bits from our γ's (spread over C: {ours['p_star_spread_over_c']:.1e} bits, numerical; "
+                   f"P* = {p:.2f} bits from our γ's (the same within {ours['p_star_spread_bound']:.0e} bits for every C, "
+                   "the search's resolution; "
                    f"P* carries no fit uncertainty here); {suite_txt}",
                    f"{legs}. {paper_txt[0].upper() + paper_txt[1:]}; γ and n are in bits, so ours and the paper's can "
                    "be set side by side (whether they agree is what the comparison tests)",
@@ -689,14 +690,14 @@ def verdict_p7(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
                  f"N*(4 bits) = {paper['n_star_4_over_p_star']:.2f}× N*(P*)")
     if ours is None:
         return Verdict("P7", "pending", CLAIMS["P7"]["paper"], f"pending; {paper_txt}",
-                       _QAT_MISSING.format(missing=", ".join(missing)), profile, _optimal_inputs(fits, paper),
+                       _QAT_MISSING.format(missing=", ".join(missing)), profile, _optimal_inputs("P7", fits, profile),
                        _finite(det))
     ok = bool(ours["n_rises_below_p_star"]) and bool(ours["d_falls_below_p_star"])
     det.update({"ours_n_star_4_over_p_star": ours["n_star_4_over_p_star"]})
     return Verdict("P7", "reproduced" if ok else "not reproduced", CLAIMS["P7"]["paper"],
                    f"with our constants N* {'rises' if ours['n_rises_below_p_star'] else 'does not rise'} and D* "
                    f"{'falls' if ours['d_falls_below_p_star'] else 'does not fall'} below P*; N*(4) = "
-                   f"{ours['n_star_4_over_p_star']:.2f}× N*(P*)", paper_txt, profile, _optimal_inputs(fits, paper),
+                   f"{ours['n_star_4_over_p_star']:.2f}× N*(P*)", paper_txt, profile, _optimal_inputs("P7", fits, profile),
                    _finite(det))
 
 
@@ -711,14 +712,14 @@ def verdict_p8(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
                  f"(asymptotically β·γ_w = {paper['fixed_n_asymptotic_slope']:.2f})")
     if ours is None:
         return Verdict("P8", "pending", CLAIMS["P8"]["paper"], f"pending; {paper_txt}",
-                       _QAT_MISSING.format(missing=", ".join(missing)), profile, _optimal_inputs(fits, paper),
+                       _QAT_MISSING.format(missing=", ".join(missing)), profile, _optimal_inputs("P8", fits, profile),
                        _finite(det))
     ok = ours["fixed_n_slope_per_ln_dn"] > 0 and ours["fixed_n_linear_r2"] >= 0.95
     det.update({"ours_slope_per_ln_dn": ours["fixed_n_slope_per_ln_dn"], "ours_linear_r2": ours["fixed_n_linear_r2"]})
     return Verdict("P8", "reproduced" if ok else "not reproduced", CLAIMS["P8"]["paper"],
                    f"with our constants P* rises by {ours['fixed_n_slope_per_ln_dn']:.2f} bits per e-fold of D/N "
                    f"(R² of the linear fit {ours['fixed_n_linear_r2']:.3f})", paper_txt, profile,
-                   _optimal_inputs(fits, paper), _finite(det))
+                   _optimal_inputs("P8", fits, profile), _finite(det))
 
 
 def _ho_r2(rec: Mapping | None, by: str = "n_params") -> float:
@@ -731,7 +732,7 @@ def _ho_r2(rec: Mapping | None, by: str = "n_params") -> float:
 def verdict_p3(fits: Mapping[str, dict], profile: str) -> Verdict:
     """P3: low-precision training acts as fewer parameters (Eq. 3 on the P_w sweep)."""
     rec = fits.get("neff_w") or {}
-    sha = rec.get("input_sha256", "")
+    sha = inputs_identity("P3", profile, records={"neff_w": fits.get("neff_w")})
     if rec.get("status") != "ok":
         return Verdict("P3", "pending", CLAIMS["P3"]["paper"], "",
                        rec.get("reason") or "no fit of the N_eff law (Eq. 3) on a P_w sweep",
@@ -754,7 +755,8 @@ def verdict_p3(fits: Mapping[str, dict], profile: str) -> Verdict:
 def verdict_p5(fits: Mapping[str, dict], profile: str) -> Verdict:
     """P5: the effects of w, a, kv precision are independent and multiply (Fig. 5)."""
     rec = fits.get("neff_joint") or {}
-    sha = rec.get("input_sha256", "")
+    sha = inputs_identity("P5", profile, records={s: fits.get(s) for s in
+                                                  ("chinchilla", "neff_w", "neff_a", "neff_kv", "neff_joint")})
     prod = (rec.get("product_of_marginals") or {}).get("r2")
     if rec.get("status") != "ok" or prod is None:
         reason = rec.get("reason") or "no fit"
@@ -794,7 +796,8 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
     """P9: models trained in low precision degrade less under PTQ (unified law, Eq. 9, Fig. 7)."""
     frames = stage_frames(df, method)
     rec = fits.get("unified") or {}
-    sha = _sha(frames["unified"])
+    sha = inputs_identity("P9", profile, frames={"unified": frames["unified"], "ptq": frames["ptq"]},
+                          records={"unified": fits.get("unified")})
     less, n = _robustness(frames["unified"], frames["ptq"])
     if rec.get("status") != "ok" or n == 0:
         reason = rec.get("reason") or "no fit of the unified law"
@@ -821,12 +824,13 @@ def law_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> di
     except KeyError:  # a profile without a declared suite
         suite = None
     return {"P3": verdict_p3(fits, profile), "P5": verdict_p5(fits, profile),
-            "P6": verdict_p6(fits, profile, paper, suite), "P7": verdict_p7(fits, profile, paper),
+            "P6": verdict_p6(fits, profile, paper, suite, df), "P7": verdict_p7(fits, profile, paper),
             "P8": verdict_p8(fits, profile, paper), "P9": verdict_p9(fits, df, profile)}
 
 
 def refresh_law_verdicts(profile: str = "cpu", write: bool = True, refit: bool = True) -> dict[str, Verdict]:
-    """Recompute P3 and P5–P9; with ``write``, store them in ``data/verdicts.json`` and the README's ledger.
+    """Recompute P3 and P5–P9; with ``write``, merge them into ``data/verdicts.json`` and the README's
+    ledger (``bitlaws.verdicts.store_verdicts``).
 
     The fits are read from ``data/fits``; if any is missing or was fitted on other rows than the
     committed ones (its ``input_sha256`` differs), ``run_fits`` refits first (when ``refit``; the
@@ -845,7 +849,6 @@ def refresh_law_verdicts(profile: str = "cpu", write: bool = True, refit: bool =
         FileNotFoundError: no observations for ``profile``.
     """
     from .results import data_dir, load_runs
-    from .verdicts import repo_root
 
     df = load_runs(profile, experiment=TRAINING_EXPERIMENTS)
     fits = load_fits(profile)
@@ -853,9 +856,5 @@ def refresh_law_verdicts(profile: str = "cpu", write: bool = True, refit: bool =
         fits = run_fits(profile, write=write, frame=df)
     new = law_verdicts(fits, df, profile)
     if write:
-        path = data_dir() / "verdicts.json"
-        verdicts = load_verdicts(path)
-        verdicts.update(new)
-        save_verdicts(verdicts, path)
-        update_readme(repo_root() / "README.md", verdicts)
+        store_verdicts(new, data_dir())
     return new

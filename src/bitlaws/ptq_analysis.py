@@ -38,7 +38,7 @@ import pandas as pd
 from .laws import fit as lf
 from .laws.forms import PAPER_CONSTANTS
 from .laws.optimal import critical_data_size
-from .verdicts import CLAIMS, Verdict, load_verdicts, save_verdicts, update_readme
+from .verdicts import CLAIMS, Verdict, inputs_identity, store_verdicts
 
 __all__ = [
     "NOISE_K",
@@ -480,7 +480,7 @@ def _fmt_m(x: float) -> str:
     return f"{x / 1e6:.1f}M" if x >= 1e6 else f"{x / 1e3:.0f}k"
 
 
-def verdict_p1(df: pd.DataFrame, profile: str, inputs_sha256: str = "") -> Verdict:
+def verdict_p1(df: pd.DataFrame, profile: str) -> Verdict:
     """Verdict on P1 from the base-grid rows, GPTQ carrying it and RTN replicating.
 
     Rule (fixed before the GPTQ rows were read): for each method, count the series that agree
@@ -541,11 +541,12 @@ def verdict_p1(df: pd.DataFrame, profile: str, inputs_sha256: str = "") -> Verdi
                     f"{m}_eq2_gamma_post": e["gamma_post"], f"{m}_eq2_r2": e["r2"], f"{m}_eq2_points": e["n_points"],
                     f"{m}_loglinear_gamma_d": ll["gamma_d"], f"{m}_loglinear_gamma_n": ll["gamma_n"],
                     f"{m}_loglinear_gamma_post": ll["gamma_post"], f"{m}_loglinear_r2": ll["r2"]})
-    return Verdict("P1", v["grade"], CLAIMS["P1"]["paper"], ours, reason, profile, inputs_sha256,
+    return Verdict("P1", v["grade"], CLAIMS["P1"]["paper"], ours, reason, profile,
+                   inputs_identity("P1", profile, frames={"rows": df}),
                    _finite_or_na(det))
 
 
-def verdict_p2(df: pd.DataFrame, profile: str, inputs_sha256: str = "") -> Verdict:
+def verdict_p2(df: pd.DataFrame, profile: str) -> Verdict:
     """Verdict on P2: past a critical D, does the post-PTQ loss rise, beyond the noise floor?
 
     Rule (fixed before the GPTQ rows were read): a (method, N, P_post) series turns upward when
@@ -609,25 +610,22 @@ def verdict_p2(df: pd.DataFrame, profile: str, inputs_sha256: str = "") -> Verdi
                 r = small.loc[b]
                 det.update({f"{m}_int{b}_d_crit_lo": r["d_crit_lo"], f"{m}_int{b}_d_crit_hi": r["d_crit_hi"],
                             f"{m}_int{b}_d_crit_eq13": r["d_crit_eq13"]})
-    return Verdict("P2", verdict, CLAIMS["P2"]["paper"], ours, reason, profile, inputs_sha256, _finite_or_na(det))
+    return Verdict("P2", verdict, CLAIMS["P2"]["paper"], ours, reason, profile,
+                   inputs_identity("P2", profile, frames={"rows": df}), _finite_or_na(det))
 
 
 def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[str, Verdict]:
-    """Recompute P1 and P2 from ``data/runs/<profile>``; with `write`, store them in ``data/verdicts.json``
-    and the README's ledger (only the book's profile should be written).
+    """Recompute P1 and P2 from ``data/runs/<profile>``; with `write`, merge them into
+    ``data/verdicts.json`` and the README's ledger (``bitlaws.verdicts.store_verdicts``; only the
+    book's profile should be written).
 
     Raises:
         FileNotFoundError: no results for `profile`.
     """
-    from .results import data_dir, frame_sha256, load_runs
-    from .verdicts import repo_root
+    from .results import data_dir, load_runs
 
     df = load_runs(profile, experiment="base_grid")
-    sha = frame_sha256(df)
-    verdicts = load_verdicts(data_dir() / "verdicts.json")
-    verdicts["P1"] = verdict_p1(df, profile, sha)
-    verdicts["P2"] = verdict_p2(df, profile, sha)
+    new = {"P1": verdict_p1(df, profile), "P2": verdict_p2(df, profile)}
     if write:
-        save_verdicts(verdicts, data_dir() / "verdicts.json")
-        update_readme(repo_root() / "README.md", verdicts)
-    return {k: verdicts[k] for k in ("P1", "P2")}
+        store_verdicts(new, data_dir())
+    return new

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .laws import forms
-from .verdicts import CLAIMS, Verdict
+from .verdicts import CLAIMS, Verdict, inputs_identity
 
 __all__ = ["PARTS", "SENSITIVITY_BITS", "training_rows", "marginal_table", "fitted_factors",
            "paper_factors", "empirical_order", "verdict_p4", "formats_table", "verdict_p10",
@@ -120,7 +120,8 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     from .law_analysis import stage_frames
 
     frames = stage_frames(df)
-    sha = _sha(pd.concat([frames[f"neff_{p}"] for p in PARTS]))
+    sha = inputs_identity("P4", profile, frames={f"neff_{p}": frames[f"neff_{p}"] for p in PARTS},
+                          records={f"neff_{p}": fits.get(f"neff_{p}") for p in PARTS})
     ours = fitted_factors(fits)
     paper = paper_factors()
     paper_txt = ", ".join(f"f({b}) {_order(paper.loc[b])}" for b in (4, 8))
@@ -206,10 +207,9 @@ def verdict_p10(df: pd.DataFrame, profile: str) -> Verdict:
     """
     from .formats import PAPER_FP_FORMATS
     from .ptq_analysis import noise_floor
-    from .results import frame_sha256
 
     t = formats_table(df).dropna(subset=["delta"])
-    sha = frame_sha256(t) if len(t) else ""
+    sha = inputs_identity("P10", profile, frames={"rows": df}) if len(t) else ""
     if not len(t):
         return Verdict("P10", "pending", CLAIMS["P10"]["paper"], "",
                        "no floating-point weight-training run with an integer twin yet (the formats sweep)",
@@ -327,34 +327,24 @@ def compute_matched_summary(df: pd.DataFrame, profile: str) -> dict:
             "sigma": sigma, "sigma_source": source, "noise_floor": floor, "margin": margin, "near_best": near}
 
 
-def _sha(frame: pd.DataFrame) -> str:
-    from .results import frame_sha256
-
-    return frame_sha256(frame) if len(frame) else ""
-
-
 def qat_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> dict[str, Verdict]:
     """P4 and P10 from a profile's fits and rows."""
     return {"P4": verdict_p4(fits, df, profile), "P10": verdict_p10(df, profile)}
 
 
 def refresh_qat_verdicts(profile: str = "cpu", write: bool = True) -> dict[str, Verdict]:
-    """Recompute P4 and P10 from the committed rows and fits; with ``write``, store them in
-    ``data/verdicts.json`` and the README's ledger (only the book's profile should be written).
+    """Recompute P4 and P10 from the committed rows and fits; with ``write``, merge them into
+    ``data/verdicts.json`` and the README's ledger (``bitlaws.verdicts.store_verdicts``; only the
+    book's profile should be written).
 
     Raises:
         FileNotFoundError: no observations for ``profile``.
     """
     from .law_analysis import TRAINING_EXPERIMENTS, load_fits
     from .results import data_dir, load_runs
-    from .verdicts import load_verdicts, repo_root, save_verdicts, update_readme
 
     df = load_runs(profile, experiment=TRAINING_EXPERIMENTS)
     new = qat_verdicts(load_fits(profile), df, profile)
     if write:
-        path = data_dir() / "verdicts.json"
-        verdicts = load_verdicts(path)
-        verdicts.update(new)
-        save_verdicts(verdicts, path)
-        update_readme(repo_root() / "README.md", verdicts)
+        store_verdicts(new, data_dir())
     return new

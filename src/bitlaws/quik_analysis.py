@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 
 from .results import COLUMNS, append_rows, data_dir, frame_sha256, provenance, read_rows, stable_hash
-from .verdicts import CLAIMS, Verdict, load_verdicts, repo_root, save_verdicts, update_readme
+from .verdicts import CLAIMS, Verdict, inputs_identity, repo_root, store_verdicts
 
 __all__ = ["QUIK_COLUMNS", "OUTLIER_COLUMNS", "SETTINGS", "MethodSpec", "method_specs", "run_quik_experiment",
            "load_quik", "method_table", "k_sweep", "verdict_q1", "verdict_q2", "verdict_q3",
@@ -356,10 +356,11 @@ def noise_floor(t: pd.DataFrame) -> float:
     return max(vals) if vals else float("nan")
 
 
-def verdict_q1(df: pd.DataFrame, profile: str, sha: str = "") -> Verdict:
+def verdict_q1(df: pd.DataFrame, profile: str) -> Verdict:
     """Q1: W8A8 keeps quality. Compared as the relative ppl increase (ppl per byte here, per
     LLaMA token in the paper): reproduced if QUIK W8A8 costs ≤ 1 % ppl on every size (the paper:
     +0.18 % at 7B/13B, +4 % at 70B) and no more than SmoothQuant W8A8 plus the noise floor."""
+    sha = inputs_identity("Q1", profile, frames={"rows": df})
     t = method_table(df)
     sizes = _largest(t, ["quik_w8a8", "smoothquant_w8a8", "rtn_w8a8"])
     if not sizes:
@@ -390,11 +391,12 @@ def verdict_q1(df: pd.DataFrame, profile: str, sha: str = "") -> Verdict:
                    {k: v for k, v in details.items() if math.isfinite(v)})
 
 
-def verdict_q2(df: pd.DataFrame, profile: str, sha: str = "") -> Verdict:
+def verdict_q2(df: pd.DataFrame, profile: str) -> Verdict:
     """Q2: W4A4 with outliers loses little where plain W4A4 collapses. Judged on the sizes that
     have the ablations (the largest two in ``cpu``; all sizes are reported): (a) QUIK W4A4 costs ≤ 15 % ppl (the paper: +6.8 % at 7B, +17 % at 70B)
     and (b) plain RTN W4A4 is ≥ 3× worse in Δloss. "Collapse" (the paper: ≈10⁴ ppl for OPT) would
     need plain W4A4 ppl ≥ 2× fp; reproduced needs (a), (b) and the collapse; partly needs (a) and (b)."""
+    sha = inputs_identity("Q2", profile, frames={"rows": df})
     t = method_table(df)
     every = _largest(t, ["quik_w4a4", "rtn_w4a4"])
     if not every:
@@ -429,11 +431,12 @@ def verdict_q2(df: pd.DataFrame, profile: str, sha: str = "") -> Verdict:
                    {k: v for k, v in details.items() if math.isfinite(v)})
 
 
-def verdict_q3(df: pd.DataFrame, profile: str, sha: str = "") -> Verdict:
+def verdict_q3(df: pd.DataFrame, profile: str) -> Verdict:
     """Q3: (a) a knee in k: going from 0 to k = in/16 (QUIK's 256 of 4096) recovers ≥ 70 % of what
     k = in/8 recovers; (b) down_proj in 4 bits costs more than any other single ablation (clipping
     off, half the outliers), by more than the calibration-seed noise. Reproduced: both on every
     ablation size; partly: one of them."""
+    sha = inputs_identity("Q3", profile, frames={"rows": df})
     t = method_table(df)
     need = ["quik_w4a4", "quik_w4a4_k0", "quik_w4a4_k1_8", "quik_w4a4_k1_32", "quik_w4a4_down4",
             "quik_w4a4_noclip"]
@@ -473,18 +476,16 @@ def verdict_q3(df: pd.DataFrame, profile: str, sha: str = "") -> Verdict:
 
 
 def refresh_quik_verdicts(profile: str = "cpu", write: bool = True, root: str | Path | None = None) -> dict[str, Verdict]:
-    """Recompute Q1–Q3 from ``data/runs/<profile>/quik_accuracy.csv``; with `write`, store them in
-    ``data/verdicts.json`` and the README's ledger (only the book's profile should be written).
+    """Recompute Q1–Q3 from ``data/runs/<profile>/quik_accuracy.csv``; with `write`, merge them into
+    ``<root>/verdicts.json`` (default ``data/``), and the README's ledger when that is the
+    repository's own data folder (``bitlaws.verdicts.store_verdicts``; only the book's profile
+    should be written).
 
     Raises:
         FileNotFoundError: no QUIK rows for `profile`.
     """
     df, _ = load_quik(profile, root)
-    sha = frame_sha256(df)
-    out = {"Q1": verdict_q1(df, profile, sha), "Q2": verdict_q2(df, profile, sha), "Q3": verdict_q3(df, profile, sha)}
+    out = {"Q1": verdict_q1(df, profile), "Q2": verdict_q2(df, profile), "Q3": verdict_q3(df, profile)}
     if write:
-        verdicts = load_verdicts(data_dir() / "verdicts.json")
-        verdicts.update(out)
-        save_verdicts(verdicts, data_dir() / "verdicts.json")
-        update_readme(repo_root() / "README.md", verdicts)
+        store_verdicts(out, root if root is not None else data_dir())
     return out

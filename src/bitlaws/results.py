@@ -27,6 +27,8 @@ from typing import Any, Iterable
 import pandas as pd
 import torch
 
+from ._io import frame_sha256  # re-exported: the inputs' hash recorded with fits and verdicts
+
 __all__ = [
     "COLUMNS",
     "CURVE_COLUMNS",
@@ -158,12 +160,6 @@ def data_dir() -> Path:
 
     env = os.environ.get("BITLAWS_DATA")
     return Path(env) if env else repo_root() / "data"
-
-
-def frame_sha256(frame: pd.DataFrame) -> str:
-    """SHA-256 of `frame`'s rows as CSV, sorted by ``obs_id`` (the inputs' hash recorded with fits and verdicts)."""
-    ordered = frame.sort_values("obs_id").reset_index(drop=True) if "obs_id" in frame else frame
-    return hashlib.sha256(ordered.to_csv(index=False).encode()).hexdigest()
 
 
 def load_runs(profile: str, experiment: str | Iterable[str] | None = None,

@@ -7,9 +7,17 @@ direction, the chapter that tests it and the command that regenerates its data. 
 computed by the chapters' functions from the data, never typed by hand, and are stored in
 ``data/verdicts.json``; the README and the book's introduction render them as one table.
 
-Public names: ``CLAIMS``, ``VERDICTS``, ``Verdict``, ``pending_verdict``, ``repo_root``,
-``load_verdicts``, ``save_verdicts``, ``update_verdict``, ``ledger_markdown``,
-``update_readme``.
+Across machines computed floats differ in the last bits (BLAS builds, CPUs), so a verdict's
+identity (``inputs_sha256``, from ``inputs_identity``) hashes only what was *read* — the rows, the
+fit records' own input hashes, typed constants — and the claim's rule version; stored and
+recomputed verdicts are compared by ``verdict_differences``: grades, identities and strings
+exactly, numbers within ``DETAIL_RTOL``. ``store_verdicts`` is the one refresh path: a recomputed
+verdict that agrees with the stored one leaves the stored one (and the README's ledger) as it is.
+
+Public names: ``CLAIMS``, ``VERDICTS``, ``RULE_VERSIONS``, ``DETAIL_RTOL``, ``Verdict``,
+``pending_verdict``, ``repo_root``, ``inputs_identity``, ``verdict_differences``,
+``merge_verdicts``, ``load_verdicts``, ``save_verdicts``, ``update_verdict``, ``store_verdicts``,
+``ledger_markdown``, ``update_readme``.
 """
 
 from __future__ import annotations
@@ -19,19 +27,27 @@ import json
 import math
 import numbers
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+from ._io import frame_sha256, json_sha256, write_atomic
 
 __all__ = [
     "CLAIMS",
     "VERDICTS",
+    "RULE_VERSIONS",
+    "DETAIL_RTOL",
     "Verdict",
     "pending_verdict",
     "repo_root",
+    "inputs_identity",
+    "verdict_differences",
+    "merge_verdicts",
     "load_verdicts",
     "save_verdicts",
     "update_verdict",
+    "store_verdicts",
     "ledger_markdown",
     "update_readme",
 ]
@@ -160,6 +176,20 @@ CLAIMS: dict[str, dict[str, str | None]] = {
         "command": "python bench/quik_kernels.py --profile gpu",
     },
 }
+
+# The version of each claim's decision rule; it enters the claim's identity, so a changed rule
+# cannot pass for the stored verdict. Bump it with every change of a rule (and say why in the
+# rule's docstring). P6 and P10 were tightened once after their data were seen (their docstrings).
+RULE_VERSIONS: dict[str, str] = {
+    "P1": "1", "P2": "1", "P3": "1", "P4": "1", "P5": "1", "P6": "2", "P7": "1", "P8": "1",
+    "P9": "1", "P10": "2", "Q1": "1", "Q2": "1", "Q3": "1", "Q4": "1",
+}
+
+# Stored and recomputed numbers agree when |a − b| ≤ DETAIL_ATOL + DETAIL_RTOL·max(|a|, |b|). Refits
+# on other CPUs and BLAS builds differ by ~1e-8 relative (L-BFGS-B stops at a slightly different
+# point); 1e-6 leaves a margin of 100 and is still far below any printed digit.
+DETAIL_RTOL = 1e-6
+DETAIL_ATOL = 1e-12
 
 _VERDICTS_FILE = Path("data") / "verdicts.json"
 _LEDGER_START = "<!-- ledger:start -->"
@@ -315,6 +345,103 @@ def _is_root(folder: Path) -> bool:
         return False
 
 
+def inputs_identity(
+    claim_id: str,
+    profile: str,
+    *,
+    frames: Mapping[str, Any] | None = None,
+    records: Mapping[str, Mapping[str, Any] | None] | None = None,
+    constants: Any = None,
+) -> str:
+    """The identity of a verdict's inputs: a hash of what was read, never of what was computed.
+
+    Args:
+        claim_id: a key of ``CLAIMS``; its ``RULE_VERSIONS`` entry is hashed with the inputs.
+        profile: the profile whose data the verdict reads.
+        frames: name -> ``pandas.DataFrame`` of rows as read from the run store (hashed by
+            ``bitlaws._io.frame_sha256``: parsed values, the same on every machine).
+        records: stage -> fit record read from ``data/fits`` (or None when absent): only the
+            record's ``status`` and ``input_sha256`` — the rows it was fitted on — are hashed,
+            not its fitted numbers, which a refit on another machine changes in the last bits.
+        constants: typed constants the rule reads (e.g. the paper's Table 2), as JSON.
+
+    Returns:
+        64 hex digits.
+
+    Raises:
+        ValueError: if ``claim_id`` has no rule version.
+    """
+    if claim_id not in RULE_VERSIONS:
+        raise ValueError(f"claim_id must be one of {', '.join(RULE_VERSIONS)}; got {claim_id!r}")
+    payload = {
+        "claim": claim_id,
+        "rule_version": RULE_VERSIONS[claim_id],
+        "profile": profile,
+        "frames": {name: frame_sha256(frame) for name, frame in (frames or {}).items()},
+        "records": {
+            name: None if rec is None else [rec.get("status"), rec.get("input_sha256")]
+            for name, rec in (records or {}).items()
+        },
+        "constants": constants,
+    }
+    return json_sha256(payload)
+
+
+def _numbers_agree(a: float, b: float, rtol: float) -> bool:
+    return abs(a - b) <= DETAIL_ATOL + rtol * max(abs(a), abs(b))
+
+
+def verdict_differences(stored: Verdict, new: Verdict, rtol: float = DETAIL_RTOL) -> list[str]:
+    """How a recomputed verdict differs from the stored one; empty if they agree.
+
+    Grade, claim, profile, identity and every string detail compare exactly; numeric details
+    compare within ``rtol`` (plus ``DETAIL_ATOL``), since refits differ in the last bits across
+    machines. The prose fields (``ours``, ``reason``) are formatted from the same numbers and are
+    not compared: a number within tolerance may still round to another printed digit.
+
+    Args:
+        stored: the verdict read from ``data/verdicts.json``.
+        new: the verdict recomputed from the data.
+        rtol: relative tolerance on numeric details.
+
+    Returns:
+        One line per difference, naming the field and both values.
+    """
+    out = []
+    for field in ("claim_id", "verdict", "profile", "inputs_sha256"):
+        a, b = getattr(stored, field), getattr(new, field)
+        if a != b:
+            out.append(f"{stored.claim_id}.{field}: stored {a!r}, recomputed {b!r}")
+    for key in sorted(set(stored.details) | set(new.details)):
+        if key not in stored.details or key not in new.details:
+            where = "stored" if key in stored.details else "recomputed"
+            out.append(f"{stored.claim_id}.details[{key!r}] only in the {where} verdict")
+            continue
+        a, b = stored.details[key], new.details[key]
+        if isinstance(a, str) or isinstance(b, str):
+            if a != b:
+                out.append(f"{stored.claim_id}.details[{key!r}]: stored {a!r}, recomputed {b!r}")
+        elif not _numbers_agree(float(a), float(b), rtol):
+            out.append(f"{stored.claim_id}.details[{key!r}]: stored {a!r}, recomputed {b!r} "
+                       f"(beyond rtol {rtol:g})")
+    return out
+
+
+def merge_verdicts(stored: Mapping[str, Verdict], new: Mapping[str, Verdict]) -> dict[str, Verdict]:
+    """``stored`` with each claim of ``new`` that differs from it (``verdict_differences``) replaced.
+
+    A recomputed verdict that agrees with the stored one keeps the stored one, bytes and prose
+    included, so rerunning the verdicts on another machine changes neither ``data/verdicts.json``
+    nor the README's ledger.
+    """
+    merged = dict(stored)
+    for claim_id, verdict in new.items():
+        old = merged.get(claim_id)
+        if old is None or verdict_differences(old, verdict):
+            merged[claim_id] = verdict
+    return merged
+
+
 def _verdicts_path(path: str | os.PathLike[str] | None) -> Path:
     return Path(path) if path is not None else repo_root() / _VERDICTS_FILE
 
@@ -396,21 +523,36 @@ def update_verdict(verdict: Verdict, path: str | os.PathLike[str] | None = None)
     save_verdicts(verdicts, path)
 
 
+def store_verdicts(new: Mapping[str, Verdict], data_root: str | os.PathLike[str] | None = None) -> dict[str, Verdict]:
+    """The one refresh path: merge recomputed verdicts into the store and the README's ledger.
+
+    The store is ``<data_root>/verdicts.json``; claims that agree with their stored verdict keep it
+    (``merge_verdicts``). The README's ledger is rewritten only when ``data_root`` is the
+    repository's own ``data/`` folder: a copy of the data elsewhere never changes the README.
+
+    Args:
+        new: claim id -> recomputed verdict.
+        data_root: a ``data/`` folder (default ``repo_root() / "data"``).
+
+    Returns:
+        The whole merged store, claim id -> verdict.
+
+    Raises:
+        ValueError: as ``load_verdicts`` does, if the stored file is bad.
+    """
+    own = (repo_root() / "data").resolve()
+    root = Path(data_root).resolve() if data_root is not None else own
+    path = root / "verdicts.json"
+    merged = merge_verdicts(load_verdicts(path), new)
+    save_verdicts(merged, path)
+    if root == own:
+        update_readme(repo_root() / "README.md", merged)
+    return merged
+
+
 def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` as UTF-8 to a temporary file beside ``path``, then rename it over ``path``."""
-    # mkstemp makes the file private (0600); keep the mode of the file being replaced.
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as tmp:
-            tmp.write(text.encode("utf-8"))
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        os.unlink(tmp_name)
-        raise
+    """Write ``text`` as UTF-8 to ``path`` atomically (``bitlaws._io.write_atomic``)."""
+    write_atomic(path, text)
 
 
 def _cell(text: str) -> str:

@@ -1,0 +1,72 @@
+"""Small file and hashing helpers shared by the library and the study: atomic writes and the
+hashes that identify what was *read* (never what was computed).
+
+* ``write_atomic(path, data)`` writes to a temporary file beside ``path``, fsyncs it and renames
+  it over ``path`` (``os.replace``): a killed writer leaves the old file or the new one.
+* ``frame_sha256(frame)`` hashes a frame's rows as CSV, sorted by ``obs_id``: the identity of the
+  rows a fit or a verdict read. Rows are values parsed from committed files, so the hash is the
+  same on every machine; a frame of numbers that code computed would not be (last-bit
+  differences between CPUs and BLAS builds), and is never hashed.
+* ``json_sha256(obj)`` hashes canonical JSON (sorted keys); floats in it must be values that were
+  read or typed, not computed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_atomic", "frame_sha256", "json_sha256"]
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int | None = None) -> None:
+    """Write ``data`` (str as UTF-8) to ``path`` atomically: temporary file, fsync, rename.
+
+    Args:
+        path: the target file; its folder must exist.
+        data: the whole new content.
+        mode: permission bits of the new file; default: those of the file being replaced, else
+            0o644 (``mkstemp`` would make it private).
+
+    Raises:
+        OSError: if the folder is missing or not writable (the temporary file is removed).
+    """
+    path = Path(path)
+    blob = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    if mode is None:
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(blob)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+        raise
+
+
+def frame_sha256(frame: Any) -> str:
+    """SHA-256 of a pandas frame's rows as CSV, sorted by ``obs_id`` when it has one.
+
+    Args:
+        frame: a ``pandas.DataFrame`` of rows read from the run store.
+
+    Returns:
+        64 hex digits.
+    """
+    ordered = frame.sort_values("obs_id").reset_index(drop=True) if "obs_id" in frame else frame
+    return hashlib.sha256(ordered.to_csv(index=False).encode()).hexdigest()
+
+
+def json_sha256(obj: Any) -> str:
+    """SHA-256 of ``obj`` as canonical JSON (sorted keys, no spaces, non-JSON values as ``str``)."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()

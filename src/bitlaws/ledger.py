@@ -1,0 +1,87 @@
+"""Every verdict of a profile at once: recompute from the committed data, check against the store.
+
+``compute_verdicts`` runs each chapter's verdict functions (P1–P2, P3 and P5–P9, P4 and P10,
+Q1–Q3) on ``data/runs/<profile>`` and ``data/fits`` without writing anything; ``check_verdicts``
+sets the result against ``data/verdicts.json`` with ``bitlaws.verdicts.verdict_differences``
+(grades and identities exactly, numbers within ``DETAIL_RTOL``), which is what a reader's machine
+must reproduce; ``refresh_verdicts`` stores them through the one refresh path,
+``bitlaws.verdicts.store_verdicts``. Q4 is judged from GPU benchmark rows by chapter 06 and is
+left as stored.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .verdicts import Verdict, load_verdicts, store_verdicts, verdict_differences
+
+__all__ = ["compute_verdicts", "check_verdicts", "refresh_verdicts"]
+
+
+def compute_verdicts(profile: str = "cpu", refit: bool = True) -> dict[str, Verdict]:
+    """Recompute every data-backed verdict of ``profile``; nothing is written.
+
+    Args:
+        profile: ``smoke`` or ``cpu`` (``data/runs/<profile>``).
+        refit: refit in memory any law fit whose input rows changed (else use the stored fits).
+
+    Returns:
+        claim id -> verdict for P1–P10 and, when the QUIK rows exist, Q1–Q3.
+
+    Raises:
+        FileNotFoundError: no training rows for ``profile``.
+    """
+    from .law_analysis import refresh_law_verdicts
+    from .ptq_analysis import refresh_verdicts as refresh_ptq
+    from .qat_analysis import refresh_qat_verdicts
+    from .quik_analysis import refresh_quik_verdicts
+
+    out: dict[str, Verdict] = {}
+    out.update(refresh_ptq(profile=profile, write=False))
+    out.update(refresh_law_verdicts(profile=profile, write=False, refit=refit))
+    out.update(refresh_qat_verdicts(profile=profile, write=False))
+    try:
+        out.update(refresh_quik_verdicts(profile=profile, write=False))
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def check_verdicts(profile: str = "cpu", path: str | os.PathLike[str] | None = None,
+                   verdicts: dict[str, Verdict] | None = None) -> list[str]:
+    """Differences between the stored verdicts and those recomputed from the data; empty if none.
+
+    Args:
+        profile: the profile to recompute (the store holds the book's, ``cpu``).
+        path: the store (default ``data/verdicts.json``).
+        verdicts: already recomputed verdicts (default: ``compute_verdicts(profile)``).
+
+    Returns:
+        One line per difference (``bitlaws.verdicts.verdict_differences``).
+    """
+    new = compute_verdicts(profile) if verdicts is None else verdicts
+    stored = load_verdicts(path)
+    out = []
+    for claim_id, verdict in new.items():
+        out.extend(verdict_differences(stored[claim_id], verdict))
+    return out
+
+
+def refresh_verdicts(profile: str = "cpu", data_root: str | os.PathLike[str] | None = None) -> dict[str, Verdict]:
+    """Recompute every verdict and merge it into the store (and the README's ledger when
+    ``data_root`` is the repository's ``data/``): ``bitlaws.verdicts.store_verdicts``.
+
+    Args:
+        profile: the profile to recompute.
+        data_root: the ``data/`` folder whose ``verdicts.json`` is written (default
+            ``bitlaws.results.data_dir()``).
+
+    Returns:
+        The recomputed verdicts, claim id -> verdict.
+    """
+    from .results import data_dir
+
+    new = compute_verdicts(profile)
+    store_verdicts(new, Path(data_root) if data_root is not None else data_dir())
+    return new
