@@ -407,7 +407,7 @@ def run_train(dev: str, env: dict, seconds: float, summary: dict, with_compile: 
                "grad_accum": accum, "compile": comp, "precision": prec.label() if prec else "W16 A16 KV16",
                "amp_dtype": "bfloat16" if dev == "cuda" else "none", "steps_short": steps_short, "steps": steps,
                **env}
-        need = 120.0 if comp else 0.0  # torch.compile takes tens of seconds per model
+        need = 60.0 if comp else 0.0  # torch.compile takes tens of seconds per model
         if time.perf_counter() + need > deadline:
             row.update({"status": "skipped", "error": "time budget spent"})
             rows.append(row)
@@ -452,8 +452,9 @@ def run_pytest(out: Path, env: dict, seconds: float) -> list[dict]:
         run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=max(10.0, seconds),
                              env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
         text, rc = run.stdout + run.stderr, run.returncode
-    except subprocess.TimeoutExpired as exc:
-        text, rc = ((exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")), "timeout"
+    except subprocess.TimeoutExpired as exc:  # unfinished is not failed: the rows say which
+        out_text = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        text, rc = out_text + f"\n(stopped after {seconds:.0f} s: the time budget)", "timeout"
     (out / "pytest_kernels.log").write_text(text)
     tail = [ln for ln in text.strip().splitlines() if ln.strip()][-1:] or [""]
     return [{"experiment": "kernel_checks", "check": "pytest", "kernel": " ".join(Path(f).name for f in files),
@@ -490,7 +491,7 @@ def main(argv=None) -> int:
                     "interpreter": bool(_triton.INTERPRET), "parts": {}}
     check_rows: list[dict] = []
     # (part, deadline as a fraction of the budget, function, file, columns)
-    steps = [("checks", 0.25), ("bench", 0.62), ("train", 0.85), ("pytest", 0.97)]
+    steps = [("checks", 0.25), ("bench", 0.55), ("train", 0.72), ("pytest", 0.97)]
     for part, frac in steps:
         info = {"status": "skipped"}
         report["parts"][part] = info
@@ -520,7 +521,7 @@ def main(argv=None) -> int:
                 rows = run_pytest(out, env, max(10.0, clock.until(frac)))
                 check_rows += rows
                 write_rows(out / "kernel_checks.csv", check_rows, CHECK_COLUMNS)
-                info["failed"] = sum(not r["passed"] for r in rows)
+                info["failed"] = sum(not r["passed"] and not r["error"].startswith("rc=timeout") for r in rows)
                 log(f"  pytest: {rows[0]['error'] or 'passed'}")
             info["status"] = "ok"
         except Exception as exc:  # the part failed as a whole: say so, go on with the next
