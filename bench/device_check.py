@@ -516,6 +516,7 @@ def main(argv=None) -> int:
             elif part == "train":
                 rows = run_train(dev, env, max(0.0, clock.until(frac)), info, with_compile=not args.no_compile)
                 write_rows(out / "train_throughput.csv", rows, TRAIN_COLUMNS)
+                info["rows"] = len(rows)
                 info["failed"] = sum(r.get("status") not in ("ok", "skipped") for r in rows)
             elif part == "pytest":
                 rows = run_pytest(out, env, max(10.0, clock.until(frac)))
