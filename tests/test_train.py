@@ -264,3 +264,153 @@ def test_evaluate_bad_budget(corpus):
         evaluate(m, corpus.val, 64, 64)
     with pytest.raises(ValueError, match="exceeds the validation split"):
         evaluate(m, corpus.val[:1000], 64, 65 * 20)
+
+
+# ----------------------------------------------------------------- devices, autocast, accumulation, run ids
+
+from pathlib import Path  # noqa: E402
+
+from bitlaws.precision import TrainPrecision, apply_precision_  # noqa: E402
+from bitlaws.quant import choose_qparams, dequantize, quantize  # noqa: E402
+
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("kwargs, pattern", [
+    ({"device": "gpu"}, "TrainConfig.device must be one of cpu, cuda, auto"),
+    ({"device": "cuda:0"}, "TrainConfig.device must be one of"),
+    ({"grad_accum": 0}, "TrainConfig.grad_accum must be a positive int"),
+    ({"grad_accum": 3}, "grad_accum=3 must divide batch_size=8"),
+    ({"compile": "yes"}, "TrainConfig.compile must be True or False"),
+])
+def test_execution_fields_validated(kwargs, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        TrainConfig(n_tokens=8 * 64, batch_size=8, seq_len=64, **kwargs)
+
+
+def test_resolve_device():
+    assert T.resolve_device("cpu") == torch.device("cpu")
+    assert T.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="device must be one of"):
+        T.resolve_device("tpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error where CUDA is missing")
+def test_cuda_without_cuda_is_a_clear_error(corpus, tmp_path, monkeypatch, capsys):
+    with pytest.raises(ValueError, match="device='cuda' but CUDA is not available here"):
+        train(MODEL, CFG.replace(device="cuda"), corpus=corpus, progress=False)
+    from bitlaws.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--model.size=n3k", "--train.device=cuda", "--out", str(tmp_path / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "CUDA is not available" in err and "'auto'" in err
+    assert not (tmp_path / "runs").exists()  # refused before any work
+
+
+def test_execution_defaults_stay_out_of_config_dict():
+    """So adding the fields left every run id as it was; non-default values are recorded."""
+    d = T.config_dict(MODEL, CFG)
+    assert not {"device", "grad_accum", "compile"} & set(d["train"])
+    d2 = T.config_dict(MODEL, CFG.replace(device="auto", grad_accum=2, compile=True))
+    assert (d2["train"]["device"], d2["train"]["grad_accum"], d2["train"]["compile"]) == ("auto", 2, True)
+
+
+def test_committed_run_and_obs_ids_recomputed_from_their_configs():
+    """Every run_id and obs_id in data/runs/cpu/*.csv is the hash of a planned config, recomputed now."""
+    import pandas as pd
+
+    from bitlaws.sweep import _BUILDERS, plan
+
+    specs = {e: plan("cpu", e) for e in _BUILDERS}
+    run_ids = {s.run_id for v in specs.values() for s in v}
+    checked = 0
+    for path in sorted((_ROOT / "data" / "runs" / "cpu").glob("*.csv")):
+        df = pd.read_csv(path, low_memory=False)
+        if "run_id" not in df:
+            continue
+        got = set(df["run_id"].dropna())
+        assert got and got <= run_ids, (path.name, sorted(got - run_ids)[:3])
+        exp = path.stem.removesuffix("_curves")
+        if exp in specs and "obs_id" in df:
+            obs = {o for s in specs[exp] for o in s.obs_ids}
+            assert set(df["obs_id"]) <= obs, path.name
+        checked += len(got)
+    assert checked > 100
+    # and a few by value, as committed
+    base = pd.read_csv(_ROOT / "data" / "runs" / "cpu" / "base_grid.csv")
+    by_key = {(s.size, s.train.n_tokens, s.train.seed): s.run_id for s in specs["base_grid"]}
+    for _, r in base[base["ptq_method"] == "none"].head(5).iterrows():
+        assert by_key[(r["size"], int(r["n_tokens"]), int(r["seed"]))] == r["run_id"]
+
+
+def test_grad_accum_is_the_same_step(corpus):
+    """Two micro-batches of 4 sum to the gradient of the batch of 8: the same run up to rounding."""
+    cfg = CFG.replace(n_tokens=20 * 8 * 64, ckpt_every=0)
+    one = train(MODEL, cfg, corpus=corpus, progress=False)
+    two = train(MODEL, cfg.replace(grad_accum=2), corpus=corpus, progress=False)
+    assert two.status == "ok" and two.steps == one.steps
+    assert two.loss_val == pytest.approx(one.loss_val, abs=1e-4)
+    for a, b in zip(one.curve, two.curve):
+        assert (a["step"], a["n_tokens_seen"]) == (b["step"], b["n_tokens_seen"])
+        assert b["loss_train"] == pytest.approx(a["loss_train"], abs=1e-4)
+
+
+def test_cuda_path_on_the_cpu_with_bf16_autocast(corpus, monkeypatch):
+    """The CUDA branch of the loop (autocast, fp32 master weights, accumulation, quantizers) run on
+    the CPU with bf16 autocast in place of CUDA's: it trains, and evaluation can autocast too."""
+    monkeypatch.setattr(T, "_autocast", lambda device: torch.autocast("cpu", dtype=torch.bfloat16))
+    prec = TrainPrecision.of(w=4, a=8, kv=8)
+    cfg = CFG.replace(n_tokens=30 * 8 * 64, ckpt_every=0, grad_accum=2)
+    res = train(SMOKE_LADDER["n14k"], cfg, corpus=corpus, progress=False, precision=prec)
+    assert res.status == "ok" and math.isfinite(res.loss_val)
+    assert res.curve[-1]["loss_train"] < res.curve[0]["loss_train"] - 0.3
+    assert all(p.dtype == torch.float32 for p in res.model.parameters())  # master weights stay fp32
+    amp = evaluate(res.model, corpus.val, cfg.seq_len, cfg.eval_tokens, cfg.eval_batch_size, autocast=True)
+    assert amp == pytest.approx(res.loss_val, abs=0.05)
+
+
+@pytest.mark.parametrize("w, a, kv", [(4, 8, 8), ("fp4_e2m1fn", "fp8_e4m3fn", "fp6_e3m2fn")])
+def test_precision_hooks_under_bf16_autocast(monkeypatch, w, a, kv):
+    """Under CPU bf16 autocast every fake-quantized tensor (weights, linear inputs, K and V) keeps its
+    input's dtype and lands on the format's grid: re-quantizing it with the scale of its input gives
+    the codes of the input exactly (a bf16 result is one rounding of a grid point, never a neighbour);
+    and gradients reach every latent weight through the straight-through rounding."""
+    import bitlaws.precision as P
+
+    seen = []
+
+    def record(x, spec):
+        y = P_fake(x, spec)
+        seen.append((x.detach(), y.detach(), spec))
+        return y
+
+    P_fake = P.fake_quantize
+    monkeypatch.setattr(P, "fake_quantize", record)
+    from bitlaws.model import build_model
+
+    model = build_model(SMOKE_LADDER["n14k"], seed=0)
+    apply_precision_(model, TrainPrecision.of(w=w, a=a, kv=kv))
+    ids = torch.randint(0, 256, (2, 33), generator=torch.Generator().manual_seed(0))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(input_ids=ids[:, :-1]).logits
+    loss = F.cross_entropy(logits.float().reshape(-1, 256), ids[:, 1:].reshape(-1))
+    loss.backward()
+    dtypes = {x.dtype for x, _, _ in seen}
+    assert torch.bfloat16 in dtypes and torch.float32 in dtypes  # both kinds of input were quantized
+    n_layers = SMOKE_LADDER["n14k"].n_layers
+    # 7 weights (also once more each when the parametrization is registered), 7 linear inputs, K and V
+    assert len(seen) == n_layers * (7 + 7 + 7 + 2)
+    for x, y, spec in seen:
+        assert y.dtype == x.dtype and torch.isfinite(y).all()
+        scale, zero = choose_qparams(x.float(), spec.fmt, spec.granularity, symmetric=True)
+        want = quantize(x.float(), scale, zero, spec.fmt, symmetric=True)
+        got = quantize(y.float(), scale, zero, spec.fmt, symmetric=True)
+        assert torch.equal(got, want)
+        if y.dtype == torch.float32:  # fp32: exactly the grid value
+            assert torch.equal(y, dequantize(want, scale, zero))
+    from bitlaws.ptq import block_linears
+
+    for name, lin in block_linears(model).items():
+        g = lin.parametrizations.weight.original.grad
+        assert g is not None and torch.isfinite(g).all() and g.abs().sum() > 0, name

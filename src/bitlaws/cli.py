@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .corpus import CorpusUnavailableError
 from .model import LADDER, SMOKE_LADDER, ModelConfig, get_size
-from .train import TrainConfig
+from .train import TrainConfig, resolve_device
 
 __all__ = ["main", "apply_overrides"]
 
@@ -117,6 +117,7 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
     model = get_size(size) if size else ModelConfig()
     model = apply_overrides(model, "model", overrides)
     train_cfg = apply_overrides(TrainConfig(), "train", overrides)
+    resolve_device(train_cfg.device)  # --train.device=cuda without CUDA: exit 2 before any work
     if "model.max_seq_len" not in overrides and train_cfg.seq_len > model.max_seq_len:
         model = model.replace(max_seq_len=train_cfg.seq_len)  # rotary tables cover the context, as sweeps do
     bits = overrides.pop("ptq.bits", "3,4,5,6,7,8")

@@ -21,12 +21,24 @@ token, in nats (per byte, byte-level), and in bits per byte (nats / ln 2).
 
 **Determinism.** On the CPU a run is bit-reproducible for a fixed seed and a fixed thread count
 (``TrainConfig.threads``), which every result row records.
+
+**Devices.** ``TrainConfig.device`` is ``cpu`` (the default, and how every committed row was
+trained: fp32, plain AdamW), ``cuda`` or ``auto`` (CUDA when torch sees a GPU, else the CPU). On
+CUDA the weights and optimizer state stay fp32 (the master weights) while the forward and the loss
+run under bf16 autocast, with the fused AdamW; GPU runs are not bit-reproducible. The model is
+always initialised on the CPU and then moved, so a seed gives the same initial weights everywhere.
+``grad_accum`` splits each step's ``batch_size`` sequences into that many equal micro-batches whose
+gradients are summed (the same step, in less memory); ``compile`` runs the forward through
+``torch.compile``. At their defaults (``cpu``, 1, False) these fields change nothing and stay out
+of :func:`config_dict`, so they leave every existing ``run_id`` as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import itertools
 import json
 import math
 import os
@@ -51,7 +63,14 @@ __all__ = [
     "evaluate",
     "train",
     "DivergedError",
+    "resolve_device",
+    "DEVICES",
 ]
+
+DEVICES = ("cpu", "cuda", "auto")
+# Execution fields: how a run is computed, not what it computes. At these defaults they are left
+# out of config_dict (and so of run ids), which keeps every committed run_id unchanged.
+_EXECUTION_DEFAULTS = {"device": "cpu", "grad_accum": 1, "compile": False}
 
 
 def peak_lr_rule(d_model: int) -> float:
@@ -80,9 +99,14 @@ class TrainConfig:
         max_epochs: refuse budgets past this many passes over the training split.
         log_every: steps between loss-curve points.
         ckpt_every: steps between resumable checkpoints (0: never).
+        device: ``"cpu"`` (fp32), ``"cuda"`` (bf16 autocast over fp32 master weights, fused AdamW)
+            or ``"auto"`` (CUDA when available). See the module docstring, "Devices".
+        grad_accum: micro-batches per optimizer step; must divide ``batch_size``.
+        compile: run the training forward through ``torch.compile``.
 
     Raises:
-        ValueError: a non-positive size or rate, fractions outside [0, 1), too few tokens for one step.
+        ValueError: a non-positive size or rate, fractions outside [0, 1), too few tokens for one step,
+            a device not in ``DEVICES``, a ``grad_accum`` that does not divide ``batch_size``.
     """
 
     n_tokens: int = 1_000_000
@@ -104,9 +128,13 @@ class TrainConfig:
     max_epochs: float = 4.0
     log_every: int = 10
     ckpt_every: int = 200
+    device: str = "cpu"
+    grad_accum: int = 1
+    compile: bool = False
 
     def __post_init__(self) -> None:
-        for f in ("n_tokens", "batch_size", "seq_len", "threads", "eval_tokens", "eval_batch_size", "log_every"):
+        for f in ("n_tokens", "batch_size", "seq_len", "threads", "eval_tokens", "eval_batch_size", "log_every",
+                  "grad_accum"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"TrainConfig.{f} must be a positive int, got {v!r}")
@@ -127,6 +155,13 @@ class TrainConfig:
             raise ValueError("TrainConfig.weight_decay must be ≥ 0 and grad_clip, eps, max_epochs > 0")
         if self.ckpt_every < 0:
             raise ValueError(f"TrainConfig.ckpt_every must be ≥ 0, got {self.ckpt_every}")
+        if self.device not in DEVICES:
+            raise ValueError(f"TrainConfig.device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.batch_size % self.grad_accum:
+            raise ValueError(f"TrainConfig.grad_accum={self.grad_accum} must divide batch_size={self.batch_size} "
+                             "(equal micro-batches)")
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"TrainConfig.compile must be True or False, got {self.compile!r}")
 
     @property
     def steps(self) -> int:
@@ -142,6 +177,34 @@ class TrainConfig:
 
     def replace(self, **changes) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
+
+
+def resolve_device(device: str) -> torch.device:
+    """The torch device a ``TrainConfig.device`` names on this machine.
+
+    ``auto`` is CUDA when torch sees a GPU, else the CPU.
+
+    Raises:
+        ValueError: ``cuda`` on a machine where torch sees no GPU (the message says why), or a
+            name not in ``DEVICES``.
+    """
+    if device not in DEVICES:
+        raise ValueError(f"TrainConfig.device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        why = ("this torch is a CPU-only build" if torch.version.cuda is None
+               else "torch sees no GPU (no driver or no device)")
+        raise ValueError(f"TrainConfig.device='cuda' but CUDA is not available here: {why} "
+                         f"(torch {torch.__version__}); use device 'cpu', or 'auto' to take a GPU only when there is one")
+    return torch.device(device)
+
+
+def _autocast(device: torch.device):
+    """bf16 autocast on CUDA; nothing on the CPU (fp32 there, as every committed run)."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 class DivergedError(RuntimeError):
@@ -217,14 +280,18 @@ def _pass_order(seed: int, epoch: int, n_win: int, seq_len: int) -> tuple[int, n
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, tokens: np.ndarray, seq_len: int, eval_tokens: int, batch_size: int = 32) -> float:
+def evaluate(model: torch.nn.Module, tokens: np.ndarray, seq_len: int, eval_tokens: int, batch_size: int = 32,
+             autocast: bool | None = None) -> float:
     """Mean cross-entropy [nats/token] of `model` on the first `eval_tokens` tokens of `tokens`.
 
     Args:
-        model: causal LM; ``model(input_ids=(B, T)).logits`` is ``(B, T, V)``.
+        model: causal LM; ``model(input_ids=(B, T)).logits`` is ``(B, T, V)``. The windows go to
+            the device of its parameters.
         tokens: (n,) integer token ids — the validation split.
         seq_len: T. eval_tokens: budget, cut into ``eval_tokens // (T+1)`` windows of T + 1.
         batch_size: windows per forward.
+        autocast: bf16 autocast for the forward; None (default): on CUDA, as :func:`train` runs
+            there, and never on the CPU. The loss itself is always summed in fp32.
 
     Raises:
         ValueError: if the split is shorter than the budget or the budget is under one window.
@@ -237,11 +304,17 @@ def evaluate(model: torch.nn.Module, tokens: np.ndarray, seq_len: int, eval_toke
         raise ValueError(f"eval_tokens={eval_tokens} exceeds the validation split ({len(tokens)} tokens)")
     was_training = model.training
     model.eval()
+    param = next(itertools.chain(model.parameters(), model.buffers()), None)
+    device = param.device if param is not None else torch.device("cpu")
+    use_amp = device.type == "cuda" if autocast is None else bool(autocast)
     data = torch.from_numpy(np.asarray(tokens[: n_win * win], dtype=np.int64)).view(n_win, win)
+    if device.type != "cpu":
+        data = data.to(device)
     total, count = 0.0, 0
     for i in range(0, n_win, batch_size):
         chunk = data[i : i + batch_size]
-        logits = model(input_ids=chunk[:, :-1]).logits
+        with torch.autocast(device.type, dtype=torch.bfloat16) if use_amp else contextlib.nullcontext():
+            logits = model(input_ids=chunk[:, :-1]).logits
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), chunk[:, 1:].reshape(-1), reduction="sum")
         total += loss.item()
         count += chunk[:, 1:].numel()
@@ -315,8 +388,12 @@ def train(
     if train_cfg.eval_tokens > len(corpus.val):
         raise ValueError(f"TrainConfig.eval_tokens={train_cfg.eval_tokens} exceeds the validation split ({len(corpus.val)})")
 
+    device = resolve_device(train_cfg.device)  # before any work: a clear error where CUDA is missing
     torch.set_num_threads(train_cfg.threads)
-    model = build_model(model_cfg, seed=train_cfg.seed)
+    model = build_model(model_cfg, seed=train_cfg.seed)  # initialised on the CPU, the same weights everywhere
+    on_cuda = device.type == "cuda"
+    if on_cuda:
+        model = model.to(device)
     handle = None
     if precision is not None and not (precision.is_high_precision and not precision.extra_norm):
         from .precision import apply_precision_
@@ -329,12 +406,15 @@ def train(
         lr=peak,
         betas=(train_cfg.beta1, train_cfg.beta2),
         eps=train_cfg.eps,
+        **({"fused": True} if on_cuda else {}),  # the CPU keeps the optimizer its committed runs used
     )
+    forward = torch.compile(model) if train_cfg.compile else model
+    accum = train_cfg.grad_accum
     total = train_cfg.steps
     start, curve, recent, wall = 0, [], [], 0.0
     state_path = Path(run_dir) / "state.pt" if run_dir is not None else None
     if state_path is not None and state_path.exists():
-        state = torch.load(state_path, weights_only=False)
+        state = torch.load(state_path, weights_only=False, map_location=device)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start, curve, recent, wall = state["step"], state["curve"], state["recent"], state["wall_s"]
@@ -353,16 +433,25 @@ def train(
         for g in opt.param_groups:
             g["lr"] = lr
         batch = batch_at(corpus.train, step, train_cfg.seed, train_cfg.batch_size, train_cfg.seq_len)
-        logits = model(input_ids=batch[:, :-1]).logits
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
-        loss_value = loss.item()
+        if on_cuda:
+            batch = batch.to(device, non_blocking=True)
+        if accum == 1:
+            with _autocast(device):
+                logits = forward(input_ids=batch[:, :-1]).logits
+            if on_cuda:
+                logits = logits.float()
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
+            loss_value = loss.item()
+        else:
+            loss_value = _accumulate(forward, batch, accum, device, opt)
         if not math.isfinite(loss_value):
             status = "diverged"
             curve.append({"step": step, "n_tokens_seen": step * train_cfg.batch_size * train_cfg.seq_len,
                           "loss_train": loss_value, "lr": lr})
             break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if accum == 1:
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
         opt.step()
         recent = (recent + [loss_value])[-train_cfg.log_every :]
@@ -398,9 +487,34 @@ def train(
     return TrainResult(model, status, loss_val, loss_train, n_params, train_cfg.tokens_trained, total, wall, curve)
 
 
+def _accumulate(forward, batch: torch.Tensor, accum: int, device: torch.device, opt) -> float:
+    """Forward and backward of one step as `accum` equal micro-batches; gradients summed, each
+    micro-batch's mean loss weighted 1/accum. Returns the step's mean loss, or the first non-finite
+    micro-batch loss (then no gradient of that micro-batch is kept and the caller stops)."""
+    opt.zero_grad(set_to_none=True)
+    total = 0.0
+    for micro in batch.chunk(accum, dim=0):
+        with _autocast(device):
+            logits = forward(input_ids=micro[:, :-1]).logits
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), micro[:, 1:].reshape(-1))
+        value = loss.item()
+        if not math.isfinite(value):
+            return value
+        (loss / accum).backward()
+        total += value / accum
+    return total
+
+
 def config_dict(model_cfg: ModelConfig, train_cfg: TrainConfig, precision=None) -> dict[str, Any]:
-    """The resolved configuration of a run (peak lr filled in, training precision), JSON-serialisable."""
+    """The resolved configuration of a run (peak lr filled in, training precision), JSON-serialisable.
+
+    The execution fields ``device``, ``grad_accum`` and ``compile`` appear only where they differ
+    from their defaults (``cpu``, 1, False), so adding them left every existing ``run_id`` unchanged.
+    """
     d = {"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg)}
+    for f, default in _EXECUTION_DEFAULTS.items():
+        if d["train"][f] == default:
+            del d["train"][f]
     d["train"]["lr"] = train_cfg.peak_lr(model_cfg)
     d["precision"] = precision.id_dict() if precision is not None else {"w": None, "a": None, "kv": None}
     return json.loads(json.dumps(d))

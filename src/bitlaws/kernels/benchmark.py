@@ -15,8 +15,11 @@ On CUDA the QUIK stages are the Triton kernels; elsewhere they are the pure-torc
 the reference path costs. Making the rows needs torch (and triton on CUDA) only; reading them
 back (`load_benchmark`) and judging them (`verdict_q4`) need pandas.
 
-Public names: ``LLAMA2_SHAPES``, ``SETTINGS``, ``COLUMNS``, ``time_ms``, ``peak_mem_bytes``,
-``environment``, ``run_benchmark``, ``csv_path``, ``write_csv``, ``load_benchmark``, ``verdict_q4``.
+Public names: ``LLAMA2_SHAPES``, ``SETTINGS``, ``BenchSettings``, ``COLUMNS``, ``time_ms``,
+``peak_mem_bytes``, ``environment``, ``run_benchmark``, ``benchmark_layer``, ``tidy_rows``,
+``csv_path``, ``write_csv``, ``load_benchmark``, ``verdict_q4``. ``bench/device_check.py`` (the
+lent-device check) runs `benchmark_layer` shape by shape under a time budget and adds an fp16
+dense baseline (``method = dense_fp16``; its ``speedup`` is latency(bf16 dense) / latency(fp16)).
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ if TYPE_CHECKING:  # pandas is needed to read and judge the CSVs, not to make th
     import pandas as pd  # machine runs this module with its own torch and triton only)
 
 __all__ = ["LLAMA2_SHAPES", "SETTINGS", "COLUMNS", "time_ms", "peak_mem_bytes", "environment",
-           "run_benchmark", "csv_path", "write_csv", "load_benchmark", "verdict_q4"]
+           "run_benchmark", "benchmark_layer", "tidy_rows", "BenchSettings", "csv_path", "write_csv",
+           "load_benchmark", "verdict_q4"]
 
 # The linear layers of one Llama-2 block (Touvron et al. 2023): (layer, n_out, k_in); layers that
 # share a shape are listed once. 70B uses grouped-query attention (8 KV heads of 128).
@@ -198,10 +202,6 @@ def run_benchmark(profile: str = "cpu", *, device: str | None = None, threads: i
     Raises:
         ValueError: unknown profile, or the ``gpu`` setting without CUDA.
     """
-    from .int_gemm import benchmark_int_gemm
-    from .quik_act import benchmark_quik_act
-    from .quik_linear import benchmark_quik_linear
-
     if profile not in SETTINGS:
         raise ValueError(f"profile must be one of {sorted(SETTINGS)}, got {profile!r}")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -215,28 +215,45 @@ def run_benchmark(profile: str = "cpu", *, device: str | None = None, threads: i
     rows: list[dict] = []
     try:
         for model, layer, n, k in s.shapes():
-            ident = {"model": model, "layer": layer}
-            variants = ((8, 0), (4, s.n_outliers))
-            layer_rows = benchmark_quik_linear(n, k, s.tokens, variants, device=device, dtype=dtype, reps=s.reps)
-            rows += [{**ident, **r} for r in layer_rows]
-            for bits, n_out in variants:
-                parts = benchmark_quik_act(s.tokens, k, n_out, bits, device=device, dtype=dtype, reps=s.reps)
-                parts += benchmark_int_gemm(s.tokens, n, k - n_out, bits, device=device, reps=s.reps)
-                if n_out:
-                    parts += _outlier_gemm(s.tokens, n, n_out, device, dtype, s.reps)
-                for r in parts:
-                    rows.append({**ident, **r, "method": f"quik_w{bits}a{bits}", "n_out": n, "k_in": k,
-                                 "n_outliers": n_out, "dtype": str(dtype).removeprefix("torch."),
-                                 "bits": 16 if r["part"] == "outlier_gemm" else bits})
-            if progress:
-                for m in s.tokens:
-                    progress(f"{model:>14} {layer:>13} {n:>6}x{k:<6} m={m:<5} " + "  ".join(
-                        f"{r['method']} {r['latency_ms']:.3f} ms (x{r['speedup']:.2f})"
-                        for r in layer_rows if r["m_tokens"] == m))
+            rows += benchmark_layer(model, layer, n, k, s, device=device, dtype=dtype, progress=progress)
     finally:
         torch.set_num_threads(old_threads)
-    env = environment(device, threads)
-    return [{c: {**r, "experiment": "quik_kernels", "profile": profile, "reps": s.reps, **env}.get(c, math.nan)
+    return tidy_rows(rows, profile, s.reps, environment(device, threads))
+
+
+def benchmark_layer(model: str, layer: str, n: int, k: int, s: BenchSettings, *, device: str, dtype: torch.dtype,
+                    progress: Callable[[str], None] | None = None) -> list[dict]:
+    """The rows of one linear shape ``(n, k)`` of :func:`run_benchmark` (before :func:`tidy_rows`):
+    the layer timings (dense, W8A8 without outliers, W4A4 with ``s.n_outliers``) and the stages."""
+    from .int_gemm import benchmark_int_gemm
+    from .quik_act import benchmark_quik_act
+    from .quik_linear import benchmark_quik_linear
+
+    rows: list[dict] = []
+    ident = {"model": model, "layer": layer}
+    variants = ((8, 0), (4, s.n_outliers))
+    layer_rows = benchmark_quik_linear(n, k, s.tokens, variants, device=device, dtype=dtype, reps=s.reps)
+    rows += [{**ident, **r} for r in layer_rows]
+    for bits, n_out in variants:
+        parts = benchmark_quik_act(s.tokens, k, n_out, bits, device=device, dtype=dtype, reps=s.reps)
+        parts += benchmark_int_gemm(s.tokens, n, k - n_out, bits, device=device, reps=s.reps)
+        if n_out:
+            parts += _outlier_gemm(s.tokens, n, n_out, device, dtype, s.reps)
+        for r in parts:
+            rows.append({**ident, **r, "method": f"quik_w{bits}a{bits}", "n_out": n, "k_in": k,
+                         "n_outliers": n_out, "dtype": str(dtype).removeprefix("torch."),
+                         "bits": 16 if r["part"] == "outlier_gemm" else bits})
+    if progress:
+        for m in s.tokens:
+            progress(f"{model:>14} {layer:>13} {n:>6}x{k:<6} m={m:<5} " + "  ".join(
+                f"{r['method']} {r['latency_ms']:.3f} ms (x{r['speedup']:.2f})"
+                for r in layer_rows if r["m_tokens"] == m))
+    return rows
+
+
+def tidy_rows(rows: Iterable[dict], profile: str, reps: int, env: dict) -> list[dict]:
+    """Rows with every key of ``COLUMNS`` (NaN where a row has no value), the identifiers and `env`."""
+    return [{c: {**r, "experiment": "quik_kernels", "profile": profile, "reps": reps, **env}.get(c, math.nan)
              for c in COLUMNS} for r in rows]
 
 

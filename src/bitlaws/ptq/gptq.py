@@ -361,14 +361,14 @@ def gptq_weight(W: torch.Tensor, H: torch.Tensor, cfg: GPTQConfig, n_keep_last: 
     perm = None
     if cfg.act_order:
         order = torch.argsort(H.diagonal()[:n_base], descending=True, stable=True)
-        perm = torch.cat([order, torch.arange(n_base, n_in)])
+        perm = torch.cat([order, torch.arange(n_base, n_in, device=order.device)])
         W, H = W[:, perm], H[perm][:, perm]
 
     U, damp, tries = _inverse_cholesky_upper(H, cfg, name)
 
     Q = torch.empty_like(W)
     dynamic: list[tuple[torch.Tensor, torch.Tensor]] = []
-    loss = torch.zeros((), dtype=dtype)
+    loss = torch.zeros((), dtype=dtype, device=W.device)
     scale, zero = static[0] if static else (None, None)
     B = cfg.block_size
     for i1 in range(0, n_base, B):
@@ -400,10 +400,10 @@ def gptq_weight(W: torch.Tensor, H: torch.Tensor, cfg: GPTQConfig, n_keep_last: 
 
     g_idx = None
     if g:
-        proc_group = torch.arange(n_base) // g
-        g_idx = torch.full((n_in,), -1, dtype=torch.int64)
+        proc_group = torch.arange(n_base, device=W.device) // g
+        g_idx = torch.full((n_in,), -1, dtype=torch.int64, device=W.device)
         if cfg.static_groups or perm is None:
-            g_idx[:n_base] = torch.arange(n_base) // g
+            g_idx[:n_base] = torch.arange(n_base, device=W.device) // g
         else:
             g_idx[perm[:n_base]] = proc_group
     params = static if (not g or cfg.static_groups) else dynamic

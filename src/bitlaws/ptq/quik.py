@@ -569,8 +569,8 @@ def quik_quantize_(model: nn.Module, calib: torch.Tensor, cfg: QuikConfig, modul
         def layer_fn(name, W, acc):
             if name not in quant:
                 results[name] = None
-                return W.clone(), GPTQInfo(0.0, 0, 0, 0.0, None, None, torch.ones(W.shape[0], 1),
-                                           torch.zeros(W.shape[0], 1), 0)
+                return W.clone(), GPTQInfo(0.0, 0, 0, 0.0, None, None, torch.ones(W.shape[0], 1, device=W.device),
+                                           torch.zeros(W.shape[0], 1, device=W.device), 0)
             t0 = time.perf_counter()
             W_hat, info = quik_weight(W, acc.H, absmax[name], outliers[name], cfg.layer_bits(name)[0], cfg, name)
             results[name] = (W_hat, info)

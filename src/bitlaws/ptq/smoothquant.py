@@ -76,7 +76,7 @@ class SmoothQuantConfig:
 
 def _scales(act: torch.Tensor, weights: list[torch.Tensor], cfg: SmoothQuantConfig) -> torch.Tensor:
     w_max = torch.stack([w.detach().float().abs().amax(dim=0) for w in weights]).amax(dim=0)
-    a = act.float().clamp(min=cfg.min_scale)
+    a = act.float().to(w_max.device).clamp(min=cfg.min_scale)  # statistics live on the CPU
     w_max = w_max.clamp(min=cfg.min_scale)
     return (a.pow(cfg.alpha) / w_max.pow(1 - cfg.alpha)).clamp(min=cfg.min_scale)
 
