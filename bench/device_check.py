@@ -22,7 +22,7 @@ columns device, driver, torch_version, triton_version, git_sha, timestamp.
    dense baseline (``method = dense_fp16``, ``speedup`` = latency(bf16) / latency(fp16)), and the
    stages alone. Medians of CUDA-event timings after warm-up (``triton.testing.do_bench``). Shapes
    run one by one until the part's time is spent; the summary says how many ran.
-   ``bitlaws.kernels.benchmark.verdict_q4`` grades Q4 from this file once it is committed as
+   ``bitlaws.study.quik_kernels.verdict_q4`` grades Q4 from this file once it is committed as
    ``data/runs/gpu/quik_kernels_gpu.csv``.
 3. **train** -> ``train_throughput.csv``: tokens/s of :func:`bitlaws.train.train` with
    ``device="auto"`` (bf16 autocast, fused AdamW on CUDA) for three sizes of the provisional `gpu`
@@ -552,7 +552,9 @@ def _print_q4(path: Path) -> None:
     try:
         import pandas as pd
 
-        v = kb.verdict_q4(pd.read_csv(path))
+        from bitlaws.study import quik_kernels as qk  # the study needs pandas; the checks above do not
+
+        v = qk.verdict_q4(pd.read_csv(path))
         log(f"Q4 from this run: {v.verdict}: {v.ours}")
     except Exception as exc:  # the CSV is what counts; the verdict is recomputed where it is committed
         log(f"(Q4 verdict not computed here: {type(exc).__name__}: {exc})")

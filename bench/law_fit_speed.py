@@ -94,8 +94,8 @@ def main() -> None:
     args = ap.parse_args()
 
     try:
-        from bitlaws.law_analysis import FIT_ORDER, stage_frames
-        from bitlaws.results import load_runs
+        from bitlaws.study.law_fits import FIT_ORDER, stage_frames
+        from bitlaws.study.store import load_runs
 
         frames = stage_frames(load_runs(args.profile))
         chin = None

@@ -29,6 +29,7 @@ import torch
 
 from bitlaws.kernels import QuikLinear
 from bitlaws.kernels import benchmark as kb
+from bitlaws.study import quik_kernels as qk
 
 
 def check_cuda() -> None:
@@ -90,7 +91,7 @@ def main() -> None:
     rows = kb.run_benchmark(profile, device=device, threads=args.threads, progress=print)
     summary(rows)
     if not args.no_write:
-        path = args.out or kb.csv_path(profile)
+        path = args.out or qk.csv_path(profile)
         kb.write_csv(rows, path)
         print(f"\nwrote {len(rows)} rows to {path}")
 

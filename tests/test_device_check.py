@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from bitlaws.kernels import benchmark as kb
+from bitlaws.study import quik_kernels as qk
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "device_check.py"
@@ -76,12 +77,12 @@ def test_q4_verdict_reads_the_script_csv(fallback, tmp_path):
     the book reads it (data/runs/gpu/quik_kernels_gpu.csv), is graded."""
     out, _ = fallback
     bench = pd.read_csv(out / "quik_kernels_cpu_fallback.csv")
-    assert kb.verdict_q4(bench).verdict == "pending"
+    assert qk.verdict_q4(bench).verdict == "pending"
     gpu = bench.assign(device="cuda:NVIDIA H200", profile="gpu")
-    path = kb.csv_path("gpu", tmp_path)
+    path = qk.csv_path("gpu", tmp_path)
     assert path == tmp_path / "runs" / "gpu" / "quik_kernels_gpu.csv"
     kb.write_csv(gpu, path)
-    v = kb.verdict_q4(kb.load_benchmark("gpu", tmp_path))
+    v = qk.verdict_q4(qk.load_benchmark("gpu", tmp_path))
     assert v.verdict in ("reproduced", "partly", "not reproduced")
     assert {"speedup_w8a8", "speedup_w4a4"} <= set(v.details)
 

@@ -342,7 +342,7 @@ def _layer_hessians(model, calib):
 @pytest.fixture(scope="module")
 def trained(corpus):
     """A committed bf16 checkpoint of the `cpu` grid (read as fp32) and training-split calibration."""
-    from bitlaws.checkpoints import load_checkpoint
+    from bitlaws.study.checkpoints import load_checkpoint
 
     if not CHECKPOINT.exists():
         pytest.skip(f"no committed checkpoint at {CHECKPOINT}")

@@ -23,7 +23,8 @@ from torch import nn  # noqa: E402
 
 from bitlaws.kernels import (QuikLinear, int_gemm_dequant_ref, int_gemm_ref, pack_int4, quik_act_ref,  # noqa: E402
                              unpack_int4)
-from bitlaws.kernels import benchmark as kb  # noqa: E402
+from bitlaws.kernels import benchmark as kb
+from bitlaws.study import quik_kernels as qk  # noqa: E402
 from bitlaws.quant import PerChannel, PerToken, QuantSpec, fake_quantize  # noqa: E402
 from test_kernels_oracles import codes_int, dequant_oracle, int64_gemm, output_rounding  # noqa: E402
 
@@ -352,19 +353,19 @@ def test_benchmark_smoke_rows(tmp_path):
     assert (frame["latency_ms"] > 0).all() and frame["latency_ms"].map(math.isfinite).all()
     assert set(frame["part"]) == {"layer", "act_quant", "int_gemm", "outlier_gemm"}
     assert (frame["impl"].isin(["torch", "ref"])).all() and (frame["device"].str.startswith("cpu")).all()
-    path = kb.csv_path("smoke", tmp_path)
+    path = qk.csv_path("smoke", tmp_path)
     kb.write_csv(rows, path)
-    back = kb.load_benchmark("smoke", tmp_path)
+    back = qk.load_benchmark("smoke", tmp_path)
     assert len(back) == len(frame) and list(back.columns) == kb.COLUMNS
     assert back["latency_ms"].notna().all() and back.loc[back["part"] != "layer", "weight_bytes"].isna().all()
-    assert kb.load_benchmark("gpu", tmp_path) is None
+    assert qk.load_benchmark("gpu", tmp_path) is None
 
 
 def test_verdict_q4_pending_without_gpu_rows():
-    v = kb.verdict_q4(None)
+    v = qk.verdict_q4(None)
     assert v.verdict == "pending" and "not measured" in v.ours
     cpu_rows = pd.DataFrame({"part": ["layer"], "device": ["cpu:x86_64"], "method": ["quik_w8a8"]})
-    assert kb.verdict_q4(cpu_rows).verdict == "pending"
+    assert qk.verdict_q4(cpu_rows).verdict == "pending"
 
 
 @pytest.mark.parametrize("s8,s4,verdict", [(1.9, 1.7, "reproduced"), (1.3, 1.1, "partly"), (0.9, 0.8, "not reproduced")])
@@ -372,5 +373,5 @@ def test_verdict_q4_rule_on_synthetic_gpu_rows(s8, s4, verdict):
     rows = [{"part": "layer", "device": "cuda:NVIDIA H200", "m_tokens": 2048, "n_out": 8192, "k_in": 8192,
              "method": m, "speedup": sp, "n_outliers": o}
             for m, sp, o in (("dense", 1.0, 0), ("quik_w8a8", s8, 0), ("quik_w4a4", s4, 256))]
-    v = kb.verdict_q4(pd.DataFrame(rows))
+    v = qk.verdict_q4(pd.DataFrame(rows))
     assert v.verdict == verdict and v.details["speedup_w8a8"] == s8

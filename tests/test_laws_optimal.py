@@ -139,7 +139,7 @@ def _fake_fit(params: dict) -> dict:
 
 
 def test_paper_analysis_numbers():
-    from bitlaws.law_analysis import paper_analysis
+    from bitlaws.study.compute_optimal import paper_analysis
 
     pa = paper_analysis()
     assert pa["p_star"] == pytest.approx(7.0, abs=0.01)
@@ -152,7 +152,7 @@ def test_paper_analysis_numbers():
 
 
 def test_p6_to_p8_pending_without_our_gammas_and_computed_with_them():
-    from bitlaws.law_analysis import verdict_p6, verdict_p7, verdict_p8
+    from bitlaws.study.compute_optimal import verdict_p6, verdict_p7, verdict_p8
 
     empty = {"chinchilla": _fake_fit({k: PC[k] for k in ("A", "B", "E", "alpha", "beta")})}
     for fn in (verdict_p6, verdict_p7, verdict_p8):
@@ -171,7 +171,7 @@ def test_p6_to_p8_pending_without_our_gammas_and_computed_with_them():
 
 
 def test_p6_suite_leg_needs_a_noise_resolved_minimum_at_6_to_8_bits():
-    from bitlaws.law_analysis import verdict_p6
+    from bitlaws.study.compute_optimal import verdict_p6
 
     ours = {"chinchilla": _fake_fit({k: PC[k] for k in ("A", "B", "E", "alpha", "beta")}),
             **{f"neff_{x}": _fake_fit({f"gamma_{x}": PC[f"gamma_{x}"], f"n_{x}": PC[f"n_{x}"]})

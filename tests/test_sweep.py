@@ -16,7 +16,7 @@ import pytest
 
 from bitlaws.model import hand_count_n_params
 from bitlaws.ptq.rtn import RTNConfig
-from bitlaws.sweep import PROFILES, RunSpec, base_grid, coverage, plan, run_sweep
+from bitlaws.study.sweep import PROFILES, RunSpec, base_grid, coverage, plan, run_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -166,7 +166,7 @@ def test_exported_checkpoint_is_the_trained_model_in_bf16(tmp_path_factory, unbr
     import torch
     from safetensors.torch import load_file
 
-    from bitlaws.checkpoints import checkpoint_name, export_checkpoints, load_checkpoint
+    from bitlaws.study.checkpoints import checkpoint_name, export_checkpoints, load_checkpoint
     from bitlaws.corpus import load_corpus
     from bitlaws.train import evaluate
 
@@ -218,7 +218,7 @@ def test_a_new_ptq_reuses_the_saved_checkpoint(unbroken, tmp_path, monkeypatch):
     """Observations missing for a finished run are computed from its saved model, not retrained."""
     import shutil
 
-    import bitlaws.sweep as sweep_mod
+    import bitlaws.study.sweep as sweep_mod
 
     _, _, root = unbroken
     shutil.copytree(root / "data", tmp_path / "data")

@@ -320,7 +320,7 @@ def test_committed_run_and_obs_ids_recomputed_from_their_configs():
     """Every run_id and obs_id in data/runs/cpu/*.csv is the hash of a planned config, recomputed now."""
     import pandas as pd
 
-    from bitlaws.sweep import _BUILDERS, plan
+    from bitlaws.study.sweep import _BUILDERS, plan
 
     specs = {e: plan("cpu", e) for e in _BUILDERS}
     run_ids = {s.run_id for v in specs.values() for s in v}

@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bitlaws import ledger
-from bitlaws import ptq_analysis as pa
+from bitlaws.study import ledger
+from bitlaws.study import ptq_degradation as pa
 from bitlaws.laws import fit as lf
 from bitlaws.laws import forms, optimal
-from bitlaws.verdicts import (
+from bitlaws.study.claims import (
     DETAIL_RTOL,
     RULE_VERSIONS,
     Verdict,

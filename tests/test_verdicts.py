@@ -1,4 +1,4 @@
-"""Tests of the claims ledger and the verdict store (bitlaws.verdicts)."""
+"""Tests of the claims ledger and the verdict store (bitlaws.study.claims)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bitlaws import verdicts as vd
-from bitlaws.verdicts import (
+from bitlaws.study import claims as vd
+from bitlaws.study.claims import (
     CLAIMS,
     VERDICTS,
     Verdict,

@@ -107,8 +107,8 @@ def _parse_bits(text: str) -> list[int]:
 
 def _cmd_train(args, overrides: dict[str, str]) -> int:
     from .ptq.rtn import RTNConfig
-    from .results import append_rows
-    from .sweep import RunSpec, run_spec
+    from .study.store import append_rows
+    from .study.sweep import RunSpec, run_spec
 
     unknown = [k for k in overrides if k.split(".")[0] not in ("model", "train", "ptq")]
     if unknown:
@@ -137,7 +137,7 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
 
 
 def _cmd_sweep(args) -> int:
-    from .sweep import run_sweep
+    from .study.sweep import run_sweep
 
     exps = [e for e in args.experiments.split(",") if e] if args.experiments else None
     cov = run_sweep(args.profile, executor=args.executor, workers=args.workers, threads=args.threads,
@@ -148,7 +148,7 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_coverage(args) -> int:
-    from .sweep import coverage, declared_experiments
+    from .study.sweep import coverage, declared_experiments
 
     for exp in declared_experiments(args.profile):
         print(json.dumps(coverage(args.profile, args.data_root, exp)))
@@ -156,7 +156,7 @@ def _cmd_coverage(args) -> int:
 
 
 def _cmd_fit(args) -> int:
-    from .law_analysis import run_fits
+    from .study.law_fits import run_fits
 
     for stage, rec in run_fits(args.profile, n_boot=args.boot, root=args.data_root).items():
         if rec["status"] == "ok" and "params" in rec:
@@ -168,8 +168,8 @@ def _cmd_fit(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    from .checkpoints import export_checkpoints
-    from .results import data_dir, load_runs
+    from .study.checkpoints import export_checkpoints
+    from .study.store import data_dir, load_runs
 
     root = Path(args.data_root) if args.data_root else data_dir()
     rows = load_runs(args.profile, experiment="base_grid", root=root)
@@ -182,8 +182,8 @@ def _cmd_export(args) -> int:
 def _cmd_verdicts(args) -> int:
     import json
 
-    from . import ledger
-    from .ptq_analysis import BOOK_PROFILE
+    from .study import ledger
+    from .study.ptq_degradation import BOOK_PROFILE
 
     new = ledger.compute_verdicts(args.profile)
     if args.check:
@@ -199,8 +199,8 @@ def _cmd_verdicts(args) -> int:
     for v in new.values():
         print(f"{v.claim_id}: {v.verdict} — {v.ours or v.reason}")
     if args.profile == BOOK_PROFILE:
-        from .results import data_dir
-        from .verdicts import store_verdicts
+        from .study.store import data_dir
+        from .study.claims import store_verdicts
 
         store_verdicts(new, data_dir())
     else:
@@ -210,8 +210,8 @@ def _cmd_verdicts(args) -> int:
 
 
 def _cmd_quik(args) -> int:
-    from .ptq_analysis import BOOK_PROFILE
-    from .quik_analysis import refresh_quik_verdicts, run_quik_experiment
+    from .study.ptq_degradation import BOOK_PROFILE
+    from .study.quik_accuracy import refresh_quik_verdicts, run_quik_experiment
 
     n = run_quik_experiment(args.profile, root=args.data_root, progress=not args.quiet, threads=args.threads,
                             limit=args.limit)
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     p_quik.add_argument("--threads", type=int, default=1)
     p_quik.add_argument("--limit", type=int, default=None, help="at most this many new rows")
     p_fit.add_argument("--boot", type=int, default=None, help="bootstrap resamples per stage (default 20 smoke, 200 cpu)")
-    from .sweep import PROFILES
+    from .study.sweep import PROFILES
 
     for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik):
         p.add_argument("--profile", default="cpu", choices=sorted(PROFILES),

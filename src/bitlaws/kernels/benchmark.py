@@ -1,4 +1,4 @@
-"""The QUIK kernel benchmark: Llama-2 layer shapes, timings, tidy CSV rows, and the Q4 verdict.
+"""The QUIK kernel benchmark: Llama-2 layer shapes, timings and tidy CSV rows.
 
 Shared by ``bench/quik_kernels.py`` (which writes the CSVs) and the kernels chapter (whose
 ``RECOMPUTE`` path reruns the small CPU benchmark). What is timed, for each linear shape
@@ -12,12 +12,12 @@ Shared by ``bench/quik_kernels.py`` (which writes the CSVs) and the kernels chap
 
 On CUDA the QUIK stages are the Triton kernels; elsewhere they are the pure-torch references
 (``torch._int_mm`` for the integer GEMM), so CPU rows say nothing about GPU speed: they show what
-the reference path costs. Making the rows needs torch (and triton on CUDA) only; reading them
-back (`load_benchmark`) and judging them (`verdict_q4`) need pandas.
+the reference path costs. Making and writing the rows needs torch (and triton on CUDA) only;
+reading them back and judging Q4 is the study's (``bitlaws.study.quik_kernels``).
 
 Public names: ``LLAMA2_SHAPES``, ``SETTINGS``, ``BenchSettings``, ``COLUMNS``, ``time_ms``,
-``peak_mem_bytes``, ``environment``, ``run_benchmark``, ``benchmark_layer``, ``tidy_rows``,
-``csv_path``, ``write_csv``, ``load_benchmark``, ``verdict_q4``. ``bench/device_check.py`` (the
+``peak_mem_bytes`` (from ``timing``), ``environment``, ``run_benchmark``, ``benchmark_layer``,
+``tidy_rows``, ``write_csv``. ``bench/device_check.py`` (the
 lent-device check) runs `benchmark_layer` shape by shape under a time budget and adds an fp16
 dense baseline (``method = dense_fp16``; its ``speedup`` is latency(bf16 dense) / latency(fp16)).
 """
@@ -29,22 +29,18 @@ import datetime as _dt
 import math
 import os
 import platform
-import statistics
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import Callable, Iterable
 
 import torch
 
-if TYPE_CHECKING:  # pandas is needed to read and judge the CSVs, not to make them (the GPU
-    import pandas as pd  # machine runs this module with its own torch and triton only)
+from .timing import peak_mem_bytes, time_ms
 
 __all__ = ["LLAMA2_SHAPES", "SETTINGS", "COLUMNS", "time_ms", "peak_mem_bytes", "environment",
-           "run_benchmark", "benchmark_layer", "tidy_rows", "BenchSettings", "csv_path", "write_csv",
-           "load_benchmark", "verdict_q4"]
+           "run_benchmark", "benchmark_layer", "tidy_rows", "BenchSettings", "write_csv"]
 
 # The linear layers of one Llama-2 block (Touvron et al. 2023): (layer, n_out, k_in); layers that
 # share a shape are listed once. 70B uses grouped-query attention (8 KV heads of 128).
@@ -93,60 +89,6 @@ COLUMNS = [
     # provenance
     "threads", "device", "driver", "torch_version", "triton_version", "git_sha", "timestamp",
 ]
-
-
-def _sync(device: str) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
-
-
-def time_ms(fn: Callable[[], object], *, device: str = "cpu", reps: int = 20, warmup: int = 2) -> float:
-    """Median wall time of ``fn()`` in milliseconds.
-
-    CUDA: ``triton.testing.do_bench`` when Triton is installed (it flushes the L2 cache between
-    calls), CUDA events otherwise. CPU: ``time.perf_counter`` around each call, after `warmup` calls.
-    """
-    if torch.device(device).type == "cuda":
-        try:
-            import triton.testing
-
-            return float(triton.testing.do_bench(fn, warmup=10, rep=max(reps, 20), return_mode="median"))
-        except ImportError:
-            pass
-        for _ in range(warmup):
-            fn()
-        times = []
-        for _ in range(reps):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        return float(statistics.median(times))
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return float(statistics.median(times))
-
-
-def peak_mem_bytes(fn: Callable[[], object], *, device: str = "cpu") -> float:
-    """Bytes newly allocated at the peak of one ``fn()`` call on CUDA (outputs and workspaces;
-    what was allocated before the call, such as weights and inputs, is not counted); NaN elsewhere."""
-    if torch.device(device).type != "cuda":
-        return float("nan")
-    torch.cuda.synchronize()
-    before = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    out = fn()
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - before
-    del out
-    return float(peak)
 
 
 def environment(device: str, threads: int) -> dict[str, object]:
@@ -268,18 +210,6 @@ def _outlier_gemm(tokens, n: int, k: int, device: str, dtype: torch.dtype, reps:
     return rows
 
 
-def csv_path(profile: str, root: str | os.PathLike | None = None) -> Path:
-    """``data/runs/<profile>/quik_kernels_<cpu|gpu>.csv`` (``root``: a ``data/`` folder; default
-    :func:`bitlaws.results.data_dir`)."""
-    if root is None:
-        from ..verdicts import repo_root
-
-        # bitlaws.results.data_dir's rule, without importing pandas
-        root = os.environ.get("BITLAWS_DATA") or repo_root() / "data"
-    kind = "gpu" if profile == "gpu" else "cpu"
-    return Path(root) / "runs" / profile / f"quik_kernels_{kind}.csv"
-
-
 def write_csv(rows: Iterable[dict], path: str | os.PathLike) -> None:
     """Write benchmark rows (dicts, or a DataFrame) to `path` atomically, replacing it.
 
@@ -310,61 +240,3 @@ def _cell(v):
     if isinstance(v, float):
         return f"{v:.6g}"
     return v
-
-
-def load_benchmark(profile: str, root: str | os.PathLike | None = None) -> "pd.DataFrame | None":
-    """The benchmark CSV of `profile` as a pandas frame, or None if it does not exist."""
-    import pandas as pd
-
-    path = csv_path(profile, root)
-    return pd.read_csv(path) if path.exists() else None
-
-
-# Q4's rule, provisional until the first GPU CSV exists: "large layers" are those with
-# n_out * k_in >= LARGE_LAYER (Llama-2-70B's q/o, gate/up, down); speed-ups are taken at the
-# largest token count measured (2048 in the gpu setting, as QUIK's Fig. 6).
-LARGE_LAYER = 8192 * 8192
-Q4_REPRODUCED_8BIT = 1.6  # at least this over bf16 at 8 bits counts as "about 2x"
-Q4_PARTLY = 1.2
-
-
-def verdict_q4(gpu: "pd.DataFrame | None", inputs_sha256: str = ""):
-    """Verdict on Q4 (QUIK kernels' layer-wise speed-up) from GPU rows of the benchmark.
-
-    Pending when there are no rows timed on a CUDA device. Otherwise, at the largest token count
-    and on the large layers: reproduced when the best 8-bit speed-up over bf16 is at least
-    ``Q4_REPRODUCED_8BIT`` (the Hopper form of the claim: int8 near 2x, no int4 tensor cores, so
-    4 bits is not expected to reach QUIK's 4x); partly when either bit width reaches
-    ``Q4_PARTLY``; not reproduced otherwise.
-
-    Returns:
-        A :class:`bitlaws.verdicts.Verdict`.
-    """
-    from ..verdicts import CLAIMS, Verdict, pending_verdict
-
-    rows = None if gpu is None else gpu[(gpu["part"] == "layer") & gpu["device"].astype(str).str.startswith("cuda")]
-    if rows is None or rows.empty:
-        v = pending_verdict("Q4")
-        return Verdict("Q4", "pending", v.paper, "H200: not measured yet",
-                       "no benchmark rows from a CUDA device (data/runs/gpu/quik_kernels_gpu.csv does not exist "
-                       "yet); the CPU rows time the torch reference path, which the claim is not about",
-                       "", inputs_sha256)
-    m = int(rows["m_tokens"].max())
-    big = rows[(rows["m_tokens"] == m) & (rows["n_out"] * rows["k_in"] >= LARGE_LAYER)]
-    if big.empty:
-        big = rows[rows["m_tokens"] == m]
-    s8 = float(big.loc[big["method"] == "quik_w8a8", "speedup"].max())
-    s4 = float(big.loc[big["method"] == "quik_w4a4", "speedup"].max())
-    if s8 >= Q4_REPRODUCED_8BIT:
-        verdict = "reproduced"
-    elif max(s8, s4) >= Q4_PARTLY:
-        verdict = "partly"
-    else:
-        verdict = "not reproduced"
-    device = ", ".join(sorted(rows["device"].astype(str).unique()))
-    ours = (f"{device}, {m} tokens, large Llama-2 layers: up to {s8:.2f}x over bf16 at W8A8 (no outliers), "
-            f"{s4:.2f}x at W4A4 with {int(big['n_outliers'].max())} fp16 outliers")
-    reason = ("Triton kernels on Hopper against torch's bf16 matmul; Hopper has int8 but no int4 tensor cores, "
-              "so int4 codes are unpacked to int8 in registers; QUIK's figures are CUTLASS on an RTX 3090 against fp16")
-    return Verdict("Q4", verdict, CLAIMS["Q4"]["paper"], ours, reason, "gpu", inputs_sha256,
-                   {"speedup_w8a8": s8, "speedup_w4a4": s4, "m_tokens": float(m)})

@@ -309,7 +309,7 @@ def benchmark_int_gemm(tokens, n: int, k: int, bits: int, *, device: str = "cpu"
         One dict per M with ``part = "int_gemm"``, ``impl``, ``m_tokens``, ``n_out``, ``k_in``,
         ``bits`` and ``latency_ms`` (median of `reps` calls).
     """
-    from .benchmark import time_ms
+    from .timing import time_ms
     from .quik_act import pack_int4
 
     torch.manual_seed(0)

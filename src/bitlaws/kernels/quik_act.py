@@ -316,7 +316,7 @@ def benchmark_quik_act(tokens, k: int, n_outliers: int, bits: int, *, device: st
         One dict per M with ``part = "act_quant"``, ``impl``, ``m_tokens``, ``k_in``, ``n_outliers``,
         ``bits`` and ``latency_ms`` (median of `reps` calls).
     """
-    from .benchmark import time_ms
+    from .timing import time_ms
 
     torch.manual_seed(0)
     perm = torch.randperm(k)

@@ -237,7 +237,7 @@ def benchmark_quik_linear(n_out: int, k_in: int, tokens=(1, 16, 256, 2048), vari
         ``latency_ms``, ``speedup`` (dense / this), ``weight_bytes`` and ``peak_mem_bytes`` (NaN
         off CUDA).
     """
-    from .benchmark import peak_mem_bytes, time_ms
+    from .timing import peak_mem_bytes, time_ms
 
     torch.manual_seed(0)
     dense = nn.Linear(k_in, n_out, bias=False, device=device)

@@ -29,11 +29,11 @@ from typing import Any, Callable, Sequence
 import torch
 from tqdm import tqdm
 
-from .model import ModelConfig, get_size
-from .precision import TrainPrecision
-from .ptq.rtn import RTNConfig, rtn_quantize_
-from .results import CURVE_COLUMNS, append_rows, provenance, read_rows, stable_hash
-from .train import TrainConfig, config_dict, evaluate, train
+from ..model import ModelConfig, get_size
+from ..precision import TrainPrecision
+from ..ptq.rtn import RTNConfig, rtn_quantize_
+from .store import CURVE_COLUMNS, append_rows, provenance, read_rows, stable_hash
+from ..train import TrainConfig, config_dict, evaluate, train
 
 __all__ = ["Profile", "QATPlan", "PROFILES", "RunSpec", "EXPERIMENTS", "base_grid", "qat_marginal", "qat_joint",
            "qat_formats", "compute_matched", "declared_experiments", "plan", "run_spec", "run_sweep", "coverage", "EXECUTORS"]
@@ -197,7 +197,7 @@ class RunSpec:
     @property
     def cost(self) -> float:
         """Relative cost ∝ N·D (for ordering: cheapest first)."""
-        from .model import hand_count_n_params
+        from ..model import hand_count_n_params
 
         return hand_count_n_params(self.model) * self.train.n_tokens
 
@@ -209,7 +209,7 @@ def base_grid(profile: Profile) -> list[RunSpec]:
     Each run is followed by RTN (asymmetric, per output channel) to every ``profile.bits_post``
     and by GPTQ (same grid, act-order) to every ``profile.gptq_bits``.
     """
-    from .ptq.gptq import GPTQConfig
+    from ..ptq.gptq import GPTQConfig
 
     ptq = tuple(RTNConfig(bits=b) for b in profile.bits_post) + tuple(
         GPTQConfig(bits=b, act_order=True) for b in profile.gptq_bits)
@@ -365,7 +365,7 @@ def _apply_ptq_(model, ptq, corpus, train_cfg: TrainConfig) -> None:
         rtn_quantize_(model, ptq)
         return
     if _method(ptq) == "gptq":
-        from .ptq.gptq import calibration_batch, gptq_quantize_
+        from ..ptq.gptq import calibration_batch, gptq_quantize_
 
         seq_len = ptq.calib_seq_len or train_cfg.seq_len
         calib = calibration_batch(corpus.train, ptq.n_calib, seq_len, ptq.seed)
@@ -392,7 +392,7 @@ def _saved_run(run_dir: Path, spec: RunSpec, base_row: dict | None):
 
     model = LlamaForCausalLM.from_pretrained(run_dir, dtype=torch.float32, attn_implementation="sdpa").eval()
     if not spec.precision.is_high_precision:
-        from .precision import apply_precision_
+        from ..precision import apply_precision_
 
         apply_precision_(model, dataclasses.replace(spec.precision, w=None))
     res = SimpleNamespace(model=model, status="ok", loss_val=float(base_row["loss_val"]),
@@ -419,7 +419,7 @@ def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "run
     """
     import json
 
-    from .corpus import load_corpus
+    from ..corpus import load_corpus
 
     have = have or {}
     corpus = corpus if corpus is not None else load_corpus(spec.train.corpus)
@@ -462,7 +462,7 @@ def _paths(profile: str, data_root: Path, experiment: str = "base_grid") -> tupl
 
 def coverage(profile: str, data_root: str | os.PathLike | None = None, experiment: str = "base_grid") -> dict[str, Any]:
     """How much of one of `profile`'s declared sweeps is in its CSV: runs and observations done / planned."""
-    from .results import data_dir
+    from .store import data_dir
 
     data_root = Path(data_root) if data_root is not None else data_dir()
     specs = plan(profile, experiment)
@@ -499,7 +499,7 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
     Raises:
         ValueError: unknown profile, experiment or executor, or workers/threads < 1.
     """
-    from .results import _git_sha, data_dir
+    from .store import _git_sha, data_dir
 
     _git_sha()  # pin the provenance to the code as it was when the sweep started
     if executor not in EXECUTORS:

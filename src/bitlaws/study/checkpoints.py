@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 from safetensors.torch import load_file, safe_open, save_file
 
-from .model import ModelConfig, build_model
+from ..model import ModelConfig, build_model
 
 __all__ = ["checkpoint_name", "export_checkpoints", "load_checkpoint", "MAX_TOTAL_BYTES"]
 

@@ -1,7 +1,7 @@
 """Every verdict of a profile at once: recompute from the committed data, check against the store.
 
-``compute_verdicts`` runs each chapter's verdict functions (P1–P2, P3 and P5–P9, P4 and P10,
-Q1–Q3) on ``data/runs/<profile>`` and ``data/fits`` without writing anything; ``check_verdicts``
+``compute_verdicts`` runs each chapter's verdict functions (P1–P2, P3, P5 and P9, P4 and P10,
+P6–P8, Q1–Q3) on ``data/runs/<profile>`` and ``data/fits`` without writing anything; ``check_verdicts``
 sets the result against ``data/verdicts.json`` with ``bitlaws.verdicts.verdict_differences``
 (grades and identities exactly, numbers within ``DETAIL_RTOL``), which is what a reader's machine
 must reproduce; ``refresh_verdicts`` stores them through the one refresh path,
@@ -14,7 +14,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .verdicts import Verdict, load_verdicts, store_verdicts, verdict_differences
+from .claims import Verdict, load_verdicts, store_verdicts, verdict_differences
+from .compute_optimal import refresh_optimal_verdicts
+from .law_fits import refresh_law_verdicts
+from .low_precision_training import refresh_qat_verdicts
+from .ptq_degradation import refresh_verdicts as refresh_ptq
+from .quik_accuracy import refresh_quik_verdicts
+from .store import data_dir
 
 __all__ = ["compute_verdicts", "check_verdicts", "refresh_verdicts"]
 
@@ -32,14 +38,10 @@ def compute_verdicts(profile: str = "cpu", refit: bool = True) -> dict[str, Verd
     Raises:
         FileNotFoundError: no training rows for ``profile``.
     """
-    from .law_analysis import refresh_law_verdicts
-    from .ptq_analysis import refresh_verdicts as refresh_ptq
-    from .qat_analysis import refresh_qat_verdicts
-    from .quik_analysis import refresh_quik_verdicts
-
     out: dict[str, Verdict] = {}
     out.update(refresh_ptq(profile=profile, write=False))
     out.update(refresh_law_verdicts(profile=profile, write=False, refit=refit))
+    out.update(refresh_optimal_verdicts(profile=profile, write=False, refit=refit))
     out.update(refresh_qat_verdicts(profile=profile, write=False))
     try:
         out.update(refresh_quik_verdicts(profile=profile, write=False))
@@ -80,8 +82,6 @@ def refresh_verdicts(profile: str = "cpu", data_root: str | os.PathLike[str] | N
     Returns:
         The recomputed verdicts, claim id -> verdict.
     """
-    from .results import data_dir
-
     new = compute_verdicts(profile)
     store_verdicts(new, Path(data_root) if data_root is not None else data_dir())
     return new

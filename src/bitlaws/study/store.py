@@ -27,7 +27,7 @@ from typing import Any, Iterable
 import pandas as pd
 import torch
 
-from ._io import frame_sha256  # re-exported: the inputs' hash recorded with fits and verdicts
+from .._io import frame_sha256  # re-exported: the inputs' hash recorded with fits and verdicts
 
 __all__ = [
     "COLUMNS",
@@ -156,7 +156,7 @@ def append_rows(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns
 def data_dir() -> Path:
     """The ``data/`` folder: env ``BITLAWS_DATA`` if set, else the repository's (see
     :func:`bitlaws.verdicts.repo_root`)."""
-    from .verdicts import repo_root
+    from .claims import repo_root
 
     env = os.environ.get("BITLAWS_DATA")
     return Path(env) if env else repo_root() / "data"

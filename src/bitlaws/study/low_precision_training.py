@@ -18,8 +18,13 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from .laws import forms
-from .verdicts import CLAIMS, Verdict, inputs_identity
+from ..formats import PAPER_FP_FORMATS
+from ..laws import forms
+from .claims import CLAIMS, Verdict, inputs_identity, store_verdicts
+from .law_fits import TRAINING_EXPERIMENTS, load_fits, stage_frames
+from .ptq_degradation import noise_floor
+from .store import data_dir, load_runs
+from .sweep import PROFILES
 
 __all__ = ["PARTS", "SENSITIVITY_BITS", "training_rows", "marginal_table", "fitted_factors",
            "paper_factors", "empirical_order", "verdict_p4", "formats_table", "verdict_p10",
@@ -117,8 +122,6 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     swap somewhere; **not reproduced** otherwise. Pending without all three fits. The empirical
     mean loss increase per part is reported beside it.
     """
-    from .law_analysis import stage_frames
-
     frames = stage_frames(df)
     sha = inputs_identity("P4", profile, frames={f"neff_{p}": frames[f"neff_{p}"] for p in PARTS},
                           records={f"neff_{p}": fits.get(f"neff_{p}") for p in PARTS})
@@ -132,7 +135,6 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     a_most = all(ours.loc[b, "a"] < min(ours.loc[b, "w"], ours.loc[b, "kv"]) for b in ours.index)
     full = all(ours.loc[b, "a"] < ours.loc[b, "w"] < ours.loc[b, "kv"] for b in ours.index)
     verdict = "reproduced" if full else "partly" if a_most else "not reproduced"
-    from .ptq_analysis import noise_floor
 
     emp = empirical_order(marginal_table(df))
     base = df[df["experiment"] == "base_grid"]
@@ -205,9 +207,6 @@ def verdict_p10(df: pd.DataFrame, profile: str) -> Verdict:
     8/15 pairs with a mean of −0.002 nats/byte inside a 0.007 standard error is a null result, so
     the rule now reads the mean against its noise.)
     """
-    from .formats import PAPER_FP_FORMATS
-    from .ptq_analysis import noise_floor
-
     t = formats_table(df).dropna(subset=["delta"])
     sha = inputs_identity("P10", profile, frames={"rows": df}) if len(t) else ""
     if not len(t):
@@ -255,8 +254,6 @@ def compute_matched_table(df: pd.DataFrame, profile: str) -> pd.DataFrame:
         one row per run: ``size, n_params, bits, seed, n_times_bits, loss_val, status`` (missing
         runs absent), sorted by P and seed.
     """
-    from .sweep import PROFILES
-
     cols = ["size", "n_params", "bits", "seed", "loss_val", "status"]
     q = PROFILES[profile].qat
     if q is None:
@@ -290,9 +287,6 @@ def compute_matched_summary(df: pd.DataFrame, profile: str) -> dict:
         ``margin`` (second-lowest minus lowest mean) and ``near_best`` (the P, ascending; every
         member when σ is NaN).
     """
-    from .ptq_analysis import noise_floor
-    from .sweep import PROFILES
-
     t = compute_matched_table(df, profile)
     ok = t[t["status"] == "ok"]
     q = PROFILES[profile].qat
@@ -340,9 +334,6 @@ def refresh_qat_verdicts(profile: str = "cpu", write: bool = True) -> dict[str, 
     Raises:
         FileNotFoundError: no observations for ``profile``.
     """
-    from .law_analysis import TRAINING_EXPERIMENTS, load_fits
-    from .results import data_dir, load_runs
-
     df = load_runs(profile, experiment=TRAINING_EXPERIMENTS)
     new = qat_verdicts(load_fits(profile), df, profile)
     if write:

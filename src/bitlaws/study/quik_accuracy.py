@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .results import COLUMNS, append_rows, data_dir, frame_sha256, provenance, read_rows, stable_hash
-from .verdicts import CLAIMS, Verdict, inputs_identity, repo_root, store_verdicts
+from .store import COLUMNS, append_rows, data_dir, provenance, read_rows, stable_hash
+from .claims import CLAIMS, Verdict, inputs_identity, repo_root, store_verdicts
 
 __all__ = ["QUIK_COLUMNS", "OUTLIER_COLUMNS", "SETTINGS", "MethodSpec", "method_specs", "run_quik_experiment",
            "load_quik", "method_table", "k_sweep", "verdict_q1", "verdict_q2", "verdict_q3",
@@ -95,9 +95,9 @@ class MethodSpec:
 
 def method_specs(ablations: bool) -> list[MethodSpec]:
     """The methods table, and with `ablations` the ablation rows (module docstring)."""
-    from .ptq.gptq import GPTQConfig
-    from .ptq.quik import QuikConfig
-    from .ptq.smoothquant import SmoothQuantConfig
+    from ..ptq.gptq import GPTQConfig
+    from ..ptq.quik import QuikConfig
+    from ..ptq.smoothquant import SmoothQuantConfig
 
     rtn = dict(n_outliers=0, n_outliers_down=0, clip=False, weight_method="rtn")
     specs = [
@@ -137,9 +137,9 @@ def _obs_id(run_id: str, spec: MethodSpec, st: Setting) -> str:
 
 def _apply(model, spec: MethodSpec, calib, absmax):
     """Quantize `model` in place by `spec`; the report of the quantizer (or {})."""
-    from .ptq.gptq import gptq_quantize_
-    from .ptq.quik import quik_quantize_
-    from .ptq.smoothquant import smoothquant_quantize_
+    from ..ptq.gptq import gptq_quantize_
+    from ..ptq.quik import quik_quantize_
+    from ..ptq.smoothquant import smoothquant_quantize_
 
     if spec.kind == "none":
         return {}
@@ -200,10 +200,10 @@ def run_quik_experiment(profile: str = "cpu", root: str | Path | None = None, pr
         ValueError: an unknown profile. FileNotFoundError: a checkpoint is missing.
     """
     from .checkpoints import load_checkpoint
-    from .corpus import load_corpus
-    from .ptq.gptq import calibration_batch
-    from .ptq.quik import activation_absmax, is_down
-    from .train import evaluate
+    from ..corpus import load_corpus
+    from ..ptq.gptq import calibration_batch
+    from ..ptq.quik import activation_absmax, is_down
+    from ..train import evaluate
 
     if profile not in SETTINGS:
         raise ValueError(f"profile must be one of {list(SETTINGS)}, got {profile!r}")
@@ -272,7 +272,7 @@ def run_quik_experiment(profile: str = "cpu", root: str | Path | None = None, pr
 
 
 def _stat_rows(report: dict, obs: str, row: dict) -> list[dict]:
-    from .ptq.quik import layer_index
+    from ..ptq.quik import layer_index
 
     rows = []
     for name, r in report.items():

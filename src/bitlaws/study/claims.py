@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ._io import frame_sha256, json_sha256, write_atomic
+from .._io import frame_sha256, json_sha256, write_atomic
 
 __all__ = [
     "CLAIMS",
