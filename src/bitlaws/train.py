@@ -51,6 +51,7 @@ __all__ = [
     "evaluate",
     "train",
     "DivergedError",
+    "move_aside",
 ]
 
 
@@ -82,7 +83,8 @@ class TrainConfig:
         ckpt_every: steps between resumable checkpoints (0: never).
 
     Raises:
-        ValueError: a non-positive size or rate, fractions outside [0, 1), too few tokens for one step.
+        ValueError: a non-positive size or rate, a non-finite number, fractions outside [0, 1), a
+            negative seed, too few tokens for one step.
     """
 
     n_tokens: int = 1_000_000
@@ -123,10 +125,18 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{f} must be in [0, 1), got {v!r}")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise ValueError(f"TrainConfig.beta1/beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
+        for f in ("warmup_frac", "min_lr_frac", "weight_decay", "beta1", "beta2", "eps", "grad_clip", "max_epochs"):
+            v = getattr(self, f)  # NaN passes every `<` test, so finiteness is checked first
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"TrainConfig.{f} must be a finite number, got {v!r}")
         if self.weight_decay < 0 or self.grad_clip <= 0 or self.eps <= 0 or self.max_epochs <= 0:
-            raise ValueError("TrainConfig.weight_decay must be ≥ 0 and grad_clip, eps, max_epochs > 0")
-        if self.ckpt_every < 0:
-            raise ValueError(f"TrainConfig.ckpt_every must be ≥ 0, got {self.ckpt_every}")
+            raise ValueError("TrainConfig.weight_decay must be ≥ 0 and grad_clip, eps, max_epochs > 0, got "
+                             f"weight_decay={self.weight_decay}, grad_clip={self.grad_clip}, eps={self.eps}, "
+                             f"max_epochs={self.max_epochs}")
+        for f in ("seed", "ckpt_every"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"TrainConfig.{f} must be an int ≥ 0, got {v!r}")
 
     @property
     def steps(self) -> int:
@@ -157,7 +167,8 @@ class TrainResult:
         status: ``"ok"`` or ``"diverged"``.
         loss_val: validation loss [nats/token] (NaN if diverged).
         loss_train: mean training loss over the last ``log_every`` steps [nats/token].
-        n_params: N. n_tokens: D trained. steps: optimizer steps.
+        n_params: N. n_tokens: D trained. steps: optimizer steps (for a run that diverged in
+            training, those completed before the non-finite loss, and their tokens).
         wall_s: seconds spent training (not evaluating). curve: one dict per logged step.
     """
 
@@ -257,9 +268,48 @@ def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
 
 
 def _atomic_torch_save(obj: Any, path: Path) -> None:
+    """Save through ``<path>.tmp``: written, fsynced, renamed over `path` (a kill leaves the old file)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            torch.save(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def move_aside(path: Path, reason: BaseException | str) -> Path:
+    """Rename an unreadable checkpoint file to ``<name>.corrupt[.N]`` with a warning, so the run
+    can start again without losing the evidence. Returns the new path."""
+    import warnings
+
+    dest = path.with_name(path.name + ".corrupt")
+    n = 1
+    while dest.exists():
+        dest = path.with_name(f"{path.name}.corrupt.{n}")
+        n += 1
+    os.replace(path, dest)
+    warnings.warn(f"{path} cannot be read ({str(reason)[:200]}); moved it to {dest.name} and starting again",
+                  RuntimeWarning, stacklevel=2)
+    return dest
+
+
+def _load_state(state_path: Path) -> dict | None:
+    """The resumable state at `state_path`, or None when it is absent or unreadable (moved aside)."""
+    (state_path.with_suffix(state_path.suffix + ".tmp")).unlink(missing_ok=True)  # a killed save's orphan
+    if not state_path.exists():
+        return None
+    try:
+        state = torch.load(state_path, weights_only=False)
+        if not isinstance(state, dict) or not {"model", "optimizer", "step", "curve", "recent", "wall_s"} <= set(state):
+            raise ValueError("not a bitlaws training state")
+        return state
+    except Exception as exc:  # a truncated or garbage file: any unpickling error
+        move_aside(state_path, exc)
+        return None
 
 
 def train(
@@ -333,13 +383,18 @@ def train(
     total = train_cfg.steps
     start, curve, recent, wall = 0, [], [], 0.0
     state_path = Path(run_dir) / "state.pt" if run_dir is not None else None
-    if state_path is not None and state_path.exists():
-        state = torch.load(state_path, weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        start, curve, recent, wall = state["step"], state["curve"], state["recent"], state["wall_s"]
+    state = _load_state(state_path) if state_path is not None else None
+    if state is not None:
+        try:
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+            start, curve, recent, wall = state["step"], state["curve"], state["recent"], state["wall_s"]
+        except Exception as exc:  # a state of another shape: start again from the same initialisation
+            # nothing trained yet: the same call, now without the state (moved aside)
+            move_aside(state_path, exc)
+            return train(model_cfg, train_cfg, corpus, run_dir, progress, stop_after, precision)
 
-    status, interrupted = "ok", False
+    status, interrupted, reached = "ok", False, total
     # disable=None leaves tqdm's own default, so TQDM_DISABLE=1 in the environment silences it.
     bar = tqdm(total=total, initial=start, desc=f"train N={count_n_params(model):,} D={train_cfg.tokens_trained:,}",
                disable=None if progress else True, leave=False, unit="step")
@@ -357,7 +412,7 @@ def train(
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
         loss_value = loss.item()
         if not math.isfinite(loss_value):
-            status = "diverged"
+            status, reached = "diverged", step  # the steps completed before the loss broke
             curve.append({"step": step, "n_tokens_seen": step * train_cfg.batch_size * train_cfg.seq_len,
                           "loss_train": loss_value, "lr": lr})
             break
@@ -395,7 +450,9 @@ def train(
             status = "diverged"
     if state_path is not None and state_path.exists():
         state_path.unlink()
-    return TrainResult(model, status, loss_val, loss_train, n_params, train_cfg.tokens_trained, total, wall, curve)
+    # A diverged run reports the steps and tokens it reached, not those planned.
+    tokens = reached * train_cfg.batch_size * train_cfg.seq_len
+    return TrainResult(model, status, loss_val, loss_train, n_params, tokens, reached, wall, curve)
 
 
 def config_dict(model_cfg: ModelConfig, train_cfg: TrainConfig, precision=None) -> dict[str, Any]:
