@@ -569,8 +569,11 @@ def sweep_lock(data_root: str | os.PathLike):
         StoreError: another process holds it (the message says what to do).
     """
     data_root = Path(data_root)
-    probe_writable(data_root)
-    fd = os.open(data_root, os.O_RDONLY)
+    try:
+        data_root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(data_root, os.O_RDONLY)
+    except OSError as exc:
+        raise _os_error(data_root, exc) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
