@@ -528,15 +528,22 @@ def append_rows(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns
 
 
 def probe_writable(folder: str | os.PathLike) -> Path:
-    """Make `folder` (and its parents) and check a file can be created in it, before any work.
+    """Check, before any work, that `folder` can be made and written: its nearest existing ancestor
+    is a folder in which a file can be created (a probe file, removed at once). Creates nothing.
 
     Raises:
-        StoreError: the folder cannot be made (a file stands where it should be) or written.
+        StoreError: a file stands where a folder should be, or the folder cannot be written.
     """
     folder = Path(folder)
+    probe = folder
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".probe.", suffix=".tmp")
+        if not probe.is_dir():
+            raise NotADirectoryError(20, "a file stands where a folder should be", str(probe))
+        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".probe.", suffix=".tmp")
         os.close(fd)
         os.unlink(tmp)
     except OSError as exc:

@@ -119,16 +119,16 @@ class TrainConfig:
             )
         if self.lr is not None and not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"TrainConfig.lr must be positive and finite (or None for the rule), got {self.lr!r}")
+        for f in ("warmup_frac", "min_lr_frac", "weight_decay", "beta1", "beta2", "eps", "grad_clip", "max_epochs"):
+            v = getattr(self, f)  # NaN passes every `<` test, so finiteness is checked first
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"TrainConfig.{f} must be a finite number, got {v!r}")
         for f in ("warmup_frac", "min_lr_frac"):
             v = getattr(self, f)
             if not 0 <= v < 1:
                 raise ValueError(f"TrainConfig.{f} must be in [0, 1), got {v!r}")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise ValueError(f"TrainConfig.beta1/beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
-        for f in ("warmup_frac", "min_lr_frac", "weight_decay", "beta1", "beta2", "eps", "grad_clip", "max_epochs"):
-            v = getattr(self, f)  # NaN passes every `<` test, so finiteness is checked first
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"TrainConfig.{f} must be a finite number, got {v!r}")
         if self.weight_decay < 0 or self.grad_clip <= 0 or self.eps <= 0 or self.max_epochs <= 0:
             raise ValueError("TrainConfig.weight_decay must be ≥ 0 and grad_clip, eps, max_epochs > 0, got "
                              f"weight_decay={self.weight_decay}, grad_clip={self.grad_clip}, eps={self.eps}, "
