@@ -339,6 +339,8 @@ def _read_locked_bytes(path: Path) -> bytes | None:
         return None
     except IsADirectoryError:
         raise StoreError(f"{path} is a folder where a results file should be") from None
+    except OSError as exc:  # a file where a folder of the path should be, no permission
+        raise _os_error(path, exc, "read results from") from None
     with fh:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
