@@ -140,15 +140,77 @@ def test_cli_offline_corpus_exits_2_naming_the_default(tmp_path, monkeypatch, ca
     assert rc == 2 and "shakespeare" in err and "Traceback" not in err
 
 
+def exit_code(argv: list[str]) -> int:
+    """main's status, whether it returns it or argparse exits with it."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
 @pytest.mark.parametrize("argv, pattern", [
-    (["sweep", "--profile", "smoke", "--limit", "-1"], r"limit must be ≥ 0"),
+    (["sweep", "--profile", "smoke", "--limit", "-1"], r"--limit: must be an integer ≥ 0, got -1"),
+    (["sweep", "--profile", "smoke", "--limit", "2.5"], r"--limit: expected an integer ≥ 0, got '2.5'"),
+    (["sweep", "--profile", "smoke", "--threads", "0"], r"--threads: must be an integer ≥ 1, got 0"),
+    (["sweep", "--profile", "smoke", "--workers", "0"], r"--workers: must be an integer ≥ 1, got 0"),
     (["sweep", "--profile", "smoke", "--executor", "ray"], r"unknown executor 'ray'"),
+    (["sweep", "--profile", "smoke", "--experiments", ""], r"--experiments: no experiment named in ''.*base_grid"),
+    (["sweep", "--profile", "smoke", "--experiments", ",,"], r"--experiments: no experiment named in ',,'"),
+    (["sweep", "--profile", "smoke", "--experiments", "base_grid,nope"], r"declares no experiment \['nope'\]"),
 ])
 def test_cli_sweep_bad_input_exits_2(argv, pattern, tmp_path, capsys):
-    rc = main([*argv, "--data-root", str(tmp_path / "data"), "--run-root", str(tmp_path / "runs")])
+    rc = exit_code([*argv, "--data-root", str(tmp_path / "data"), "--run-root", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert rc == 2 and re.search(pattern, err), err
+    assert "Traceback" not in err
+    assert not (tmp_path / "data").exists() and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["fit", "--profile", "smoke", "--boot", "-1"], r"--boot: must be an integer ≥ 1, got -1"),
+    (["fit", "--profile", "smoke", "--boot", "0"], r"--boot: must be an integer ≥ 1, got 0"),
+    (["quik", "--profile", "smoke", "--limit", "-1"], r"--limit: must be an integer ≥ 0, got -1"),
+    (["quik", "--profile", "smoke", "--threads", "0"], r"--threads: must be an integer ≥ 1, got 0"),
+    (["quik", "--profile", "smoke", "--threads", "x"], r"--threads: expected an integer ≥ 1, got 'x'"),
+])
+def test_cli_fit_and_quik_counts_are_range_checked(argv, pattern, tmp_path, capsys):
+    rc = exit_code([*argv, "--data-root", str(tmp_path / "data")])
     err = capsys.readouterr().err
     assert rc == 2 and re.search(pattern, err), err
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("flag", ["--train.max_epochs=nan", "--train.grad_clip=nan", "--train.weight_decay=nan",
+                                  "--train.eps=nan", "--train.lr=inf", "--train.max_epochs=inf",
+                                  "--train.warmup_frac=nan"])
+def test_cli_train_refuses_non_finite_numbers(flag, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BITLAWS_CACHE", str(tmp_path / "cache"))
+    rc = main(["train", flag, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    name = flag.split("=")[0]
+    assert rc == 2 and f"{name}: " in err and "is not a finite number" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_train_config_refuses_nan_in_every_float_field():
+    for f in ("warmup_frac", "min_lr_frac", "weight_decay", "beta1", "beta2", "eps", "grad_clip", "max_epochs"):
+        with pytest.raises(ValueError, match=rf"TrainConfig\.{f} must be a finite number, got nan"):
+            TrainConfig(**{f: float("nan")})
+    with pytest.raises(ValueError, match=r"TrainConfig\.seed must be an int ≥ 0"):
+        TrainConfig(seed=-1)
+
+
+def test_cli_train_into_a_file_exits_2_before_training(tmp_path, monkeypatch, capsys):
+    import bitlaws.study.sweep as sweep_mod
+
+    monkeypatch.setenv("BITLAWS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(sweep_mod, "train", lambda *a, **k: pytest.fail("trained before checking the output"))
+    (tmp_path / "out").write_text("a file where the folder should be")
+    rc = main(["train", "--model.size=n3k", "--train.n_tokens=16384", "--train.batch_size=8",
+               "--train.seq_len=64", "--train.eval_tokens=4160", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot write results to" in err and str(tmp_path / "out") in err, err
+    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize("cmd", ["sweep", "coverage", "verdicts", "export-checkpoints", "fit", "quik"])

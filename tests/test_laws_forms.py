@@ -1,6 +1,6 @@
 """Tests of the functional forms (bitlaws.laws.forms) against the paper's constants and identities.
 
-Oracles: the tables of ``../shared/papers/precision-scaling-laws.md`` §2 ("Sanity numbers", our
+Oracles: the tables of ``book/papers/precision-scaling-laws.md`` §2 ("Sanity numbers", our
 algebra on the paper's Table 2, checked there independently), and identities between the forms
 (Eq. 9 reduces to Eq. 2 for a high-precision model; Eq. 11 to Eqs. 3–4 without PTQ; every Table 1
 form to Chinchilla at high precision).

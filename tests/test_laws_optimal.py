@@ -1,7 +1,7 @@
 """Tests of the compute-optimal analysis (bitlaws.laws.optimal) and the verdicts P6–P8.
 
 Every closed form is checked against a brute-force numerical optimisation of the same loss that
-does not use it; the paper-constant numbers against ``../shared/papers/precision-scaling-laws.md``
+does not use it; the paper-constant numbers against ``book/papers/precision-scaling-laws.md``
 §1.2, §1.3 and §2 (P* ≈ 7.0 bits with the offsets, ≈ 3.5 without;
 D_crit ≈ 16B / 89B / 32B tokens; the compute-matched suite's predicted losses).
 """

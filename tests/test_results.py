@@ -2,20 +2,34 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from bitlaws.study.store import COLUMNS, append_rows, frame_sha256, provenance, read_rows, stable_hash
+from bitlaws.study.store import (COLUMNS, CURVE_COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, StoreError, _cell, _parse,
+                                 append_rows, format_float, frame_sha256, provenance, read_rows, stable_hash)
+
+
+def row(obs_id: str, loss_val: float = 1.0, **changes) -> dict:
+    """A complete observation row (every identifier the schema requires)."""
+    r = {"run_id": "r" + obs_id, "obs_id": obs_id, "experiment": "base_grid", "profile": "smoke",
+         "corpus": "shakespeare", "size": "n3k", "seed": 0, "n_params": 3376, "n_tokens": 32768, "d_model": 16,
+         "n_layers": 1, "fmt_w": "none", "fmt_a": "none", "fmt_kv": "none", "bits_w": 16, "bits_a": 16,
+         "bits_kv": 16, "ptq_method": "none", "quant_scheme": "none", "bits_post": 16, "group_size": 0,
+         "loss_val": loss_val, "status": "ok", "steps": 64, "threads": 1}
+    r.update(changes)
+    return r
 
 
 def test_append_rows_skips_existing_and_repeated_keys(tmp_path):
     path = tmp_path / "sub" / "rows.csv"
-    assert append_rows(path, [{"obs_id": "a", "loss_val": 1.0}, {"obs_id": "b", "loss_val": 2.0}]) == 2
+    assert append_rows(path, [row("a", 1.0), row("b", 2.0)]) == 2
     # 'a' is already in the file and 'c' is repeated within the batch: one new row.
-    assert append_rows(path, [{"obs_id": "a", "loss_val": 9.0}, {"obs_id": "c", "loss_val": 3.0},
-                              {"obs_id": "c", "loss_val": 4.0}]) == 1
+    assert append_rows(path, [row("a", 9.0), row("c", 3.0), row("c", 4.0)]) == 1
     df = read_rows(path)
     assert list(df.columns) == COLUMNS
     assert df["obs_id"].tolist() == ["a", "b", "c"]
@@ -46,3 +60,173 @@ def test_provenance_names_the_commit():
     assert p["threads"] == 3
     assert p["git_sha"] == "unknown" or re.fullmatch(r"[0-9a-f]{12}(-dirty)?", p["git_sha"])
     assert p["device"].startswith(("cpu:", "cuda:"))
+
+
+# --- the store keeps every row: exact numbers, appends only, committed files byte for byte ----------
+
+REPO = Path(__file__).resolve().parents[1]
+SWEEP_FILES = ("base_grid", "qat_marginal", "qat_joint", "qat_formats", "compute_matched")
+
+
+def committed_csvs() -> list[Path]:
+    return sorted((REPO / "data" / "runs").glob("*/*.csv"))
+
+
+def schema_of(path: Path):
+    """The schema each committed CSV is written with: (columns, key)."""
+    from bitlaws.study.quik_accuracy import OUTLIER_COLUMNS, QUIK_COLUMNS
+
+    name = path.name
+    if name.endswith("_curves.csv"):
+        return CURVE_COLUMNS, None
+    if path.stem in SWEEP_FILES:
+        return COLUMNS, "obs_id"
+    return {"quik_accuracy.csv": (QUIK_COLUMNS, "obs_id"),
+            "quik_outliers.csv": (OUTLIER_COLUMNS, "stat_id")}.get(name, (None, None))
+
+
+def test_every_committed_csv_reads_back_and_reserialises_byte_for_byte():
+    """Each committed file passes the schema, and writing its parsed rows through the store's cell
+    writer gives the same bytes (integers as integers; floats' shortest text is the committed %.6g)."""
+    files = committed_csvs()
+    assert len(files) >= 14
+    for path in files:
+        columns, key = schema_of(path)
+        data = path.read_bytes()
+        header, records = _parse(path, data, columns, key)
+        assert columns is None or header == list(columns), path
+        df = read_rows(path, columns, key)
+        assert len(df) == len(records) == data.count(b"\n") - 1, path
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(header)
+        for rec in records:
+            vals = [None if v == "" else int(v) if c in INT_COLUMNS else float(v) if c in FLOAT_COLUMNS else v
+                    for c, v in zip(header, rec)]
+            w.writerow([_cell(c, v) for c, v in zip(header, vals)])
+        assert buf.getvalue().encode() == data, path
+
+
+def test_appending_to_a_committed_csv_keeps_its_bytes(tmp_path):
+    """The writer never rewrites: a copy of each committed file is a byte prefix after a new row,
+    and unchanged when every row offered is already there."""
+    for path in committed_csvs():
+        columns, key = schema_of(path)
+        if columns is None:
+            continue
+        copy = tmp_path / path.name
+        copy.write_bytes(path.read_bytes())
+        old = read_rows(copy, columns, key)
+        if key is not None:  # offering the stored rows again writes nothing
+            again = [{c: v for c, v in r.items() if c in columns} for r in old.head(3).to_dict("records")]
+            assert append_rows(copy, again, columns=columns, key=key) == 0
+            assert copy.read_bytes() == path.read_bytes(), path
+        new = {c: old.iloc[-1][c] for c in columns}
+        if key is not None:
+            new[key] = "ffffffffffffffff"
+        new["loss_train" if "loss_train" in columns else columns[-1]] = 1.2345678901234567
+        assert append_rows(copy, [new], columns=columns, key=key) == 1
+        data = copy.read_bytes()
+        assert data.startswith(path.read_bytes()) and data.count(b"\n") == path.read_bytes().count(b"\n") + 1
+        assert len(read_rows(copy, columns, key)) == len(old) + 1
+
+
+def test_numbers_are_written_exactly(tmp_path):
+    path = tmp_path / "r.csv"
+    loss = 2.5579123456789012
+    append_rows(path, [row("a", loss, n_params=1_205_888, n_tokens=16_777_216, delta_ptq=0.0,
+                           lr_peak=0.00424264, tokens_per_s=27930.0, train_s=float("nan"))])
+    line = path.read_text().splitlines()[1].split(",")
+    cells = dict(zip(COLUMNS, line))
+    assert cells["n_params"] == "1205888" and cells["n_tokens"] == "16777216"
+    assert cells["delta_ptq"] == "0" and cells["lr_peak"] == "0.00424264" and cells["tokens_per_s"] == "27930"
+    assert cells["train_s"] == "" and float(cells["loss_val"]) == loss
+    back = read_rows(path, COLUMNS, "obs_id")
+    assert back["loss_val"][0] == loss and back["n_params"][0] == 1_205_888
+    for x in (0.1, 1 / 3, 1e-300, 123456789.125, -2.5e-7, 5e300):
+        assert float(format_float(x)) == x
+
+
+def test_an_empty_integer_cell_cannot_reround_stored_rows(tmp_path):
+    """On main one empty int cell turned the column to float and the rewrite rounded every row
+    (1,205,888 -> 1,205,890); now the damaged file is refused and its bytes stay as they were."""
+    path = tmp_path / "r.csv"
+    append_rows(path, [row("a", n_params=1_205_888, n_tokens=16_777_216)])
+    bad = path.read_text() + path.read_text().splitlines()[1].replace(",1205888,", ",,").replace("ra,a,", "rb,b,") + "\n"
+    path.write_text(bad)
+    with pytest.raises(StoreError, match=r"r\.csv, line 3: column 'n_params' is empty"):
+        append_rows(path, [row("c")])
+    assert path.read_text() == bad and "1205888" in bad and "16777216" in bad
+
+
+def test_unknown_columns_are_kept_and_missing_ones_refused(tmp_path):
+    path = tmp_path / "r.csv"
+    append_rows(path, [row("a")])
+    text = path.read_text().splitlines()
+    path.write_text(text[0] + ",note\n" + text[1] + ",hand note\n")
+    assert append_rows(path, [row("b")]) == 1
+    lines = path.read_text().splitlines()
+    assert lines[0].endswith(",note") and lines[1].endswith(",hand note") and lines[2].endswith(",")
+    assert read_rows(path)["note"].tolist()[0] == "hand note"
+    # a dropped column: refused, nothing written
+    cols = lines[0].split(",")
+    i = cols.index("loss_val")
+    dropped = "\n".join(",".join(c for j, c in enumerate(l.split(",")) if j != i) for l in lines) + "\n"
+    path.write_text(dropped)
+    with pytest.raises(StoreError, match=r"line 1: the header lacks the columns \['loss_val'\]"):
+        append_rows(path, [row("c")])
+    with pytest.raises(StoreError, match="loss_val"):
+        read_rows(path, COLUMNS, "obs_id")
+    assert path.read_text() == dropped
+
+
+def test_a_killed_append_is_ignored_by_readers_and_cut_by_the_next_writer(tmp_path):
+    """A journal names the size before and after; the partial lines of a killed writer never count."""
+    path = tmp_path / "r.csv"
+    append_rows(path, [row("a")])
+    good = path.read_bytes()
+    line = good.splitlines()[1].replace(b"ra,a,", b"rb,b,")
+    (tmp_path / ".r.csv.journal").write_text(f"{len(good)} {len(good) + len(line) + 1} end\n")
+    path.write_bytes(good + line[:40])  # killed mid-write
+    assert read_rows(path)["obs_id"].tolist() == ["a"]
+    assert append_rows(path, [row("c")]) == 1
+    assert read_rows(path)["obs_id"].tolist() == ["a", "c"]
+    assert path.read_bytes().startswith(good) and not (tmp_path / ".r.csv.journal").exists()
+
+
+def _append_many(path: str, prefix: str, n: int) -> None:
+    for i in range(n):
+        append_rows(path, [row(f"{prefix}{i:03d}", float(i))])
+
+
+def test_concurrent_appends_lose_nothing(tmp_path):
+    """Two processes appending 60 rows each to one CSV: 120 rows (main kept 60)."""
+    import multiprocessing as mp
+
+    path = tmp_path / "r.csv"
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_append_many, args=(str(path), p, 60)) for p in ("x", "y")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    df = read_rows(path, COLUMNS, "obs_id")
+    assert len(df) == 120 and df["obs_id"].is_unique
+    assert sorted(df["obs_id"]) == sorted([f"x{i:03d}" for i in range(60)] + [f"y{i:03d}" for i in range(60)])
+
+
+def test_a_folder_where_the_csv_should_be_is_a_clear_error(tmp_path):
+    (tmp_path / "r.csv").mkdir()
+    with pytest.raises(StoreError, match="is a folder where a results file should be"):
+        append_rows(tmp_path / "r.csv", [row("a")])
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StoreError, match="cannot write results to"):
+        append_rows(tmp_path / "file" / "r.csv", [row("a")])
+
+
+def test_load_runs_checks_the_profile(tmp_path):
+    from bitlaws.study.store import load_runs
+
+    with pytest.raises(ValueError, match=r"unknown profile 'gpu'; allowed: \['cpu', 'smoke'\]"):
+        load_runs("gpu", root=REPO / "data")

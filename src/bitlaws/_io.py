@@ -17,18 +17,21 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_atomic", "frame_sha256", "json_sha256"]
+__all__ = ["write_atomic", "fsync_dir", "frame_sha256", "json_sha256"]
 
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int | None = None) -> None:
-    """Write ``data`` (str as UTF-8) to ``path`` atomically: temporary file, fsync, rename.
+def write_atomic(path: str | os.PathLike[str], data: str | bytes | Iterable[bytes],
+                 mode: int | None = None) -> None:
+    """Write ``data`` (str as UTF-8) to ``path`` atomically: temporary file, fsync, rename, fsync
+    of the folder (so the rename itself survives a power cut).
 
     Args:
         path: the target file; its folder must exist.
-        data: the whole new content.
+        data: the whole new content: text, bytes, or an iterable of byte chunks (large files).
         mode: permission bits of the new file; default: those of the file being replaced, else
             0o644 (``mkstemp`` would make it private).
 
@@ -36,14 +39,15 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int | No
         OSError: if the folder is missing or not writable (the temporary file is removed).
     """
     path = Path(path)
-    blob = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    chunks = [data.encode("utf-8")] if isinstance(data, str) else [data] if isinstance(data, (bytes, bytearray)) else data
     if mode is None:
         mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as tmp:
-            tmp.write(blob)
+            for chunk in chunks:
+                tmp.write(chunk)
             tmp.flush()
             os.fsync(tmp.fileno())
         os.replace(tmp_name, path)
@@ -51,6 +55,21 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int | No
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
         raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(folder: str | os.PathLike[str]) -> None:
+    """fsync a folder (its entries, e.g. after a rename); silently skipped where not supported."""
+    try:
+        dfd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
 
 
 def frame_sha256(frame: Any) -> str:

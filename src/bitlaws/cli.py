@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import typing
 from pathlib import Path
@@ -49,9 +50,14 @@ def _convert(text: str, typ: typing.Any, where: str) -> typing.Any:
                 raise ValueError
             return int(value)
         if typ is float:
-            return float(text)
+            value = float(text)
+            if not math.isfinite(value):
+                raise ValueError(f"{where}: {text!r} is not a finite number")
+            return value
         return str(text)
-    except ValueError:
+    except ValueError as exc:
+        if "finite" in str(exc):
+            raise
         raise ValueError(f"{where}: cannot read {text!r} as {getattr(typ, '__name__', typ)}") from None
 
 
@@ -94,6 +100,35 @@ def _split_overrides(rest: list[str]) -> dict[str, str]:
     return out
 
 
+def _count(minimum: int):
+    """An argparse type: an integer ≥ `minimum` (argparse exits 2 with the message otherwise)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer ≥ {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer ≥ {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer ≥ {minimum}"
+    return parse
+
+
+def _parse_experiments(text: str | None) -> list[str] | None:
+    """``"base_grid,qat_joint"`` -> the list; None -> None (every declared one); an empty list is refused."""
+    if text is None:
+        return None
+    exps = [e.strip() for e in text.split(",") if e.strip()]
+    if not exps:
+        from .study.sweep import EXPERIMENTS
+
+        raise ValueError(f"--experiments: no experiment named in {text!r}; allowed: comma-separated names from "
+                         f"{list(EXPERIMENTS)}, or leave the option out for every one the profile declares")
+    return exps
+
+
 def _parse_bits(text: str) -> list[int]:
     """``"3,4,8"`` -> [3, 4, 8] (sorted, unique); ``"none"`` -> [] (no PTQ)."""
     if text.strip().lower() == "none":
@@ -126,6 +161,9 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
         raise ValueError(f"unknown option(s) {extra}; --ptq.bits=3,4,8 is the only ptq option")
     ptq = tuple(RTNConfig(bits=b) for b in _parse_bits(bits))
     spec = RunSpec("manual", "custom", size or "custom", model, train_cfg, ptq)
+    from .study.store import probe_csv
+
+    probe_csv(Path(args.out) / "custom" / spec.run_id / "rows.csv")  # a write fault now, not after training
     rows, curve = run_spec(spec, threads=train_cfg.threads, run_root=args.out, progress=not args.quiet)
     out_csv = Path(args.out) / "custom" / spec.run_id / "rows.csv"
     append_rows(out_csv, rows)
@@ -139,7 +177,7 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
 def _cmd_sweep(args) -> int:
     from .study.sweep import run_sweep
 
-    exps = [e for e in args.experiments.split(",") if e] if args.experiments else None
+    exps = _parse_experiments(args.experiments)
     cov = run_sweep(args.profile, executor=args.executor, workers=args.workers, threads=args.threads,
                     data_root=args.data_root, run_root=args.run_root, limit=args.limit, progress=not args.quiet,
                     experiments=exps)
@@ -247,14 +285,15 @@ def main(argv: list[str] | None = None) -> int:
     p_ver = sub.add_parser("verdicts", help="recompute data/verdicts.json from the committed CSVs")
     p_ver.add_argument("--check", action="store_true",
                        help="write nothing; exit 1 if a recomputed verdict differs from the stored one "
-                            "(grades and identities exactly, numbers within bitlaws.verdicts.DETAIL_RTOL)")
+                            "(grades and identities exactly, numbers within bitlaws.study.claims.DETAIL_RTOL)")
     p_exp = sub.add_parser("export-checkpoints", help="copy a profile's seed-0 models to data/checkpoints/ in bf16")
     p_fit = sub.add_parser("fit", help="fit the scaling laws to a profile's runs; writes data/fits/<profile>_<stage>.json")
     p_quik = sub.add_parser("quik", help="QUIK / RTN / SmoothQuant / GPTQ on the committed checkpoints "
                                          "(data/runs/<profile>/quik_accuracy.csv, resumable), then Q1–Q3")
-    p_quik.add_argument("--threads", type=int, default=1)
-    p_quik.add_argument("--limit", type=int, default=None, help="at most this many new rows")
-    p_fit.add_argument("--boot", type=int, default=None, help="bootstrap resamples per stage (default 20 smoke, 200 cpu)")
+    p_quik.add_argument("--threads", type=_count(1), default=1)
+    p_quik.add_argument("--limit", type=_count(0), default=None, help="at most this many new rows")
+    p_fit.add_argument("--boot", type=_count(1), default=None,
+                       help="bootstrap resamples per stage, ≥ 1 (default 20 smoke, 200 cpu)")
     from .study.sweep import PROFILES
 
     for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik):
@@ -264,10 +303,10 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's)")
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")
     p_sweep.add_argument("--executor", default="local", help="local | submitit-local | slurm")
-    p_sweep.add_argument("--workers", type=int, default=1)
-    p_sweep.add_argument("--threads", type=int, default=1)
+    p_sweep.add_argument("--workers", type=_count(1), default=1)
+    p_sweep.add_argument("--threads", type=_count(1), default=1)
     p_sweep.add_argument("--run-root", default=None, help="checkpoint folder (default: <repo>/runs)")
-    p_sweep.add_argument("--limit", type=int, default=None, help="at most this many runs")
+    p_sweep.add_argument("--limit", type=_count(0), default=None, help="at most this many runs (≥ 0)")
     p_sweep.add_argument("--experiments", default=None,
                          help="comma-separated: base_grid,qat_marginal,qat_joint,qat_formats,compute_matched "
                               "(default: every one the profile declares)")
@@ -283,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
                 "export-checkpoints": _cmd_export, "fit": _cmd_fit, "quik": _cmd_quik}[args.cmd](args)
     except (ValueError, FileNotFoundError, CorpusUnavailableError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a write fault (read-only folder, a file where a folder should be, disk full)
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"error: cannot write{where}: {exc.strerror or exc}; choose a writable folder and rerun "
+              "(finished runs are kept)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: finished runs are saved; rerun the same command to resume", file=sys.stderr)

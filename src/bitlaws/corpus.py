@@ -40,7 +40,6 @@ import itertools
 import json
 import os
 import socket
-import tempfile
 import threading
 import urllib.parse
 from dataclasses import dataclass
@@ -48,6 +47,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
+
+from ._io import write_atomic
 
 SEPARATOR = "\n\n"
 VAL_EVERY = 10
@@ -333,17 +334,7 @@ def _id_dtype(vocab_size: int):
 
 def _atomic_write(path: Path, chunks: Iterable[bytes]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for c in chunks:
-                f.write(c)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, chunks, mode=0o644)
 
 
 def _read_meta(out: Path) -> dict | None:

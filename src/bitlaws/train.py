@@ -65,6 +65,7 @@ __all__ = [
     "DivergedError",
     "resolve_device",
     "DEVICES",
+    "move_aside",
 ]
 
 DEVICES = ("cpu", "cuda", "auto")
@@ -105,8 +106,9 @@ class TrainConfig:
         compile: run the training forward through ``torch.compile``.
 
     Raises:
-        ValueError: a non-positive size or rate, fractions outside [0, 1), too few tokens for one step,
-            a device not in ``DEVICES``, a ``grad_accum`` that does not divide ``batch_size``.
+        ValueError: a non-positive size or rate, a non-finite number, fractions outside [0, 1), a
+            negative seed, too few tokens for one step, a device not in ``DEVICES``, a ``grad_accum``
+            that does not divide ``batch_size``.
     """
 
     n_tokens: int = 1_000_000
@@ -145,6 +147,10 @@ class TrainConfig:
             )
         if self.lr is not None and not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"TrainConfig.lr must be positive and finite (or None for the rule), got {self.lr!r}")
+        for f in ("warmup_frac", "min_lr_frac", "weight_decay", "beta1", "beta2", "eps", "grad_clip", "max_epochs"):
+            v = getattr(self, f)  # NaN passes every `<` test, so finiteness is checked first
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"TrainConfig.{f} must be a finite number, got {v!r}")
         for f in ("warmup_frac", "min_lr_frac"):
             v = getattr(self, f)
             if not 0 <= v < 1:
@@ -152,9 +158,13 @@ class TrainConfig:
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise ValueError(f"TrainConfig.beta1/beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
         if self.weight_decay < 0 or self.grad_clip <= 0 or self.eps <= 0 or self.max_epochs <= 0:
-            raise ValueError("TrainConfig.weight_decay must be ≥ 0 and grad_clip, eps, max_epochs > 0")
-        if self.ckpt_every < 0:
-            raise ValueError(f"TrainConfig.ckpt_every must be ≥ 0, got {self.ckpt_every}")
+            raise ValueError("TrainConfig.weight_decay must be ≥ 0 and grad_clip, eps, max_epochs > 0, got "
+                             f"weight_decay={self.weight_decay}, grad_clip={self.grad_clip}, eps={self.eps}, "
+                             f"max_epochs={self.max_epochs}")
+        for f in ("seed", "ckpt_every"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"TrainConfig.{f} must be an int ≥ 0, got {v!r}")
         if self.device not in DEVICES:
             raise ValueError(f"TrainConfig.device must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if self.batch_size % self.grad_accum:
@@ -220,7 +230,8 @@ class TrainResult:
         status: ``"ok"`` or ``"diverged"``.
         loss_val: validation loss [nats/token] (NaN if diverged).
         loss_train: mean training loss over the last ``log_every`` steps [nats/token].
-        n_params: N. n_tokens: D trained. steps: optimizer steps.
+        n_params: N. n_tokens: D trained. steps: optimizer steps (for a run that diverged in
+            training, those completed before the non-finite loss, and their tokens).
         wall_s: seconds spent training (not evaluating). curve: one dict per logged step.
     """
 
@@ -330,9 +341,48 @@ def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
 
 
 def _atomic_torch_save(obj: Any, path: Path) -> None:
+    """Save through ``<path>.tmp``: written, fsynced, renamed over `path` (a kill leaves the old file)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            torch.save(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def move_aside(path: Path, reason: BaseException | str) -> Path:
+    """Rename an unreadable checkpoint file to ``<name>.corrupt[.N]`` with a warning, so the run
+    can start again without losing the evidence. Returns the new path."""
+    import warnings
+
+    dest = path.with_name(path.name + ".corrupt")
+    n = 1
+    while dest.exists():
+        dest = path.with_name(f"{path.name}.corrupt.{n}")
+        n += 1
+    os.replace(path, dest)
+    warnings.warn(f"{path} cannot be read ({str(reason)[:200]}); moved it to {dest.name} and starting again",
+                  RuntimeWarning, stacklevel=2)
+    return dest
+
+
+def _load_state(state_path: Path, device: torch.device | str = "cpu") -> dict | None:
+    """The resumable state at `state_path`, or None when it is absent or unreadable (moved aside)."""
+    (state_path.with_suffix(state_path.suffix + ".tmp")).unlink(missing_ok=True)  # a killed save's orphan
+    if not state_path.exists():
+        return None
+    try:
+        state = torch.load(state_path, weights_only=False, map_location=device)
+        if not isinstance(state, dict) or not {"model", "optimizer", "step", "curve", "recent", "wall_s"} <= set(state):
+            raise ValueError("not a bitlaws training state")
+        return state
+    except Exception as exc:  # a truncated or garbage file: any unpickling error
+        move_aside(state_path, exc)
+        return None
 
 
 def train(
@@ -413,13 +463,18 @@ def train(
     total = train_cfg.steps
     start, curve, recent, wall = 0, [], [], 0.0
     state_path = Path(run_dir) / "state.pt" if run_dir is not None else None
-    if state_path is not None and state_path.exists():
-        state = torch.load(state_path, weights_only=False, map_location=device)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        start, curve, recent, wall = state["step"], state["curve"], state["recent"], state["wall_s"]
+    state = _load_state(state_path, device) if state_path is not None else None
+    if state is not None:
+        try:
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+            start, curve, recent, wall = state["step"], state["curve"], state["recent"], state["wall_s"]
+        except Exception as exc:  # a state of another shape: start again from the same initialisation
+            # nothing trained yet: the same call, now without the state (moved aside)
+            move_aside(state_path, exc)
+            return train(model_cfg, train_cfg, corpus, run_dir, progress, stop_after, precision)
 
-    status, interrupted = "ok", False
+    status, interrupted, reached = "ok", False, total
     # disable=None leaves tqdm's own default, so TQDM_DISABLE=1 in the environment silences it.
     bar = tqdm(total=total, initial=start, desc=f"train N={count_n_params(model):,} D={train_cfg.tokens_trained:,}",
                disable=None if progress else True, leave=False, unit="step")
@@ -445,7 +500,7 @@ def train(
         else:
             loss_value = _accumulate(forward, batch, accum, device, opt)
         if not math.isfinite(loss_value):
-            status = "diverged"
+            status, reached = "diverged", step  # the steps completed before the loss broke
             curve.append({"step": step, "n_tokens_seen": step * train_cfg.batch_size * train_cfg.seq_len,
                           "loss_train": loss_value, "lr": lr})
             break
@@ -484,7 +539,9 @@ def train(
             status = "diverged"
     if state_path is not None and state_path.exists():
         state_path.unlink()
-    return TrainResult(model, status, loss_val, loss_train, n_params, train_cfg.tokens_trained, total, wall, curve)
+    # A diverged run reports the steps and tokens it reached, not those planned.
+    tokens = reached * train_cfg.batch_size * train_cfg.seq_len
+    return TrainResult(model, status, loss_val, loss_train, n_params, tokens, reached, wall, curve)
 
 
 def _accumulate(forward, batch: torch.Tensor, accum: int, device: torch.device, opt) -> float:

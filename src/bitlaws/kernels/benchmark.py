@@ -26,17 +26,18 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import io
 import math
 import os
 import platform
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
 import torch
 
+from .._io import write_atomic
 from .timing import peak_mem_bytes, time_ms
 
 __all__ = ["LLAMA2_SHAPES", "SETTINGS", "COLUMNS", "time_ms", "peak_mem_bytes", "environment",
@@ -116,7 +117,7 @@ def environment(device: str, threads: int) -> dict[str, object]:
 
 def _git_sha() -> str:
     """The commit of this checkout (12 hex, ``-dirty`` if ``src/`` has uncommitted changes), or ``unknown``
-    (as :mod:`bitlaws.results` records it; repeated here so that making rows needs no pandas)."""
+    (as :mod:`bitlaws.study.store` records it; repeated here so that making rows needs no pandas)."""
     here = Path(__file__).resolve().parent
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
@@ -219,19 +220,12 @@ def write_csv(rows: Iterable[dict], path: str | os.PathLike) -> None:
         rows = rows.to_dict("records")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes the file private; a committed CSV is world-readable
-        with os.fdopen(fd, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="raise", lineterminator="\n")
-            writer.writeheader()
-            for r in rows:
-                writer.writerow({c: _cell(r.get(c)) for c in COLUMNS})
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=COLUMNS, extrasaction="raise", lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({c: _cell(r.get(c)) for c in COLUMNS})
+    write_atomic(path, text.getvalue(), mode=0o644)  # a committed CSV is world-readable
 
 
 def _cell(v):

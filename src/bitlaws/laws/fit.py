@@ -16,7 +16,7 @@ The recipe (Besiroglu et al. 2024, "Chinchilla Scaling: A replication attempt", 
 * held-out error: leave one model size (or one data budget) out, fit the rest, predict it; R²
   and MSE are pooled over the held-out predictions.
 
-The piecewise pipeline of the paper (Appendix K; ``../shared/papers/precision-scaling-laws.md``
+The piecewise pipeline of the paper (Appendix K; ``book/papers/precision-scaling-laws.md``
 §8) is a list of ``STAGES``, each fitting a few constants with the earlier stages' constants held
 fixed (``fixed=``):
 

@@ -23,7 +23,7 @@ Eq. 9 is 1. The paper's Appendix M also treats BF16 as P = ∞.
 
 **Offsets.** Table 2 lists offsets n_w, n_i, n_kv that the main text drops. We read the factor as
 1 − exp(−P/γ_x + n_x), which reproduces the paper's headline P* ≈ 7 bits (without the offsets
-P* ≈ 3.5); see ``../shared/papers/precision-scaling-laws.md`` §1.3. f_x can be negative at very
+P* ≈ 3.5); see ``book/papers/precision-scaling-laws.md`` §1.3. f_x can be negative at very
 low P (f_a(3) < 0, where the paper's P_a = 3 runs diverged); the forms return what the formula
 gives, and a negative N_eff gives NaN loss.
 

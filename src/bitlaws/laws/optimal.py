@@ -9,7 +9,7 @@ Closed forms here, each checked against brute-force numerical optimisation in th
 
 * ``optimal_precision`` — N, D, P all free: the first-order conditions reduce to
   d/dP [g(P)/P] = 0, so **P* = argmax g(P)/P, independent of C, A, B, E, α, β** (Eqs. 7, 28;
-  the algebra is in ``../shared/papers/precision-scaling-laws.md`` §1.4(b)). With one γ and no
+  the algebra is in ``book/papers/precision-scaling-laws.md`` §1.4(b)). With one γ and no
   offsets, e^x − 1 = 3x with x = P/γ: ``P_STAR_X`` ≈ 1.904 (``optimal_precision_single_gamma``).
 * ``optimal_n_d`` — P fixed, N and D free (Eqs. 6, 14–17, exponents re-derived):
   N* = [α·A·g^(−α)·C^β / (β·B·(k·P)^β)]^(1/(α+β)), D* = C/(k·N*·P), k = 6/16.

@@ -520,7 +520,7 @@ def quik_quantize_(model: nn.Module, calib: torch.Tensor, cfg: QuikConfig, modul
 
     Args:
         model: a transformers causal LM — ``LlamaForCausalLM``, ``OPTForCausalLM``,
-            ``FalconForCausalLM`` (e.g. from :func:`bitlaws.quik_realmodel.load_causal_lm`);
+            ``FalconForCausalLM`` (e.g. from :func:`bitlaws.study.quik_realmodel.load_causal_lm`);
             float32 on the CPU (any device works).
         calib: (n_seq, T) int64 token ids from the TRAINING split
             (:func:`bitlaws.ptq.gptq.calibration_batch`; the experiments use 128 × 256).

@@ -54,6 +54,8 @@ def export_checkpoints(rows: pd.DataFrame, runs_root: str | os.PathLike, dest: s
     """
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
+    for orphan in dest.glob("*.tmp"):  # a killed export's temporaries
+        orphan.unlink()
     base = rows[(rows["ptq_method"] == "none") & (rows["status"] == "ok") & rows["seed"].isin(seeds)]
     todo = []
     for r in base.itertuples():
@@ -78,8 +80,14 @@ def export_checkpoints(rows: pd.DataFrame, runs_root: str | os.PathLike, dest: s
                 "model_config": json.dumps(cfg["model"], sort_keys=True),
                 "train_config": json.dumps(cfg["train"], sort_keys=True)}
         tmp = out.with_suffix(".tmp")
-        save_file(state, tmp, metadata=meta)
-        os.replace(tmp, out)
+        try:
+            save_file(state, tmp, metadata=meta)
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, out)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         written.append(out)
     return written
 

@@ -64,7 +64,7 @@ _QUIK_CHAPTER = "notebooks/05-quik-accuracy"
 _QAT_CHAPTER = "notebooks/02-low-precision-training"
 _QUIK = "python -m bitlaws quik --profile cpu"
 
-# The paper's side of each claim, in our words, from ../shared/papers/*.md. Numbers marked
+# The paper's side of each claim, in our words, from book/papers/*.md. Numbers marked
 # "derived" are our algebra on the paper's Table 2 constants, not numbers the paper prints.
 CLAIMS: dict[str, dict[str, str | None]] = {
     "P1": {

@@ -142,7 +142,7 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
                suite: Mapping | None = None, rows: pd.DataFrame | None = None) -> Verdict:
     """P6: compute-optimal precision ≈ 7–8 bits, independent of compute (rule in the module docstring).
 
-    `suite` (``bitlaws.qat_analysis.compute_matched_summary``) adds the empirical side. When the
+    `suite` (``bitlaws.study.low_precision_training.compute_matched_summary``) adds the empirical side. When the
     compute-matched suite is complete, its minimum is read against its seed noise: the suite
     *resolves* the paper's FP6–FP8 minimum if its lowest mean loss is at 6 or 8 bits and every
     member within two standard errors of it (``near_best``) is at 6 or 8 bits; it is *consistent*

@@ -67,7 +67,7 @@ __all__ = [
 
 # The paper fits Eq. 2 on INT3–INT6 (GPTQ); our RTN rows also have INT7/8, whose δ sits at the noise floor.
 PTQ_BITS = (3, 4, 5, 6)
-# The sweeps whose rows are training runs (``bitlaws.sweep.EXPERIMENTS``, and ``manual`` CLI runs).
+# The sweeps whose rows are training runs (``bitlaws.study.sweep.EXPERIMENTS``, and ``manual`` CLI runs).
 TRAINING_EXPERIMENTS = ("base_grid", "qat_marginal", "qat_joint", "qat_formats", "compute_matched", "manual")
 # Bootstrap resamples per profile (smoke: fast enough for the notebook test).
 N_BOOT = {"smoke": 20, "cpu": 200, "gpu": 200}
@@ -123,7 +123,7 @@ def stage_frames(df: pd.DataFrame, method: str = "rtn") -> dict[str, pd.DataFram
     Runs trained in a floating-point format (the formats sweep) are left out of every stage.
 
     Args:
-        df: a profile's observation rows (``bitlaws.results.load_runs``), any experiments.
+        df: a profile's observation rows (``bitlaws.study.store.load_runs``), any experiments.
         method: the post-training method whose rows feed ``ptq`` and ``unified`` (``"rtn"``).
 
     Returns:
@@ -161,7 +161,7 @@ def _sha(frame: pd.DataFrame) -> str:
 # --- fits ----------------------------------------------------------------------------------------
 
 def fits_path(profile: str, stage: str, root: str | os.PathLike | None = None) -> Path:
-    """``data/fits/<profile>_<stage>.json`` (under ``root`` or ``bitlaws.results.data_dir()``)."""
+    """``data/fits/<profile>_<stage>.json`` (under ``root`` or ``bitlaws.study.store.data_dir()``)."""
     return Path(root if root is not None else data_dir()) / "fits" / f"{profile}_{stage}.json"
 
 
@@ -254,7 +254,7 @@ def run_fits(profile: str = "cpu", n_boot: int | None = None, *, method: str = "
         profile: ``smoke``, ``cpu`` or ``gpu``.
         n_boot: bootstrap resamples per stage (default ``N_BOOT[profile]``: 20 smoke, 200 cpu).
         method: the PTQ method whose rows feed ``ptq`` and ``unified``.
-        root: a ``data/`` folder (default ``bitlaws.results.data_dir()``): runs are read from
+        root: a ``data/`` folder (default ``bitlaws.study.store.data_dir()``): runs are read from
             ``<root>/runs/<profile>``, fits written to ``<root>/fits``.
         write: False computes without writing.
         frame: use these rows instead of loading them (tests).
@@ -421,7 +421,7 @@ def fit_ptq_method(profile: str = "cpu", method: str = "gptq", n_boot: int | Non
         profile: ``smoke``, ``cpu`` or ``gpu``.
         method: the ``ptq_method`` whose rows are fitted (``"gptq"``).
         n_boot: bootstrap resamples (default ``N_BOOT[profile]``).
-        root: a ``data/`` folder (default ``bitlaws.results.data_dir()``).
+        root: a ``data/`` folder (default ``bitlaws.study.store.data_dir()``).
         write: write the record to ``ptq_fit_path(profile, method, root)``.
         frame: use these rows instead of the profile's training sweeps, ``load_runs(profile,
             experiment=TRAINING_EXPERIMENTS)`` (tests).
@@ -573,12 +573,12 @@ def law_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> di
 
 def refresh_law_verdicts(profile: str = "cpu", write: bool = True, refit: bool = True) -> dict[str, Verdict]:
     """Recompute P3, P5 and P9; with ``write``, merge them into ``data/verdicts.json`` and the README's
-    ledger (``bitlaws.verdicts.store_verdicts``).
+    ledger (``bitlaws.study.claims.store_verdicts``).
 
     The fits are read from ``data/fits``; if any is missing or was fitted on other rows than the
     committed ones (its ``input_sha256`` differs), ``run_fits`` refits first (when ``refit``; the
     new fit files are written only with ``write``). Only the book's profile (``cpu``) should be
-    written, as for ``bitlaws.ptq_analysis.refresh_verdicts``.
+    written, as for ``bitlaws.study.ptq_degradation.refresh_verdicts``.
 
     Args:
         profile: the profile whose runs and fits give the verdicts.

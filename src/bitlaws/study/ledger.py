@@ -2,10 +2,10 @@
 
 ``compute_verdicts`` runs each chapter's verdict functions (P1–P2, P3, P5 and P9, P4 and P10,
 P6–P8, Q1–Q3) on ``data/runs/<profile>`` and ``data/fits`` without writing anything; ``check_verdicts``
-sets the result against ``data/verdicts.json`` with ``bitlaws.verdicts.verdict_differences``
+sets the result against ``data/verdicts.json`` with ``bitlaws.study.claims.verdict_differences``
 (grades and identities exactly, numbers within ``DETAIL_RTOL``), which is what a reader's machine
 must reproduce; ``refresh_verdicts`` stores them through the one refresh path,
-``bitlaws.verdicts.store_verdicts``. Q4 is judged from GPU benchmark rows by chapter 06 and is
+``bitlaws.study.claims.store_verdicts``. Q4 is judged from GPU benchmark rows by chapter 06 and is
 left as stored.
 """
 
@@ -60,7 +60,7 @@ def check_verdicts(profile: str = "cpu", path: str | os.PathLike[str] | None = N
         verdicts: already recomputed verdicts (default: ``compute_verdicts(profile)``).
 
     Returns:
-        One line per difference (``bitlaws.verdicts.verdict_differences``).
+        One line per difference (``bitlaws.study.claims.verdict_differences``).
     """
     new = compute_verdicts(profile) if verdicts is None else verdicts
     stored = load_verdicts(path)
@@ -72,12 +72,12 @@ def check_verdicts(profile: str = "cpu", path: str | os.PathLike[str] | None = N
 
 def refresh_verdicts(profile: str = "cpu", data_root: str | os.PathLike[str] | None = None) -> dict[str, Verdict]:
     """Recompute every verdict and merge it into the store (and the README's ledger when
-    ``data_root`` is the repository's ``data/``): ``bitlaws.verdicts.store_verdicts``.
+    ``data_root`` is the repository's ``data/``): ``bitlaws.study.claims.store_verdicts``.
 
     Args:
         profile: the profile to recompute.
         data_root: the ``data/`` folder whose ``verdicts.json`` is written (default
-            ``bitlaws.results.data_dir()``).
+            ``bitlaws.study.store.data_dir()``).
 
     Returns:
         The recomputed verdicts, claim id -> verdict.

@@ -1,7 +1,7 @@
 """Low-precision training: tables, the sensitivity order (P4), floating point against integer (P10)
 and the compute-matched suite (the empirical side of P6).
 
-Inputs are a profile's observation rows (``bitlaws.results.load_runs``). The high-precision
+Inputs are a profile's observation rows (``bitlaws.study.store.load_runs``). The high-precision
 baseline of a low-precision run is the base grid's run of the same size, budget and seed (its
 ``run_id`` differs only by the training precision). Every verdict is computed here from the rows
 and the law fits (``data/fits``), never typed; the rule of each verdict is in its docstring.
@@ -274,7 +274,7 @@ def compute_matched_summary(df: pd.DataFrame, profile: str) -> dict:
 
     σ is the suite's own seed spread (the pooled within-member standard deviation of the loss, over
     the members with several seeds) where it has one, else the base grid's seed spread
-    (:func:`bitlaws.ptq_analysis.noise_floor`). A member is *near the best* if its mean loss is
+    (:func:`bitlaws.study.ptq_degradation.noise_floor`). A member is *near the best* if its mean loss is
     within two standard errors of the difference, ``2σ·sqrt(1/n_i + 1/n_best)`` (n: seeds), of
     the lowest mean — ``2·√2·σ`` for two single-seed runs.
 
@@ -328,7 +328,7 @@ def qat_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> di
 
 def refresh_qat_verdicts(profile: str = "cpu", write: bool = True) -> dict[str, Verdict]:
     """Recompute P4 and P10 from the committed rows and fits; with ``write``, merge them into
-    ``data/verdicts.json`` and the README's ledger (``bitlaws.verdicts.store_verdicts``; only the
+    ``data/verdicts.json`` and the README's ledger (``bitlaws.study.claims.store_verdicts``; only the
     book's profile should be written).
 
     Raises:

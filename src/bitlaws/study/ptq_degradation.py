@@ -10,7 +10,7 @@ Claims (Kumar et al. 2024, Eq. 2, Fig. 1 left, Fig. 2):
 A trend counts only where it exceeds the **noise floor**: the standard deviation across seeds of
 the same cell (same N, D, P_post), taken as the largest over the seed cells, for each PTQ method
 separately. A change must be larger than ``NOISE_K`` times that floor. Everything here takes a
-results frame (see :mod:`bitlaws.results`) and returns plain numbers, so the chapter, the tests and
+results frame (see :mod:`bitlaws.study.store`) and returns plain numbers, so the chapter, the tests and
 ``python -m bitlaws verdicts`` compute the same verdicts.
 
 **Which method carries the verdict.** The paper's main PTQ results (Fig. 1 left, Fig. 2, Table 2)
@@ -23,7 +23,7 @@ RTN rows, and the verdict says so.
 where the post-PTQ loss is lowest and the bracket of grid points around it (``post_ptq_rise``);
 from the fitted laws, Eq. 13 with our Chinchilla constants (B, β) and our Eq. 2 constants of that
 method (``critical_data_sizes``). The fits are point fits of :mod:`bitlaws.laws` (Huber on log
-loss, the ``chinchilla`` and ``ptq`` stages of :mod:`bitlaws.law_analysis`), deterministic for
+loss, the ``chinchilla`` and ``ptq`` stages of :mod:`bitlaws.study.law_fits`), deterministic for
 given rows; the committed fit files add bootstrap intervals and held-out scores.
 """
 
@@ -88,7 +88,7 @@ METHOD_LABELS = {"gptq": "GPTQ", "rtn": "RTN"}
 
 def gptq_setup(profile: str) -> str:
     """How the profile's base grid runs GPTQ (our choice: the paper does not report it), in words,
-    read from the declared sweep (``bitlaws.sweep.plan``); ``""`` for a profile without GPTQ."""
+    read from the declared sweep (``bitlaws.study.sweep.plan``); ``""`` for a profile without GPTQ."""
     try:
         spec = plan(profile)[0]
     except ValueError:
@@ -351,8 +351,8 @@ def _point_fit(stage_name: str, frame: pd.DataFrame, keys: tuple[str, ...]) -> d
 
 def eq2_fit(df: pd.DataFrame, method: str) -> dict[str, float]:
     """Eq. 2 fitted with :mod:`bitlaws.laws` on one method's rows: the ``ptq`` stage as
-    ``bitlaws.law_analysis.run_fits`` fits it (Huber on the log post-PTQ loss, so δ_PTQ ≤ 0 at high
-    P_post needs no special case; P_post ∈ ``law_analysis.PTQ_BITS``), without the bootstrap.
+    ``bitlaws.study.law_fits.run_fits`` fits it (Huber on the log post-PTQ loss, so δ_PTQ ≤ 0 at high
+    P_post needs no special case; P_post ∈ ``law_fits.PTQ_BITS``), without the bootstrap.
 
     Args:
         df: observation rows (the base grid's, or a whole profile's).
@@ -368,7 +368,7 @@ def eq2_fit(df: pd.DataFrame, method: str) -> dict[str, float]:
 
 def chinchilla_fit(df: pd.DataFrame) -> dict[str, float]:
     """The Chinchilla law (α = β tied, as the paper) fitted on the high-precision models before PTQ
-    (the ``chinchilla`` stage of ``bitlaws.law_analysis``), without the bootstrap.
+    (the ``chinchilla`` stage of ``bitlaws.study.law_fits``), without the bootstrap.
 
     Returns:
         ``A``, ``B``, ``E`` (nats/token), ``alpha``, ``beta``, ``r2``, ``n_points``, ``n_cells``; NaN
@@ -611,7 +611,7 @@ def verdict_p2(df: pd.DataFrame, profile: str) -> Verdict:
 
 def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[str, Verdict]:
     """Recompute P1 and P2 from ``data/runs/<profile>``; with `write`, merge them into
-    ``data/verdicts.json`` and the README's ledger (``bitlaws.verdicts.store_verdicts``; only the
+    ``data/verdicts.json`` and the README's ledger (``bitlaws.study.claims.store_verdicts``; only the
     book's profile should be written).
 
     Raises:

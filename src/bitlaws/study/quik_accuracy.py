@@ -156,7 +156,7 @@ def _row_fields(spec: MethodSpec) -> dict:
     """The method-describing columns of a row."""
     c = spec.cfg
     # ptq_method names are this harness's own, so that no row here is mistaken for a base-grid
-    # observation (bitlaws.law_analysis.stage_frames picks rows by ptq_method "none" / "rtn"):
+    # observation (bitlaws.study.law_fits.stage_frames picks rows by ptq_method "none" / "rtn"):
     # the fp row is the bf16 checkpoint, RTN here quantizes activations too.
     kind = {"none": "bf16", "gptq": "gptq_bf16", "smoothquant": "smoothquant", "quik": "quik"}[spec.kind]
     if spec.kind == "quik" and c.weight_method == "rtn":
@@ -197,7 +197,9 @@ def run_quik_experiment(profile: str = "cpu", root: str | Path | None = None, pr
         The number of rows written.
 
     Raises:
-        ValueError: an unknown profile. FileNotFoundError: a checkpoint is missing.
+        ValueError: an unknown profile, threads < 1, limit < 0, or an unreadable (corrupt)
+            checkpoint (raised after the other checkpoints' rows are written).
+        FileNotFoundError: a checkpoint is missing.
     """
     from .checkpoints import load_checkpoint
     from ..corpus import load_corpus
@@ -207,6 +209,10 @@ def run_quik_experiment(profile: str = "cpu", root: str | Path | None = None, pr
 
     if profile not in SETTINGS:
         raise ValueError(f"profile must be one of {list(SETTINGS)}, got {profile!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be an int ≥ 1, got {threads!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be an int ≥ 0 (or None for every missing row), got {limit!r}")
     st = SETTINGS[profile]
     torch.set_num_threads(threads)
     root = Path(root) if root else data_dir()
@@ -218,12 +224,22 @@ def run_quik_experiment(profile: str = "cpu", root: str | Path | None = None, pr
         ckpt_dir = repo_root() / "data" / ckpt_sub  # when the rows go to another data folder
     corpus = load_corpus("shakespeare")
     written = 0
+    unreadable: list[str] = []
     for stem in st.main:
         path = ckpt_dir / f"{stem}.safetensors"
         specs = method_specs(stem in st.ablation)
-        done = read_rows(out_csv)
+        done = read_rows(out_csv, QUIK_COLUMNS, "obs_id")
         have = set(done["obs_id"].astype(str)) if len(done) else set()
-        base, meta = load_checkpoint(path)
+        try:
+            base, meta = load_checkpoint(path)
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # a truncated or garbage file: skip it, do the others, then say so
+            import warnings
+
+            warnings.warn(f"skipping {path}: it cannot be read ({str(exc)[:200]})", RuntimeWarning, stacklevel=2)
+            unreadable.append(f"{path} ({type(exc).__name__})")
+            continue
         run_id = meta["run_id"]
         todo = [s for s in specs if _obs_id(run_id, s, st) not in have]
         if not todo:
@@ -268,6 +284,10 @@ def run_quik_experiment(profile: str = "cpu", root: str | Path | None = None, pr
                       f"({t1 - t0:.0f}+{t2 - t1:.0f} s)", flush=True)
             if limit is not None and written >= limit:
                 return written
+    if unreadable:
+        raise ValueError(f"{len(unreadable)} checkpoint(s) cannot be read and were skipped (the {written} rows of "
+                         f"the others are written): {'; '.join(unreadable)}; restore them with `git checkout -- "
+                         f"data/checkpoints` or `python -m bitlaws export-checkpoints`, then rerun")
     return written
 
 
@@ -478,7 +498,7 @@ def verdict_q3(df: pd.DataFrame, profile: str) -> Verdict:
 def refresh_quik_verdicts(profile: str = "cpu", write: bool = True, root: str | Path | None = None) -> dict[str, Verdict]:
     """Recompute Q1–Q3 from ``data/runs/<profile>/quik_accuracy.csv``; with `write`, merge them into
     ``<root>/verdicts.json`` (default ``data/``), and the README's ledger when that is the
-    repository's own data folder (``bitlaws.verdicts.store_verdicts``; only the book's profile
+    repository's own data folder (``bitlaws.study.claims.store_verdicts``; only the book's profile
     should be written).
 
     Raises:

@@ -294,7 +294,7 @@ class MinilmMethod:
                           clip=self.clip, weight_method=self.weight_method)
 
 
-# RTN baselines as in bitlaws.quik_analysis (no clipping); QUIK with GPTQ and clipping (its defaults).
+# RTN baselines as in bitlaws.study.quik_accuracy (no clipping); QUIK with GPTQ and clipping (its defaults).
 MINILM_METHODS: tuple[MinilmMethod, ...] = (
     MinilmMethod("rtn_w8a8", 8, 0.0, "rtn", False),
     MinilmMethod("rtn_w4a4", 4, 0.0, "rtn", False),
@@ -552,7 +552,7 @@ def load_minilm_rows(profile: str = "cpu", root: str | Path | None = None) -> pd
         path = committed if committed.exists() else path
     if not path.exists():
         raise FileNotFoundError(f"no {path}; run `{INSTALL_HINT}` and then "
-                                f"`python -c 'import bitlaws.quik_realmodel as r; r.run_minilm_experiment()'`")
+                                f"`python -c 'import bitlaws.study.quik_realmodel as r; r.run_minilm_experiment()'`")
     return read_rows(path)
 
 

@@ -6,28 +6,44 @@ One row is one observation (DESIGN.md, "Results"): a trained model evaluated bef
 * ``run_id`` — hash of the training configuration (model, train, training precision, corpus);
 * ``obs_id`` — hash of ``run_id`` and the post-training configuration. Sweeps resume by it.
 
-Every column is documented in ``data/README.md``. Writes go to a temporary file in the same folder
-and are renamed over the target (``os.replace``), so a killed writer leaves either the old file or
-the new one, never half a row.
+Every column is documented in ``data/README.md``. The store (DESIGN.md, "Results") keeps every row:
+
+* every read checks the file against its schema (columns, types, non-empty identifiers and status)
+  and refuses a damaged one with :class:`StoreError`, naming the file and the line;
+* rows are appended, never rewritten, under an exclusive lock on the file, with a journal so that
+  a writer killed mid-append leaves the rows before it intact and its own partial lines ignored;
+* numbers are written exactly: integers as integers, floats as the shortest text that reads back
+  to the same float (``%.6g`` where six digits suffice, as the committed rows were written);
+* a sweep holds a lock on its data root (:func:`sweep_lock`), so a second one is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import datetime as _dt
+import fcntl
 import functools
 import hashlib
+import io
 import json
+import math
+import numbers
 import os
 import platform
+import re
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import pandas as pd
 import torch
 
-from .._io import frame_sha256  # re-exported: the inputs' hash recorded with fits and verdicts
+from .._io import (  # frame_sha256 re-exported: the inputs' hash of fits and verdicts
+    frame_sha256,
+    write_atomic,
+)
 
 __all__ = [
     "COLUMNS",
@@ -36,7 +52,13 @@ __all__ = [
     "provenance",
     "append_rows",
     "read_rows",
+    "format_float",
+    "probe_writable",
+    "probe_csv",
+    "sweep_lock",
+    "StoreError",
     "data_dir",
+    "PROFILE_NAMES",
     "frame_sha256",
     "load_runs",
 ]
@@ -54,6 +76,8 @@ COLUMNS = [
     # provenance
     "threads", "git_sha", "device", "torch_version", "transformers_version", "timestamp",
 ]
+# The profiles whose rows the store holds: the keys of ``bitlaws.study.sweep.PROFILES`` (a test checks).
+PROFILE_NAMES = ("cpu", "smoke")
 CURVE_COLUMNS = ["run_id", "experiment", "profile", "size", "seed", "n_params", "n_tokens",
                  "step", "n_tokens_seen", "loss_train", "lr"]
 
@@ -95,67 +119,459 @@ def provenance(threads: int) -> dict[str, Any]:
     }
 
 
-def read_rows(path: str | os.PathLike) -> pd.DataFrame:
-    """The CSV at `path`, or an empty frame if it does not exist."""
-    path = Path(path)
-    if not path.exists():
+# ---------------------------------------------------------------------------------------------
+# The store: a schema for every CSV, appends under a lock, numbers written exactly.
+
+# Column types by name (any schema that uses the name). Columns not named here are read and
+# written as text, unchecked.
+INT_COLUMNS = frozenset({
+    "seed", "n_params", "n_tokens", "d_model", "n_layers", "bits_w", "bits_a", "bits_kv", "bits_post",
+    "group_size", "steps", "threads", "step", "n_tokens_seen",
+})
+FLOAT_COLUMNS = frozenset({
+    "loss_val", "loss_train", "bpb_val", "delta_ptq", "ppl", "lr_peak", "train_s", "tokens_per_s", "lr",
+})
+STR_COLUMNS = frozenset({
+    "run_id", "obs_id", "stat_id", "experiment", "profile", "corpus", "size", "fmt_w", "fmt_a", "fmt_kv",
+    "ptq_method", "quant_scheme", "status", "git_sha", "device", "torch_version", "transformers_version",
+    "timestamp",
+})
+STATUSES = ("ok", "diverged")
+# Cells that may never be empty wherever the column exists.
+_ALWAYS_REQUIRED = ("run_id", "obs_id", "status")
+# In a sweep's observation file (schema COLUMNS) the identifiers are never empty either.
+SWEEP_REQUIRED = frozenset({
+    "run_id", "obs_id", "experiment", "profile", "corpus", "size", "seed", "n_params", "n_tokens", "d_model",
+    "n_layers", "fmt_w", "fmt_a", "fmt_kv", "bits_w", "bits_a", "bits_kv", "ptq_method", "quant_scheme",
+    "bits_post", "group_size", "status", "steps", "threads",
+})
+_INT_RE = re.compile(r"-?[0-9]+")
+_FLOAT_WORDS = frozenset({"nan", "inf", "-inf", "+inf", "infinity", "-infinity"})
+_RESTORE_HINT = ("nothing was written; restore the file (e.g. `git checkout -- <file>` for committed rows) "
+                 "or remove the damaged line, then rerun")
+
+
+class StoreError(ValueError):
+    """A results file that cannot be read or written safely (damaged, wrong columns, not writable,
+    locked by another sweep). The message names the file, the line where there is one, and what is
+    allowed; nothing stored is changed."""
+
+
+def format_float(x: float) -> str:
+    """`x` as the shortest ``%.{p}g`` (p ≥ 6) that reads back to the same float; ``""`` for NaN.
+
+    Values with at most six significant digits come out exactly as the committed files wrote them
+    (``%.6g``); every other value keeps the digits it needs to round-trip (at most 17)."""
+    x = float(x)
+    if math.isnan(x):
+        return ""
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    for p in range(6, 18):
+        s = "%.*g" % (p, x)
+        if float(s) == x:
+            return s
+    return repr(x)  # pragma: no cover - %.17g always round-trips
+
+
+def _is_missing(v: Any) -> bool:
+    if v is None or (isinstance(v, str) and v == ""):
+        return True
+    if isinstance(v, float) and math.isnan(v):
+        return True
+    try:
+        return bool(pd.isna(v)) if not isinstance(v, (str, bytes, list, tuple, dict)) else False
+    except (TypeError, ValueError):
+        return False
+
+
+def _cell(column: str, v: Any) -> str:
+    """One value as CSV text: integers as integers, floats round-trip exact, missing as empty."""
+    if _is_missing(v):
+        return ""
+    if column in INT_COLUMNS:
+        if isinstance(v, bool):
+            raise ValueError(f"column {column!r} takes an integer, got {v!r}")
+        if isinstance(v, numbers.Integral):
+            return str(int(v))
+        if isinstance(v, numbers.Real) and float(v).is_integer():
+            return str(int(v))
+        if isinstance(v, str) and _INT_RE.fullmatch(v):
+            return v
+        raise ValueError(f"column {column!r} takes an integer, got {v!r}")
+    if column in FLOAT_COLUMNS:
+        if isinstance(v, bool) or not isinstance(v, (numbers.Real, str)):
+            raise ValueError(f"column {column!r} takes a number, got {v!r}")
+        try:
+            return format_float(float(v))
+        except ValueError:
+            raise ValueError(f"column {column!r} takes a number, got {v!r}") from None
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    if isinstance(v, numbers.Real):
+        return format_float(float(v))
+    return str(v)
+
+
+def _required(header: Sequence[str], columns: Sequence[str] | None, key: str | None) -> set[str]:
+    req = {c for c in _ALWAYS_REQUIRED if c in header}
+    if key is not None:
+        req.add(key)
+    if columns is not None and list(columns) == COLUMNS:
+        req |= SWEEP_REQUIRED
+    return req
+
+
+def _journal(path: Path) -> Path:
+    return path.with_name(f".{path.name}.journal")
+
+
+def _read_journal(path: Path) -> tuple[int, int] | None:
+    """(size before, size after) of an append that may not have finished, or None."""
+    try:
+        text = _journal(path).read_text()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    parts = text.split()
+    if len(parts) != 3 or parts[2] != "end" or not all(p.isdigit() for p in parts[:2]):
+        return None  # the journal itself was cut short: its append never started
+    return int(parts[0]), int(parts[1])
+
+
+def _committed_size(path: Path, size: int) -> int:
+    """How many bytes of `path` (now `size` long) are committed rows: all of them, unless an
+    append was cut short (its journal is there and the file has not reached the size it names)."""
+    j = _read_journal(path)
+    if j is None:
+        return size
+    before, after = j
+    return size if size == after else min(before, size)
+
+
+def _parse(path: Path, data: bytes, columns: Sequence[str] | None, key: str | None
+           ) -> tuple[list[str] | None, list[list[str]]]:
+    """Check the bytes of a results file against the schema; return (header, records).
+
+    Raises:
+        StoreError: naming the file and line: not UTF-8, a line cut short (no end of line, too few
+            or too many fields), a duplicate or empty column name, a column of the schema missing,
+            an empty identifier, a non-integer in an integer column, a non-number in a number
+            column, an unknown status, a repeated key.
+    """
+    if not data:
+        return None, []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise StoreError(f"{path}, line {line}: not UTF-8 text (garbage bytes); {_RESTORE_HINT}") from None
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise StoreError(f"{path}, line {line}: NUL bytes (a damaged or partly written file); {_RESTORE_HINT}")
+    if not text.endswith("\n"):
+        line = text.count("\n") + 1
+        raise StoreError(f"{path}, line {line}: the last line is incomplete (no end of line: a truncated write "
+                         f"or a hand edit); {_RESTORE_HINT}")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except (StopIteration, csv.Error) as exc:
+        raise StoreError(f"{path}, line 1: no header ({exc}); {_RESTORE_HINT}") from None
+    if not header or any(not h for h in header) or len(set(header)) != len(header):
+        dup = sorted({h for h in header if header.count(h) > 1})
+        raise StoreError(f"{path}, line 1: the header has empty or repeated column names {dup or ['']}; "
+                         f"{_RESTORE_HINT}")
+    if columns is not None:
+        missing = [c for c in columns if c not in header]
+        if missing:
+            raise StoreError(f"{path}, line 1: the header lacks the columns {missing} (the schema has "
+                             f"{len(columns)} columns, the file {len(header)}): a dropped column loses every "
+                             f"row's values; {_RESTORE_HINT}")
+    req = _required(header, columns, key)
+    idx = {c: i for i, c in enumerate(header)}
+    checks = [(i, c, "int" if c in INT_COLUMNS else "float" if c in FLOAT_COLUMNS else "str", c in req)
+              for c, i in idx.items()]
+    status_i = idx.get("status")
+    loss_i = idx.get("loss_val")
+    key_i = idx.get(key) if key is not None else None
+    seen: dict[str, int] = {}
+    records = []
+    try:
+        for rec in reader:
+            line = reader.line_num
+            if len(rec) != len(header):
+                raise StoreError(f"{path}, line {line}: {len(rec)} fields where the header has {len(header)} "
+                                 f"(a truncated or garbage line); {_RESTORE_HINT}")
+            for i, c, kind, required in checks:
+                v = rec[i]
+                if v == "":
+                    if required:
+                        raise StoreError(f"{path}, line {line}: column {c!r} is empty (it identifies the row); "
+                                         f"{_RESTORE_HINT}")
+                    continue
+                if kind == "int" and not _INT_RE.fullmatch(v):
+                    raise StoreError(f"{path}, line {line}: column {c!r} holds {v!r}, not an integer; "
+                                     f"{_RESTORE_HINT}")
+                if kind == "float" and v.lower() not in _FLOAT_WORDS:
+                    try:
+                        float(v)
+                    except ValueError:
+                        raise StoreError(f"{path}, line {line}: column {c!r} holds {v!r}, not a number; "
+                                         f"{_RESTORE_HINT}") from None
+            if status_i is not None:
+                if rec[status_i] not in STATUSES:
+                    raise StoreError(f"{path}, line {line}: status {rec[status_i]!r}; allowed: {list(STATUSES)}; "
+                                     f"{_RESTORE_HINT}")
+                if loss_i is not None and rec[status_i] == "ok" and rec[loss_i] == "":
+                    raise StoreError(f"{path}, line {line}: status 'ok' with an empty loss_val; {_RESTORE_HINT}")
+            if key_i is not None:
+                k = rec[key_i]
+                if k in seen:
+                    raise StoreError(f"{path}, line {line}: {key} {k!r} repeats line {seen[k]}; {_RESTORE_HINT}")
+                seen[k] = line
+            records.append(rec)
+    except csv.Error as exc:
+        raise StoreError(f"{path}, line {reader.line_num}: not CSV ({exc}); {_RESTORE_HINT}") from None
+    return header, records
+
+
+def _read_locked_bytes(path: Path) -> bytes | None:
+    """The committed bytes of `path` (a shared lock held while reading, where the file allows it),
+    or None when there is no file."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise StoreError(f"{path} is a folder where a results file should be") from None
+    except OSError as exc:  # a file where a folder of the path should be, no permission
+        raise _os_error(path, exc, "read results from") from None
+    with fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
+        except OSError:
+            pass  # a filesystem without locks: read anyway (appends are journaled)
+        data = fh.read()
+        return data[: _committed_size(path, len(data))]
+
+
+def _frame(header: list[str] | None, data: bytes) -> pd.DataFrame:
+    if header is None:
         return pd.DataFrame()
-    return pd.read_csv(path, keep_default_na=True)
+    dtypes = {c: str for c in header if c in STR_COLUMNS}
+    return pd.read_csv(io.BytesIO(data), keep_default_na=True, dtype=dtypes)  # pandas ≥ 3 parses floats exactly
+
+
+def read_rows(path: str | os.PathLike, columns: Sequence[str] | None = None,
+              key: str | None = None) -> pd.DataFrame:
+    """The CSV at `path` checked against its schema, or an empty frame if it does not exist.
+
+    Args:
+        path: a results CSV.
+        columns: the columns it must have (e.g. :data:`COLUMNS`); None: whatever its header says.
+            Columns beyond these are kept.
+        key: a column whose values must be unique and present (``obs_id``, ``stat_id``), or None.
+
+    Floats are parsed exactly (pandas ≥ 3 reads them round-trip); the identifier columns stay text.
+
+    Raises:
+        StoreError: a damaged file (see :func:`_parse`), with its path and line.
+    """
+    path = Path(path)
+    data = _read_locked_bytes(path)
+    if data is None:
+        return pd.DataFrame()
+    header, _ = _parse(path, data, columns, key)
+    return _frame(header, data)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _remove_orphans(path: Path) -> None:
+    """Temporaries left by a killed writer of an earlier version (mkstemp ``.<name>.*.tmp``)."""
+    for p in path.parent.glob(f".{path.name}.*.tmp"):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+def _os_error(path: Path, exc: OSError, what: str = "write results to") -> StoreError:
+    return StoreError(f"cannot {what} {exc.filename or path}: {exc.strerror or exc}; choose a writable "
+                      f"--data-root / --run-root (a folder, not a file) and rerun")
 
 
 def append_rows(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns: list[str] | None = None,
                 key: str | None = "obs_id") -> int:
-    """Append `rows` to the CSV at `path` atomically; rows whose `key` is already there are skipped.
+    """Append `rows` to the CSV at `path`; rows whose `key` is already there are skipped.
+
+    The file is never rewritten: new lines go after the old ones, in one write, under an exclusive
+    lock on the file (so concurrent writers lose nothing), with a journal naming the size before and
+    after (a writer killed mid-append leaves a journal; the next read ignores, and the next write
+    cuts off, the partial lines). Before appending, the whole file is checked against the schema,
+    and a damaged one is refused.
 
     Args:
         path: CSV file (created with its folder if absent).
-        rows: dicts; missing columns are left empty; unknown keys raise.
-        columns: column order (default :data:`COLUMNS`).
-        key: de-duplication column, or None to append everything.
+        rows: dicts; missing columns are left empty; unknown keys raise. Integers are written as
+            integers, floats as the shortest text that reads back to the same float.
+        columns: the schema's column order for a new file (default :data:`COLUMNS`). An existing
+            file must have every one of them; columns it has beyond them are kept (empty in new rows).
+        key: de-duplication column (never empty), or None to append everything.
 
     Returns:
         The number of rows written.
 
     Raises:
-        ValueError: a row with a key not in `columns`.
+        ValueError: a row with a key not in `columns`, an empty key, a value of the wrong type.
+        StoreError: the file is damaged or lacks a column (nothing is written), or cannot be written.
     """
-    columns = columns or COLUMNS
+    columns = list(columns or COLUMNS)
     rows = list(rows)
     for r in rows:
         extra = set(r) - set(columns)
         if extra:
             raise ValueError(f"row has columns not in the schema: {sorted(extra)}")
+        if key is not None and _is_missing(r.get(key)):
+            raise ValueError(f"row has no {key!r} (the key of {Path(path).name})")
+    cells = [{c: _cell(c, r.get(c)) for c in columns} for r in rows]  # type errors before any write
+    for r, cs in zip(rows, cells):
+        for c in _required(columns, columns, key):
+            if cs.get(c, "") == "":
+                raise ValueError(f"row {r.get(key, '')!r} has an empty {c!r}; it identifies the row")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    old = read_rows(path)
-    if key is not None:
-        seen = set(old[key].astype(str)) if len(old) else set()
-        fresh = []
-        for r in rows:  # skip keys already in the file, and repeats within this batch
-            if str(r[key]) not in seen:
-                seen.add(str(r[key]))
-                fresh.append(r)
-        rows = fresh
-    if not rows:
-        return 0
-    new = pd.DataFrame(rows).reindex(columns=columns)
-    frame = new if old.empty else pd.concat([old.reindex(columns=columns), new], ignore_index=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            frame.to_csv(fh, index=False, float_format="%.6g")
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be read by others
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return len(rows)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except IsADirectoryError:
+        raise StoreError(f"{path} is a folder where a results file should be") from None
+    except OSError as exc:
+        raise _os_error(path, exc) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        keep = _committed_size(path, size)
+        if keep != size:  # an append was cut short by a kill: drop its partial lines
+            os.ftruncate(fd, keep)
+            os.fsync(fd)
+        if _journal(path).exists():
+            _journal(path).unlink()
+        _remove_orphans(path)
+        os.lseek(fd, 0, os.SEEK_SET)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        header, records = _parse(path, data, columns, key)
+        if key is not None:
+            seen = set()
+            if header is not None:
+                ki = header.index(key)
+                seen = {rec[ki] for rec in records}
+            fresh = []
+            for cs in cells:  # skip keys already in the file, and repeats within this batch
+                if cs[key] not in seen:
+                    seen.add(cs[key])
+                    fresh.append(cs)
+            cells = fresh
+        if not cells:
+            return 0
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        if header is None:
+            header = columns
+            writer.writerow(header)
+        for cs in cells:
+            writer.writerow([cs.get(c, "") for c in header])
+        blob = buf.getvalue().encode("utf-8")
+        start = len(data)
+        write_atomic(_journal(path), f"{start} {start + len(blob)} end\n".encode())
+        os.lseek(fd, start, os.SEEK_SET)
+        _write_all(fd, blob)
+        os.fsync(fd)
+        _journal(path).unlink()
+        return len(cells)
+    except OSError as exc:
+        raise _os_error(path, exc) from None
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def probe_writable(folder: str | os.PathLike) -> Path:
+    """Check, before any work, that `folder` can be made and written: its nearest existing ancestor
+    is a folder in which a file can be created (a probe file, removed at once). Creates nothing.
+
+    Raises:
+        StoreError: a file stands where a folder should be, or the folder cannot be written.
+    """
+    folder = Path(folder)
+    probe = folder
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    try:
+        if not probe.is_dir():
+            raise NotADirectoryError(20, "a file stands where a folder should be", str(probe))
+        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".probe.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise _os_error(folder, exc) from None
+    return folder
+
+
+def probe_csv(path: str | os.PathLike) -> None:
+    """Check that the results file `path` can be appended to (or created) before any work.
+
+    Raises:
+        StoreError: its folder cannot be made or written, it is a folder, or it is read-only.
+    """
+    path = Path(path)
+    probe_writable(path.parent)
+    if path.is_dir():
+        raise StoreError(f"{path} is a folder where a results file should be")
+    if path.exists():
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+        except OSError as exc:
+            raise _os_error(path, exc) from None
+
+
+@contextlib.contextmanager
+def sweep_lock(data_root: str | os.PathLike):
+    """Hold the lock of a data root for a sweep: a second sweep into the same root is refused.
+
+    Raises:
+        StoreError: another process holds it (the message says what to do).
+    """
+    data_root = Path(data_root)
+    try:
+        data_root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(data_root, os.O_RDONLY)
+    except OSError as exc:
+        raise _os_error(data_root, exc) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(f"another sweep is writing into {data_root}; wait for it to finish (its rows are "
+                             f"kept as each run ends) or give this one another --data-root") from None
+        yield data_root
+    finally:
+        os.close(fd)
 
 
 def data_dir() -> Path:
     """The ``data/`` folder: env ``BITLAWS_DATA`` if set, else the repository's (see
-    :func:`bitlaws.verdicts.repo_root`)."""
+    :func:`bitlaws.study.claims.repo_root`)."""
     from .claims import repo_root
 
     env = os.environ.get("BITLAWS_DATA")
@@ -167,15 +583,20 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
     """All observation rows of `profile` (``data/runs/<profile>/*.csv``, curves excluded).
 
     Args:
-        profile: ``smoke``, ``cpu`` or ``gpu``.
+        profile: one of ``PROFILE_NAMES`` (``smoke``, ``cpu``: the profiles ``bitlaws.study.sweep`` declares).
         experiment: keep only this experiment (e.g. ``"base_grid"``) or these experiments. Files
             are filtered before they are joined, so other experiments' columns never widen or
             retype the frame (its hash then depends only on the rows asked for).
         root: a ``data/`` folder other than the repository's.
 
     Raises:
+        ValueError: an unknown profile (the message lists the declared ones).
         FileNotFoundError: no observation CSV for `profile`; the message says how to make one.
+        StoreError: a damaged file (its path and line).
     """
+    if profile not in PROFILE_NAMES:
+        raise ValueError(f"unknown profile {profile!r}; allowed: {sorted(PROFILE_NAMES)} (the profiles the package "
+                         "declares; `python -m bitlaws sweep --profile NAME` makes their rows)")
     folder = Path(root) if root is not None else data_dir()
     folder = folder / "runs" / profile
     files = sorted(p for p in folder.glob("*.csv") if not p.name.endswith("_curves.csv"))
@@ -186,7 +607,9 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
     wanted = None if experiment is None else ({experiment} if isinstance(experiment, str) else set(experiment))
     frames = []
     for f in files:
-        part = pd.read_csv(f)
+        data = _read_locked_bytes(f) or b""
+        _parse(f, data, None, None)  # a damaged file is refused, not half read
+        part = pd.read_csv(io.BytesIO(data))  # parsed as ever: the inputs' hashes stay what they were
         if wanted is not None:
             # Filter before concatenating: other experiments' files (e.g. kernel benchmarks) have
             # other columns, which would otherwise widen and retype this frame.

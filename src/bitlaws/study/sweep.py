@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -29,11 +30,22 @@ from typing import Any, Callable, Sequence
 import torch
 from tqdm import tqdm
 
+from .._io import write_atomic
 from ..model import ModelConfig, get_size
 from ..precision import TrainPrecision
 from ..ptq.rtn import RTNConfig, rtn_quantize_
-from .store import CURVE_COLUMNS, append_rows, provenance, read_rows, stable_hash
 from ..train import TrainConfig, config_dict, evaluate, train
+from .store import (
+    COLUMNS,
+    CURVE_COLUMNS,
+    append_rows,
+    probe_csv,
+    probe_writable,
+    provenance,
+    read_rows,
+    stable_hash,
+    sweep_lock,
+)
 
 __all__ = ["Profile", "QATPlan", "PROFILES", "RunSpec", "EXPERIMENTS", "base_grid", "qat_marginal", "qat_joint",
            "qat_formats", "compute_matched", "declared_experiments", "plan", "run_spec", "run_sweep", "coverage", "EXECUTORS"]
@@ -374,32 +386,86 @@ def _apply_ptq_(model, ptq, corpus, train_cfg: TrainConfig) -> None:
     raise ValueError(f"unknown post-training method {_method(ptq)!r}; allowed: 'rtn', 'gptq'")
 
 
-def _saved_run(run_dir: Path, spec: RunSpec, base_row: dict | None):
-    """The finished model saved in `run_dir` with the facts of its recorded row, or None.
+RESULTS_JSON = "results.json"  # a finished run's facts, beside its checkpoint, at full precision
 
-    Reused only when both exist (the row says how it trained); the model gets its run-time
-    activation/KV quantizers back (its weights were saved already quantized)."""
-    import json
+
+def _write_json(path: Path, obj: dict) -> None:
+    write_atomic(path, json.dumps(obj, indent=2, sort_keys=True).encode(), mode=0o644)
+
+
+def _saved_facts(run_dir: Path, spec: RunSpec) -> dict | None:
+    """The facts a finished run recorded beside its checkpoint (:data:`RESULTS_JSON`), or None.
+
+    An unreadable file is moved aside with a warning (the run then retrains)."""
+    from ..train import move_aside
+
+    path = run_dir / RESULTS_JSON
+    if not path.exists():
+        return None
+    try:
+        facts = json.loads(path.read_text())
+        if facts.get("run_id") != spec.run_id:
+            raise ValueError(f"run_id {facts.get('run_id')!r}, expected {spec.run_id!r}")
+        for k in ("status", "loss_val", "loss_train", "n_params", "n_tokens", "steps", "wall_s", "curve"):
+            facts[k]  # noqa: B018 - every fact is there
+        return facts
+    except Exception as exc:
+        move_aside(path, exc)
+        return None
+
+
+def _saved_run(run_dir: Path, spec: RunSpec, base_row: dict | None, corpus=None, train_cfg: TrainConfig | None = None):
+    """The finished run saved in `run_dir`, or None (train it).
+
+    A run is reused when its :data:`RESULTS_JSON` is there (written as training ends, so a kill during
+    PTQ loses only the PTQ), or, for checkpoints saved before that file existed, when its unquantized
+    row is recorded. The base loss is then the one recorded at full precision, or (for those older
+    checkpoints, whose row holds it to six digits) the checkpoint evaluated again, so δ_PTQ comes out
+    as in an unbroken run. The model gets its run-time activation/KV quantizers back (its weights
+    were saved already quantized). A checkpoint that cannot be loaded is moved aside with a warning."""
     from types import SimpleNamespace
 
+    from ..train import move_aside
+
+    facts = _saved_facts(run_dir, spec)
+    if facts is not None and facts["status"] != "ok":  # diverged: nothing to load, nothing to quantize
+        return SimpleNamespace(model=None, status=facts["status"], loss_val=float(facts["loss_val"]),
+                               loss_train=float(facts["loss_train"]), n_params=int(facts["n_params"]),
+                               n_tokens=int(facts["n_tokens"]), steps=int(facts["steps"]),
+                               wall_s=float(facts["wall_s"]), curve=list(facts["curve"]))
     cfg_path = run_dir / "run_config.json"
-    if base_row is None or not (run_dir / "model.safetensors").exists() or not cfg_path.exists():
+    weights = run_dir / "model.safetensors"
+    if (facts is None and base_row is None) or not weights.exists():
         return None
-    cfg = json.loads(cfg_path.read_text())
-    if cfg.get("run_id") != spec.run_id or cfg.get("status") != "ok":
-        return None
+    if facts is None:
+        try:
+            cfg = json.loads(cfg_path.read_text())
+        except (OSError, ValueError):
+            return None
+        if cfg.get("run_id") != spec.run_id or cfg.get("status") != "ok":
+            return None
     from transformers import LlamaForCausalLM
 
-    model = LlamaForCausalLM.from_pretrained(run_dir, dtype=torch.float32, attn_implementation="sdpa").eval()
-    if not spec.precision.is_high_precision:
-        from ..precision import apply_precision_
+    try:
+        model = LlamaForCausalLM.from_pretrained(run_dir, dtype=torch.float32, attn_implementation="sdpa").eval()
+        if not spec.precision.is_high_precision:
+            from ..precision import apply_precision_
 
-        apply_precision_(model, dataclasses.replace(spec.precision, w=None))
-    res = SimpleNamespace(model=model, status="ok", loss_val=float(base_row["loss_val"]),
-                          loss_train=float(base_row["loss_train"]), n_params=int(base_row["n_params"]),
-                          n_tokens=int(base_row["n_tokens"]), steps=int(base_row["steps"]),
-                          wall_s=float(base_row["train_s"]), curve=[])
-    return res
+            apply_precision_(model, dataclasses.replace(spec.precision, w=None))
+        if facts is None:  # an older checkpoint: measure the base loss again, exactly
+            loss_val = evaluate(model, corpus.val, train_cfg.seq_len, train_cfg.eval_tokens, train_cfg.eval_batch_size)
+    except Exception as exc:  # a truncated or garbage checkpoint
+        move_aside(weights, exc)
+        return None
+    if facts is not None:
+        return SimpleNamespace(model=model, status="ok", loss_val=float(facts["loss_val"]),
+                               loss_train=float(facts["loss_train"]), n_params=int(facts["n_params"]),
+                               n_tokens=int(facts["n_tokens"]), steps=int(facts["steps"]),
+                               wall_s=float(facts["wall_s"]), curve=list(facts["curve"]))
+    return SimpleNamespace(model=model, status="ok", loss_val=loss_val,
+                           loss_train=float(base_row["loss_train"]), n_params=int(base_row["n_params"]),
+                           n_tokens=int(base_row["n_tokens"]), steps=int(base_row["steps"]),
+                           wall_s=float(base_row["train_s"]), curve=[])
 
 
 def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "runs", progress: bool = True,
@@ -407,17 +473,18 @@ def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "run
     """Train `spec`, save its checkpoint, apply its PTQs, and return (observation rows, curve rows).
 
     The checkpoint (``model.safetensors`` + ``config.json`` + our ``run_config.json``) goes to
-    ``run_root/<profile>/<run_id>/``; a resumable ``state.pt`` lives there while training. Saved
-    weights are the weights the model ran with (Q_w(W) for a weight-quantized run).
+    ``run_root/<profile>/<run_id>/``; a resumable ``state.pt`` lives there while training, and
+    :data:`RESULTS_JSON` (losses at full precision, N, D, steps, seconds, the loss curve) is written
+    the moment training ends. Saved weights are the weights the model ran with (Q_w(W) for a
+    weight-quantized run).
 
     Args:
-        have: rows already recorded, by ``obs_id``. Only the missing observations are returned;
-            when the unquantized row is recorded and the run's checkpoint is in `run_root`, the
-            model is loaded instead of retrained (so a new PTQ method costs no training).
+        have: rows already recorded, by ``obs_id``. Only the missing observations are returned.
+            A finished run (its :data:`RESULTS_JSON` and checkpoint in `run_root`) is loaded instead
+            of retrained, so a kill during PTQ, or a new PTQ method, costs no training.
 
     A diverged run yields rows with ``status = "diverged"`` and its loss curve, never an exception.
     """
-    import json
 
     from ..corpus import load_corpus
 
@@ -426,7 +493,7 @@ def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "run
     tcfg = spec.train.replace(threads=threads)
     torch.set_num_threads(threads)
     run_dir = Path(run_root) / spec.profile / spec.run_id
-    res = _saved_run(run_dir, spec, have.get(spec.obs_id(None)))
+    res = _saved_run(run_dir, spec, have.get(spec.obs_id(None)), corpus, tcfg)
     if res is None:
         res = train(spec.model, tcfg, corpus=corpus, run_dir=run_dir, progress=progress, precision=spec.precision)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -435,7 +502,12 @@ def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "run
                     "size": spec.size, "corpus_sha256": corpus.source_sha256, "status": res.status})
         if res.status == "ok":
             res.model.save_pretrained(run_dir, safe_serialization=True)
-        (run_dir / "run_config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True))
+        _write_json(run_dir / "run_config.json", cfg)
+        # Last, the facts: their presence says the checkpoint beside them is complete.
+        _write_json(run_dir / RESULTS_JSON, {
+            "run_id": spec.run_id, "status": res.status, "loss_val": res.loss_val, "loss_train": res.loss_train,
+            "n_params": res.n_params, "n_tokens": res.n_tokens, "steps": res.steps, "wall_s": res.wall_s,
+            "curve": res.curve})
     per_byte = corpus.tokenizer == "bytes"
     rows = []
     if spec.obs_id(None) not in have:
@@ -467,7 +539,7 @@ def coverage(profile: str, data_root: str | os.PathLike | None = None, experimen
     data_root = Path(data_root) if data_root is not None else data_dir()
     specs = plan(profile, experiment)
     obs_csv, _ = _paths(profile, data_root, experiment)
-    have = set(read_rows(obs_csv).get("obs_id", []))
+    have = set(read_rows(obs_csv, COLUMNS, "obs_id").get("obs_id", []))
     runs_done = sum(all(o in have for o in s.obs_ids) for s in specs)
     planned = [o for s in specs for o in s.obs_ids]
     return {"profile": profile, "experiment": experiment, "runs_planned": len(specs), "runs_done": runs_done,
@@ -496,29 +568,50 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
         The :func:`coverage` of the base grid after the sweep, with ``"experiments"``: the
         coverage of each experiment run.
 
+    Before any training, the output folders are made and probed, and the data root is locked
+    (:func:`bitlaws.study.store.sweep_lock`) for the whole sweep.
+
     Raises:
-        ValueError: unknown profile, experiment or executor, or workers/threads < 1.
+        ValueError: unknown profile, experiment or executor, an empty list of experiments,
+            workers/threads < 1, limit < 0.
+        StoreError: a damaged results file (its path and line), an output folder that cannot be
+            written, or another sweep holding the data root.
     """
     from .store import _git_sha, data_dir
 
     _git_sha()  # pin the provenance to the code as it was when the sweep started
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; allowed: {list(EXECUTORS)}")
+    for name, v in (("workers", workers), ("threads", threads)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"{name} must be an int ≥ 1, got {v!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+        raise ValueError(f"limit must be an int ≥ 0 (or None for every missing run), got {limit!r}")
     if workers < 1 or threads < 1:
         raise ValueError(f"workers and threads must be ≥ 1, got workers={workers}, threads={threads}")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be ≥ 0 (or None for every missing run), got {limit}")
     declared = declared_experiments(profile)
     chosen = list(experiments) if experiments is not None else declared
+    if not chosen:
+        raise ValueError(f"no experiment chosen (an empty list); allowed: {declared}, or None for all of them")
     bad = [e for e in chosen if e not in declared]
     if bad:
         raise ValueError(f"profile {profile!r} declares no experiment {bad}; allowed: {declared}")
+    chosen = list(dict.fromkeys(chosen))
     data_root = Path(data_root) if data_root is not None else data_dir()
     run_root = Path(run_root) if run_root is not None else data_root.parent / "runs"
+    with sweep_lock(data_root):
+        return _run_locked(profile, executor, workers, threads, data_root, run_root, limit, progress,
+                           on_run_done, chosen)
+
+
+def _run_locked(profile, executor, workers, threads, data_root: Path, run_root: Path, limit, progress,
+                on_run_done, chosen) -> dict[str, Any]:
     todo: list[tuple[RunSpec, dict]] = []
     for exp in chosen:
         obs_csv, _ = _paths(profile, data_root, exp)
-        old = read_rows(obs_csv)
+        old = read_rows(obs_csv, COLUMNS, "obs_id")  # a damaged file is refused here, before any training
         recorded = {r["obs_id"]: r for r in old.to_dict("records")} if len(old) else {}
         for s in plan(profile, exp):
             if not all(o in recorded for o in s.obs_ids):
@@ -526,6 +619,13 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
     todo.sort(key=lambda t: (t[0].cost, t[0].train.seed, t[0].run_id))
     if limit is not None:
         todo = todo[:limit]
+    # Probe every output before training, so a write fault is a clear error, not a lost run.
+    for exp in {s.experiment for s, _ in todo}:
+        for csv_path in _paths(profile, data_root, exp):
+            probe_csv(csv_path)
+            read_rows(csv_path, CURVE_COLUMNS if csv_path.name.endswith("_curves.csv") else COLUMNS)
+    if todo:
+        probe_writable(run_root / profile)
 
     def record(spec: RunSpec, rows: list[dict], curve: list[dict]) -> None:
         obs_csv, curve_csv = _paths(profile, data_root, spec.experiment)
@@ -572,5 +672,5 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
 
 
 def _has_curve(curve_csv: Path, spec: RunSpec) -> bool:
-    rows = read_rows(curve_csv)
+    rows = read_rows(curve_csv, CURVE_COLUMNS)
     return bool(len(rows)) and spec.run_id in set(rows["run_id"])
