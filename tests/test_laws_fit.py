@@ -10,6 +10,7 @@ derivatives by finite differences; clear errors on bad input.
 from __future__ import annotations
 
 import itertools
+import math
 import json
 from pathlib import Path
 
@@ -368,3 +369,41 @@ def test_skipped_stage_when_too_few_design_points(tmp_path):
     assert recs["neff_a"]["reason"].startswith("no runs with only the activations")
     assert la.verdict_p3(recs, "smoke").verdict == "pending"
     assert recs["table1"]["status"] == "skipped"
+
+
+def _p3_frame(gamma_w: float | None) -> pd.DataFrame:
+    """P_w sweeps on a grid; ``gamma_w=None`` is the null (precision has no effect); the paper's
+    offset n_w. Two cells carry a second seed 0.01 nats apart, so the seed σ is 0.0071."""
+    rng = np.random.default_rng(5)
+    consts = {**PC} if gamma_w is None else {**PC, "gamma_w": gamma_w}
+    rows = []
+    for n, d in itertools.product(SIZES[:4], BUDGETS[:4]):
+        for bw in (16, 3, 4, 6, 8):
+            loss = float(forms.qat_loss(n, d, 16 if gamma_w is None else bw, 16, 16, consts))
+            loss += 0.002 * rng.standard_normal()
+            run = f"run-{n:g}-{d:g}-{bw}"
+            rows.append(dict(run_id=run, obs_id=run + "-none", experiment="base_grid" if bw == 16 else "qat_marginal",
+                             status="ok", n_params=n, n_tokens=d, bits_w=bw, bits_a=16, bits_kv=16, seed=0,
+                             ptq_method="none", bits_post=16, loss_val=loss, delta_ptq=0.0))
+            if bw == 16 and (n, d) in ((SIZES[0], BUDGETS[0]), (SIZES[2], BUDGETS[2])):
+                rows.append({**rows[-1], "run_id": run + "-s1", "obs_id": run + "-s1-none", "seed": 1,
+                             "loss_val": loss + 0.01})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("gamma_w, grade", [(PC["gamma_w"], "reproduced"), (None, "not reproduced")])
+def test_p3_rule_comes_out_both_ways(tmp_path, gamma_w, grade):
+    """The paper's f_w on our kind of design is reproduced; no precision effect at all is not."""
+    from bitlaws.study import law_fits as la
+
+    df = _p3_frame(gamma_w)
+    recs = la.run_fits("smoke", n_boot=2, root=tmp_path, frame=df)
+    recs["pipeline_boot"] = la.pipeline_bootstrap("smoke", n_boot=12, root=tmp_path, frame=df)
+    assert recs["pipeline_boot"]["stages"] == ["chinchilla", "neff_w"] and recs["pipeline_boot"]["n_ok"] >= 10
+    v = la.verdict_p3(recs, "smoke", df)
+    assert v.verdict == grade, (v.ours, v.reason)
+    assert v.details["seed_sigma"] == pytest.approx(0.01 / math.sqrt(2))
+    if gamma_w is not None:
+        assert v.details["f_w_4_lo"] <= la.PAPER_F_W_4 <= v.details["f_w_4_hi"]
+    else:  # a precision-blind world: nothing between precisions to explain, f_w(4) ≈ 1
+        assert v.details["within_data_sd"] <= v.details["seed_sigma"] and v.details["f_w_4_lo"] > la.PAPER_F_W_4

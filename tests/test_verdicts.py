@@ -253,3 +253,24 @@ def test_repo_root_ignores_other_projects(tmp_path, monkeypatch):
     monkeypatch.delenv("BITLAWS_ROOT", raising=False)
     monkeypatch.chdir(other)
     assert repo_root() != other
+
+
+def test_every_rule_has_its_source_and_its_history():
+    from bitlaws.study.claims import RULE_HISTORY, RULE_SOURCES, RULE_VERSIONS, rule_text
+
+    assert set(RULE_SOURCES) == set(RULE_HISTORY) == set(RULE_VERSIONS) == set(CLAIMS)
+    for claim_id in CLAIMS:
+        versions = [v for v, _, _ in RULE_HISTORY[claim_id]]
+        assert versions == [str(i) for i in range(1, len(versions) + 1)], claim_id  # no gap, in order
+        assert versions[-1] == RULE_VERSIONS[claim_id], claim_id
+        assert len(rule_text(claim_id)) > 40, claim_id  # the grading function states its rule
+    with pytest.raises(ValueError, match="claim_id"):
+        rule_text("P99")
+
+
+def test_changed_rules_say_so_in_their_docstrings():
+    from bitlaws.study.claims import RULE_VERSIONS, rule_text
+
+    for claim_id, version in RULE_VERSIONS.items():
+        if int(version) > 1:
+            assert f"Version {version}" in rule_text(claim_id) or f"version {version}" in rule_text(claim_id), claim_id

@@ -194,7 +194,7 @@ def _cmd_coverage(args) -> int:
 
 
 def _cmd_fit(args) -> int:
-    from .study.law_fits import run_fits
+    from .study.law_fits import pipeline_bootstrap, run_fits
 
     for stage, rec in run_fits(args.profile, n_boot=args.boot, root=args.data_root).items():
         if rec["status"] == "ok" and "params" in rec:
@@ -202,6 +202,9 @@ def _cmd_fit(args) -> int:
             print(f"{stage}: {consts} (R² {rec['r2']:.3f}, {rec['n_points']} rows)")
         else:
             print(f"{stage}: {rec['status']}" + (f" — {rec['reason']}" if rec.get("reason") else ""))
+    rec = pipeline_bootstrap(args.profile, n_boot=args.boot, root=args.data_root, progress=True)
+    print(f"pipeline_boot: {rec['status']}, {rec['n_ok']} of {rec['n_boot']} resamples refitted every stage"
+          + (f" — {rec['reason']}" if rec.get("reason") else ""))
     return 0
 
 

@@ -14,8 +14,9 @@ This module sits on top of :mod:`bitlaws.laws` (numpy/scipy fitters) and the run
 
 Verdict rules (the paper's numbers are from ``book/papers/precision-scaling-laws.md``):
 
-* P3 — the N_eff form (Eq. 3) fitted on P_w sweeps: reproduced if its held-out R² (leave one
-  size out) ≥ 0.75 (paper: 0.82, Table 1), partly if ≥ 0.5.
+* P3 — the N_eff form (Eq. 3) fitted on P_w sweeps: it must explain the loss differences between
+  precisions at fixed (N, D) to within the seed noise, and the paper's f_w(4) must lie in our
+  bootstrap interval: both reproduced, one partly (``verdict_p3``).
 * P5 — on runs with several parts in low precision: the product of the marginal fits predicts
   with R² ≥ 0.75 and no worse than the joint fit by more than 0.05 (paper: 0.897 vs 0.901):
   reproduced; R² ≥ 0.5: partly.
@@ -42,6 +43,7 @@ from .._io import write_atomic
 from ..laws import fit as lf
 from ..laws import forms
 from .claims import CLAIMS, Verdict, inputs_identity, store_verdicts
+from .noise import noise_floor
 from .store import data_dir, frame_sha256, load_runs
 
 __all__ = [
@@ -63,6 +65,9 @@ __all__ = [
     "ptq_fit_path",
     "fit_ptq_method",
     "ptq_fit_is_current",
+    "PIPELINE_STAGES",
+    "pipeline_bootstrap",
+    "pipeline_boot_is_current",
 ]
 
 # The paper fits Eq. 2 on INT3–INT6 (GPTQ); our RTN rows also have INT7/8, whose δ sits at the noise floor.
@@ -383,6 +388,93 @@ def fits_are_current(fits: Mapping[str, dict], df: pd.DataFrame, method: str = "
     return "table1" in fits and fits["table1"].get("input_sha256") == _sha(frames["neff_w"])
 
 
+# --- the nested bootstrap of the staged pipeline --------------------------------------------------
+
+# The stages whose constants the compute-optimal analysis and the sensitivity order read, in order:
+# the N_eff stages hold the Chinchilla constants fixed, so a resample refits Chinchilla first.
+PIPELINE_STAGES = ("chinchilla", "neff_w", "neff_a", "neff_kv")
+
+
+def _resample_runs(frame: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """As many runs as ``frame`` has, drawn with replacement, every row of each drawn run kept."""
+    runs = frame["run_id"].astype(str).to_numpy()
+    uniq = np.unique(runs)
+    pick = rng.choice(uniq, size=len(uniq), replace=True)
+    return frame.iloc[np.concatenate([np.flatnonzero(runs == g) for g in pick])].reset_index(drop=True)
+
+
+def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
+                       root: str | os.PathLike | None = None, write: bool = True,
+                       frame: pd.DataFrame | None = None, progress: bool = False) -> dict:
+    """Resample training runs and refit every stage of ``PIPELINE_STAGES`` inside each resample.
+
+    The per-stage intervals of ``run_fits`` hold the earlier stages fixed, so they miss the
+    uncertainty of the Chinchilla constants that every N_eff stage rests on. Here each resample
+    draws the high-precision runs with replacement and refits Chinchilla, then draws each
+    low-precision sweep's runs and refits its N_eff stage on the resampled Chinchilla constants.
+    The draws carry every constant the compute-optimal analysis needs (P*, N*, D*, f_x), so
+    intervals on derived quantities propagate the whole pipeline's uncertainty.
+
+    Args:
+        profile: ``smoke`` or ``cpu``.
+        n_boot: resamples (default ``N_BOOT[profile]``).
+        root: a ``data/`` folder (default ``data_dir()``); written to ``fits/<profile>_pipeline_boot.json``.
+        write: write the record.
+        frame: use these rows instead of the profile's training sweeps (tests).
+        progress: a progress bar.
+
+    Returns:
+        The record: ``status`` (``ok`` or ``skipped`` with ``reason``), ``stages`` (those of
+        ``PIPELINE_STAGES`` with enough runs to refit; their constants are in each draw),
+        ``input_sha256`` (stage -> hash of its rows, as ``run_fits`` records them), ``n_boot``,
+        ``n_ok``, ``boot_seed``, ``draws`` (a list of {constant: value}; resamples whose fit did
+        not end at a finite objective are dropped and counted in ``n_boot - n_ok``).
+
+    Raises:
+        FileNotFoundError: no observations for ``profile``.
+    """
+    from tqdm.auto import tqdm
+
+    df = frame if frame is not None else load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
+    n_boot = N_BOOT.get(profile, 200) if n_boot is None else n_boot
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be ≥ 1, got {n_boot}")
+    frames = stage_frames(df)
+    # the stages with enough runs to refit on a resample (Chinchilla first; the N_eff stages need it)
+    stages = [s for s in PIPELINE_STAGES if frames[s]["run_id"].nunique() >= lf.STAGES[s].n_params_fitted + 1]
+    base = {"profile": profile, "stage": "pipeline_boot", "stages": stages,
+            "input_sha256": {s: _sha(frames[s]) for s in PIPELINE_STAGES}, "boot_seed": BOOT_SEED,
+            "n_boot": n_boot, "equation": "Eqs. 3–4 on Chinchilla, every stage refitted per resample of runs"}
+    if "chinchilla" not in stages or len(stages) < 2:
+        rec = {**base, "status": "skipped", "reason": "needs the chinchilla stage and at least one N_eff stage with "
+               "enough runs to refit", "n_ok": 0, "draws": []}
+    else:
+        rng = np.random.default_rng(BOOT_SEED)
+        draws = []
+        for _ in tqdm(range(n_boot), desc=f"pipeline bootstrap ({profile})", disable=not progress):
+            chin = lf.fit_stage(lf.STAGES["chinchilla"], _resample_runs(frames["chinchilla"], rng))
+            params = dict(chin.params)
+            ok = math.isfinite(chin.objective)
+            for s in stages[1:]:
+                res = lf.fit_stage(lf.STAGES[s], _resample_runs(frames[s], rng), dict(chin.params))
+                params.update(res.params)
+                ok = ok and math.isfinite(res.objective)
+            if ok and all(math.isfinite(v) for v in params.values()):
+                draws.append({k: float(v) for k, v in params.items()})
+        rec = {**base, "status": "ok", "reason": "", "n_ok": len(draws), "draws": draws}
+    if write:
+        _write_json(fits_path(profile, "pipeline_boot", root), rec)
+    return rec
+
+
+def pipeline_boot_is_current(record: Mapping | None, df: pd.DataFrame) -> bool:
+    """True if a ``pipeline_bootstrap`` record was made from exactly the rows ``df`` gives its stages now."""
+    if not record:
+        return False
+    frames = stage_frames(df)
+    return record.get("input_sha256") == {s: _sha(frames[s]) for s in PIPELINE_STAGES}
+
+
 # --- Eq. 2 for one post-training method (the PTQ chapter's GPTQ fit) ------------------------------
 
 def ptq_fit_path(profile: str, method: str, root: str | os.PathLike | None = None) -> Path:
@@ -481,10 +573,60 @@ def _ho_r2(rec: Mapping | None, by: str = "n_params") -> float:
     return math.nan if v is None else float(v)
 
 
-def verdict_p3(fits: Mapping[str, dict], profile: str) -> Verdict:
-    """P3: low-precision training acts as fewer parameters (Eq. 3 on the P_w sweep)."""
+# P3 (version 2): the paper's f_w(4 bits) from Table 2 (γ_w = 2.67, n_w = 0.30).
+PAPER_F_W_4 = float(forms.precision_factor(4.0, forms.PAPER_CONSTANTS["gamma_w"], forms.PAPER_CONSTANTS["n_w"]))
+
+
+def within_cell_spread(frame: pd.DataFrame, chinchilla: Mapping[str, float],
+                       neff: Mapping[str, float]) -> dict[str, float]:
+    """How the N_eff law does on the loss differences between precisions at fixed (N, D).
+
+    Both the data and the prediction are centred on their mean over each (N, D, seed) cell, so
+    only what the precision term must explain is left: a precision-blind law (any Chinchilla fit)
+    predicts zero there.
+
+    Args:
+        frame: the ``neff_w`` rows (P_w sweeps: ``n_params``, ``n_tokens``, ``seed``, ``bits_w``, ``loss_val``).
+        chinchilla: the Chinchilla constants the N_eff stage holds fixed.
+        neff: the stage's fitted ``gamma_w``, ``n_w``.
+
+    Returns:
+        ``data_sd`` (standard deviation of the centred losses: the precision effect plus noise),
+        ``resid_sd`` (of the centred residuals of the law; a precision-blind law's equals
+        ``data_sd``), ``r2`` (1 − resid²/data², NaN without variation), nats.
+    """
+    pred = lf.predict(lf.STAGES["neff_w"], frame, dict(neff), dict(chinchilla))
+    f = frame.assign(_pred=pred)
+    key = [c for c in ("n_params", "n_tokens", "seed") if c in f]
+    y = f["loss_val"] - f.groupby(key)["loss_val"].transform("mean")
+    yhat = f["_pred"] - f.groupby(key)["_pred"].transform("mean")
+    ss, rs = float((y ** 2).mean()), float(((y - yhat) ** 2).mean())
+    return {"data_sd": math.sqrt(ss), "resid_sd": math.sqrt(rs), "r2": 1.0 - rs / ss if ss > 0 else math.nan}
+
+
+def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None = None) -> Verdict:
+    """P3: low-precision training acts as fewer parameters (Eq. 3 on the P_w sweep).
+
+    Rule (version 2): two statistics. (a) The N_eff form must explain the loss differences between
+    training precisions at fixed (N, D) to within the seed noise: with both centred on each
+    (N, D, seed) cell (``within_cell_spread``), the data must vary by more than the seed σ (there
+    is a precision effect) and the law's residuals by no more than σ (it explains that effect); a
+    precision-blind law fails (a) by construction. (b) The size of the effect: the paper's
+    f_w(4 bits) = N_eff/N (0.70 from Table 2) must lie inside our 95 % interval of f_w(4) from
+    the pipeline bootstrap (every stage refitted per resample of runs). **Reproduced** if both,
+    **partly** if one, **not reproduced** if neither; without seeds or without the bootstrap
+    the missing leg counts as not met and the reason says so.
+
+    (Version 1, written before the QAT sweeps, graded the held-out R² of the N_eff fit alone
+    (≥ 0.75); a referee showed that a precision-blind Chinchilla fit of the same runs scores
+    higher (0.94 vs 0.91), so that score cannot tell whether precision acts as fewer parameters.
+    Version 2 was written after that and after the fits were seen.)
+    """
     rec = fits.get("neff_w") or {}
-    sha = inputs_identity("P3", profile, records={"neff_w": fits.get("neff_w")})
+    boot = fits.get("pipeline_boot")
+    current = boot is not None and boot.get("status") == "ok" and (df is None or pipeline_boot_is_current(boot, df))
+    sha = inputs_identity("P3", profile, records={"neff_w": fits.get("neff_w"), "chinchilla": fits.get("chinchilla"),
+                                                  "pipeline_boot": boot if current else None})
     if rec.get("status") != "ok":
         return Verdict("P3", "pending", CLAIMS["P3"]["paper"], "",
                        rec.get("reason") or "no fit of the N_eff law (Eq. 3) on a P_w sweep",
@@ -493,15 +635,43 @@ def verdict_p3(fits: Mapping[str, dict], profile: str) -> Verdict:
     r2 = _ho_r2(rec)
     f4 = float(forms.precision_factor(4.0, p["gamma_w"], p["n_w"]))
     f8 = float(forms.precision_factor(8.0, p["gamma_w"], p["n_w"]))
-    verdict = "reproduced" if r2 >= 0.75 else "partly" if r2 >= 0.5 else "not reproduced"
+    spread = {"data_sd": math.nan, "resid_sd": math.nan, "r2": math.nan}
+    chin = params_of(fits.get("chinchilla"))
+    sigma = math.nan
+    if df is not None and chin is not None:
+        spread = within_cell_spread(stage_frames(df)["neff_w"], chin, p)
+        base = df[df["experiment"] == "base_grid"] if "experiment" in df else df
+        sigma = float(noise_floor(base).get("loss", math.nan)) if len(base) else math.nan
+    lo = hi = math.nan
+    if current and "neff_w" in boot.get("stages", ()):
+        f4s = np.array([forms.precision_factor(4.0, d["gamma_w"], d["n_w"]) for d in boot["draws"]], dtype=float)
+        f4s = f4s[np.isfinite(f4s)]
+        if len(f4s) >= 2:
+            lo, hi = (float(v) for v in np.percentile(f4s, [2.5, 97.5]))
+    explains = (math.isfinite(sigma) and spread["data_sd"] > sigma and spread["resid_sd"] <= sigma)
+    size_ok = math.isfinite(lo) and lo <= PAPER_F_W_4 <= hi
+    legs = int(explains) + int(size_ok)
+    verdict = "pending" if df is None else ("reproduced", "partly", "not reproduced")[2 - legs]
     ci = rec.get("ci95", {}).get("gamma_w") or [math.nan, math.nan]
-    return Verdict("P3", verdict, CLAIMS["P3"]["paper"],
-                   f"γ_w = {p['gamma_w']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}], n_w = {p['n_w']:.2f}; f_w(4) = {f4:.2f}, "
-                   f"f_w(8) = {f8:.2f}; held-out R² (leave one size out) {r2:.2f}",
-                   "the paper's Table 1 reports held-out R² = 0.82 for this form; γ is in bits, so ours and the paper's can be set "
-                   "side by side (whether they agree is what the comparison tests)",
-                   profile, sha, _finite({"gamma_w": p["gamma_w"], "n_w": p["n_w"], "holdout_r2": r2,
-                                          "f_w_4": f4, "f_w_8": f8}))
+    ours = (f"γ_w = {p['gamma_w']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}], n_w = {p['n_w']:.2f}; f_w(4) = {f4:.2f}"
+            + (f" [{lo:.2f}, {hi:.2f}] (95 % over the pipeline bootstrap; paper {PAPER_F_W_4:.2f}, "
+               + ("inside" if size_ok else "outside") + ")" if math.isfinite(lo) else f" (paper {PAPER_F_W_4:.2f})")
+            + f", f_w(8) = {f8:.2f}; between precisions at fixed (N, D) the losses vary by {spread['data_sd']:.4f} "
+              f"nats/byte and the law's residuals by {spread['resid_sd']:.4f} (seed σ {sigma:.4f}; a precision-blind "
+              f"law leaves {spread['data_sd']:.4f}); held-out R² (leave one size out) {r2:.2f}")
+    reason = ("graded on (a) the law explains the differences between precisions to within the seed noise: "
+              + ("met" if explains else "not met" if math.isfinite(sigma) else "no seeds")
+              + "; (b) the paper's f_w(4) inside our interval: "
+              + ("met" if size_ok else "not met" if math.isfinite(lo) else "no interval")
+              + ". The held-out R² is not graded: a precision-blind Chinchilla fit of the same runs scores about as "
+              "high, because most of the variation is across N and D; γ is in bits, so ours and the paper's can be set "
+              "side by side")
+    det = {"gamma_w": p["gamma_w"], "n_w": p["n_w"], "holdout_r2": r2, "within_data_sd": spread["data_sd"],
+           "within_resid_sd": spread["resid_sd"], "within_r2": spread["r2"], "seed_sigma": sigma, "f_w_4": f4,
+           "f_w_8": f8, "paper_f_w_4": PAPER_F_W_4}
+    if math.isfinite(lo):
+        det.update({"f_w_4_lo": lo, "f_w_4_hi": hi})
+    return Verdict("P3", verdict, CLAIMS["P3"]["paper"], ours, reason, profile, sha, _finite(det))
 
 
 def verdict_p5(fits: Mapping[str, dict], profile: str) -> Verdict:
@@ -568,7 +738,7 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
 
 def law_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> dict[str, Verdict]:
     """P3, P5 and P9 from a profile's fits and rows (P6–P8: ``bitlaws.study.compute_optimal``)."""
-    return {"P3": verdict_p3(fits, profile), "P5": verdict_p5(fits, profile), "P9": verdict_p9(fits, df, profile)}
+    return {"P3": verdict_p3(fits, profile, df), "P5": verdict_p5(fits, profile), "P9": verdict_p9(fits, df, profile)}
 
 
 def refresh_law_verdicts(profile: str = "cpu", write: bool = True, refit: bool = True) -> dict[str, Verdict]:

@@ -41,6 +41,7 @@ from ..laws.optimal import critical_data_size
 from ..ptq.gptq import GPTQConfig
 from .claims import CLAIMS, Verdict, inputs_identity, store_verdicts
 from .law_fits import stage_frames
+from .noise import noise_floor
 from .store import data_dir, frame_sha256, load_runs
 from .sweep import plan
 
@@ -147,31 +148,6 @@ def ptq_table(df: pd.DataFrame, method: str = "rtn") -> pd.DataFrame:
     g = q.groupby(["n_params", "n_tokens", "bits_post"])
     out = g.agg(delta_ptq=("delta_ptq", "mean"), delta_std=("delta_ptq", "std"), loss_post=("loss_val", "mean"),
                 loss_base=("loss_base", "mean"), n_seeds=("seed", "nunique")).reset_index()
-    return out
-
-
-def noise_floor(df: pd.DataFrame, method: str = "rtn") -> dict[str, float]:
-    """Seed spread of the measures, the largest over cells with ≥ 2 seeds.
-
-    Returns:
-        ``{"loss": σ of the pre-PTQ loss, "delta_<b>": σ of δ_PTQ at P_post = b (each b),
-        "loss_post_<b>": σ of the post-PTQ loss at b, "n_cells": cells with seeds}``, in nats.
-        NaN entries where no cell has several seeds.
-    """
-    ok = df[df["status"] == "ok"]
-    out: dict[str, float] = {}
-    base = ok[ok["ptq_method"] == "none"]
-    per_cell = base.groupby(["n_params", "n_tokens"])
-    seeded = [k for k, g in per_cell if g["seed"].nunique() >= 2]
-    out["n_cells"] = float(len(seeded))
-    out["loss"] = max((per_cell.get_group(k)["loss_val"].std() for k in seeded), default=math.nan)
-    q = ok[ok["ptq_method"] == method]
-    for b in sorted(q["bits_post"].unique()):
-        qb = q[q["bits_post"] == b].groupby(["n_params", "n_tokens"])
-        out[f"delta_{int(b)}"] = max((qb.get_group(k)["delta_ptq"].std() for k in seeded if k in qb.groups),
-                                     default=math.nan)
-        out[f"loss_post_{int(b)}"] = max((qb.get_group(k)["loss_val"].std() for k in seeded if k in qb.groups),
-                                         default=math.nan)
     return out
 
 

@@ -369,7 +369,7 @@ def _largest(t: pd.DataFrame, methods) -> list[str]:
     return sizes
 
 
-def noise_floor(t: pd.DataFrame) -> float:
+def calibration_noise(t: pd.DataFrame) -> float:
     """|Δloss| between two calibration seeds of QUIK W4A4, max over the sizes that have both."""
     vals = [abs(_get(t, s, "quik_w4a4_seed1", "loss_val") - _get(t, s, "quik_w4a4", "loss_val"))
             for s in _largest(t, ["quik_w4a4", "quik_w4a4_seed1"])]
@@ -388,7 +388,7 @@ def verdict_q1(df: pd.DataFrame, profile: str) -> Verdict:
     rel = {s: _get(t, s, "quik_w8a8", "rel_ppl") for s in sizes}
     sq = {s: _get(t, s, "smoothquant_w8a8", "rel_ppl") for s in sizes}
     rtn = {s: _get(t, s, "rtn_w8a8", "rel_ppl") for s in sizes}
-    floor = noise_floor(t)
+    floor = calibration_noise(t)
     floor_rel = math.expm1(floor) if math.isfinite(floor) else 0.0
     worst = max(rel.values())
     beats_sq = all(rel[s] <= sq[s] + floor_rel for s in sizes)
@@ -463,7 +463,7 @@ def verdict_q3(df: pd.DataFrame, profile: str) -> Verdict:
     sizes = _largest(t, need)
     if not sizes:
         return Verdict("Q3", "pending", CLAIMS["Q3"]["paper"], "", "no ablation rows", profile, sha)
-    floor = noise_floor(t)
+    floor = calibration_noise(t)
     floor = floor if math.isfinite(floor) else 0.0
     knee, down_worst, det = {}, {}, {}
     for s in sizes:
