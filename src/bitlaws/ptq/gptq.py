@@ -96,6 +96,7 @@ DAMP_GROWTH = 2.0  # factor applied to the relative damp after a failed Cholesky
 class GPTQPrecisionWarning(RuntimeWarning):
     """A float32 GPTQ solve on an ill-conditioned, barely damped H (see ``gptq_weight``)."""
 
+
 # Llama's sub-groups of a block in calibration order ("true-sequential", reference --true-sequential).
 TRUE_SEQUENTIAL_ORDER: tuple[tuple[str, ...], ...] = (
     ("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_proj"), ("down_proj",),
