@@ -228,9 +228,106 @@ def test_dead_columns_are_zeroed_without_nan():
         W_hat, info = gptq_weight(W, H, cfg)
         assert torch.isfinite(W_hat).all() and info.n_dead == 3
         assert torch.all(W_hat[:, [0, 5, 23]] == 0)
-    H0 = torch.zeros(24, 24, dtype=torch.float64)  # every input dead
-    W_hat, info = gptq_weight(W, H0, GPTQConfig(bits=3))
-    assert torch.all(W_hat == 0) and info.n_dead == 24
+
+
+
+def test_an_all_dead_hessian_is_refused_not_zeroed():
+    W, _, _ = layer(n_out=8, n_in=24, seed=9)
+    H0 = torch.zeros(24, 24, dtype=torch.float64)  # every input dead: nothing to calibrate
+    with pytest.raises(ValueError, match=r"^blk\.up: every one of the 24 quantized input columns is dead"):
+        gptq_weight(W, H0, GPTQConfig(bits=3), name="blk.up")
+    # dead everywhere but in the kept (outlier) columns: the quantized part is still all dead
+    H0[20:, 20:] = torch.eye(4, dtype=torch.float64)
+    with pytest.raises(ValueError, match="every one of the 20 quantized input columns is dead"):
+        gptq_weight(W, H0, GPTQConfig(bits=3), n_keep_last=4)
+
+
+def test_a_hessian_near_float32s_largest_value_is_factored_at_unit_scale():
+    """GPTQ does not see H's scale: H·2^121 (entries up to ~1e38, finite in float32) gives the
+    weights of H / mean(diag H) to the bit, and the loss scaled back; on main it was 'not positive
+    definite' at every damp."""
+    W, H64, _ = layer(n_out=12, n_in=40, seed=21)
+    H = H64.float()
+    big = H * 2.0**121  # a power of two: exact
+    assert torch.isfinite(big).all() and 1e37 < float(big.max()) < 3.4e38
+    assert not torch.isfinite(big.diagonal().sum())  # float32's mean of the diagonal overflows
+    W32 = W.float()
+    cfg = GPTQConfig(bits=4)
+    W_hat, info = gptq_weight(W32, big, cfg, name="blk.q")
+    c = float(big.diagonal().double().mean())
+    want, want_info = gptq_weight(W32, (big.double() / c).float(), cfg)
+    assert torch.equal(W_hat, want) and info.damp == pytest.approx(0.01)
+    assert info.gptq_loss == pytest.approx(want_info.gptq_loss * c, rel=1e-12)
+    # and it is (up to float32 rounding of H / c) the solve of the unscaled H
+    plain, _ = gptq_weight(W32, H, cfg)
+    assert float((W_hat != plain).float().mean()) < 0.02
+    n = 400
+    assert output_error(W, W_hat, H64, n) == pytest.approx(output_error(W, plain, H64, n), rel=1e-3)
+    # a Hessian that is not positive definite still fails, at either scale
+    H_bad, _ = non_pd_hessian()
+    with pytest.raises(ValueError, match="not positive definite"):
+        gptq_weight(torch.ones(3, 16), (H_bad * 1e30).float(), GPTQConfig(bits=4, max_damp=0.04))
+
+
+def ill_conditioned(n=256, cond=1e10, seed=0):
+    """(W, H) float64: H = Q diag(λ) Qᵀ with λ log-spaced from 1 to 1/cond, a random rotation Q."""
+    g = torch.Generator().manual_seed(seed)
+    Q, _ = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))
+    H = Q @ torch.diag(torch.logspace(0, -math.log10(cond), n, dtype=torch.float64)) @ Q.T
+    W = torch.randn(64, n, generator=g, dtype=torch.float64) / 16
+    return W, (H + H.T) / 2
+
+
+def test_a_barely_damped_ill_conditioned_float32_solve_warns():
+    W, H = ill_conditioned()
+    cfg = GPTQConfig(bits=4, damp=1e-6)
+    with pytest.warns(RuntimeWarning, match=r"^blk\.v: the float32 GPTQ solve is likely inaccurate.*float64") as rec:
+        W32, _ = gptq_weight(W.float(), H.float(), cfg, name="blk.v")
+    assert [w.category.__name__ for w in rec] == ["GPTQPrecisionWarning"]
+    # what the warning is about: float32 and float64 disagree on a large share of the weights,
+    # and float32's output error is worse
+    W64, _ = gptq_weight(W, H, cfg)
+    assert float((W32.double() != W64).float().mean()) > 0.3
+    assert output_error(W, W32, H, 1) > 1.03 * output_error(W, W64, H, 1)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gptq_weight(W, H, cfg)  # float64: no warning
+        gptq_weight(W.float(), H.float(), GPTQConfig(bits=4))  # the default damp 0.01: none
+        W2, H2, _ = layer(n_out=16, n_in=64, seed=3, dtype=torch.float32)
+        gptq_weight(W2, H2, GPTQConfig(bits=4, act_order=True))
+
+
+def test_blocked_loop_is_the_references_to_the_bit():
+    """Our float32 loop against a transcription of the reference's (IST-DASLab/gptq
+    ``fasterquant``: a column times a row, then subtracted; one GEMM after each block): the
+    same weights to the bit. (The results committed in data/ rely on this rounding.)"""
+    W, H64, _ = layer(n_out=24, n_in=96, seed=13)
+    W, H = W.float(), H64.float()
+    bits, B = 4, 32
+    maxq = 2**bits - 1
+    Wr = W.clone()
+    xmin, xmax = Wr.min(1).values.clamp(max=0), Wr.max(1).values.clamp(min=0)
+    scale = ((xmax - xmin) / maxq).unsqueeze(1)
+    zero = torch.round(-xmin.unsqueeze(1) / scale)
+    Hd = H.clone()
+    Hd.diagonal().add_(0.01 * Hd.diagonal().mean())
+    Hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(Hd)), upper=True)
+    Q = torch.zeros_like(Wr)
+    for i1 in range(0, 96, B):
+        i2 = i1 + B
+        W1, Err1, Hinv1 = Wr[:, i1:i2].clone(), torch.zeros(24, B), Hinv[i1:i2, i1:i2]
+        for i in range(B):
+            w, d = W1[:, i], Hinv1[i, i]
+            q = (scale * (torch.clamp(torch.round(w.unsqueeze(1) / scale) + zero, 0, maxq) - zero)).flatten()
+            Q[:, i1 + i] = q
+            err1 = (w - q) / d
+            W1[:, i:] -= err1.unsqueeze(1).matmul(Hinv1[i, i:].unsqueeze(0))
+            Err1[:, i] = err1
+        Wr[:, i2:] -= Err1.matmul(Hinv[i1:i2, i2:])
+    W_hat, _ = gptq_weight(W, H, GPTQConfig(bits=bits, block_size=B))
+    assert torch.equal(W_hat, Q)
 
 
 def non_pd_hessian(n=16, frac=-0.05):
@@ -313,6 +410,34 @@ def test_hessian_accumulator_streams_the_mean_with_padding_masked():
     with pytest.raises(ValueError, match="lin7: calibration inputs contain NaN"):
         bad = HessianAccumulator(5, name="lin7")
         bad.add(torch.full((2, 5), math.nan))
+    for value in (math.inf, -math.inf, math.nan):  # one bad entry among finite ones, any sign
+        bad = HessianAccumulator(5, name="lin8")
+        x = torch.randn(3, 4, 5, generator=g)
+        x[2, 1, 3] = value
+        with pytest.raises(ValueError, match="lin8: calibration inputs contain NaN or Inf"):
+            bad.add(x)
+        assert bad.n_tokens == 0 and torch.all(bad.H == 0)  # nothing was added
+        bad.add(x, torch.ones(3, 4, dtype=torch.bool).index_put_((torch.tensor(2), torch.tensor(1)),
+                                                                  torch.tensor(False)))  # masked out: fine
+        assert bad.n_tokens == 11
+
+
+def test_hessian_accumulator_refuses_half_precision_and_keeps_the_inputs():
+    with pytest.raises(ValueError, match=r"lin: H's dtype must be torch.float32 or torch.float64, got torch.float16"):
+        HessianAccumulator(4, torch.float16, name="lin")
+    with pytest.raises(ValueError, match="float32 or torch.float64"):
+        HessianAccumulator(4, torch.bfloat16)
+    # why: inputs of 300 overflow a float16 x·xᵀ; float32 H from float16 inputs is exact here
+    x = torch.full((2, 4), 300.0, dtype=torch.float16)
+    assert not torch.isfinite(x.T @ x).all()
+    acc = HessianAccumulator(4)
+    acc.add(x)
+    assert torch.equal(acc.H, torch.full((4, 4), 2 * 300.0**2))  # 2/n · Σ x xᵀ, n = 2 tokens
+    assert torch.equal(acc.absmax, torch.full((4,), 300.0))
+    x32 = torch.randn(6, 4)
+    before = x32.clone()
+    acc.add(x32)
+    assert torch.equal(x32, before)  # the caller's inputs are not scaled in place
 
 
 def test_calibration_batch_is_deterministic_windows_of_the_split():

@@ -297,6 +297,60 @@ def test_missing_column_and_missing_fixed_constants_are_clear_errors():
         lf.fit_stage("neff_w", _small_frame().assign(bits_w=4))
 
 
+def test_unknown_stage_names_the_known_ones():
+    df = _small_frame()
+    for call in (lambda: lf.fit_stage("nope", df), lambda: lf.holdout("nope", df),
+                 lambda: lf.bootstrap("nope", df, lf.fit_stage("chinchilla", df), n_boot=2)):
+        with pytest.raises(ValueError, match=r"unknown stage 'nope'; known: chinchilla, chinchilla_free, neff_w"):
+            call()
+
+
+def test_copies_of_one_point_are_neither_a_perfect_fit_nor_converged():
+    """Main: R² 1.0 (SS_tot was 2e-30, the rounding of the mean) and converged, for four constants
+    fitted to one design point."""
+    df = pd.DataFrame({"n_params": [1e6] * 10, "n_tokens": [1e7] * 10, "loss_val": [2.345] * 10,
+                       "run_id": [f"r{i}" for i in range(10)]})
+    res = lf.fit_stage("chinchilla", df)
+    assert res.n_cells == 1 and res.n_points == 10
+    assert np.isnan(res.r2) and res.converged is False
+    assert np.isnan(lf.r2_mse(df["loss_val"], df["loss_val"] * (1 + 1e-3))[0])
+    # three distinct points for four constants: still not identifiable, but R² is defined
+    df3 = df.assign(n_tokens=[1e7, 2e7, 4e7] * 3 + [1e7], loss_val=[2.3, 2.2, 2.1] * 3 + [2.3])
+    res3 = lf.fit_stage("chinchilla", df3)
+    assert res3.converged is False and 0.99 < res3.r2 <= 1.0
+    # a well-posed fit still converges
+    assert lf.fit_stage("chinchilla", _small_frame()).converged is True
+
+
+@pytest.mark.parametrize("n_boot", [-1, 2.5, True, "10"])
+def test_bootstrap_refuses_a_bad_number_of_resamples(n_boot):
+    df = _small_frame()
+    res = lf.fit_stage("chinchilla", df)
+    with pytest.raises(ValueError, match=r"n_boot must be an int >= 0"):
+        lf.bootstrap("chinchilla", df, res, n_boot=n_boot)
+    draws = lf.bootstrap("chinchilla", df, res, n_boot=0)  # zero: nothing drawn, honestly reported
+    assert draws.shape == (0, 5) and res.n_boot == 0 and res.ci95 == {}
+
+
+def test_fits_run_with_one_blas_thread():
+    from threadpoolctl import threadpool_info
+
+    seen = []
+    real = lf._lbfgs
+
+    def spy(*args, **kwargs):
+        seen.append({d["filepath"]: d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"})
+        return real(*args, **kwargs)
+
+    lf._lbfgs = spy
+    try:
+        df = _small_frame()
+        lf.bootstrap("chinchilla", df, lf.fit_stage("chinchilla", df), n_boot=2)
+    finally:
+        lf._lbfgs = real
+    assert seen and all(set(s.values()) == {1} for s in seen)
+
+
 # --- run_fits on a synthetic results frame ---------------------------------------------------------
 
 def _results_frame(with_qat: bool) -> pd.DataFrame:

@@ -356,3 +356,53 @@ def test_underflowing_scale_stays_finite(symmetric):
     scale, _ = choose_qparams(x, "int8", PerTensor(), symmetric)
     assert float(scale) == 1.0
     assert torch.equal(fake_quantize(x, QuantSpec("int8", PerTensor(), symmetric)), torch.zeros(3))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_quantize_refuses_nonfinite_input_for_integer_formats(bad):
+    # main turned NaN into the int32 code -2^31 (dequantized -6.4e8 at scale 0.3) and clipped ±Inf
+    # silently to the end of the range
+    x = torch.tensor([[0.5, bad, -1.0]])
+    scale, zero = torch.tensor([[0.3]]), torch.tensor([[0.0]])
+    for symmetric in (True, False):
+        with pytest.raises(ValueError, match="quantize: NaN or Inf in the input .* integer format int4"):
+            quantize(x, scale, zero, "int4", symmetric)
+    with pytest.raises(ValueError, match="NaN or Inf"):  # a scale of 0 makes x / scale infinite
+        quantize(torch.tensor([0.5]), torch.tensor([0.0]), torch.tensor([0.0]), "int8")
+    # the finite entries are unaffected by the check; floating-point formats carry NaN, saturate Inf
+    assert quantize(torch.tensor([[0.5, 0.61, -1.0]]), scale, zero, "int4").tolist() == [[2, 2, -3]]
+    q = quantize(x, scale, zero, "fp4_e2m1fn")
+    assert math.isnan(float(q[0, 1])) if math.isnan(bad) else float(q[0, 1]) == math.copysign(6.0, bad)
+
+
+@pytest.mark.parametrize("axis", [2, 5, -3])
+def test_per_channel_axis_outside_the_tensor_raises(axis):
+    x = torch.randn(3, 4)
+    with pytest.raises(ValueError, match=rf"PerChannel\(axis={axis}\) is out of range for a 2-D tensor .* "
+                                         r"allowed axes are -2 to 1"):
+        choose_qparams(x, "int4", PerChannel(axis))
+    with pytest.raises(ValueError, match="allowed axes are -2 to 1"):
+        fake_quantize(x, QuantSpec("int4", PerChannel(axis)))
+
+
+def test_per_channel_negative_axis_counts_from_the_end():
+    x = torch.randn(3, 4, 5)
+    for neg, pos in ((-1, 2), (-2, 1), (-3, 0)):
+        a, b = choose_qparams(x, "int4", PerChannel(neg)), choose_qparams(x, "int4", PerChannel(pos))
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    with pytest.raises(ValueError, match="PerChannel.axis must be an int"):
+        PerChannel(1.0)
+    with pytest.raises(ValueError, match="PerChannel.axis must be an int"):
+        PerChannel(True)
+
+
+@pytest.mark.parametrize("gran", [PerChannel(0), PerToken(), PerGroup(1)], ids=lambda g: type(g).__name__)
+def test_zero_dim_tensor_needs_per_tensor(gran):
+    # main: ZeroDivisionError (PerChannel), IndexError (PerGroup), a silent per-tensor scale (PerToken)
+    x = torch.tensor(1.5)
+    with pytest.raises(ValueError, match=r"needs a tensor with at least one dimension, got a 0-d tensor; "
+                                         r"use PerTensor\(\)"):
+        choose_qparams(x, "int4", gran)
+    scale, zero = choose_qparams(x, "int4", PerTensor())
+    assert float(scale) == pytest.approx(1.5 / 7) and float(zero) == 0.0
+    assert float(fake_quantize(x, QuantSpec("int4", PerTensor()))) == pytest.approx(1.5)

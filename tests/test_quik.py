@@ -215,6 +215,63 @@ def test_smoothing_is_exact_and_quantizes():
     assert q.model.layers[0].mlp.down_proj.n_outliers == 0
 
 
+def test_smoothing_leaves_a_channel_that_never_fires_alone_in_float16():
+    """α = 1 makes s_j = max|x_j|; for a channel whose max is 0, main floored it at min_scale and
+    divided the norm weight by 1e-5 (inf in float16). Such a channel has nothing to migrate: s = 1."""
+    model, calib = _model()
+    stats = activation_absmax(model, calib)
+    n = "model.layers.0.self_attn.q_proj"
+    stats[n] = stats[n].clone()
+    stats[n][5] = 0.0
+    half = copy.deepcopy(model).half()
+    norm_before = half.model.layers[0].input_layernorm.weight.clone()
+    scales = smooth_(half, stats, SmoothQuantConfig(alpha=1.0))
+    assert float(scales[n][5]) == 1.0
+    assert all(torch.isfinite(p).all() for p in half.parameters())
+    assert half.model.layers[0].input_layernorm.weight[5] == norm_before[5]  # untouched channel
+    # every other channel: s = max|x| exactly at α = 1 (w_max^0 = 1)
+    others = torch.arange(stats[n].numel()) != 5
+    torch.testing.assert_close(scales[n][others], stats[n][others].float().clamp(min=1e-5), rtol=0, atol=0)
+
+
+def test_smoothing_that_would_overflow_a_weight_raises_and_restores_the_model():
+    model, calib = _model()
+    stats = activation_absmax(model, calib)
+    n = "model.layers.1.mlp.gate_proj"  # a later pair: the earlier folds must be rolled back too
+    stats[n] = stats[n].clone()
+    stats[n][0] = 1e9  # the consumer columns × 1e9 pass float16's 65504
+    half = copy.deepcopy(model).half()
+    before = {k: v.clone() for k, v in half.state_dict().items()}
+    with pytest.raises(ValueError, match=r"model\.layers\.1\.mlp\.gate_proj: smoothing \(alpha=1.0\) makes a weight "
+                                         r"non-finite in torch.float16"):
+        smooth_(half, stats, SmoothQuantConfig(alpha=1.0))
+    after = half.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    stats[n][0] = math.nan
+    with pytest.raises(ValueError, match="gate_proj: the activation statistic max|x| has NaN"):
+        smooth_(half, stats, SmoothQuantConfig(alpha=0.5))
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize("where", ["base", "outlier", "bias"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_from_linear_refuses_a_nonfinite_weight(bits, where, bad):
+    """Main wrote code 0 for a NaN weight at 8 bits (with a given weight_scale), failed in pack_int4
+    at 4, and stored a NaN outlier weight silently."""
+    lin = nn.Linear(8, 4)
+    with torch.no_grad():
+        if where == "bias":
+            lin.bias[2] = bad
+        else:
+            lin.weight[1, 0 if where == "outlier" else 2] = bad
+    for ws in (None, torch.ones(4)):
+        with pytest.raises(ValueError, match=r"from_linear: the linear's (weight|bias) has NaN or Inf"):
+            QuikLinear.from_linear(lin, torch.tensor([0]), bits, weight_scale=ws)
+    with pytest.raises(ValueError, match="positive and finite"):
+        QuikLinear.from_linear(nn.Linear(8, 4), torch.tensor([0]), bits,
+                               weight_scale=torch.tensor([1.0, math.inf, 1.0, 1.0]))
+
+
 # --------------------------------------------------------------------------- errors
 
 

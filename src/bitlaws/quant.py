@@ -74,9 +74,20 @@ class PerTensor:
 
 @dataclass(frozen=True)
 class PerChannel:
-    """One scale per index of `axis` (axis 0 of a weight ``(out, in)`` = per output channel)."""
+    """One scale per index of `axis` (axis 0 of a weight ``(out, in)`` = per output channel).
+
+    `axis` counts from the end when negative, as in torch; a tensor of d dimensions allows
+    ``-d <= axis < d`` (checked by :func:`choose_qparams`, which knows d).
+
+    Raises:
+        ValueError: `axis` is not an int.
+    """
 
     axis: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.axis, bool) or not isinstance(self.axis, int):
+            raise ValueError(f"PerChannel.axis must be an int, got {self.axis!r}")
 
 
 @dataclass(frozen=True)
@@ -269,6 +280,18 @@ def _check_finite(*stats: torch.Tensor) -> None:
             raise ValueError("tensor contains NaN or Inf; quantization parameters would be undefined")
 
 
+def _check_granularity(x: torch.Tensor, granularity: Granularity) -> None:
+    """Raise a ValueError naming what is allowed where `granularity` does not fit `x`'s shape."""
+    if isinstance(granularity, PerTensor):
+        return
+    if x.dim() == 0:
+        raise ValueError(f"{granularity!r} needs a tensor with at least one dimension, got a 0-d tensor; "
+                         "use PerTensor() for a scalar")
+    if isinstance(granularity, PerChannel) and not -x.dim() <= granularity.axis < x.dim():
+        raise ValueError(f"PerChannel(axis={granularity.axis}) is out of range for a {x.dim()}-D tensor of shape "
+                         f"{tuple(x.shape)}: allowed axes are {-x.dim()} to {x.dim() - 1}")
+
+
 def _grouped(x: torch.Tensor, granularity: Granularity) -> torch.Tensor:
     """View `x` so that one reduction over the returned `dims` gives one scale per slice."""
     if isinstance(granularity, PerGroup):
@@ -310,10 +333,13 @@ def choose_qparams(
 
     Raises:
         TypeError: `x` is not a floating-point tensor.
-        ValueError: empty `x`, NaN/Inf in `x`, unknown `fmt`, a group size that does not divide
-            the last dimension, or a floating-point format with ``symmetric=False``.
+        ValueError: empty `x`, NaN/Inf in `x`, unknown `fmt`, a granularity that does not fit
+            `x` (a PerChannel axis outside ``[-x.dim(), x.dim())``, or anything but PerTensor on a
+            0-d tensor), a group size that does not divide the last dimension, or a
+            floating-point format with ``symmetric=False``.
     """
     _check_input(x)
+    _check_granularity(x, granularity)
     spec = parse_format(fmt)
     q_min, q_max = spec.qrange(symmetric)  # FloatFormat: (-max, max); raises if asymmetric
     xg = _grouped(x.detach().float(), granularity)
@@ -365,17 +391,24 @@ def quantize(
     Returns:
         q: int32 codes of `x`'s shape for an integer format; for a floating-point format,
         float32 values ``cast_to_format(x / scale, fmt)`` (numbers on the format's grid, not bit
-        codes).
+        codes; NaN stays NaN and ±Inf saturates, as the cast).
 
     Raises:
-        ValueError: a floating-point format with ``symmetric=False``.
+        ValueError: a floating-point format with ``symmetric=False``; for an integer format, NaN
+            or Inf in ``x / scale + zero_point`` (an integer code has no NaN: the int32 cast would
+            make it −2³¹, and Inf would be clipped silently to the range's end).
     """
     spec = parse_format(fmt)
     q_min, q_max = spec.qrange(symmetric)
     xv = _view_like(x, x, scale)
     if isinstance(spec, FloatFormat):
         return _round_fp32((xv.float() / scale).contiguous(), spec, saturate=True).reshape(x.shape)
-    q = torch.clamp(torch.round(xv / scale) + zero_point, q_min, q_max)
+    q = torch.round(xv / scale) + zero_point
+    # a finite sum has no NaN/Inf in it; only when it is not is the elementwise test needed
+    if not (bool(torch.isfinite(q.sum())) or bool(torch.isfinite(q).all())):
+        raise ValueError(f"quantize: NaN or Inf in the input (or its scale) for the integer format {spec.name}; "
+                         "integer codes cannot represent it")
+    q = torch.clamp(q, q_min, q_max)
     return q.reshape(x.shape).to(torch.int32)
 
 

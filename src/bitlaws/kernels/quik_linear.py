@@ -104,12 +104,18 @@ class QuikLinear(nn.Module):
             A QuikLinear on the linear's device.
 
         Raises:
-            TypeError: `linear` is not an ``nn.Linear``, or a dtype is wrong. ValueError: bad
-            `outlier_idx` (not 1-D, repeated or out of range), bits not 4 or 8, or a
-            `weight_scale` of the wrong shape or not positive.
+            TypeError: `linear` is not an ``nn.Linear``, or a dtype is wrong. ValueError: NaN or
+            Inf in the weight or bias (integer codes cannot hold them), bad `outlier_idx` (not 1-D,
+            repeated or out of range), bits not 4 or 8, or a `weight_scale` of the wrong shape,
+            not positive or not finite.
         """
         if not isinstance(linear, nn.Linear):
             raise TypeError(f"linear must be an nn.Linear, got {type(linear).__name__}")
+        for what, t in (("weight", linear.weight), ("bias", linear.bias)):
+            if t is not None and not bool(torch.isfinite(t.detach()).all()):
+                bad = (~torch.isfinite(t.detach())).nonzero()[0].tolist()
+                raise ValueError(f"QuikLinear.from_linear: the linear's {what} has NaN or Inf (first at index "
+                                 f"{bad}); refusing to quantize it (an integer code has no NaN)")
         n, k_in = linear.weight.shape
         layer = cls(k_in, n, outlier_idx, bits, dtype=dtype, bias=linear.bias is not None)
         device = linear.weight.device
@@ -122,8 +128,8 @@ class QuikLinear(nn.Module):
                 raise TypeError("weight_scale must be a floating-point torch.Tensor")
             if tuple(weight_scale.shape) != (n,):
                 raise ValueError(f"weight_scale must have shape ({n},), got {tuple(weight_scale.shape)}")
-            if not bool((weight_scale > 0).all()):
-                raise ValueError("weight_scale must be positive")
+            if not bool((weight_scale > 0).all()) or not bool(torch.isfinite(weight_scale).all()):
+                raise ValueError("weight_scale must be positive and finite")
             sigma = weight_scale.detach().float().to(device).reshape(n, 1)
         elif W_base.shape[1]:
             sigma, _ = choose_qparams(W_base, fmt, PerChannel(0), symmetric=True)

@@ -16,6 +16,12 @@ The recipe (Besiroglu et al. 2024, "Chinchilla Scaling: A replication attempt", 
 * held-out error: leave one model size (or one data budget) out, fit the rest, predict it; R²
   and MSE are pooled over the held-out predictions.
 
+The optimiser runs with BLAS limited to one thread (threadpoolctl, around ``fit_stage``,
+``bootstrap`` and ``holdout``): its linear algebra is a (p, n) matrix-vector product per step, far
+too small to share, and multi-threaded OpenBLAS oversubscribes a busy machine (measured on 2 cores
+beside two training runs: an L-BFGS-B step ~6 ms instead of ~0.1 ms, the Chinchilla refit 36.9 s
+instead of 2.7 s).
+
 The piecewise pipeline of the paper (Appendix K; ``book/papers/precision-scaling-laws.md``
 §8) is a list of ``STAGES``, each fitting a few constants with the earlier stages' constants held
 fixed (``fixed=``):
@@ -39,6 +45,7 @@ precision). numpy/scipy only.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -46,6 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
+from threadpoolctl import threadpool_limits
 
 from . import forms
 
@@ -69,6 +77,24 @@ HUBER_DELTA = 1e-3
 _STEP = 1e-20          # complex step
 _BAD = 1e30            # objective where the model is undefined (e.g. N_eff ≤ 0)
 _SCREEN_CELLS = 4_000_000  # grid points × data points per vectorised screening chunk
+
+
+def _one_blas_thread(fn):
+    """Run `fn` with every BLAS library (numpy's, scipy's) limited to one thread (module docstring)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with threadpool_limits(limits=1, user_api="blas"):
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+def _get_stage(stage) -> "Stage":
+    """A ``Stage`` as given, or ``STAGES[name]``; a ValueError naming the known stages otherwise."""
+    if isinstance(stage, Stage):
+        return stage
+    if isinstance(stage, str) and stage in STAGES:
+        return STAGES[stage]
+    raise ValueError(f"unknown stage {stage!r}; known: {', '.join(STAGES)} (or pass a Stage, e.g. table1_stage(...))")
 
 
 def huber(r: np.ndarray, delta: float = HUBER_DELTA) -> np.ndarray:
@@ -522,11 +548,15 @@ def _lbfgs(stage: Stage, data: dict, start: np.ndarray, delta: float):
     return res
 
 
-def _r2_mse(y: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
+def _r2_mse(y: np.ndarray, pred: np.ndarray, scale: float | None = None) -> tuple[float, float]:
     resid = y - pred
     mse = float(np.mean(resid**2))
     sst = float(np.sum((y - y.mean()) ** 2))
-    r2 = 1.0 - float(np.sum(resid**2)) / sst if sst > 0 else math.nan
+    # y constant up to rounding: copies of one value leave SS_tot ~ n·(eps·|y|)² from the mean's
+    # rounding alone (2e-30 for ten copies of 2.345), which would make any fit look perfect
+    scale = float(np.max(np.abs(y))) if scale is None or not len(y) else scale
+    undefined = sst <= len(y) * (16 * np.finfo(float).eps * scale) ** 2
+    r2 = math.nan if undefined else 1.0 - float(np.sum(resid**2)) / sst
     return r2, mse
 
 
@@ -537,7 +567,8 @@ def r2_mse(y, pred) -> tuple[float, float]:
         y: (n,) observed; pred: (n,) predicted.
 
     Returns:
-        (R², MSE); R² is NaN when ``y`` is constant.
+        (R², MSE); R² is NaN when ``y`` is constant (to within 16 float64 eps of its largest
+        magnitude per point: its variance is then rounding, and R² undefined).
     """
     return _r2_mse(np.asarray(y, dtype=float), np.asarray(pred, dtype=float))
 
@@ -590,6 +621,7 @@ def _params_of(stage: Stage, theta: np.ndarray) -> dict[str, float]:
     return {k: float(np.asarray(v).reshape(-1)[0]) for k, v in stage.natural(theta[None, :]).items()}
 
 
+@_one_blas_thread
 def fit_stage(stage: Stage | str, frame: pd.DataFrame, fixed: Mapping[str, float] | None = None, *,
               delta: float = HUBER_DELTA, n_refine: int | None = -1,
               extra_starts: np.ndarray | None = None) -> FitResult:
@@ -605,28 +637,35 @@ def fit_stage(stage: Stage | str, frame: pd.DataFrame, fixed: Mapping[str, float
         extra_starts: (s, p) raw starting points refined in addition to the grid's best.
 
     Returns:
-        The fit (``FitResult``), without bootstrap or held-out scores.
+        The fit (``FitResult``), without bootstrap or held-out scores. ``converged`` is False
+        when the data have fewer distinct design points (``n_cells``) than fitted constants: the
+        optimum is then not unique, whatever L-BFGS-B reports. ``r2`` is NaN when the target
+        does not vary (R² undefined).
 
     Raises:
-        ValueError: as ``prepare``; or the model is undefined at every start.
+        ValueError: an unknown stage name (the message lists the known ones); as ``prepare``;
+            or the model is undefined at every start.
     """
-    stage = STAGES[stage] if isinstance(stage, str) else stage
+    stage = _get_stage(stage)
     data = prepare(stage, frame, fixed)
     best, n_starts, n_refined, n_at_best = _fit_data(
         stage, data, delta, stage.n_refine if n_refine == -1 else n_refine, extra_starts)
     theta = np.asarray(best.x, dtype=float)
     pred = np.asarray(stage.loss(data, stage.natural(theta[None, :])), dtype=float).reshape(-1)
     base = data[stage.baseline] if stage.baseline else 0.0
-    r2, mse = _r2_mse(data["y"] - base, pred - base)
+    r2, mse = _r2_mse(data["y"] - base, pred - base, scale=float(np.max(np.abs(data["y"]))))
+    identifiable = int(data["n_cells"]) >= stage.n_params_fitted
     return FitResult(
         stage=stage.name, params=_params_of(stage, theta), theta=theta.tolist(),
         fixed={k: float(v) for k, v in (fixed or {}).items()}, objective=float(best.fun),
         n_points=int(len(data["y"])), n_cells=int(data["n_cells"]), n_groups=int(len(set(data["groups"]))),
-        n_starts=n_starts, n_refined=n_refined, n_at_best=n_at_best, converged=bool(best.success),
+        n_starts=n_starts, n_refined=n_refined, n_at_best=n_at_best,
+        converged=bool(best.success) and identifiable,
         r2=r2, mse=mse,
     )
 
 
+@_one_blas_thread
 def bootstrap(stage: Stage | str, frame: pd.DataFrame, result: FitResult, n_boot: int = 200, *,
               seed: int = 0, fixed: Mapping[str, float] | None = None, group: str = "run_id",
               delta: float = HUBER_DELTA) -> np.ndarray:
@@ -642,7 +681,7 @@ def bootstrap(stage: Stage | str, frame: pd.DataFrame, result: FitResult, n_boot
         stage: the stage (or its name).
         frame: the frame ``result`` was fitted on.
         result: the full-data fit; updated in place.
-        n_boot: number of resamples.
+        n_boot: number of resamples, an int ≥ 0 (0: nothing is drawn, the intervals stay empty).
         seed: seed of numpy's Generator (deterministic intervals).
         fixed: as for ``fit_stage``.
         group: the column whose values are resampled (``run_id``).
@@ -651,8 +690,13 @@ def bootstrap(stage: Stage | str, frame: pd.DataFrame, result: FitResult, n_boot
     Returns:
         (n_boot_ok, n_constants) the natural constants of each successful resample, in the order
         of ``result.params``.
+
+    Raises:
+        ValueError: an unknown stage name; `n_boot` not an int ≥ 0; as ``prepare``.
     """
-    stage = STAGES[stage] if isinstance(stage, str) else stage
+    stage = _get_stage(stage)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
+        raise ValueError(f"n_boot must be an int >= 0 (resamples to draw), got {n_boot!r}")
     frame = frame.reset_index(drop=True)
     data = prepare(stage, frame, fixed)
     groups = frame[group].astype(str).to_numpy() if group in frame else np.arange(len(frame)).astype(str)
@@ -683,6 +727,7 @@ def bootstrap(stage: Stage | str, frame: pd.DataFrame, result: FitResult, n_boot
     return arr
 
 
+@_one_blas_thread
 def holdout(stage: Stage | str, frame: pd.DataFrame, by: str = "n_params", *,
             fixed: Mapping[str, float] | None = None, delta: float = HUBER_DELTA,
             n_refine: int | None = -1, which: str = "each") -> dict[str, float]:
@@ -702,8 +747,11 @@ def holdout(stage: Stage | str, frame: pd.DataFrame, by: str = "n_params", *,
         ``{"by", "which", "r2", "mse", "n_folds", "n_points", "folds_skipped"}``: R² and MSE of the
         stage's target (δ_PTQ for the PTQ stages) over the pooled held-out rows; NaN when no fold
         could be fitted (a fold needs at least p + 1 distinct design points to fit on).
+
+    Raises:
+        ValueError: an unknown stage name; `which` not ``"each"`` or ``"largest"``.
     """
-    stage = STAGES[stage] if isinstance(stage, str) else stage
+    stage = _get_stage(stage)
     frame = frame.reset_index(drop=True)
     values = sorted(frame[by].unique())
     if which == "largest":

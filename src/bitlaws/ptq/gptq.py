@@ -14,15 +14,24 @@ Choices, after the reference code (IST-DASLab/gptq, ``gptq.py`` and ``quant.py``
   on the base columns of ``W`` after the dead columns are zeroed; with ``mse=True`` each fit
   searches shrunken ranges ``p·[min, max]``, ``p = 1 − i/grid`` for ``i < maxshrink·grid``, and
   keeps, per row, the lowest ``Σ |x̂ − x|^norm`` (reference ``Quantizer.find_params``).
-* **Dead inputs** (``H_ii == 0``): ``H_ii = 1`` and ``W[:, i] = 0``.
+* **Dead inputs** (``H_ii == 0``): ``H_ii = 1`` and ``W[:, i] = 0``. A layer whose quantized
+  columns are *all* dead (an all-zero H) is refused with a ``ValueError``, not returned zeroed.
 * **Damping.** ``H + λ I`` with ``λ = damp · mean(diag H)``. If a Cholesky factorisation fails the
-  damp is doubled (capped at ``max_damp``) and tried again *from the original H*; past
-  ``max_damp`` a ``ValueError`` is raised — never a silent fall back to RTN. The damp used is
-  reported. (The reference has no retry; GPTQModel retries with a growing damp.)
+  damp is doubled (capped at ``max_damp``) and tried again *from the original H*. If every damp
+  fails, the same schedule runs once more on ``H / mean(diag H)`` (GPTQ's weights do not depend
+  on H's scale; this rescues float32 Hessians whose entries approach 1e38 or underflow, where the
+  factorisation over/underflows); past that a ``ValueError`` is raised — never a silent fall back
+  to RTN. The damp used is reported. (The reference has no retry; GPTQModel retries with a
+  growing damp.) A float32 solve warns (:class:`GPTQPrecisionWarning`) where it is likely to
+  differ from float64: λ under 16 float32 eps of the largest ``H_jj``, or ``U_jj²`` spanning more
+  than 1e6 (measured: damp 1e-6 on an H of condition 1e10 changes 45% of the weights).
 * **Cholesky form.** ``U = chol(H⁻¹)`` upper; ``U`` is never updated. For column ``j``:
   ``q = quant(w_j)``, ``err = (w_j − q) / U_jj``, ``W[:, j:] −= err ⊗ U[j, j:]``, loss
   ``+= (w_j − q)² / U_jj² / 2``. Lazy batches: inside a block of ``block_size`` columns the update
   is immediate; the later columns get the block's errors in one GEMM ``W[:, i2:] −= E U[i1:i2, i2:]``.
+  The update inside a block is a product then a subtraction (two roundings), as the reference's,
+  on a row-major copy of U's diagonal block: our weights equal the reference's to the bit, and the
+  solve is as fast (``bench/gptq_speed.py`` times both in one run).
 * **act-order**: process columns by descending ``diag H`` (stable sort), un-permute at the end.
 * **Groups.** *Static*: one quantizer per contiguous original-order group, fitted before
   permuting, so no ``g_idx`` is needed at inference. *Dynamic* (reference default): a group is
@@ -56,6 +65,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -77,9 +87,15 @@ __all__ = [
     "calibration_batch",
     "gptq_quantize_",
     "TRUE_SEQUENTIAL_ORDER",
+    "GPTQPrecisionWarning",
 ]
 
 DAMP_GROWTH = 2.0  # factor applied to the relative damp after a failed Cholesky
+
+
+class GPTQPrecisionWarning(RuntimeWarning):
+    """A float32 GPTQ solve on an ill-conditioned, barely damped H (see ``gptq_weight``)."""
+
 
 # Llama's sub-groups of a block in calibration order ("true-sequential", reference --true-sequential).
 TRUE_SEQUENTIAL_ORDER: tuple[tuple[str, ...], ...] = (
@@ -267,6 +283,21 @@ def _fake(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, cfg: GPTQCon
     return dequantize(quantize(x, scale, zero, fmt, cfg.symmetric), scale, zero)
 
 
+def _fake_column(w: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, q_min: int, q_max: int) -> torch.Tensor:
+    """One column on its grid: :func:`_fake` of ``w[:, None]``, to the bit, without its overhead.
+
+    ``w``: (out,) float32/float64; ``scale``, ``zero``: (out,) float32. The same operations as
+    ``dequantize(quantize(...))`` in the same order: ``clamp(round(w / scale) + zero)`` in w's
+    dtype, then ``(q − zero) · scale`` in float32 (the int32 round trip of :func:`quantize` is
+    exact for these integer values, so it is skipped), returned in w's dtype. ``w`` must be finite.
+    """
+    t = torch.div(w, scale)
+    t.round_().add_(zero).clamp_(q_min, q_max)
+    if t.dtype == torch.float32:  # (a no-op .float()/.to() costs as much as an op on 4096 values)
+        return t.sub_(zero).mul_(scale)
+    return t.float().sub_(zero).mul_(scale).to(w.dtype)
+
+
 # ---------------------------------------------------------------------------------------------
 # the per-layer algorithm
 
@@ -281,21 +312,32 @@ def _check_layer(W: torch.Tensor, H: torch.Tensor, n_keep_last: int, cfg: GPTQCo
                          f"got {getattr(H, 'shape', type(H).__name__)}")
     if W.numel() == 0:
         raise ValueError(f"{name}: W is empty {tuple(W.shape)}")
-    if not torch.isfinite(W).all():
+    if not _all_finite(W):
         raise ValueError(f"{name}: weight contains NaN or Inf; refusing to quantize it")
-    if not torch.isfinite(H).all():
+    if not _all_finite(H):
         raise ValueError(f"{name}: Hessian contains NaN or Inf (non-finite calibration inputs?)")
     if (H.diagonal() < 0).any():
         raise ValueError(f"{name}: Hessian has a negative diagonal entry; it is not a Gram matrix Σ x xᵀ")
     if not _is_int(n_keep_last, 0, n_in - 1):
         raise ValueError(f"{name}: n_keep_last must be an int in [0, in - 1 = {n_in - 1}], got {n_keep_last!r}")
     n_base = n_in - n_keep_last
+    if bool((H.diagonal()[:n_base] == 0).all()):
+        raise ValueError(f"{name}: every one of the {n_base} quantized input columns is dead (H_jj == 0: the layer "
+                         "saw only zeros there, or H is all zero), so there is nothing to calibrate and GPTQ would "
+                         "return a zeroed layer; check the calibration data or the hooks that filled H")
     if cfg.group_size and n_base % cfg.group_size:
         raise ValueError(f"{name}: the {n_base} quantized input columns are not a multiple of group_size {cfg.group_size}")
 
 
-def _inverse_cholesky_upper(H: torch.Tensor, cfg: GPTQConfig, name: str) -> tuple[torch.Tensor, float, int]:
-    """``U = chol((H + λI)⁻¹)`` upper, retrying from the original H with a growing damp."""
+def _all_finite(t: torch.Tensor) -> bool:
+    """``isfinite(t).all()`` at the cost of one sum: a finite sum has no NaN or Inf in it, and a
+    sum that is not finite (NaN/Inf in `t`, or finite values whose sum overflows) is settled by the
+    elementwise test. (The elementwise test alone costs ~20x a sum: it writes a bool per entry.)"""
+    return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
+
+
+def _try_damps(H: torch.Tensor, cfg: GPTQConfig) -> tuple[torch.Tensor | None, float, int, list[float]]:
+    """The damp schedule on one H: (U or None, damp of the success, tries, damps tried)."""
     diag_mean = H.diagonal().mean()
     damp, tries, tried = float(cfg.damp), 0, []
     while True:
@@ -306,14 +348,62 @@ def _inverse_cholesky_upper(H: torch.Tensor, cfg: GPTQConfig, name: str) -> tupl
         L, info = torch.linalg.cholesky_ex(Hd)
         if int(info) == 0:
             U, info = torch.linalg.cholesky_ex(torch.cholesky_inverse(L), upper=True)
-            if int(info) == 0 and torch.isfinite(U).all():
-                return U, damp, tries
+            if int(info) == 0 and _all_finite(U):
+                return U, damp, tries, tried
         if damp >= cfg.max_damp:
-            raise ValueError(
-                f"{name}: Cholesky of the damped Hessian failed for every relative damp tried "
-                f"{[f'{d:g}' for d in tried]} up to max_damp={cfg.max_damp:g}; H is not positive definite "
-                f"(GPTQ does not fall back to RTN; raise GPTQConfig.max_damp or check the calibration data)")
+            return None, damp, tries, tried
         damp = min(damp * DAMP_GROWTH, float(cfg.max_damp))
+
+
+def _inverse_cholesky_upper(H: torch.Tensor, cfg: GPTQConfig, name: str) -> tuple[torch.Tensor, float, int, float]:
+    """``U = chol((H + λI)⁻¹)`` upper, retrying from the original H with a growing damp.
+
+    Returns (U, relative damp used, tries, c): with ``c = 1`` U is the factor of H itself. If every
+    damp fails on H (in float32 that happens when H's entries are so large or small that the
+    factorisation or the inverse over/underflows, e.g. entries near 1e38), the schedule is run
+    again on ``H / c``, ``c = mean(diag H)`` (computed in float64): GPTQ's updates do not depend on
+    H's scale, ``U = U_c / sqrt(c)``, so the loop runs on ``U_c`` and the loss is multiplied by c.
+    """
+    U, damp, tries, tried = _try_damps(H, cfg)
+    if U is not None:
+        return U, damp, tries, 1.0
+    c = float(H.diagonal().double().mean())
+    if c != 1.0 and 0 < c < math.inf:
+        U, damp, tries_c, tried_c = _try_damps((H.double() / c).to(H.dtype), cfg)
+        tries += tries_c
+        if U is not None:
+            return U, damp, tries, c
+        tried += [f"{d:g} on H / mean(diag H)" for d in tried_c]
+    raise ValueError(
+        f"{name}: Cholesky of the damped Hessian failed for every relative damp tried "
+        f"{[d if isinstance(d, str) else f'{d:g}' for d in tried]} up to max_damp={cfg.max_damp:g}; H is not "
+        f"positive definite (GPTQ does not fall back to RTN; raise GPTQConfig.max_damp or check the calibration data)")
+
+
+def _check_precision(hdiag: torch.Tensor, U: torch.Tensor, damp: float, name: str) -> None:
+    """Warn where a float32 solve is likely to differ from a float64 one (ill-conditioned H).
+
+    Two signs, either one enough: the damp ``λ = damp·mean(diag H)`` is under 16 float32 eps of
+    the largest ``H_jj`` (it barely changes that entry, so it does not bound the condition
+    number), or the squared diagonal of U spans more than 1e6 (``U_jj²`` is column j's variance
+    given the later columns under ``(H + λI)⁻¹``; its spread is a lower bound on the condition
+    number). Measured here: damp 1e-6 on an H of condition 1e8–1e10 trips the first (λ ≈ 4 eps;
+    the float32 solve differs from float64 in 30–45% of the weights, with 3–6% more error); damp
+    0.01 on the committed checkpoints' layers and on the benchmark's layers gives λ ≥ 670 eps and
+    a span ≤ 7e3.
+    """
+    eps = torch.finfo(torch.float32).eps
+    hdiag = hdiag.double()
+    lam = damp * float(hdiag.mean())
+    lam_eps = lam / (eps * float(hdiag.max()))
+    u2 = U.diagonal().double() ** 2
+    span = float(u2.max() / u2.min())
+    if lam_eps < 16 or span > 1e6:
+        warnings.warn(
+            f"{name}: the float32 GPTQ solve is likely inaccurate: the damp λ = {damp:g}·mean(diag H) is "
+            f"{lam_eps:.3g} float32 eps of the largest H_jj (warned under 16) and U_jj² spans {span:.3g} "
+            f"(warned over 1e6); use GPTQConfig(hessian_dtype='float64') or a larger damp",
+            GPTQPrecisionWarning, stacklevel=3)
 
 
 @torch.no_grad()
@@ -335,22 +425,30 @@ def gptq_weight(W: torch.Tensor, H: torch.Tensor, cfg: GPTQConfig, n_keep_last: 
         info: :class:`GPTQInfo` (damp used, permutation, g_idx, scales, GPTQ loss).
 
     Raises:
-        ValueError: wrong shapes, NaN/Inf in W or H, a negative diagonal in H, n_keep_last out of
-            range, a group size not dividing the base columns, or a Hessian that is not positive
-            definite even at ``cfg.max_damp``. Every message starts with `name`.
+        ValueError: wrong shapes, NaN/Inf in W or H, a negative diagonal in H, every quantized
+            column dead (``H_jj == 0``), n_keep_last out of range, a group size not dividing the
+            base columns, or a Hessian that is not positive definite even at ``cfg.max_damp``
+            (at H's scale and at unit scale). Every message starts with `name`.
+
+    Warns:
+        GPTQPrecisionWarning: a float32 solve on an ill-conditioned, barely damped H (module
+            docstring); the result is returned unchanged — use ``hessian_dtype="float64"`` or a
+            larger damp.
     """
     _check_layer(W, H, n_keep_last, cfg, name)
     dtype = torch.float64 if torch.float64 in (W.dtype, H.dtype) else torch.float32
     out_dtype = W.dtype
     W = W.detach().to(dtype).clone()
-    H = H.detach().to(dtype).clone()
+    H = H.detach().to(dtype)  # the caller's H where no dead column needs writing: never modified
     n_out, n_in = W.shape
     n_base = n_in - n_keep_last
     g = cfg.group_size
 
     dead = H.diagonal() == 0
-    H.diagonal()[dead] = 1
-    W[:, dead] = 0
+    if bool(dead.any()):
+        H = H.clone()
+        H.diagonal()[dead] = 1
+        W[:, dead] = 0
 
     static: list[tuple[torch.Tensor, torch.Tensor]] = []
     if not g:
@@ -364,22 +462,33 @@ def gptq_weight(W: torch.Tensor, H: torch.Tensor, cfg: GPTQConfig, n_keep_last: 
         perm = torch.cat([order, torch.arange(n_base, n_in, device=order.device)])
         W, H = W[:, perm], H[perm][:, perm]
 
-    U, damp, tries = _inverse_cholesky_upper(H, cfg, name)
+    U, damp, tries, h_scale = _inverse_cholesky_upper(H, cfg, name)
+    if dtype == torch.float32:
+        _check_precision(H.diagonal().double() / h_scale, U, damp, name)
 
     Q = torch.empty_like(W)
     dynamic: list[tuple[torch.Tensor, torch.Tensor]] = []
     loss = torch.zeros((), dtype=dtype, device=W.device)
     scale, zero = static[0] if static else (None, None)
+    s1, z1 = (scale.squeeze(1), zero.squeeze(1)) if static else (None, None)  # (out,) views
+    q_min, q_max = _qrange(cfg.bits, cfg.symmetric)
     B = cfg.block_size
     for i1 in range(0, n_base, B):
         i2 = min(i1 + B, n_base)
         W1 = W[:, i1:i2].clone()
         E1 = torch.zeros_like(W1)
-        U1 = U[i1:i2, i1:i2]
+        Q1 = torch.empty_like(W1)  # a column of the block stays in cache; one of Q would not
+        # cholesky_ex(upper=True) returns U column-major, so U[i, i:] is a strided vector and an
+        # outer-product update with it costs ~8x a contiguous one: copy the diagonal block
+        # row-major once per block. The update is a product then a subtraction, two roundings, as
+        # the reference's (and as addr_ with a strided vector; addr_ with a contiguous one fuses
+        # them into an FMA, which changes the last bits).
+        U1 = U[i1:i2, i1:i2].contiguous()
         for i in range(i2 - i1):
             j = i1 + i
             if g and cfg.static_groups:
                 scale, zero = static[int(perm[j] if perm is not None else j) // g]
+                s1, z1 = scale.squeeze(1), zero.squeeze(1)
             elif g and j % g == 0:
                 cur = W1[:, i:i + g]
                 if j + g > i2:  # the group runs past this block: add the block's pending updates
@@ -387,14 +496,16 @@ def gptq_weight(W: torch.Tensor, H: torch.Tensor, cfg: GPTQConfig, n_keep_last: 
                     cur = torch.cat([cur, rest], dim=1)
                 scale, zero = _fit(cur, cfg)
                 dynamic.append((scale, zero))
+                s1, z1 = scale.squeeze(1), zero.squeeze(1)
             w = W1[:, i]
-            q = _fake(w.unsqueeze(1), scale, zero, cfg).squeeze(1).to(dtype)
+            q = _fake_column(w, s1, z1, q_min, q_max)
             d = U1[i, i]
             err = (w - q) / d
             loss += (err * err).sum() / 2
-            W1[:, i:].addr_(err, U1[i, i:], alpha=-1)  # (broadcast sub_ into a strided view is slow on CPU)
+            W1[:, i:] -= err[:, None] * U1[i, i:][None, :]
             E1[:, i] = err
-            Q[:, j] = q
+            Q1[:, i] = q
+        Q[:, i1:i2] = Q1
         W[:, i2:] -= E1 @ U[i1:i2, i2:]
     Q[:, n_base:] = W[:, n_base:]
 
@@ -410,7 +521,7 @@ def gptq_weight(W: torch.Tensor, H: torch.Tensor, cfg: GPTQConfig, n_keep_last: 
     if perm is not None:
         Q = Q[:, torch.argsort(perm)]
     info = GPTQInfo(
-        damp=damp, damp_tries=tries, n_dead=int(dead.sum()), gptq_loss=float(loss),
+        damp=damp, damp_tries=tries, n_dead=int(dead.sum()), gptq_loss=float(loss) * h_scale,
         perm=perm, g_idx=g_idx,
         scale=torch.cat([s for s, _ in params], dim=1), zero_point=torch.cat([z for _, z in params], dim=1),
         n_keep_last=n_keep_last,
@@ -436,7 +547,7 @@ def rtn_weight(W: torch.Tensor, cfg: GPTQConfig, n_keep_last: int = 0) -> torch.
         ValueError: NaN/Inf in W, a group size not dividing the base columns.
     """
     n_base = W.shape[1] - n_keep_last
-    if not torch.isfinite(W).all():
+    if not _all_finite(W):
         raise ValueError("weight contains NaN or Inf; refusing to quantize it")
     g = cfg.group_size or n_base
     if n_base % g:
@@ -470,15 +581,31 @@ class HessianAccumulator:
     """Running ``H = 2/n Σ x xᵀ`` over the n input tokens of one linear layer, and ``max |x|``.
 
     Update for m new tokens (as the reference, counting tokens): ``H ← H·n/(n+m)``,
-    ``x ← sqrt(2/(n+m))·x``, ``H += xᵀ x``.
+    ``x ← sqrt(2/(n+m))·x``, ``H += xᵀ x``. One pass over the inputs besides the GEMM and the
+    scaling: ``max |x|`` per feature (as ``max(max x, −min x)``, no temporary), whose finiteness
+    is the inputs' (NaN and ±Inf propagate through both reductions).
+
+    Args:
+        n_features: in, the layer's input features.
+        dtype: H's dtype, ``torch.float32`` (the reference's) or ``torch.float64``. Half
+            precision is refused: ``x xᵀ`` overflows float16 at inputs of about 256.
+        device: H's device. name: the module's name, for errors.
 
     Attributes:
         H: (in, in) float32/float64. n_tokens: tokens seen.
         absmax: (in,) float32 — per input channel max |x| (QUIK's outlier statistic).
         name: the module's name, for errors.
+
+    Raises:
+        ValueError: `dtype` is not float32 or float64; `n_features` not a positive int.
     """
 
     def __init__(self, n_features: int, dtype: torch.dtype = torch.float32, device=None, name: str = "") -> None:
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"{name or 'HessianAccumulator'}: H's dtype must be torch.float32 or torch.float64, "
+                             f"got {dtype} (half precision overflows: x·xᵀ passes 65504 at |x| ≈ 256)")
+        if not _is_int(n_features, 1):
+            raise ValueError(f"{name or 'HessianAccumulator'}: n_features must be a positive int, got {n_features!r}")
         self.name = name
         self.H = torch.zeros(n_features, n_features, dtype=dtype, device=device)
         self.absmax = torch.zeros(n_features, dtype=torch.float32, device=device)
@@ -488,28 +615,35 @@ class HessianAccumulator:
     def add(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
         """Add the tokens of `x`: (..., in) float; `mask`: bool of ``x.shape[:-1]`` (True = real token).
 
+        `x` is not modified.
+
         Raises:
             ValueError: wrong feature size or mask shape, or NaN/Inf in the kept tokens.
         """
         n_feat = self.H.shape[0]
         if x.shape[-1] != n_feat:
             raise ValueError(f"{self.name}: input has {x.shape[-1]} features, expected {n_feat}")
+        x = x.detach()
+        owned = False  # whether x is a copy of ours, which may be scaled in place
         if mask is not None:
             if tuple(mask.shape) != tuple(x.shape[:-1]):
                 raise ValueError(f"{self.name}: attention mask {tuple(mask.shape)} does not match the input "
                                  f"tokens {tuple(x.shape[:-1])}")
-            x = x[mask.bool()]
+            x, owned = x[mask.bool()], True
         x = x.reshape(-1, n_feat)
         m = x.shape[0]
         if m == 0:
             return
-        if not torch.isfinite(x).all():
+        absmax = torch.maximum(x.amax(dim=0), x.amin(dim=0).neg_())  # = |x|.amax(0), exactly
+        if not torch.isfinite(absmax).all():
             raise ValueError(f"{self.name}: calibration inputs contain NaN or Inf")
-        self.absmax = torch.maximum(self.absmax, x.detach().abs().amax(dim=0).float())
-        x = x.detach().to(self.H.dtype)
+        self.absmax = torch.maximum(self.absmax, absmax.float())
+        if x.dtype != self.H.dtype:
+            x, owned = x.to(self.H.dtype), True
         self.H.mul_(self.n_tokens / (self.n_tokens + m))
         self.n_tokens += m
-        x = x * math.sqrt(2 / self.n_tokens)
+        scale = math.sqrt(2 / self.n_tokens)
+        x = x.mul_(scale) if owned else x * scale
         self.H.addmm_(x.T, x)
 
 
@@ -724,7 +858,7 @@ def gptq_quantize_(
                     t0 = time.perf_counter()
                     W_hat, info = layer_fn(n, W, acc)
                     seconds = time.perf_counter() - t0
-                    if tuple(W_hat.shape) != tuple(W.shape) or not torch.isfinite(W_hat).all():
+                    if tuple(W_hat.shape) != tuple(W.shape) or not _all_finite(W_hat):
                         raise ValueError(f"{n}: quantized weight has shape {tuple(W_hat.shape)} or non-finite values")
                     report[n] = {
                         "damp": info.damp, "damp_tries": info.damp_tries, "n_tokens": acc.n_tokens,

@@ -75,10 +75,16 @@ class SmoothQuantConfig:
 
 
 def _scales(act: torch.Tensor, weights: list[torch.Tensor], cfg: SmoothQuantConfig) -> torch.Tensor:
+    """(in,) float32 ``s_j = max|x_j|^α / max|W_{:,j}|^(1−α)``, both maxima and s floored at
+    ``min_scale``; ``s_j = 1`` where ``max|x_j| = 0``: a channel that never fires has no range to
+    migrate, and its floored scale (``min_scale`` at α = 1) would multiply the producer's weight by
+    1/min_scale = 1e5, past float16's largest value."""
     w_max = torch.stack([w.detach().float().abs().amax(dim=0) for w in weights]).amax(dim=0)
-    a = act.float().to(w_max.device).clamp(min=cfg.min_scale)  # statistics live on the CPU
+    act = act.float().to(w_max.device)  # statistics live on the CPU
+    a = act.clamp(min=cfg.min_scale)
     w_max = w_max.clamp(min=cfg.min_scale)
-    return (a.pow(cfg.alpha) / w_max.pow(1 - cfg.alpha)).clamp(min=cfg.min_scale)
+    s = (a.pow(cfg.alpha) / w_max.pow(1 - cfg.alpha)).clamp(min=cfg.min_scale)
+    return torch.where(act == 0, torch.ones_like(s), s)
 
 
 @torch.no_grad()
@@ -96,36 +102,55 @@ def smooth_(model: nn.Module, absmax: dict[str, torch.Tensor], cfg: SmoothQuantC
         Name of the first consumer of each smoothed input -> (in,) the scales s used.
 
     Raises:
-        ValueError: the model is not Llama-shaped, or a statistic is missing.
+        ValueError: the model is not Llama-shaped, a statistic is missing or has NaN/Inf, or a
+            folded weight would not be finite in its dtype (e.g. float16 past 65504); the
+            module's weights are checked before any of them is written.
     """
     layers = _decoder_layers(model)
     prefix = {id(m): n for n, m in model.named_modules()}
     used: dict[str, torch.Tensor] = {}
-    for layer in layers:
-        try:
-            attn, mlp = layer.self_attn, layer.mlp
-            q, k, v = attn.q_proj, attn.k_proj, attn.v_proj
-            gate, up, down = mlp.gate_proj, mlp.up_proj, mlp.down_proj
-            ln1, ln2 = layer.input_layernorm, layer.post_attention_layernorm
-        except AttributeError as exc:
-            raise ValueError(f"SmoothQuant here needs Llama-named modules: {exc}") from None
-        pairs = [(ln1.weight, None, [q, k, v]), (ln2.weight, None, [gate, up])]
-        if cfg.smooth_down:
-            pairs.append((None, up, [down]))
-        for norm_w, producer, consumers in pairs:
-            name = prefix[id(consumers[0])]
-            if name not in absmax:
-                raise ValueError(f"no activation statistic for {name}")
-            s = _scales(absmax[name], [c.weight for c in consumers], cfg).to(consumers[0].weight.device)
-            if norm_w is not None:
-                norm_w.div_(s.to(norm_w.dtype))
-            else:
-                producer.weight.div_(s[:, None].to(producer.weight.dtype))
-                if producer.bias is not None:
-                    producer.bias.div_(s.to(producer.bias.dtype))
-            for c in consumers:
-                c.weight.mul_(s[None, :].to(c.weight.dtype))
-            used[name] = s
+    written: list[tuple[torch.Tensor, torch.Tensor]] = []  # (tensor, its value before) for a rollback
+    try:
+        for layer in layers:
+            try:
+                attn, mlp = layer.self_attn, layer.mlp
+                q, k, v = attn.q_proj, attn.k_proj, attn.v_proj
+                gate, up, down = mlp.gate_proj, mlp.up_proj, mlp.down_proj
+                ln1, ln2 = layer.input_layernorm, layer.post_attention_layernorm
+            except AttributeError as exc:
+                raise ValueError(f"SmoothQuant here needs Llama-named modules: {exc}") from None
+            pairs = [(ln1.weight, None, [q, k, v]), (ln2.weight, None, [gate, up])]
+            if cfg.smooth_down:
+                pairs.append((None, up, [down]))
+            for norm_w, producer, consumers in pairs:
+                name = prefix[id(consumers[0])]
+                if name not in absmax:
+                    raise ValueError(f"no activation statistic for {name}")
+                if not bool(torch.isfinite(absmax[name]).all()):
+                    raise ValueError(f"{name}: the activation statistic max|x| has NaN or Inf")
+                s = _scales(absmax[name], [c.weight for c in consumers], cfg).to(consumers[0].weight.device)
+                # the folded tensors (the same ops as in place), each checked before it is written
+                if norm_w is not None:
+                    folded = [(norm_w, norm_w / s.to(norm_w.dtype), f"the norm before {name}")]
+                else:
+                    pname = prefix[id(producer)]
+                    folded = [(producer.weight, producer.weight / s[:, None].to(producer.weight.dtype), pname)]
+                    if producer.bias is not None:
+                        folded.append((producer.bias, producer.bias / s.to(producer.bias.dtype), f"{pname}.bias"))
+                folded += [(c.weight, c.weight * s[None, :].to(c.weight.dtype), prefix[id(c)]) for c in consumers]
+                for _, new, who in folded:
+                    if not bool(torch.isfinite(new).all()):
+                        raise ValueError(f"{who}: smoothing (alpha={cfg.alpha}) makes a weight non-finite in "
+                                         f"{new.dtype} (scales in [{float(s.min()):.3g}, {float(s.max()):.3g}]); "
+                                         "use a smaller alpha or a wider dtype")
+                for dest, new, _ in folded:
+                    written.append((dest, dest.clone()))
+                    dest.copy_(new)
+                used[name] = s
+    except BaseException:
+        for dest, before in reversed(written):
+            dest.copy_(before)
+        raise
     return used
 
 
