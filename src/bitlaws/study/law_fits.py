@@ -573,7 +573,9 @@ def _ho_r2(rec: Mapping | None, by: str = "n_params") -> float:
     return math.nan if v is None else float(v)
 
 
-# P3 (version 2): the paper's f_w(4 bits) from Table 2 (γ_w = 2.67, n_w = 0.30).
+# P3 (version 2): an interval of f_w(4 bits) reaching this cannot tell an effect from none (4-bit weights
+# costing under 1 % of the effective size); the paper's f_w(4 bits) from Table 2 (γ_w = 2.67, n_w = 0.30).
+P3_NO_EFFECT_F = 0.99
 PAPER_F_W_4 = float(forms.precision_factor(4.0, forms.PAPER_CONSTANTS["gamma_w"], forms.PAPER_CONSTANTS["n_w"]))
 
 
@@ -613,9 +615,12 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     is a precision effect) and the law's residuals by no more than σ (it explains that effect); a
     precision-blind law fails (a) by construction. (b) The size of the effect: the paper's
     f_w(4 bits) = N_eff/N (0.70 from Table 2) must lie inside our 95 % interval of f_w(4) from
-    the pipeline bootstrap (every stage refitted per resample of runs). **Reproduced** if both,
-    **partly** if one, **not reproduced** if neither; without seeds or without the bootstrap
-    the missing leg counts as not met and the reason says so.
+    the pipeline bootstrap (every stage refitted per resample of runs), and that interval must
+    tell an effect from none (its upper end below ``P3_NO_EFFECT_F``); an interval that holds
+    both the paper's value and no effect leaves (b) *unresolved*. **Reproduced** if (a) and (b)
+    are met; **partly** if one is met, or (a) with (b) unresolved; **not reproduced** if neither
+    (the paper's value outside our interval counts against it); without seeds or without the
+    bootstrap the missing leg counts as not met and the reason says so.
 
     (Version 1, written before the QAT sweeps, graded the held-out R² of the N_eff fit alone
     (≥ 0.75); a referee showed that a precision-blind Chinchilla fit of the same runs scores
@@ -649,20 +654,25 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
         if len(f4s) >= 2:
             lo, hi = (float(v) for v in np.percentile(f4s, [2.5, 97.5]))
     explains = (math.isfinite(sigma) and spread["data_sd"] > sigma and spread["resid_sd"] <= sigma)
-    size_ok = math.isfinite(lo) and lo <= PAPER_F_W_4 <= hi
+    contains = math.isfinite(lo) and lo <= PAPER_F_W_4 <= hi
+    size_ok = contains and hi < P3_NO_EFFECT_F
+    unresolved = contains and not size_ok
     legs = int(explains) + int(size_ok)
     verdict = "pending" if df is None else ("reproduced", "partly", "not reproduced")[2 - legs]
     ci = rec.get("ci95", {}).get("gamma_w") or [math.nan, math.nan]
     ours = (f"γ_w = {p['gamma_w']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}], n_w = {p['n_w']:.2f}; f_w(4) = {f4:.2f}"
             + (f" [{lo:.2f}, {hi:.2f}] (95 % over the pipeline bootstrap; paper {PAPER_F_W_4:.2f}, "
-               + ("inside" if size_ok else "outside") + ")" if math.isfinite(lo) else f" (paper {PAPER_F_W_4:.2f})")
+               + ("inside" if contains else "outside")
+               + (f"; the interval also reaches {P3_NO_EFFECT_F:g}, no effect" if unresolved else "") + ")"
+               if math.isfinite(lo) else f" (paper {PAPER_F_W_4:.2f})")
             + f", f_w(8) = {f8:.2f}; between precisions at fixed (N, D) the losses vary by {spread['data_sd']:.4f} "
               f"nats/byte and the law's residuals by {spread['resid_sd']:.4f} (seed σ {sigma:.4f}; a precision-blind "
               f"law leaves {spread['data_sd']:.4f}); held-out R² (leave one size out) {r2:.2f}")
     reason = ("graded on (a) the law explains the differences between precisions to within the seed noise: "
               + ("met" if explains else "not met" if math.isfinite(sigma) else "no seeds")
-              + "; (b) the paper's f_w(4) inside our interval: "
-              + ("met" if size_ok else "not met" if math.isfinite(lo) else "no interval")
+              + "; (b) the paper's f_w(4) inside our interval, which tells an effect from none: "
+              + ("met" if size_ok else "unresolved (the interval holds the paper's value and no effect)" if unresolved
+                 else "not met" if math.isfinite(lo) else "no interval")
               + ". The held-out R² is not graded: a precision-blind Chinchilla fit of the same runs scores about as "
               "high, because most of the variation is across N and D; γ is in bits, so ours and the paper's can be set "
               "side by side")
