@@ -49,7 +49,6 @@ without ``.git``).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import os
@@ -117,21 +116,7 @@ def provenance(device: str) -> dict:
 
 def write_rows(path: Path, rows: list[dict], columns: list[str]) -> None:
     """Tidy CSV, columns in the given order, floats with 6 significant digits, NaN as empty."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({c: _cell(r.get(c)) for c in columns})
-    os.replace(tmp, path)
-
-
-def _cell(v):
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return v
+    kb.write_csv(rows, path, columns, extra="ignore")
 
 
 class Clock:

@@ -91,4 +91,4 @@ def test_clock_and_cells():
     mod = _module()
     c = mod.Clock(100.0)
     assert 0 <= c.elapsed() < 5 and 95 < c.left() <= 100 and 45 < c.until(0.5) <= 50
-    assert mod._cell(float("nan")) == "" and mod._cell(1 / 3) == "0.333333" and mod._cell("x") == "x"
+    assert kb._cell(float("nan")) == "" and kb._cell(1 / 3) == "0.333333" and kb._cell("x") == "x"

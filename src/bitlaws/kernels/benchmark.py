@@ -211,20 +211,28 @@ def _outlier_gemm(tokens, n: int, k: int, device: str, dtype: torch.dtype, reps:
     return rows
 
 
-def write_csv(rows: Iterable[dict], path: str | os.PathLike) -> None:
+def write_csv(rows: Iterable[dict], path: str | os.PathLike, columns: list[str] | None = None,
+              extra: str = "raise") -> None:
     """Write benchmark rows (dicts, or a DataFrame) to `path` atomically, replacing it.
 
-    Columns in the order of ``COLUMNS``; floats with 6 significant digits; NaN as an empty cell.
+    Args:
+        rows: the rows.
+        path: the CSV; its folder is created.
+        columns: the columns, in order (default ``COLUMNS``).
+        extra: a key outside ``columns`` is an error (``"raise"``) or left out (``"ignore"``).
+
+    Floats are written with 6 significant digits, NaN and None as an empty cell.
     """
     if hasattr(rows, "to_dict"):
         rows = rows.to_dict("records")
+    columns = COLUMNS if columns is None else columns
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=COLUMNS, extrasaction="raise", lineterminator="\n")
+    writer = csv.DictWriter(text, fieldnames=columns, extrasaction=extra, lineterminator="\n")
     writer.writeheader()
     for r in rows:
-        writer.writerow({c: _cell(r.get(c)) for c in COLUMNS})
+        writer.writerow({c: _cell(r.get(c)) for c in columns})
     write_atomic(path, text.getvalue(), mode=0o644)  # a committed CSV is world-readable
 
 

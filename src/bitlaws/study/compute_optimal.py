@@ -25,10 +25,9 @@ import pandas as pd
 
 from ..laws import forms, optimal
 from .claims import CLAIMS, Verdict, inputs_identity, store_verdicts
-from .law_fits import (PIPELINE_STAGES, TRAINING_EXPERIMENTS, _finite, fits_are_current, load_fits, params_of,
-                       pipeline_boot_is_current, run_fits)
+from .law_fits import PIPELINE_STAGES, _finite, current_fits, params_of, pipeline_boot_is_current
 from .low_precision_training import compute_matched_summary
-from .store import data_dir, load_runs
+from .store import data_dir
 
 __all__ = ["BRUTE_FORCE_RESOLUTION_BITS", "paper_analysis", "ours_analysis", "ours_constants", "optimal_draws",
            "interval", "verdict_p6",
@@ -365,10 +364,7 @@ def refresh_optimal_verdicts(profile: str = "cpu", write: bool = True, refit: bo
     Raises:
         FileNotFoundError: no observations for ``profile``.
     """
-    df = load_runs(profile, experiment=TRAINING_EXPERIMENTS)
-    fits = load_fits(profile)
-    if refit and not fits_are_current(fits, df):
-        fits = run_fits(profile, write=write, frame=df)
+    df, fits = current_fits(profile, write, refit)
     new = optimal_verdicts(fits, df, profile)
     if write:
         store_verdicts(new, data_dir())

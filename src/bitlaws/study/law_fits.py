@@ -62,6 +62,7 @@ __all__ = [
     "verdict_p9",
     "law_verdicts",
     "refresh_law_verdicts",
+    "current_fits",
     "ptq_fit_path",
     "fit_ptq_method",
     "ptq_fit_is_current",
@@ -751,6 +752,16 @@ def law_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> di
     return {"P3": verdict_p3(fits, profile, df), "P5": verdict_p5(fits, profile), "P9": verdict_p9(fits, df, profile)}
 
 
+def current_fits(profile: str, write: bool = True, refit: bool = True) -> tuple[pd.DataFrame, dict[str, dict]]:
+    """A profile's training rows and its fit records, refitted first (written with ``write``) when
+    ``refit`` and any record was made from other rows than the committed ones."""
+    df = load_runs(profile, experiment=TRAINING_EXPERIMENTS)
+    fits = load_fits(profile)
+    if refit and not fits_are_current(fits, df):
+        fits = run_fits(profile, write=write, frame=df)
+    return df, fits
+
+
 def refresh_law_verdicts(profile: str = "cpu", write: bool = True, refit: bool = True) -> dict[str, Verdict]:
     """Recompute P3, P5 and P9; with ``write``, merge them into ``data/verdicts.json`` and the README's
     ledger (``bitlaws.study.claims.store_verdicts``).
@@ -771,10 +782,7 @@ def refresh_law_verdicts(profile: str = "cpu", write: bool = True, refit: bool =
     Raises:
         FileNotFoundError: no observations for ``profile``.
     """
-    df = load_runs(profile, experiment=TRAINING_EXPERIMENTS)
-    fits = load_fits(profile)
-    if refit and not fits_are_current(fits, df):
-        fits = run_fits(profile, write=write, frame=df)
+    df, fits = current_fits(profile, write, refit)
     new = law_verdicts(fits, df, profile)
     if write:
         store_verdicts(new, data_dir())
