@@ -408,6 +408,7 @@ def test_run_fits_fits_the_weight_sweep_and_gives_p3(tmp_path):
     # one seed and no pipeline bootstrap: neither leg of the rule can be met (test_p3_rule_comes_out_both_ways)
     assert v.verdict == "not reproduced" and "no seeds" in v.reason and "no interval" in v.reason
     assert v.details["holdout_r2"] > 0.75 and v.details["within_resid_sd"] < v.details["within_data_sd"]
+    assert v.details["p_effect"] < 1e-6  # the paper's precision effect on a noiseless-ish grid
     from bitlaws.study.compute_optimal import verdict_p6
 
     assert verdict_p6(recs, "smoke").verdict == "pending"  # γ_a, γ_kv still missing
@@ -465,5 +466,6 @@ def test_p3_rule_comes_out_both_ways(tmp_path, gamma_w, grade):
     assert v.details["seed_sigma"] == pytest.approx(0.01 / math.sqrt(2))
     if gamma_w is not None:
         assert v.details["f_w_4_lo"] <= la.PAPER_F_W_4 <= v.details["f_w_4_hi"]
+        assert v.details["p_effect"] < 0.05 <= v.details["p_lack_of_fit"]
     else:  # a precision-blind world: nothing between precisions to explain, f_w(4) ≈ 1
-        assert v.details["within_data_sd"] <= v.details["seed_sigma"] and v.details["f_w_4_lo"] > la.PAPER_F_W_4
+        assert v.details["p_effect"] > 0.05 and v.details["f_w_4_lo"] > la.PAPER_F_W_4

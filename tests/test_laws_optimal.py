@@ -162,11 +162,11 @@ def test_p6_to_p8_pending_without_our_gammas_and_computed_with_them():
     assert verdict_p6(empty, "cpu").details["paper_p_star"] == pytest.approx(7.0, abs=0.01)
     ours = {**empty, **{f"neff_{x}": _fake_fit({f"gamma_{x}": PC[f"gamma_{x}"], f"n_{x}": PC[f"n_{x}"]})
                         for x in forms.COMPONENTS}}
-    assert verdict_p6(ours, "cpu").verdict == "reproduced"
+    assert verdict_p6(ours, "cpu").verdict == "partly"  # P* in the band, but no suite to resolve the minimum
     # P7 and P8 follow from the fitted form: derived, with the paper's number beside ours
     assert verdict_p7(ours, "cpu").verdict == "derived" and "derived, not tested" in verdict_p7(ours, "cpu").reason
     assert verdict_p8(ours, "cpu").verdict == "derived"
-    # without offsets our P* would be 3.5 bits: only "partly" (the [4, 12] band is missed → not)
+    # without offsets our P* would be 3.5 bits: outside the 6–9-bit band
     no_off = {**ours, **{f"neff_{x}": _fake_fit({f"gamma_{x}": PC[f"gamma_{x}"], f"n_{x}": 0.0})
                          for x in forms.COMPONENTS}}
     assert verdict_p6(no_off, "cpu").verdict == "not reproduced"
@@ -190,9 +190,9 @@ def test_p6_suite_leg_needs_a_noise_resolved_minimum_at_6_to_8_bits():
     unresolved = verdict_p6(ours, "cpu", suite=suite(8.0, [6.0, 8.0, 12.0, 16.0]))
     assert unresolved.verdict == "partly" and "does not resolve" in unresolved.reason
     assert "within two standard errors of the lowest" in unresolved.ours
-    # a resolved minimum elsewhere is still "partly" while P* is in the band (one leg)
+    # a resolved minimum elsewhere contradicts the claim, whatever P* says
     elsewhere = verdict_p6(ours, "cpu", suite=suite(12.0, [12.0, 16.0]))
-    assert elsewhere.verdict == "partly" and "outside 6–8 bits" in elsewhere.reason
+    assert elsewhere.verdict == "not reproduced" and "outside 6–8 bits" in elsewhere.reason
 
 
 def _draws(p_star, n=200, seed=0):
@@ -210,14 +210,18 @@ def test_p6_reads_the_interval_of_p_star_and_can_come_out_every_way():
     ours = {"chinchilla": _fake_fit({k: PC[k] for k in ("A", "B", "E", "alpha", "beta")}),
             **{f"neff_{x}": _fake_fit({f"gamma_{x}": PC[f"gamma_{x}"], f"n_{x}": PC[f"n_{x}"]})
                for x in forms.COMPONENTS}}  # point P* = 7.0 bits
-    tight = verdict_p6(ours, "cpu", draws=_draws(7.5))
+    resolved = {"complete": True, "best_bits": 8.0, "near_best": [6.0, 8.0], "planned": 13, "sigma": 0.01,
+                "sigma_source": "suite", "losses": {b: 1.9 for b in (4.0, 6.0, 8.0, 12.0, 16.0)}, "seeds": {}}
+    tight = verdict_p6(ours, "cpu", suite=resolved, draws=_draws(7.5))
     lo, hi = interval(_draws(7.5)["p_star"])
     assert tight.verdict == "reproduced" and 6 < lo < hi < 9
     assert tight.details["ours_p_star_lo"] == pytest.approx(lo)
-    # the same point estimate with an interval that reaches below 6 bits: partly
-    assert verdict_p6(ours, "cpu", draws=_draws(5.8)).verdict == "partly"
-    # an interval far from the band: not reproduced, whatever the point estimate
-    assert verdict_p6(ours, "cpu", draws=_draws(3.0)).verdict == "not reproduced"
+    assert verdict_p6(ours, "cpu", draws=_draws(7.5)).verdict == "partly"  # no suite: one leg
+    # the same point estimate with an interval that straddles the band and no suite: inconclusive
+    assert verdict_p6(ours, "cpu", draws=_draws(5.8)).verdict == "inconclusive"
+    assert verdict_p6(ours, "cpu", suite=resolved, draws=_draws(5.8)).verdict == "partly"
+    # an interval far from the band: not reproduced, whatever the point estimate and the suite
+    assert verdict_p6(ours, "cpu", suite=resolved, draws=_draws(3.0)).verdict == "not reproduced"
     assert interval([1.0]) != interval([1.0]) or math.isnan(interval([1.0])[0])
 
 
@@ -232,3 +236,15 @@ def test_p7_p8_report_intervals_from_the_draws():
     assert v7.details["ours_n_star_4_over_p_star_lo"] < 2.6 < v7.details["ours_n_star_4_over_p_star_hi"]
     assert v7.details["boot_share_direction"] == 1.0
     assert v8.details["ours_slope_lo"] < 1.3 < v8.details["ours_slope_hi"]
+
+
+def test_fixed_n_optimum_with_small_gammas_does_not_underflow():
+    """Every γ below 1000/745 bits: e^(−1000/γ) is 0 in float64, so a bracket at 1000 bits failed."""
+    from bitlaws.laws import optimal
+
+    small = {**PC, "gamma_w": 1.2, "gamma_a": 1.1, "gamma_kv": 0.9}
+    p = optimal.optimal_precision_fixed_n(1e9, 1e11, small)
+    assert 1.0 < p < 100.0
+    # the same root as a bracket that stays far from the underflow
+    bigger = optimal.optimal_precision_fixed_n(1e9, 1e11, {**small, "gamma_w": 1.2 + 1e-9})
+    assert p == pytest.approx(bigger, rel=1e-6)

@@ -190,11 +190,14 @@ def test_verdict_differences_tolerates_last_bits_only():
     assert any("note" in d for d in verdict_differences(v, _verdict(details={"gamma_w": 2.0, "note": "y",
                                                                                  "zero": 0.0})))
     assert any("only in" in d for d in verdict_differences(v, _verdict(details={"gamma_w": 2.0, "note": "x"})))
+    # prose: other digits are no difference (they come from the details), other words are
+    assert verdict_differences(v, _verdict(ours="γ_w = 1.99", reason="r")) == []
+    assert any("ours" in d for d in verdict_differences(v, _verdict(ours="γ_a = 2.00")))
 
 
 def test_merge_keeps_the_stored_verdict_when_it_agrees():
     stored = {"P3": _verdict()}
-    agreeing = _verdict(details={"gamma_w": 2.0 * (1 + 1e-9), "note": "x", "zero": 0.0}, ours="other text")
+    agreeing = _verdict(details={"gamma_w": 2.0 * (1 + 1e-9), "note": "x", "zero": 0.0}, ours="γ_w = 2.01")
     assert merge_verdicts(stored, {"P3": agreeing})["P3"] is stored["P3"]
     regraded = _verdict(verdict="reproduced")
     assert merge_verdicts(stored, {"P3": regraded})["P3"] is regraded

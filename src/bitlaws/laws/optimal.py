@@ -244,7 +244,8 @@ def optimal_precision_fixed_n(n_params: float, n_tokens: float, params: Mapping[
         P* [bits]; grows like log(D/N) (see ``fixed_n_asymptotic_slope``).
 
     Raises:
-        ValueError: no root between the lower bound and 1000 bits.
+        ValueError: no root between the lower bound and min(1000, 700·max γ) bits (past 745·γ,
+            e^(−P/γ) underflows in float64).
     """
     alpha, beta = _alpha_beta(params)
     lo = max(precision_lower_bound(params, offsets), 0.0) + 1e-9
@@ -256,7 +257,9 @@ def optimal_precision_fixed_n(n_params: float, n_tokens: float, params: Mapping[
                 + math.log(_dlog_g(p, params, offsets)) + math.log(p)) - rhs
 
     p = lo * (1 + 1e-6) + 1e-6
-    hi = 1000.0
+    # e^(−P/γ) underflows to 0 past P ≈ 745·γ, and d log g / dP with it: keep the bracket inside
+    gamma_max = max(float(params[f"gamma_{x}"]) for x in forms.COMPONENTS if f"gamma_{x}" in params)
+    hi = min(1000.0, 700.0 * gamma_max)
     if not (h(p) > 0 > h(hi)):
         raise ValueError(f"no optimal precision between {p:.3g} and {hi} bits for N = {n_params:g}, D = {n_tokens:g}")
     return float(brentq(h, p, hi, xtol=1e-12))

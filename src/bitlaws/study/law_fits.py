@@ -14,9 +14,10 @@ This module sits on top of :mod:`bitlaws.laws` (numpy/scipy fitters) and the run
 
 Verdict rules (the paper's numbers are from ``book/papers/precision-scaling-laws.md``):
 
-* P3 — the N_eff form (Eq. 3) fitted on P_w sweeps: it must explain the loss differences between
-  precisions at fixed (N, D) to within the seed noise, and the paper's f_w(4) must lie in our
-  bootstrap interval: both reproduced, one partly (``verdict_p3``).
+* P3 — the N_eff form (Eq. 3) fitted on P_w sweeps: its precision term must be significant at
+  fixed (N, D) with no lack of fit against the seed noise (two F-tests), and the paper's f_w(4)
+  must lie in our bootstrap interval, which must tell an effect from none: both reproduced, one
+  partly (``verdict_p3``).
 * P5 — on runs with several parts in low precision: the product of the marginal fits predicts
   with R² ≥ 0.75 and no worse than the joint fit by more than 0.05 (paper: 0.897 vs 0.901):
   reproduced; R² ≥ 0.5: partly.
@@ -43,7 +44,7 @@ from .._io import write_atomic
 from ..laws import fit as lf
 from ..laws import forms
 from .claims import CLAIMS, Verdict, inputs_identity, store_verdicts
-from .noise import noise_floor
+from .noise import pooled_seed_variance
 from .store import data_dir, frame_sha256, load_runs
 
 __all__ = [
@@ -594,27 +595,61 @@ def within_cell_spread(frame: pd.DataFrame, chinchilla: Mapping[str, float],
         neff: the stage's fitted ``gamma_w``, ``n_w``.
 
     Returns:
-        ``data_sd`` (standard deviation of the centred losses: the precision effect plus noise),
-        ``resid_sd`` (of the centred residuals of the law; a precision-blind law's equals
-        ``data_sd``), ``r2`` (1 − resid²/data², NaN without variation), nats.
+        ``ss_data`` (sum of squares of the centred losses: what a precision-blind law leaves),
+        ``ss_resid`` (of the centred residuals of the law), ``n`` (rows), ``cells``, ``data_sd``,
+        ``resid_sd`` (their root mean squares, nats), ``r2`` (1 − ss_resid/ss_data).
     """
     pred = lf.predict(lf.STAGES["neff_w"], frame, dict(neff), dict(chinchilla))
     f = frame.assign(_pred=pred)
     key = [c for c in ("n_params", "n_tokens", "seed") if c in f]
     y = f["loss_val"] - f.groupby(key)["loss_val"].transform("mean")
     yhat = f["_pred"] - f.groupby(key)["_pred"].transform("mean")
-    ss, rs = float((y ** 2).mean()), float(((y - yhat) ** 2).mean())
-    return {"data_sd": math.sqrt(ss), "resid_sd": math.sqrt(rs), "r2": 1.0 - rs / ss if ss > 0 else math.nan}
+    ss, rs = float((y ** 2).sum()), float(((y - yhat) ** 2).sum())
+    n = len(f)
+    return {"ss_data": ss, "ss_resid": rs, "n": float(n), "cells": float(f.groupby(key).ngroups),
+            "data_sd": math.sqrt(ss / n) if n else math.nan, "resid_sd": math.sqrt(rs / n) if n else math.nan,
+            "r2": 1.0 - rs / ss if ss > 0 else math.nan}
+
+
+def precision_tests(spread: Mapping[str, float], seed_var: float, seed_dof: int) -> dict[str, float]:
+    """Two F-tests of the N_eff law's precision term at fixed (N, D) (``within_cell_spread``).
+
+    * The effect: the extra-sum-of-squares F of the law's two constants against a precision-blind
+      law, F = ((SS_blind − SS_law)/2) / (SS_law/ν) with ν = n − cells − 2; small p: precision
+      matters, and the law's term captures it.
+    * Lack of fit: the law's residual variance against the pooled seed variance,
+      F = (SS_law/ν) / s²_seed on (ν, ν_seed); small p: the law misses structure beyond the noise.
+
+    Returns:
+        ``f_effect``, ``p_effect``, ``f_lack_of_fit``, ``p_lack_of_fit``, ``dof_resid``, ``dof_seed``
+        (NaN where not computable).
+    """
+    from scipy import stats
+
+    nu = spread["n"] - spread["cells"] - 2
+    out = {"dof_resid": nu, "dof_seed": float(seed_dof)}
+    if nu <= 0 or spread["ss_resid"] <= 0:
+        return {**out, "f_effect": math.nan, "p_effect": math.nan, "f_lack_of_fit": math.nan,
+                "p_lack_of_fit": math.nan}
+    f_eff = ((spread["ss_data"] - spread["ss_resid"]) / 2) / (spread["ss_resid"] / nu)
+    out.update(f_effect=f_eff, p_effect=float(stats.f.sf(f_eff, 2, nu)))
+    if seed_dof > 0 and math.isfinite(seed_var) and seed_var > 0:
+        f_lof = (spread["ss_resid"] / nu) / seed_var
+        out.update(f_lack_of_fit=f_lof, p_lack_of_fit=float(stats.f.sf(f_lof, nu, seed_dof)))
+    else:
+        out.update(f_lack_of_fit=math.nan, p_lack_of_fit=math.nan)
+    return out
 
 
 def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None = None) -> Verdict:
     """P3: low-precision training acts as fewer parameters (Eq. 3 on the P_w sweep).
 
     Rule (version 2): two statistics. (a) The N_eff form must explain the loss differences between
-    training precisions at fixed (N, D) to within the seed noise: with both centred on each
-    (N, D, seed) cell (``within_cell_spread``), the data must vary by more than the seed σ (there
-    is a precision effect) and the law's residuals by no more than σ (it explains that effect); a
-    precision-blind law fails (a) by construction. (b) The size of the effect: the paper's
+    training precisions at fixed (N, D): with data and law centred on each (N, D, seed) cell
+    (``within_cell_spread``), its precision term must be significant against a precision-blind law
+    (extra-sum-of-squares F-test, p < 0.05) and leave no significant lack of fit against the
+    pooled seed variance (F-test, p ≥ 0.05; ``precision_tests``); a precision-blind law fails (a)
+    by construction. (b) The size of the effect: the paper's
     f_w(4 bits) = N_eff/N (0.70 from Table 2) must lie inside our 95 % interval of f_w(4) from
     the pipeline bootstrap (every stage refitted per resample of runs), and that interval must
     tell an effect from none (its upper end below ``P3_NO_EFFECT_F``); an interval that holds
@@ -642,35 +677,42 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     f4 = float(forms.precision_factor(4.0, p["gamma_w"], p["n_w"]))
     f8 = float(forms.precision_factor(8.0, p["gamma_w"], p["n_w"]))
     spread = {"data_sd": math.nan, "resid_sd": math.nan, "r2": math.nan}
+    tests = {"p_effect": math.nan, "p_lack_of_fit": math.nan}
     chin = params_of(fits.get("chinchilla"))
     sigma = math.nan
     if df is not None and chin is not None:
         spread = within_cell_spread(stage_frames(df)["neff_w"], chin, p)
         base = df[df["experiment"] == "base_grid"] if "experiment" in df else df
-        sigma = float(noise_floor(base).get("loss", math.nan)) if len(base) else math.nan
+        seed_var, seed_dof = pooled_seed_variance(base) if len(base) else (math.nan, 0)
+        sigma = math.sqrt(seed_var) if math.isfinite(seed_var) else math.nan
+        tests = precision_tests(spread, seed_var, seed_dof)
     lo = hi = math.nan
     if current and "neff_w" in boot.get("stages", ()):
         f4s = np.array([forms.precision_factor(4.0, d["gamma_w"], d["n_w"]) for d in boot["draws"]], dtype=float)
         f4s = f4s[np.isfinite(f4s)]
         if len(f4s) >= 2:
             lo, hi = (float(v) for v in np.percentile(f4s, [2.5, 97.5]))
-    explains = (math.isfinite(sigma) and spread["data_sd"] > sigma and spread["resid_sd"] <= sigma)
+    explains = (math.isfinite(tests["p_lack_of_fit"]) and tests["p_effect"] < 0.05
+                and tests["p_lack_of_fit"] >= 0.05)
     contains = math.isfinite(lo) and lo <= PAPER_F_W_4 <= hi
     size_ok = contains and hi < P3_NO_EFFECT_F
     unresolved = contains and not size_ok
     legs = int(explains) + int(size_ok)
     verdict = "pending" if df is None else ("reproduced", "partly", "not reproduced")[2 - legs]
     ci = rec.get("ci95", {}).get("gamma_w") or [math.nan, math.nan]
-    ours = (f"γ_w = {p['gamma_w']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}], n_w = {p['n_w']:.2f}; f_w(4) = {f4:.2f}"
+    ours = (f"γ_w = {p['gamma_w']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] (the stage's own bootstrap, Chinchilla held "
+            f"fixed), n_w = {p['n_w']:.2f}; f_w(4) = {f4:.2f}"
             + (f" [{lo:.2f}, {hi:.2f}] (95 % over the pipeline bootstrap; paper {PAPER_F_W_4:.2f}, "
                + ("inside" if contains else "outside")
                + (f"; the interval also reaches {P3_NO_EFFECT_F:g}, no effect" if unresolved else "") + ")"
                if math.isfinite(lo) else f" (paper {PAPER_F_W_4:.2f})")
             + f", f_w(8) = {f8:.2f}; between precisions at fixed (N, D) the losses vary by {spread['data_sd']:.4f} "
-              f"nats/byte and the law's residuals by {spread['resid_sd']:.4f} (seed σ {sigma:.4f}; a precision-blind "
-              f"law leaves {spread['data_sd']:.4f}); held-out R² (leave one size out) {r2:.2f}")
-    reason = ("graded on (a) the law explains the differences between precisions to within the seed noise: "
-              + ("met" if explains else "not met" if math.isfinite(sigma) else "no seeds")
+              f"nats/byte and the law's residuals by {spread['resid_sd']:.4f} (pooled seed σ {sigma:.4f}); the "
+              f"precision term against a precision-blind law p = {tests['p_effect']:.1g}, the law's lack of fit "
+              f"against the seed noise p = {tests['p_lack_of_fit']:.2f}; held-out R² (leave one size out) {r2:.2f}")
+    reason = ("graded on (a) the precision term is significant (p < 0.05) and the law shows no lack of fit "
+              "against the seed noise (p ≥ 0.05): " + ("met" if explains else "not met" if math.isfinite(sigma)
+                                                     else "no seeds")
               + "; (b) the paper's f_w(4) inside our interval, which tells an effect from none: "
               + ("met" if size_ok else "unresolved (the interval holds the paper's value and no effect)" if unresolved
                  else "not met" if math.isfinite(lo) else "no interval")
@@ -678,7 +720,8 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
               "high, because most of the variation is across N and D; γ is in bits, so ours and the paper's can be set "
               "side by side")
     det = {"gamma_w": p["gamma_w"], "n_w": p["n_w"], "holdout_r2": r2, "within_data_sd": spread["data_sd"],
-           "within_resid_sd": spread["resid_sd"], "within_r2": spread["r2"], "seed_sigma": sigma, "f_w_4": f4,
+           "within_resid_sd": spread["resid_sd"], "within_r2": spread["r2"], "seed_sigma": sigma,
+           "p_effect": tests["p_effect"], "p_lack_of_fit": tests["p_lack_of_fit"], "f_w_4": f4,
            "f_w_8": f8, "paper_f_w_4": PAPER_F_W_4}
     if math.isfinite(lo):
         det.update({"f_w_4_lo": lo, "f_w_4_hi": hi})

@@ -211,7 +211,8 @@ def paper_fp_int_effect(t: pd.DataFrame, chinchilla: Mapping[str, float]) -> np.
         chinchilla: our Chinchilla constants (``A``, ``alpha``).
 
     Returns:
-        (len(t),) float64 — predicted FP − INT loss, nats per token (< 0: floating point ahead).
+        (len(t),) float64 — predicted FP − INT loss, nats per token, i.e. per byte here (< 0: floating
+        point ahead).
     """
     n = t["n_params"].to_numpy(float)
     b = t["bits"].to_numpy(float)
@@ -220,7 +221,20 @@ def paper_fp_int_effect(t: pd.DataFrame, chinchilla: Mapping[str, float]) -> np.
     return chinchilla["A"] * n ** -chinchilla["alpha"] * (f_fp ** -chinchilla["alpha"] - f_int ** -chinchilla["alpha"])
 
 
-def _p10_grades(deltas: np.ndarray, fmt_codes: np.ndarray, paper_fmt: np.ndarray, sigma: float) -> np.ndarray:
+def _mean_se(twins: np.ndarray, sigma: float) -> float:
+    """Standard error of the mean FP − INT difference over pairs whose integer twins are ``twins``.
+
+    Each pair is one FP run minus its INT twin, every run with seed noise σ; pairs that share a
+    twin share its noise, so Var(mean) = σ²·(n + Σ_j m_j²)/n² with m_j the pairs of twin j
+    (2σ²/n when no twin is shared).
+    """
+    n = len(twins)
+    m = np.bincount(np.unique(twins, return_inverse=True)[1])
+    return sigma * math.sqrt(n + float((m ** 2).sum())) / n
+
+
+def _p10_grades(deltas: np.ndarray, fmt_codes: np.ndarray, paper_fmt: np.ndarray, sigma: float,
+                twins: np.ndarray) -> np.ndarray:
     """The rule of ``verdict_p10`` (version 3, before its power check) on each row of ``deltas``.
 
     Args:
@@ -228,19 +242,24 @@ def _p10_grades(deltas: np.ndarray, fmt_codes: np.ndarray, paper_fmt: np.ndarray
         fmt_codes: (n_pairs,) int — the (bits, format) group of each pair.
         paper_fmt: (n_groups,) bool — the group is the paper's own format at its width.
         sigma: the seed σ of one run (0 drops the noise terms).
+        twins: (n_pairs,) int — the integer twin of each pair (``_mean_se``).
 
     Returns:
         (n_sim,) object — ``reproduced`` (mean below −2 s.e.), ``partly`` (else the paper's own
         format beyond −2 of its s.e. at some width) or ``not reproduced``.
     """
-    n = deltas.shape[1]
     mean = deltas.mean(axis=1)
-    beyond = mean < -_Z_RULE * sigma * math.sqrt(2 / n) if sigma > 0 else mean < 0
+    beyond = mean < -_Z_RULE * _mean_se(twins, sigma)
     paper_wins = np.zeros(len(deltas), dtype=bool)
     for g in np.flatnonzero(paper_fmt):
         cols = fmt_codes == g
-        paper_wins |= deltas[:, cols].mean(axis=1) < -_Z_RULE * sigma * math.sqrt(2 / cols.sum())
+        paper_wins |= deltas[:, cols].mean(axis=1) < -_Z_RULE * _mean_se(twins[cols], sigma)
     return np.where(beyond, "reproduced", np.where(paper_wins, "partly", "not reproduced")).astype(object)
+
+
+def _twins(t: pd.DataFrame) -> np.ndarray:
+    """The integer twin of each pair of ``formats_table``: one per (size, D, seed, P)."""
+    return t.groupby(["size", "n_tokens", "seed", "bits"], sort=True).ngroup().to_numpy()
 
 
 def p10_power(t: pd.DataFrame, predicted: np.ndarray, sigma: float, n_sim: int = P10_SIMULATIONS,
@@ -257,7 +276,7 @@ def p10_power(t: pd.DataFrame, predicted: np.ndarray, sigma: float, n_sim: int =
         better), ``false_positive`` (reproduced under the null), ``false_partly`` (partly or better
         under the null), ``n_sim``.
     """
-    twins = t.groupby(["size", "n_tokens", "seed", "bits"], sort=True).ngroup().to_numpy()
+    twins = _twins(t)
     groups = t.groupby(["bits", "fmt"], sort=True).ngroup().to_numpy()
     names = t.groupby(["bits", "fmt"], sort=True).size().index
     paper_fmt = np.array([f in set(PAPER_FP_FORMATS.values()) for _, f in names])
@@ -265,7 +284,7 @@ def p10_power(t: pd.DataFrame, predicted: np.ndarray, sigma: float, n_sim: int =
     out = {"n_sim": float(n_sim)}
     for label, mu in (("power", np.asarray(predicted, float)), ("false", np.zeros(len(t)))):
         noise = rng.normal(0.0, sigma, (n_sim, len(t))) - rng.normal(0.0, sigma, (n_sim, twins.max() + 1))[:, twins]
-        g = _p10_grades(mu + noise, groups, paper_fmt, sigma)
+        g = _p10_grades(mu + noise, groups, paper_fmt, sigma, twins)
         key = "power" if label == "power" else "false_positive"
         out[key] = float(np.mean(g == "reproduced"))
         out[f"{label}_partly"] = float(np.mean(g != "not reproduced"))
@@ -277,8 +296,9 @@ def verdict_p10(df: pd.DataFrame, profile: str, fits: Mapping[str, dict] | None 
 
     Rule (version 3): over every (FP format, N, D) pair of the formats sweep with its integer twin
     (same P_w, N, D, seed), the mean difference FP − INT against its noise: a pair differs by two
-    single-seed runs, so with the base grid's seed σ the mean over n pairs has standard error
-    ``σ·sqrt(2/n)``. First the power check: the paper's own FP and INT fits predict a difference
+    single-seed runs, and formats of one width share their integer twin, so with the base grid's
+    seed σ the mean over n pairs has standard error ``σ·sqrt(n + Σm²)/n`` (``_mean_se``; m the
+    pairs sharing each twin; ``σ·sqrt(2/n)`` without sharing). First the power check: the paper's own FP and INT fits predict a difference
     on our design (``paper_fp_int_effect``, with our Chinchilla A and α); if its mean is smaller
     than two standard errors, our design cannot detect the paper's effect and the grade is
     **inconclusive**, with the number of pairs that would give 80 % power. Otherwise:
@@ -307,14 +327,14 @@ def verdict_p10(df: pd.DataFrame, profile: str, fits: Mapping[str, dict] | None 
     wins = float((t["delta"] < 0).mean())
     mean = float(t["delta"].mean())
     by_fmt = t.groupby(["bits", "fmt"])["delta"].mean()
-    n_fmt = t.groupby(["bits", "fmt"])["delta"].size()
     base = df[df["experiment"] == "base_grid"]
     floor = float(noise_floor(base).get("loss", math.nan)) if len(base) else math.nan
     sig = floor if math.isfinite(floor) else 0.0
-    se = sig * math.sqrt(2 / len(t))
+    twins = _twins(t)
+    se = _mean_se(twins, sig)
     groups = t.groupby(["bits", "fmt"], sort=True).ngroup().to_numpy()
     paper_fmt = np.array([f in set(PAPER_FP_FORMATS.values()) for _, f in by_fmt.index])
-    grade = str(_p10_grades(t["delta"].to_numpy(float)[None, :], groups, paper_fmt, sig)[0])
+    grade = str(_p10_grades(t["delta"].to_numpy(float)[None, :], groups, paper_fmt, sig, twins)[0])
     chin = ((fits or {}).get("chinchilla") or {}).get("params") if (fits or {}).get("chinchilla", {}).get(
         "status") == "ok" else None
     det = {"win_share": wins, "mean_delta": mean, "pairs": float(len(t)), "mean_delta_se": se,
@@ -325,7 +345,8 @@ def verdict_p10(df: pd.DataFrame, profile: str, fits: Mapping[str, dict] | None 
         pred = paper_fp_int_effect(t, chin)
         pred_mean = float(pred.mean())
         pw = p10_power(t, pred, sig)
-        n80 = math.ceil(2 * sig ** 2 * (_Z_RULE + _Z_POWER) ** 2 / pred_mean ** 2) if pred_mean else math.inf
+        per_pair = (se * len(t)) ** 2 / len(t)  # σ²·(n + Σm²)/n: the variance one pair adds, twins shared as here
+        n80 = math.ceil(per_pair * (_Z_RULE + _Z_POWER) ** 2 / pred_mean ** 2) if pred_mean else math.inf
         det.update({"paper_mean_delta": pred_mean, "power": pw["power"], "power_partly": pw["power_partly"],
                     "false_positive": pw["false_positive"], "false_partly": pw["false_partly"],
                     "pairs_for_80pct_power": float(n80)})
@@ -342,9 +363,10 @@ def verdict_p10(df: pd.DataFrame, profile: str, fits: Mapping[str, dict] | None 
             + ", ".join(f"{f} {d:+.4f}" for (b, f), d in by_fmt.items())
             + (f"; seed noise floor {floor:.4f}" if math.isfinite(floor) else ""))
     if math.isfinite(floor):
-        ours += (f"; standard error of the mean difference σ·sqrt(2/{len(t)}) = {se:.4f}, so the mean is "
+        ours += (f"; standard error of the mean difference {se:.4f} (σ·sqrt(n + Σm²)/n over n = {len(t)} pairs, "
+                 "m pairs sharing each integer twin), so the mean is "
                  + ("beyond" if abs(mean) > 2 * se else "inside") + " two standard errors")
-        far = [f for (b, f), d in by_fmt.items() if abs(d) > 2 * floor * math.sqrt(2 / n_fmt[(b, f)])]
+        far = [f for k, ((b, f), d) in enumerate(by_fmt.items()) if abs(d) > 2 * _mean_se(twins[groups == k], floor)]
         ours += ("; no format's mean is beyond two of its standard errors" if not far else
                  "; formats beyond two standard errors: " + ", ".join(far))
     ours += power_txt

@@ -11,7 +11,7 @@ import math
 
 import pandas as pd
 
-__all__ = ["noise_floor"]
+__all__ = ["noise_floor", "pooled_seed_variance"]
 
 
 def noise_floor(df: pd.DataFrame, method: str = "rtn") -> dict[str, float]:
@@ -37,3 +37,22 @@ def noise_floor(df: pd.DataFrame, method: str = "rtn") -> dict[str, float]:
         out[f"loss_post_{int(b)}"] = max((qb.get_group(k)["loss_val"].std() for k in seeded if k in qb.groups),
                                          default=math.nan)
     return out
+
+
+def pooled_seed_variance(df: pd.DataFrame) -> tuple[float, int]:
+    """The pooled seed variance of the pre-PTQ loss over the cells trained with several seeds.
+
+    Σ_i (k_i − 1)·s_i² / Σ_i (k_i − 1) over cells (N, D) with k_i ≥ 2 seeds: the estimate an F-test
+    against the seed noise needs, with its degrees of freedom (``noise_floor`` takes the largest
+    cell's σ instead, a conservative single number).
+
+    Returns:
+        (variance [nats²], degrees of freedom); (NaN, 0) without seeded cells.
+    """
+    ok = df[(df["status"] == "ok") & (df["ptq_method"] == "none")]
+    ss, dof = 0.0, 0
+    for _, g in ok.groupby(["n_params", "n_tokens"]):
+        if g["seed"].nunique() >= 2:
+            ss += float(((g["loss_val"] - g["loss_val"].mean()) ** 2).sum())
+            dof += len(g) - 1
+    return (ss / dof if dof else math.nan), dof
