@@ -270,8 +270,8 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
         det.update({"ours_p_star_lo": ci[0], "ours_p_star_hi": ci[1], "boot_draws": float(len(draws)),
                     "boot_dropped": float(draws.attrs.get("dropped", 0)),
                     "boot_share_in_band": float(((draws["p_star"] >= 6) & (draws["p_star"] <= 9)).mean())})
-    where = ("inside" if inside else "outside" if disjoint else "straddling")
-    legs = (f"graded {verdict}: our P* interval is {where} 6–9 bits"
+    where = ("lies inside" if inside else "lies outside" if disjoint else "straddles")
+    legs = (f"graded {verdict}: our P* interval {where} 6–9 bits"
             + ("; the suite is not complete" if suite_ok is None else
                "; the suite resolves its minimum to 6–8 bits" if suite_ok else
                "; the suite is consistent with a 6–8-bit minimum but does not resolve it from the members "
