@@ -594,7 +594,7 @@ def save_verdicts(
         del fields["claim_id"]
         payload[claim_id] = fields
     text = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    _write_atomic(_verdicts_path(path), text + "\n")
+    write_atomic(_verdicts_path(path), text + "\n")
 
 
 def update_verdict(verdict: Verdict, path: str | os.PathLike[str] | None = None) -> None:
@@ -637,11 +637,6 @@ def store_verdicts(new: Mapping[str, Verdict], data_root: str | os.PathLike[str]
     if root == own:
         update_readme(repo_root() / "README.md", merged)
     return merged
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` as UTF-8 to ``path`` atomically (``bitlaws._io.write_atomic``)."""
-    write_atomic(path, text)
 
 
 def _cell(text: str) -> str:
@@ -723,5 +718,5 @@ def update_readme(readme_path: str | os.PathLike[str], verdicts: Mapping[str, Ve
     new_text = text[:start] + "\n" + ledger_markdown(verdicts) + text[end:]
     if new_text == text:
         return False
-    _write_atomic(path, new_text)
+    write_atomic(path, new_text)
     return True

@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 
 from .claims import Verdict, load_verdicts, store_verdicts, verdict_differences
-from .compute_optimal import refresh_optimal_verdicts
-from .law_fits import refresh_law_verdicts
-from .low_precision_training import refresh_qat_verdicts
+from .compute_optimal import optimal_verdicts
+from .law_fits import current_fits, law_verdicts
+from .low_precision_training import qat_verdicts
 from .ptq_degradation import refresh_verdicts as refresh_ptq
 from .quik_accuracy import refresh_quik_verdicts
 from .store import data_dir
@@ -40,9 +40,10 @@ def compute_verdicts(profile: str = "cpu", refit: bool = True) -> dict[str, Verd
     """
     out: dict[str, Verdict] = {}
     out.update(refresh_ptq(profile=profile, write=False))
-    out.update(refresh_law_verdicts(profile=profile, write=False, refit=refit))
-    out.update(refresh_optimal_verdicts(profile=profile, write=False, refit=refit))
-    out.update(refresh_qat_verdicts(profile=profile, write=False))
+    df, fits = current_fits(profile, write=False, refit=refit)  # the training rows and fits, read once
+    out.update(law_verdicts(fits, df, profile))
+    out.update(optimal_verdicts(fits, df, profile))
+    out.update(qat_verdicts(fits, df, profile))
     try:
         out.update(refresh_quik_verdicts(profile=profile, write=False))
     except FileNotFoundError:
