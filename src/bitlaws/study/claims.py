@@ -454,7 +454,8 @@ def inputs_identity(
 
 
 def rule_text(claim_id: str) -> str:
-    """The docstring of the function that grades ``claim_id`` (``RULE_SOURCES``): its rule, in words.
+    """The docstring of the function that grades ``claim_id`` (``RULE_SOURCES``): its rule, in words
+    (the prose only: its Args, Returns and Raises sections are left out).
 
     Raises:
         ValueError: if ``claim_id`` is not in ``CLAIMS``.
@@ -465,7 +466,10 @@ def rule_text(claim_id: str) -> str:
     if claim_id not in RULE_SOURCES:
         raise ValueError(f"claim_id must be one of {', '.join(RULE_SOURCES)}; got {claim_id!r}")
     module, name = RULE_SOURCES[claim_id].split(":")
-    return inspect.getdoc(getattr(importlib.import_module(module), name)) or ""
+    doc = inspect.getdoc(getattr(importlib.import_module(module), name)) or ""
+    # the rule is the prose: drop the Args/Returns/Raises sections and Sphinx roles
+    doc = re.split(r"\n(?:Args|Returns|Raises):\n", doc)[0].rstrip()
+    return re.sub(r":\w+:`~?([^`]+)`", r"``\1``", doc)
 
 
 # A printed number in the prose: digits with their sign, point, exponent and thousands separators.

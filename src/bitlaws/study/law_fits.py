@@ -729,7 +729,14 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
 
 
 def verdict_p5(fits: Mapping[str, dict], profile: str) -> Verdict:
-    """P5: the effects of w, a, kv precision are independent and multiply (Fig. 5)."""
+    """P5: the effects of w, a, kv precision are independent and multiply (Fig. 5).
+
+    Rule (version 1, written before the joint sweep ran): on the runs with several parts in low
+    precision, the product of the marginal N_eff fits (``neff_w``, ``neff_a``, ``neff_kv``)
+    predicts the losses with R² ≥ 0.75 and no worse than the joint fit by more than 0.05 (the
+    paper: 0.897 against 0.901): **reproduced**; R² ≥ 0.5: **partly**; else **not reproduced**.
+    The joint fit's R² is in-sample, the product's out-of-sample.
+    """
     rec = fits.get("neff_joint") or {}
     sha = inputs_identity("P5", profile, records={s: fits.get(s) for s in
                                                   ("chinchilla", "neff_w", "neff_a", "neff_kv", "neff_joint")})
@@ -769,7 +776,14 @@ def _robustness(df_unified: pd.DataFrame, df_ptq: pd.DataFrame) -> tuple[int, in
 
 
 def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method: str = "rtn") -> Verdict:
-    """P9: models trained in low precision degrade less under PTQ (unified law, Eq. 9, Fig. 7)."""
+    """P9: models trained in low precision degrade less under PTQ (unified law, Eq. 9, Fig. 7).
+
+    Rule (version 1, written before the QAT→PTQ runs): over the cells (N, D, P_post, P_w) that pair
+    a model trained at P_w > P_post with the high-precision model of the same (N, D, P_post),
+    δ_PTQ is smaller after low-precision training in ≥ 75 % of cells and the unified law fits with
+    R² ≥ 0.75: **reproduced**; either the share ≥ 0.5 or R² ≥ 0.5: **partly**; else **not
+    reproduced**.
+    """
     frames = stage_frames(df, method)
     rec = fits.get("unified") or {}
     sha = inputs_identity("P9", profile, frames={"unified": frames["unified"], "ptq": frames["ptq"]},
