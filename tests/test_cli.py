@@ -86,7 +86,7 @@ def test_cli_train_end_to_end(tmp_path, corpus_cache, monkeypatch, capsys):
     assert len(rows) == 3
     assert list(rows["ptq_method"]) == ["none", "rtn", "rtn"]
     assert list(rows["bits_post"]) == [16, 3, 8]
-    assert list(rows["fmt_w"]) == ["none", "int3", "int8"]
+    assert list(rows["fmt_post"]) == ["none", "int3", "int8"] and set(rows["fmt_w"]) == {"none"}
     assert list(rows["quant_scheme"]) == ["none", "asym_per_channel", "asym_per_channel"]
     assert set(rows["status"]) == {"ok"}
     assert set(rows["n_tokens"]) == {16384} and set(rows["steps"]) == {32} and set(rows["n_params"]) == {3376}

@@ -19,7 +19,8 @@ def row(obs_id: str, loss_val: float = 1.0, **changes) -> dict:
     r = {"run_id": "r" + obs_id, "obs_id": obs_id, "experiment": "base_grid", "profile": "smoke",
          "corpus": "shakespeare", "size": "n3k", "seed": 0, "n_params": 3376, "n_tokens": 32768, "d_model": 16,
          "n_layers": 1, "fmt_w": "none", "fmt_a": "none", "fmt_kv": "none", "bits_w": 16, "bits_a": 16,
-         "bits_kv": 16, "ptq_method": "none", "quant_scheme": "none", "bits_post": 16, "group_size": 0,
+         "bits_kv": 16, "ptq_method": "none", "quant_scheme": "none", "fmt_post": "none", "bits_post": 16, "group_size": 0,
+         "eval_version": 1,
          "loss_val": loss_val, "status": "ok", "steps": 64, "threads": 1}
     r.update(changes)
     return r

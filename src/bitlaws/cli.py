@@ -193,6 +193,27 @@ def _cmd_coverage(args) -> int:
     return 0
 
 
+def _cmd_migrate(args) -> int:
+    from .study.store import COLUMNS, SCHEMA_ADDED, data_dir, migrate_schema, read_rows, sweep_lock
+
+    root = Path(args.data_root) if args.data_root else data_dir()
+    old_schema = set(COLUMNS) - set(SCHEMA_ADDED)
+
+    def is_observation_file(f: Path) -> bool:  # the sweeps' files; the QUIK and benchmark files differ
+        with f.open(encoding="utf-8") as fh:
+            return old_schema <= set(fh.readline().rstrip("\n").split(","))
+
+    files = [Path(f) for f in args.files] or sorted(
+        f for f in (root / "runs" / args.profile).glob("*.csv") if not f.name.endswith("_curves.csv")
+        and is_observation_file(f))
+    with sweep_lock(root):  # no sweep may append while a file is replaced
+        for f in files:
+            n = migrate_schema(f)
+            read_rows(f, COLUMNS, "obs_id")  # the migrated file meets the schema
+            print(f"{f}: {n} rows migrated" if n else f"{f}: already has the columns")
+    return 0
+
+
 def _cmd_fit(args) -> int:
     from .study.law_fits import pipeline_bootstrap, run_fits
 
@@ -290,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="write nothing; exit 1 if a recomputed verdict differs from the stored one "
                             "(grades and identities exactly, numbers within bitlaws.study.claims.DETAIL_RTOL)")
     p_exp = sub.add_parser("export-checkpoints", help="copy a profile's seed-0 models to data/checkpoints/ in bf16")
+    p_mig = sub.add_parser("migrate-store", help="add the columns added to the observation schema since a file "
+                                                 "was written (fmt_post, eval_version); changes no stored value")
+    p_mig.add_argument("files", nargs="*", help="observation CSVs (default: every one of --profile)")
     p_fit = sub.add_parser("fit", help="fit the scaling laws to a profile's runs; writes data/fits/<profile>_<stage>.json")
     p_quik = sub.add_parser("quik", help="QUIK / RTN / SmoothQuant / GPTQ on the committed checkpoints "
                                          "(data/runs/<profile>/quik_accuracy.csv, resumable), then Q1–Q3")
@@ -299,10 +323,10 @@ def main(argv: list[str] | None = None) -> int:
                        help="bootstrap resamples per stage, ≥ 1 (default 20 smoke, 200 cpu)")
     from .study.sweep import PROFILES
 
-    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik):
+    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_mig):
         p.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
                        help="which declared sweep: %(choices)s (default %(default)s)")
-    for p in (p_sweep, p_cov, p_exp, p_fit, p_quik):
+    for p in (p_sweep, p_cov, p_exp, p_fit, p_quik, p_mig):
         p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's)")
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")
     p_sweep.add_argument("--executor", default="local", help="local | submitit-local | slurm")
@@ -322,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         return {"sweep": _cmd_sweep, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts,
-                "export-checkpoints": _cmd_export, "fit": _cmd_fit, "quik": _cmd_quik}[args.cmd](args)
+                "export-checkpoints": _cmd_export, "fit": _cmd_fit, "quik": _cmd_quik,
+                "migrate-store": _cmd_migrate}[args.cmd](args)
     except (ValueError, FileNotFoundError, CorpusUnavailableError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

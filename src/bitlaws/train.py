@@ -15,9 +15,11 @@ random permutation of non-overlapping windows of T + 1 tokens, starting at a ran
 per pass. So a run resumed from a checkpoint sees exactly the batches an unbroken run sees, and
 D = steps · B · T counts repeats.
 
-**Evaluation** uses a fixed held-out budget: the first ``eval_tokens`` tokens of the validation
-split cut into non-overlapping windows of T + 1; the loss is the mean cross-entropy per predicted
-token, in nats (per byte, byte-level), and in bits per byte (nats / ln 2).
+**Evaluation** uses a fixed held-out budget of ``eval_tokens // (T+1)`` non-overlapping windows of
+T + 1 validation tokens, laid out by :func:`eval_windows`: ``"first"`` (the first windows of the
+split; for Shakespeare, one play) or ``"spread"`` (evenly spaced over the whole split, so every
+validation work is read in proportion to its length). The loss is the mean cross-entropy per
+predicted token, in nats (per byte, byte-level), and in bits per byte (nats / ln 2).
 
 **Determinism.** On the CPU a run is bit-reproducible for a fixed seed and a fixed thread count
 (``TrainConfig.threads``), which every result row records.
@@ -60,6 +62,8 @@ __all__ = [
     "peak_lr_rule",
     "lr_at",
     "batch_at",
+    "EVAL_LAYOUTS",
+    "eval_windows",
     "evaluate",
     "train",
     "DivergedError",
@@ -290,10 +294,46 @@ def _pass_order(seed: int, epoch: int, n_win: int, seq_len: int) -> tuple[int, n
     return int(rng.integers(0, seq_len)), rng.permutation(n_win)
 
 
+EVAL_LAYOUTS = ("first", "spread")
+
+
+def eval_windows(n_tokens: int, seq_len: int, eval_tokens: int, layout: str = "first") -> np.ndarray:
+    """Start offsets of the evaluation windows in a validation split of `n_tokens` tokens.
+
+    The budget is ``n_win = eval_tokens // (T+1)`` non-overlapping windows of T + 1 tokens.
+    ``"first"``: window i starts at i·(T+1) (the first ``n_win·(T+1)`` tokens). ``"spread"``:
+    window i starts at ``i·(n_tokens − (T+1)) // (n_win − 1)`` — evenly spaced from the first
+    token to the last full window, in exact integer arithmetic (the same windows on every machine),
+    never overlapping because the split holds at least ``n_win·(T+1)`` tokens.
+
+    Args:
+        n_tokens: length of the split. seq_len: T. eval_tokens: the budget in tokens.
+        layout: one of :data:`EVAL_LAYOUTS`.
+
+    Returns:
+        (n_win,) int64 — increasing start offsets.
+
+    Raises:
+        ValueError: an unknown layout, a budget under one window, or one longer than the split.
+    """
+    if layout not in EVAL_LAYOUTS:
+        raise ValueError(f"unknown evaluation layout {layout!r}; allowed: {list(EVAL_LAYOUTS)}")
+    win = seq_len + 1
+    n_win = eval_tokens // win
+    if n_win < 1:
+        raise ValueError(f"eval_tokens={eval_tokens} is shorter than one window of {win} tokens")
+    if n_win * win > n_tokens:
+        raise ValueError(f"eval_tokens={eval_tokens} exceeds the validation split ({n_tokens} tokens)")
+    i = np.arange(n_win, dtype=np.int64)
+    if layout == "first" or n_win == 1:
+        return i * win
+    return (i * (n_tokens - win)) // (n_win - 1)
+
+
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, tokens: np.ndarray, seq_len: int, eval_tokens: int, batch_size: int = 32,
-             autocast: bool | None = None) -> float:
-    """Mean cross-entropy [nats/token] of `model` on the first `eval_tokens` tokens of `tokens`.
+             autocast: bool | None = None, layout: str = "first") -> float:
+    """Mean cross-entropy [nats/token] of `model` on ``eval_tokens // (T+1)`` validation windows.
 
     Args:
         model: causal LM; ``model(input_ids=(B, T)).logits`` is ``(B, T, V)``. The windows go to
@@ -303,22 +343,22 @@ def evaluate(model: torch.nn.Module, tokens: np.ndarray, seq_len: int, eval_toke
         batch_size: windows per forward.
         autocast: bf16 autocast for the forward; None (default): on CUDA, as :func:`train` runs
             there, and never on the CPU. The loss itself is always summed in fp32.
+        layout: where the windows lie (:func:`eval_windows`): ``"first"`` or ``"spread"``.
 
     Raises:
-        ValueError: if the split is shorter than the budget or the budget is under one window.
+        ValueError: if the split is shorter than the budget, the budget is under one window, or
+            the layout is unknown.
     """
     win = seq_len + 1
-    n_win = eval_tokens // win
-    if n_win < 1:
-        raise ValueError(f"eval_tokens={eval_tokens} is shorter than one window of {win} tokens")
-    if n_win * win > len(tokens):
-        raise ValueError(f"eval_tokens={eval_tokens} exceeds the validation split ({len(tokens)} tokens)")
+    starts = eval_windows(len(tokens), seq_len, eval_tokens, layout)
+    n_win = len(starts)
     was_training = model.training
     model.eval()
     param = next(itertools.chain(model.parameters(), model.buffers()), None)
     device = param.device if param is not None else torch.device("cpu")
     use_amp = device.type == "cuda" if autocast is None else bool(autocast)
-    data = torch.from_numpy(np.asarray(tokens[: n_win * win], dtype=np.int64)).view(n_win, win)
+    idx = starts[:, None] + np.arange(win, dtype=np.int64)[None, :]
+    data = torch.from_numpy(np.asarray(tokens[: int(starts[-1]) + win])[idx].astype(np.int64))
     if device.type != "cpu":
         data = data.to(device)
     total, count = 0.0, 0

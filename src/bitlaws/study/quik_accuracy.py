@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .store import COLUMNS, append_rows, data_dir, provenance, read_rows, stable_hash
+from .store import COLUMNS, SCHEMA_ADDED, append_rows, data_dir, provenance, read_rows, stable_hash
 from .claims import CLAIMS, Verdict, inputs_identity, repo_root, store_verdicts
 
 __all__ = ["QUIK_COLUMNS", "OUTLIER_COLUMNS", "SETTINGS", "MethodSpec", "method_specs", "run_quik_experiment",
@@ -39,7 +39,8 @@ OUTLIER_CSV = "quik_outliers.csv"
 EXTRA_COLUMNS = ["method", "bits_w_post", "bits_a_post", "bits_down", "n_outliers", "n_outliers_down",
                  "outlier_frac", "clip", "alpha", "weight_method", "modules", "calib_seed", "n_calib",
                  "calib_seq_len", "eval_tokens", "quant_s", "eval_s"]
-QUIK_COLUMNS = COLUMNS + EXTRA_COLUMNS
+# The sweep schema as the QUIK files were first written (without the columns added since) + their own.
+QUIK_COLUMNS = [c for c in COLUMNS if c not in SCHEMA_ADDED] + EXTRA_COLUMNS
 OUTLIER_COLUMNS = ["stat_id", "experiment", "obs_id", "run_id", "profile", "size", "n_params", "n_tokens", "layer_index",
                    "layer", "kind", "in_features", "absmax_max", "absmax_median", "absmax_ratio", "n_outliers",
                    "outlier_share", "bits_w_post", "rel_out_err", "git_sha", "timestamp"]

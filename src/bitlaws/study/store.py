@@ -56,6 +56,7 @@ __all__ = [
     "probe_writable",
     "probe_csv",
     "sweep_lock",
+    "migrate_schema",
     "StoreError",
     "data_dir",
     "PROFILE_NAMES",
@@ -69,7 +70,7 @@ COLUMNS = [
     "run_id", "obs_id", "experiment", "profile", "corpus", "size", "seed",
     "n_params", "n_tokens", "d_model", "n_layers",
     "fmt_w", "fmt_a", "fmt_kv", "bits_w", "bits_a", "bits_kv",
-    "ptq_method", "quant_scheme", "bits_post", "group_size",
+    "ptq_method", "quant_scheme", "fmt_post", "bits_post", "group_size", "eval_version",
     # measures
     "loss_val", "loss_train", "bpb_val", "delta_ptq", "ppl", "status", "steps", "lr_peak",
     "train_s", "tokens_per_s",
@@ -78,6 +79,16 @@ COLUMNS = [
 ]
 # The profiles whose rows the store holds: the keys of ``bitlaws.study.sweep.PROFILES`` (a test checks).
 PROFILE_NAMES = ("cpu", "smoke")
+
+# Evaluation versions (data/README.md, "Evaluation versions"): how ``loss_val`` was measured.
+# 1: the first ``eval_tokens`` of the validation split (for Shakespeare, one play, Henry V);
+# 2: windows spread evenly over the whole split (every validation work). Rows of different versions
+# never mix in one table: :func:`load_runs` returns one version, by default the profile's entry here,
+# the version its committed rows are complete in (``python -m bitlaws sweep`` reports coverage).
+EVAL_VERSIONS = {1: "first", 2: "spread"}
+EVAL_VERSION_READ = {"cpu": 1, "smoke": 2}
+# Columns added to the observation schema after rows were committed, with what an older row holds.
+SCHEMA_ADDED = {"fmt_post": "the PTQ format of fmt_w before the column", "eval_version": "1"}
 CURVE_COLUMNS = ["run_id", "experiment", "profile", "size", "seed", "n_params", "n_tokens",
                  "step", "n_tokens_seen", "loss_train", "lr"]
 
@@ -126,14 +137,14 @@ def provenance(threads: int) -> dict[str, Any]:
 # written as text, unchecked.
 INT_COLUMNS = frozenset({
     "seed", "n_params", "n_tokens", "d_model", "n_layers", "bits_w", "bits_a", "bits_kv", "bits_post",
-    "group_size", "steps", "threads", "step", "n_tokens_seen",
+    "group_size", "steps", "threads", "step", "n_tokens_seen", "eval_version",
 })
 FLOAT_COLUMNS = frozenset({
     "loss_val", "loss_train", "bpb_val", "delta_ptq", "ppl", "lr_peak", "train_s", "tokens_per_s", "lr",
 })
 STR_COLUMNS = frozenset({
     "run_id", "obs_id", "stat_id", "experiment", "profile", "corpus", "size", "fmt_w", "fmt_a", "fmt_kv",
-    "ptq_method", "quant_scheme", "status", "git_sha", "device", "torch_version", "transformers_version",
+    "fmt_post", "ptq_method", "quant_scheme", "status", "git_sha", "device", "torch_version", "transformers_version",
     "timestamp",
 })
 STATUSES = ("ok", "diverged")
@@ -143,7 +154,7 @@ _ALWAYS_REQUIRED = ("run_id", "obs_id", "status")
 SWEEP_REQUIRED = frozenset({
     "run_id", "obs_id", "experiment", "profile", "corpus", "size", "seed", "n_params", "n_tokens", "d_model",
     "n_layers", "fmt_w", "fmt_a", "fmt_kv", "bits_w", "bits_a", "bits_kv", "ptq_method", "quant_scheme",
-    "bits_post", "group_size", "status", "steps", "threads",
+    "fmt_post", "bits_post", "group_size", "eval_version", "status", "steps", "threads",
 })
 _INT_RE = re.compile(r"-?[0-9]+")
 _FLOAT_WORDS = frozenset({"nan", "inf", "-inf", "+inf", "infinity", "-infinity"})
@@ -285,6 +296,10 @@ def _parse(path: Path, data: bytes, columns: Sequence[str] | None, key: str | No
                          f"{_RESTORE_HINT}")
     if columns is not None:
         missing = [c for c in columns if c not in header]
+        if missing and set(missing) <= set(SCHEMA_ADDED):
+            raise StoreError(f"{path}, line 1: the header lacks the columns {missing}, added to the schema after "
+                             f"these rows were written; run `python -m bitlaws migrate-store {path}` (it adds "
+                             f"them and changes no stored value)")
         if missing:
             raise StoreError(f"{path}, line 1: the header lacks the columns {missing} (the schema has "
                              f"{len(columns)} columns, the file {len(header)}): a dropped column loses every "
@@ -504,6 +519,89 @@ def append_rows(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns
         os.close(fd)  # releases the lock
 
 
+def migrate_schema(path: str | os.PathLike) -> int:
+    """Add the columns of :data:`SCHEMA_ADDED` to an observation file written before them.
+
+    The one rewrite the store allows, and it changes no stored value: every old cell is kept as
+    its text, and the file is checked to read back to the same old cells (minus the new columns)
+    before it replaces the old one (atomically, under the file's lock). The new cells:
+
+    * ``eval_version`` = 1 (those rows were measured on the first ``eval_tokens`` of the split);
+    * ``fmt_post`` = the PTQ format: the old ``fmt_w`` of a PTQ row (``int3`` …), ``none`` on an
+      unquantized row; a PTQ row's ``fmt_w`` then becomes its run's training format, copied from the
+      run's unquantized row (so ``fmt_w`` always means the format the model was trained in).
+
+    Args:
+        path: an observation CSV (schema :data:`COLUMNS` minus the added columns).
+
+    Returns:
+        The number of rows migrated (0 when the file already has the columns).
+
+    Raises:
+        StoreError: a damaged file, a file with other missing columns, a PTQ row whose run has no
+            unquantized row, or a sweep journal (a cut append: read the file once with a sweep first).
+    """
+    path = Path(path)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if _journal(path).exists():
+            raise StoreError(f"{path}: an append was cut short (journal {_journal(path).name}); run the sweep "
+                             f"once to repair it, then migrate")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        header, records = _parse(path, data, None, "obs_id")
+        if header is None:
+            return 0
+        added = [c for c in SCHEMA_ADDED if c not in header]
+        if not added:
+            return 0
+        missing = [c for c in COLUMNS if c not in header and c not in SCHEMA_ADDED]
+        if missing:
+            raise StoreError(f"{path}: lacks {missing} besides the added columns; not an observation file")
+        idx = {c: i for i, c in enumerate(header)}
+        trained_fmt = {r[idx["run_id"]]: r[idx["fmt_w"]] for r in records if r[idx["ptq_method"]] == "none"}
+        new_header = [c for c in COLUMNS if c in header or c in added] + [c for c in header if c not in COLUMNS]
+        out = []
+        for line, r in enumerate(records, start=2):
+            cell = dict(zip(header, r))
+            if "fmt_post" in added:
+                if cell["ptq_method"] == "none":
+                    cell["fmt_post"] = "none"
+                else:
+                    if cell["run_id"] not in trained_fmt:
+                        raise StoreError(f"{path}, line {line}: PTQ row of run {cell['run_id']!r}, which has no "
+                                         f"unquantized row to give its training format; nothing was written")
+                    cell["fmt_post"], cell["fmt_w"] = cell["fmt_w"], trained_fmt[cell["run_id"]]
+            if "eval_version" in added:
+                cell["eval_version"] = "1"
+            out.append([cell[c] for c in new_header])
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(new_header)
+        writer.writerows(out)
+        blob = buf.getvalue().encode("utf-8")
+        # The identity check: dropping the added columns (and restoring fmt_w) gives the old bytes.
+        h2, back = _parse(path, blob, None, "obs_id")
+        j = {c: i for i, c in enumerate(h2)}
+        old_buf = io.StringIO()
+        w2 = csv.writer(old_buf, lineterminator="\n")
+        w2.writerow(header)
+        for r in back:
+            cell = {c: r[j[c]] for c in h2}
+            if "fmt_post" in added and cell["ptq_method"] != "none":
+                cell["fmt_w"] = cell["fmt_post"]
+            w2.writerow([cell[c] for c in header])
+        if old_buf.getvalue().encode("utf-8") != data:
+            raise StoreError(f"{path}: the migrated file would not read back to the old cells; nothing was written")
+        write_atomic(path, blob, mode=0o644)
+        return len(out)
+    finally:
+        os.close(fd)
+
+
 def probe_writable(folder: str | os.PathLike) -> Path:
     """Check, before any work, that `folder` can be made and written: its nearest existing ancestor
     is a folder in which a file can be created (a probe file, removed at once). Creates nothing.
@@ -579,7 +677,7 @@ def data_dir() -> Path:
 
 
 def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
-              root: str | os.PathLike | None = None) -> pd.DataFrame:
+              root: str | os.PathLike | None = None, eval_version: int | str | None = None) -> pd.DataFrame:
     """All observation rows of `profile` (``data/runs/<profile>/*.csv``, curves excluded).
 
     Args:
@@ -588,15 +686,23 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
             are filtered before they are joined, so other experiments' columns never widen or
             retype the frame (its hash then depends only on the rows asked for).
         root: a ``data/`` folder other than the repository's.
+        eval_version: keep the sweep rows of this evaluation version only (:data:`EVAL_VERSIONS`);
+            None (default): the profile's :data:`EVAL_VERSION_READ`, so old and new evaluations
+            never mix in one table; ``"all"``: every version. Files without the column (the QUIK
+            and benchmark files) are not filtered.
 
     Raises:
-        ValueError: an unknown profile (the message lists the declared ones).
+        ValueError: an unknown profile or evaluation version (the message lists the allowed ones).
         FileNotFoundError: no observation CSV for `profile`; the message says how to make one.
         StoreError: a damaged file (its path and line).
     """
     if profile not in PROFILE_NAMES:
         raise ValueError(f"unknown profile {profile!r}; allowed: {sorted(PROFILE_NAMES)} (the profiles the package "
                          "declares; `python -m bitlaws sweep --profile NAME` makes their rows)")
+    if eval_version is None:
+        eval_version = EVAL_VERSION_READ[profile]
+    if eval_version != "all" and eval_version not in EVAL_VERSIONS:
+        raise ValueError(f"unknown evaluation version {eval_version!r}; allowed: {sorted(EVAL_VERSIONS)} or 'all'")
     folder = Path(root) if root is not None else data_dir()
     folder = folder / "runs" / profile
     files = sorted(p for p in folder.glob("*.csv") if not p.name.endswith("_curves.csv"))
@@ -616,6 +722,8 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
             if "experiment" not in part:
                 continue
             part = part[part["experiment"].isin(wanted)]
+        if eval_version != "all" and "eval_version" in part:
+            part = part[part["eval_version"] == eval_version]
         if len(part):
             frames.append(part)
     if not frames:

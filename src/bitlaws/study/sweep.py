@@ -38,6 +38,7 @@ from ..train import TrainConfig, config_dict, evaluate, train
 from .store import (
     COLUMNS,
     CURVE_COLUMNS,
+    EVAL_VERSIONS,
     append_rows,
     probe_csv,
     probe_writable,
@@ -47,7 +48,7 @@ from .store import (
     sweep_lock,
 )
 
-__all__ = ["Profile", "QATPlan", "PROFILES", "RunSpec", "EXPERIMENTS", "base_grid", "qat_marginal", "qat_joint",
+__all__ = ["Profile", "QATPlan", "Evaluation", "PROFILES", "RunSpec", "EXPERIMENTS", "base_grid", "qat_marginal", "qat_joint",
            "qat_formats", "compute_matched", "declared_experiments", "plan", "run_spec", "run_sweep", "coverage", "EXECUTORS"]
 
 EXECUTORS = ("local", "submitit-local", "slurm")
@@ -112,6 +113,9 @@ class Profile:
         qat: the low-precision-training sweeps (None: none declared).
         gptq_bits: GPTQ weight bit widths applied after each base-grid run as well (same grid
             as RTN, act-order, 128 calibration windows of the training split).
+        eval_versions: the evaluation versions every run is measured at
+            (:data:`bitlaws.study.store.EVAL_VERSIONS`; one row per version and observation).
+        spread_eval_tokens: the budget of the ``spread`` evaluation (version 2) [tokens].
     """
 
     name: str
@@ -125,6 +129,24 @@ class Profile:
     qat: QATPlan | None = None
     gptq_bits: tuple[int, ...] = ()
     note: str = ""
+    eval_versions: tuple[int, ...] = (1, 2)
+    spread_eval_tokens: int = 0
+
+    def evaluations(self) -> tuple["Evaluation", ...]:
+        """The evaluations of :attr:`eval_versions`: version 1 reads the first ``train.eval_tokens``,
+        version 2 ``spread_eval_tokens`` (default the same budget) spread over the whole split."""
+        budget = {1: self.train.eval_tokens, 2: self.spread_eval_tokens or self.train.eval_tokens}
+        return tuple(Evaluation(v, EVAL_VERSIONS[v], budget[v]) for v in self.eval_versions)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """How a row's ``loss_val`` is measured: evaluation `version`, window `layout`
+    (:func:`bitlaws.train.eval_windows`) and budget `tokens`."""
+
+    version: int
+    layout: str
+    tokens: int
 
 
 PROFILES: dict[str, Profile] = {
@@ -151,13 +173,17 @@ PROFILES: dict[str, Profile] = {
         name="cpu",
         sizes=("n27k", "n83k", "n214k", "n554k", "n1.2m"),
         budgets=(524_288, 1_048_576, 2_097_152, 4_194_304, 8_388_608),
-        seed_cells=(("n27k", 4_194_304), ("n83k", 2_097_152)),
+        # Five seeds at six cells spanning N (27k-1.2M) and D (1M-16.8M), with P2's turn-up cells
+        # (n27k at 8.4M and 16.8M): the noise model of the verdicts (issue 15, item 2).
+        seed_cells=(("n27k", 4_194_304), ("n83k", 2_097_152), ("n214k", 1_048_576), ("n27k", 8_388_608),
+                    ("n27k", 16_777_216), ("n1.2m", 8_388_608)),
         extra_cells=(("n27k", 16_777_216), ("n83k", 16_777_216)),
-        extra_seeds=(1, 2),
+        extra_seeds=(1, 2, 3, 4),
         bits_post=(3, 4, 5, 6, 7, 8),
         gptq_bits=(3, 4, 5, 6, 8),
         train=TrainConfig(n_tokens=524_288, batch_size=16, seq_len=256, eval_tokens=65_792, log_every=10,
                           ckpt_every=200),
+        spread_eval_tokens=131_584,  # 512 windows of 257 bytes, evenly over the 4 validation works
         qat=QATPlan(
             marginal_sizes=("n27k", "n83k", "n214k"), marginal_budgets=(1_048_576, 2_097_152),
             marginal_bits=(3, 4, 5, 6, 8, 12),
@@ -188,6 +214,7 @@ class RunSpec:
     train: TrainConfig
     ptq: tuple = field(default_factory=tuple)
     precision: TrainPrecision = field(default_factory=TrainPrecision)
+    evals: tuple[Evaluation, ...] = (Evaluation(1, "first", 0),)  # tokens 0: train.eval_tokens
 
     @property
     def run_id(self) -> str:
@@ -197,14 +224,20 @@ class RunSpec:
             cfg["train"].pop(f)
         return stable_hash(cfg)
 
-    def obs_id(self, ptq=None) -> str:
-        """Hash of the run and one post-training quantization (None: the model as trained)."""
+    def obs_id(self, ptq=None, evaluation: Evaluation | None = None) -> str:
+        """Hash of the run, one post-training quantization (None: the model as trained) and the
+        evaluation (None: version 1, whose ids are those of the rows made before versions existed;
+        a later version adds its layout and budget to the hash)."""
         post = {"method": "none"} if ptq is None else {"method": _method(ptq), **dataclasses.asdict(ptq)}
-        return stable_hash({"run_id": self.run_id, "post": post})
+        key = {"run_id": self.run_id, "post": post}
+        if evaluation is not None and evaluation.version != 1:
+            key["eval"] = dataclasses.asdict(evaluation)
+        return stable_hash(key)
 
     @property
     def obs_ids(self) -> list[str]:
-        return [self.obs_id(None)] + [self.obs_id(p) for p in self.ptq]
+        """Every observation of the run: each evaluation × (as trained, then each PTQ)."""
+        return [self.obs_id(p, e) for e in self.evals for p in (None, *self.ptq)]
 
     @property
     def cost(self) -> float:
@@ -235,7 +268,10 @@ def base_grid(profile: Profile) -> list[RunSpec]:
                 specs.append(RunSpec("base_grid", profile.name, size, mcfg, tcfg, ptq))
     for size, budget in profile.extra_cells:
         mcfg = _model(size, profile)
-        specs.append(RunSpec("base_grid", profile.name, size, mcfg, profile.train.replace(n_tokens=budget), ptq))
+        seeds = (0,) + (profile.extra_seeds if (size, budget) in profile.seed_cells else ())
+        for seed in seeds:
+            tcfg = profile.train.replace(n_tokens=budget, seed=seed)
+            specs.append(RunSpec("base_grid", profile.name, size, mcfg, tcfg, ptq))
     return specs
 
 
@@ -342,18 +378,22 @@ def plan(profile: str, experiment: str = "base_grid") -> list[RunSpec]:
     prof = _profile(profile)
     if experiment not in _BUILDERS:
         raise ValueError(f"unknown experiment {experiment!r}; allowed: {list(EXPERIMENTS)}")
-    return sorted(_BUILDERS[experiment](prof), key=lambda s: (s.cost, s.train.seed, s.run_id))
+    specs = [dataclasses.replace(s, evals=prof.evaluations()) for s in _BUILDERS[experiment](prof)]
+    return sorted(specs, key=lambda s: (s.cost, s.train.seed, s.run_id))
 
 
-def _row(spec: RunSpec, res, ptq, loss_val: float, base_loss: float, threads: int, per_byte: bool = True) -> dict:
+def _row(spec: RunSpec, res, ptq, loss_val: float, base_loss: float, threads: int, per_byte: bool = True,
+         evaluation: Evaluation | None = None) -> dict:
     ok = res.status == "ok" and math.isfinite(loss_val)
     prec = spec.precision
+    evaluation = evaluation or spec.evals[0]
     return {
-        "run_id": spec.run_id, "obs_id": spec.obs_id(ptq), "experiment": spec.experiment,
+        "run_id": spec.run_id, "obs_id": spec.obs_id(ptq, evaluation), "experiment": spec.experiment,
         "profile": spec.profile, "corpus": spec.train.corpus, "size": spec.size, "seed": spec.train.seed,
         "n_params": res.n_params, "n_tokens": res.n_tokens, "d_model": spec.model.d_model,
         "n_layers": spec.model.n_layers,
-        "fmt_w": prec.fmt("w") if ptq is None else f"int{ptq.bits}", "fmt_a": prec.fmt("a"), "fmt_kv": prec.fmt("kv"),
+        "fmt_w": prec.fmt("w"), "fmt_a": prec.fmt("a"), "fmt_kv": prec.fmt("kv"),
+        "fmt_post": "none" if ptq is None else f"int{ptq.bits}", "eval_version": evaluation.version,
         "bits_w": prec.bits("w"), "bits_a": prec.bits("a"), "bits_kv": prec.bits("kv"),
         "ptq_method": "none" if ptq is None else _method(ptq),
         "quant_scheme": "none" if ptq is None else ptq.quant_scheme,
@@ -468,6 +508,22 @@ def _saved_run(run_dir: Path, spec: RunSpec, base_row: dict | None, corpus=None,
                            wall_s=float(base_row["train_s"]), curve=[])
 
 
+REPRODUCE_RTOL = 1e-5  # a retrained run's loss against its recorded row (six significant digits)
+
+
+def _check_retrained(spec: RunSpec, res, recorded: dict) -> None:
+    """Warn when a run retrained for a new evaluation does not give its recorded version-1 loss back
+    (to ``REPRODUCE_RTOL``: runs are bit-reproducible for a fixed thread count on one machine; another
+    CPU or BLAS moves the last bits, and the new rows then describe a slightly different model)."""
+    import warnings
+
+    old, new = float(recorded["loss_val"]), float(res.loss_val)
+    if res.status == "ok" and math.isfinite(old) and abs(new - old) > REPRODUCE_RTOL * abs(old):
+        warnings.warn(f"run {spec.run_id} ({spec.size}, D={spec.train.n_tokens}, seed {spec.train.seed}) retrained to "
+                      f"loss_val {new:.6g}, recorded {old:.6g} (threads {recorded.get('threads')}): its new rows "
+                      f"come from a model that differs in the last bits", stacklevel=2)
+
+
 def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "runs", progress: bool = True,
              corpus=None, have: dict[str, dict] | None = None) -> tuple[list[dict], list[dict]]:
     """Train `spec`, save its checkpoint, apply its PTQs, and return (observation rows, curve rows).
@@ -493,9 +549,12 @@ def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "run
     tcfg = spec.train.replace(threads=threads)
     torch.set_num_threads(threads)
     run_dir = Path(run_root) / spec.profile / spec.run_id
-    res = _saved_run(run_dir, spec, have.get(spec.obs_id(None)), corpus, tcfg)
+    recorded = have.get(spec.obs_id(None))  # the version-1 row of a run being re-evaluated
+    res = _saved_run(run_dir, spec, recorded, corpus, tcfg)
     if res is None:
         res = train(spec.model, tcfg, corpus=corpus, run_dir=run_dir, progress=progress, precision=spec.precision)
+        if recorded is not None:
+            _check_retrained(spec, res, recorded)
         run_dir.mkdir(parents=True, exist_ok=True)
         cfg = config_dict(spec.model, tcfg, spec.precision)
         cfg.update({"run_id": spec.run_id, "experiment": spec.experiment, "profile": spec.profile,
@@ -509,19 +568,30 @@ def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "run
             "n_params": res.n_params, "n_tokens": res.n_tokens, "steps": res.steps, "wall_s": res.wall_s,
             "curve": res.curve})
     per_byte = corpus.tokenizer == "bytes"
-    rows = []
-    if spec.obs_id(None) not in have:
-        rows.append(_row(spec, res, None, res.loss_val, res.loss_val, threads, per_byte))
+
+    def measure(model, ev: Evaluation) -> float:
+        return evaluate(model, corpus.val, tcfg.seq_len, ev.tokens or tcfg.eval_tokens, tcfg.eval_batch_size,
+                        layout=ev.layout)
+
+    def missing(ptq) -> list[Evaluation]:
+        return [ev for ev in spec.evals if spec.obs_id(ptq, ev) not in have]
+
+    base = {}  # the unquantized model's loss at each evaluation: train()'s own where it is the same
+    for ev in spec.evals:
+        same = ev.layout == "first" and (ev.tokens or tcfg.eval_tokens) == tcfg.eval_tokens
+        base[ev.version] = res.loss_val if same or res.status != "ok" else measure(res.model, ev)
+    rows = [_row(spec, res, None, base[ev.version], base[ev.version], threads, per_byte, ev) for ev in missing(None)]
     for ptq in spec.ptq:
-        if spec.obs_id(ptq) in have:
+        todo = missing(ptq)
+        if not todo:
             continue
+        qmodel = None
         if res.status == "ok":
             qmodel = copy.deepcopy(res.model)
             _apply_ptq_(qmodel, ptq, corpus, tcfg)
-            loss_q = evaluate(qmodel, corpus.val, tcfg.seq_len, tcfg.eval_tokens, tcfg.eval_batch_size)
-        else:
-            loss_q = math.nan
-        rows.append(_row(spec, res, ptq, loss_q, res.loss_val, threads, per_byte))
+        for ev in todo:
+            loss_q = measure(qmodel, ev) if qmodel is not None else math.nan
+            rows.append(_row(spec, res, ptq, loss_q, base[ev.version], threads, per_byte, ev))
     curve = [{"run_id": spec.run_id, "experiment": spec.experiment, "profile": spec.profile, "size": spec.size,
               "seed": spec.train.seed, "n_params": res.n_params, "n_tokens": res.n_tokens, **pt} for pt in res.curve]
     return rows, curve
@@ -533,7 +603,8 @@ def _paths(profile: str, data_root: Path, experiment: str = "base_grid") -> tupl
 
 
 def coverage(profile: str, data_root: str | os.PathLike | None = None, experiment: str = "base_grid") -> dict[str, Any]:
-    """How much of one of `profile`'s declared sweeps is in its CSV: runs and observations done / planned."""
+    """How much of one of `profile`'s declared sweeps is in its CSV: runs and observations done / planned,
+    and the runs complete at each evaluation version (``runs_done_by_eval_version``)."""
     from .store import data_dir
 
     data_root = Path(data_root) if data_root is not None else data_dir()
@@ -542,8 +613,13 @@ def coverage(profile: str, data_root: str | os.PathLike | None = None, experimen
     have = set(read_rows(obs_csv, COLUMNS, "obs_id").get("obs_id", []))
     runs_done = sum(all(o in have for o in s.obs_ids) for s in specs)
     planned = [o for s in specs for o in s.obs_ids]
+    by_version = {}
+    for ev in (specs[0].evals if specs else ()):
+        ids = [[s.obs_id(p, ev) for p in (None, *s.ptq)] for s in specs]
+        by_version[ev.version] = sum(all(o in have for o in run) for run in ids)
     return {"profile": profile, "experiment": experiment, "runs_planned": len(specs), "runs_done": runs_done,
-            "obs_planned": len(planned), "obs_done": sum(o in have for o in planned)}
+            "obs_planned": len(planned), "obs_done": sum(o in have for o in planned),
+            "runs_done_by_eval_version": by_version}
 
 
 def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: int = 1,
@@ -616,7 +692,9 @@ def _run_locked(profile, executor, workers, threads, data_root: Path, run_root: 
         for s in plan(profile, exp):
             if not all(o in recorded for o in s.obs_ids):
                 todo.append((s, {o: recorded[o] for o in s.obs_ids if o in recorded}))
-    todo.sort(key=lambda t: (t[0].cost, t[0].train.seed, t[0].run_id))
+    # New and interrupted runs first, then the re-evaluations (runs complete at an older evaluation
+    # version: retrained, since checkpoints are build products), each group cheapest first.
+    todo.sort(key=lambda t: (_complete_at_some_version(*t), t[0].cost, t[0].train.seed, t[0].run_id))
     if limit is not None:
         todo = todo[:limit]
     # Probe every output before training, so a write fault is a clear error, not a lost run.
@@ -639,14 +717,15 @@ def _run_locked(profile, executor, workers, threads, data_root: Path, run_root: 
     bar = tqdm(total=len(todo), desc=f"sweep {profile}", unit="run", disable=None if progress else True)
     if executor == "local" and workers == 1:
         for spec, have in todo:
-            rows, curve = run_spec(spec, threads, run_root, progress, have=have)
+            rows, curve = run_spec(spec, _threads_for(spec, have, threads), run_root, progress, have=have)
             record(spec, rows, curve)
             bar.update(1)
     elif executor == "local":
         import multiprocessing as mp
 
         with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            futures = {pool.submit(run_spec, s, threads, run_root, False, None, h): s for s, h in todo}
+            futures = {pool.submit(run_spec, s, _threads_for(s, h, threads), run_root, False, None, h): s
+                       for s, h in todo}
             for fut in as_completed(futures):
                 record(futures[fut], *fut.result())
                 bar.update(1)
@@ -660,7 +739,7 @@ def _run_locked(profile, executor, workers, threads, data_root: Path, run_root: 
             ex.update_parameters(slurm_array_parallelism=workers)
         jobs = {}
         for s, h in todo:
-            job = ex.submit(run_spec, s, threads, run_root, False, None, h)
+            job = ex.submit(run_spec, s, _threads_for(s, h, threads), run_root, False, None, h)
             jobs[job] = s
         for job in submitit.helpers.as_completed(list(jobs)):
             record(jobs[job], *job.result())
@@ -669,6 +748,20 @@ def _run_locked(profile, executor, workers, threads, data_root: Path, run_root: 
     out = coverage(profile, data_root)
     out["experiments"] = {e: coverage(profile, data_root, e) for e in chosen}
     return out
+
+
+def _complete_at_some_version(spec: RunSpec, have: dict[str, dict]) -> bool:
+    return any(all(spec.obs_id(p, ev) in have for p in (None, *spec.ptq)) for ev in spec.evals)
+
+
+def _threads_for(spec: RunSpec, have: dict[str, dict], threads: int) -> int:
+    """The thread count of a run's recorded rows (a retrained run then repeats its arithmetic), else
+    `threads`."""
+    base = have.get(spec.obs_id(None))
+    try:
+        return int(base["threads"]) if base is not None else threads
+    except (KeyError, TypeError, ValueError):
+        return threads
 
 
 def _has_curve(curve_csv: Path, spec: RunSpec) -> bool:
