@@ -44,7 +44,8 @@ import time
 
 import torch
 
-from bitlaws.ptq.gptq import GPTQConfig, HessianAccumulator, gptq_weight, output_error, rtn_weight
+from bitlaws.ptq.calibration import HessianAccumulator
+from bitlaws.ptq.gptq import GPTQConfig, gptq_weight, output_error, rtn_weight
 
 
 def calibration_stream(n_in: int, n_seq: int, seq_len: int, seed: int = 0):

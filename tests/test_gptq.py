@@ -18,16 +18,8 @@ from torch import nn
 
 from bitlaws.model import SMOKE_LADDER, build_model
 from bitlaws.ptq import block_linears
-from bitlaws.ptq.gptq import (
-    GPTQConfig,
-    HessianAccumulator,
-    calibration_batch,
-    capture_hessians,
-    gptq_quantize_,
-    gptq_weight,
-    output_error,
-    rtn_weight,
-)
+from bitlaws.ptq.calibration import HessianAccumulator, calibration_batch, capture_hessians, gptq_quantize_
+from bitlaws.ptq.gptq import GPTQConfig, gptq_weight, output_error, rtn_weight
 from bitlaws.ptq.rtn import RTNConfig, rtn_quantize_
 from bitlaws.quant import PerChannel, PerGroup, choose_qparams, dequantize, quantize
 

@@ -9,19 +9,23 @@ hashes that identify what was *read* (never what was computed).
   differences between CPUs and BLAS builds), and is never hashed.
 * ``json_sha256(obj)`` hashes canonical JSON (sorted keys); floats in it must be values that were
   read or typed, not computed.
+* ``git_sha()`` names the code that made a row: the checkout's commit, ``-dirty`` if ``src/`` has
+  uncommitted changes.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import subprocess
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_atomic", "fsync_dir", "frame_sha256", "json_sha256"]
+__all__ = ["write_atomic", "fsync_dir", "frame_sha256", "json_sha256", "git_sha"]
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes | Iterable[bytes],
@@ -89,3 +93,20 @@ def json_sha256(obj: Any) -> str:
     """SHA-256 of ``obj`` as canonical JSON (sorted keys, no spaces, non-JSON values as ``str``)."""
     blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def git_sha() -> str:
+    """The commit of this checkout (12 hex, ``-dirty`` if tracked files under ``src/`` have
+    uncommitted changes), or ``unknown`` outside a git work tree. Cached: the first call pins the
+    provenance of a process (a sweep calls it before training)."""
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        # ':/src' is a pathspec from the top of the work tree, wherever cwd is.
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/src"], cwd=here,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return sha[:12] + ("-dirty" if dirty else "") if len(sha) == 40 else "unknown"

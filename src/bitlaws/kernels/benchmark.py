@@ -37,7 +37,7 @@ from typing import Callable, Iterable
 
 import torch
 
-from .._io import write_atomic
+from .._io import git_sha, write_atomic
 from .timing import peak_mem_bytes, time_ms
 
 __all__ = ["LLAMA2_SHAPES", "SETTINGS", "COLUMNS", "time_ms", "peak_mem_bytes", "environment",
@@ -111,22 +111,8 @@ def environment(device: str, threads: int) -> dict[str, object]:
     except ImportError:
         triton_version = "none"
     return {"threads": threads, "device": name, "driver": driver, "torch_version": torch.__version__,
-            "triton_version": triton_version, "git_sha": _git_sha(),
+            "triton_version": triton_version, "git_sha": git_sha(),
             "timestamp": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-
-
-def _git_sha() -> str:
-    """The commit of this checkout (12 hex, ``-dirty`` if ``src/`` has uncommitted changes), or ``unknown``
-    (as :mod:`bitlaws.study.store` records it; repeated here so that making rows needs no pandas)."""
-    here = Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/src"], cwd=here,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return sha[:12] + ("-dirty" if dirty else "") if len(sha) == 40 else "unknown"
 
 
 def run_benchmark(profile: str = "cpu", *, device: str | None = None, threads: int = 1,

@@ -1,16 +1,19 @@
 """Post-training quantizers over any transformers causal LM.
 
 * :mod:`bitlaws.ptq.rtn` — round to nearest (``RTNConfig``, ``rtn_quantize_``);
-* :mod:`bitlaws.ptq.gptq` — GPTQ, block by block and true-sequential, from training-split
-  calibration tokens (``GPTQConfig``, ``calibration_batch``, ``gptq_quantize_``; the per-layer
-  core ``gptq_weight`` keeps the last ``n_keep_last`` columns unquantized for QUIK);
-* QUIK later.
+* :mod:`bitlaws.ptq.gptq` — GPTQ for one layer, Algorithm 1 (``GPTQConfig``, ``gptq_weight``; it
+  keeps the last ``n_keep_last`` columns unquantized for QUIK);
+* :mod:`bitlaws.ptq.calibration` — the model-level driver: Hessians from training-split
+  calibration tokens, block by block and true-sequential (``calibration_batch``, ``gptq_quantize_``);
+* :mod:`bitlaws.ptq.quik` — QUIK (W4A4 with fp16 outliers), :mod:`bitlaws.ptq.smoothquant`.
 
 Both quantizers share one grid (:mod:`bitlaws.quant`, asymmetric min-max per output channel by
 default) and touch exactly :func:`block_linears`.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -40,3 +43,14 @@ def block_linears(model: nn.Module) -> dict[str, nn.Linear]:
 def _check_finite(name: str, w: torch.Tensor) -> None:
     if not torch.isfinite(w).all():
         raise ValueError(f"weight of {name} contains NaN or Inf; refusing to quantize it")
+
+
+def _is_int(v, lo: int, hi: float = math.inf) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int) and lo <= v <= hi
+
+
+def _all_finite(t: torch.Tensor) -> bool:
+    """``isfinite(t).all()`` at the cost of one sum: a finite sum has no NaN or Inf in it, and a
+    sum that is not finite (NaN/Inf in `t`, or finite values whose sum overflows) is settled by the
+    elementwise test. (The elementwise test alone costs ~20x a sum: it writes a bool per entry.)"""
+    return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())

@@ -54,10 +54,12 @@ from torch import nn
 from ..kernels.quik_act import quik_act_ref, unpack_int4
 from ..kernels.quik_linear import QuikLinear
 from . import _check_finite, block_linears
-from .gptq import GPTQConfig, GPTQInfo, gptq_quantize_, gptq_weight, output_error, rtn_weight
+from .calibration import decoder_layers, gptq_quantize_
+from .gptq import GPTQConfig, GPTQInfo, fit_grid, gptq_weight, output_error, rtn_weight
 
 __all__ = [
     "QuikConfig",
+    "build_quik_linear",
     "QuikSimLinear",
     "POLICY_16BIT",
     "DOWN_NAMES",
@@ -234,10 +236,9 @@ def quik_linears(model: nn.Module) -> dict[str, nn.Linear]:
         ValueError: no decoder layers (``model.layers``, ``model.decoder.layers``,
             ``transformer.h``), or no linear inside them.
     """
-    from .gptq import _decoder_layers
 
     linears = block_linears(model)
-    inside = {id(m) for layer in _decoder_layers(model) for m in layer.modules()}
+    inside = {id(m) for layer in decoder_layers(model) for m in layer.modules()}
     found = {n: m for n, m in linears.items() if id(m) in inside}
     if not found:
         raise ValueError(f"{type(model).__name__} has no nn.Linear inside its decoder layers")
@@ -391,10 +392,8 @@ def quik_weight(W: torch.Tensor, H: torch.Tensor | None, act_scale: torch.Tensor
     gcfg = cfg.gptq_config(bits)
     Wp = W.detach().float()[:, perm]
     if cfg.weight_method == "rtn":
-        from .gptq import _fit
-
         W_hat_p = rtn_weight(Wp, gcfg, n_keep_last=k)
-        scale, zero = _fit(Wp[:, :n_in - k], gcfg)
+        scale, zero = fit_grid(Wp[:, :n_in - k], gcfg)
         info = GPTQInfo(damp=0.0, damp_tries=0, n_dead=0, gptq_loss=float("nan"), perm=perm, g_idx=None,
                         scale=scale, zero_point=zero, n_keep_last=k)
     else:
@@ -472,9 +471,18 @@ def replace_module(model: nn.Module, name: str, new: nn.Module) -> None:
     setattr(parent, child, new)
 
 
-def _build(lin: nn.Linear, W_hat: torch.Tensor, outlier_idx: torch.Tensor, scale: torch.Tensor,
-           bits_w: int, bits_a: int, modules: str) -> nn.Module:
-    """The replacement of `lin` whose quantized weight is `W_hat` with per-row `scale` (out, 1)."""
+def build_quik_linear(lin: nn.Linear, W_hat: torch.Tensor, outlier_idx: torch.Tensor, scale: torch.Tensor,
+                      bits_w: int, bits_a: int, modules: str) -> nn.Module:
+    """The QUIK replacement of `lin`, whose quantized weight is `W_hat`.
+
+    Args:
+        lin: the fp ``nn.Linear`` (its bias is kept). W_hat: (out, in) float — the quantized weight
+            (outlier columns in full precision). outlier_idx: (k,) int64 — the outlier input features.
+        scale: (out, 1) float32 — per-row weight scales of the base columns.
+        bits_w, bits_a: weight / activation bits of the base part.
+        modules: ``"kernel"`` (a :class:`QuikLinear`, integer GEMM) or ``"sim"`` (a
+            :class:`QuikSimLinear` on the same dequantized Ŵ, fake-quantized activations).
+    """
     tmp = nn.Linear(lin.in_features, lin.out_features, bias=lin.bias is not None, device=W_hat.device)
     with torch.no_grad():
         tmp.weight.copy_(W_hat)
@@ -508,7 +516,7 @@ def quik_quantize_(model: nn.Module, calib: torch.Tensor, cfg: QuikConfig, modul
 
     Steps: (1) ``max |x|`` per input channel on the model as given (:func:`activation_absmax`),
     (2) outliers per input group (:func:`select_outliers`), (3) per layer :func:`quik_weight` —
-    through :func:`bitlaws.ptq.gptq.gptq_quantize_`'s block-by-block, true-sequential driver for
+    through :func:`bitlaws.ptq.calibration.gptq_quantize_`'s block-by-block, true-sequential driver for
     GPTQ, directly for RTN — and (4) each quantized ``nn.Linear`` replaced by a ``QuikLinear``
     (``modules="kernel"``, needs equal weight and activation bits) or a :class:`QuikSimLinear`
     (``"sim"``). 16-bit layers (``bits_down = 16``, ``fp_layers``) stay ``nn.Linear``, and so do
@@ -523,7 +531,7 @@ def quik_quantize_(model: nn.Module, calib: torch.Tensor, cfg: QuikConfig, modul
             ``FalconForCausalLM`` (e.g. from :func:`bitlaws.study.quik_realmodel.load_causal_lm`);
             float32 on the CPU (any device works).
         calib: (n_seq, T) int64 token ids from the TRAINING split
-            (:func:`bitlaws.ptq.gptq.calibration_batch`; the experiments use 128 × 256).
+            (:func:`bitlaws.ptq.calibration.calibration_batch`; the experiments use 128 × 256).
         cfg: the configuration. modules: ``"kernel"`` or ``"sim"``.
         progress: tqdm over blocks. absmax: precomputed statistics (name -> (in,)), else measured.
         pre_quant: optional ``fn(model, absmax)`` run after the statistics and before any weight is
@@ -602,6 +610,6 @@ def quik_quantize_(model: nn.Module, calib: torch.Tensor, cfg: QuikConfig, modul
                     "absmax_max": float(stat.max()), "absmax_median": float(stat.median())})
         if bw < 16:
             W_hat, info = results[name]
-            replace_module(model, name, _build(lin, W_hat, outliers[name], info.scale, bw, ba, modules))
+            replace_module(model, name, build_quik_linear(lin, W_hat, outliers[name], info.scale, bw, ba, modules))
     report["_outliers"] = outliers
     return report

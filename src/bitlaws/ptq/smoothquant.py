@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from .gptq import _decoder_layers
+from .calibration import decoder_layers
 from .quik import QuikConfig, quik_quantize_
 
 __all__ = ["SmoothQuantConfig", "smooth_", "smoothquant_quantize_"]
@@ -106,7 +106,7 @@ def smooth_(model: nn.Module, absmax: dict[str, torch.Tensor], cfg: SmoothQuantC
             folded weight would not be finite in its dtype (e.g. float16 past 65504); the
             module's weights are checked before any of them is written.
     """
-    layers = _decoder_layers(model)
+    layers = decoder_layers(model)
     prefix = {id(m): n for n, m in model.named_modules()}
     used: dict[str, torch.Tensor] = {}
     written: list[tuple[torch.Tensor, torch.Tensor]] = []  # (tensor, its value before) for a rollback

@@ -138,7 +138,7 @@ def _obs_id(run_id: str, spec: MethodSpec, st: Setting) -> str:
 
 def _apply(model, spec: MethodSpec, calib, absmax):
     """Quantize `model` in place by `spec`; the report of the quantizer (or {})."""
-    from ..ptq.gptq import gptq_quantize_
+    from ..ptq.calibration import gptq_quantize_
     from ..ptq.quik import quik_quantize_
     from ..ptq.smoothquant import smoothquant_quantize_
 
@@ -204,7 +204,7 @@ def run_quik_experiment(profile: str = "cpu", root: str | Path | None = None, pr
     """
     from .checkpoints import load_checkpoint
     from ..corpus import load_corpus
-    from ..ptq.gptq import calibration_batch
+    from ..ptq.calibration import calibration_batch
     from ..ptq.quik import activation_absmax, is_down
     from ..train import evaluate
 

@@ -44,8 +44,9 @@ import torch
 from torch import nn
 
 from ..corpus import load_corpus
-from ..ptq.gptq import capture_hessians, output_error
-from ..ptq.quik import QuikConfig, _build, layer_index, quik_weight, select_outliers
+from ..ptq.calibration import capture_hessians
+from ..ptq.gptq import output_error
+from ..ptq.quik import QuikConfig, build_quik_linear, layer_index, quik_weight, select_outliers
 from .claims import repo_root
 from .store import append_rows, data_dir, provenance, read_rows, stable_hash
 
@@ -255,7 +256,7 @@ def capture_minilm_statistics(model: nn.Module, batch: dict[str, torch.Tensor], 
         names: the linears (default: every encoder linear). batch_size: sequences per forward.
 
     Returns:
-        name -> :class:`bitlaws.ptq.gptq.HessianAccumulator` (``.H`` (in, in), ``.absmax`` (in,),
+        name -> :class:`bitlaws.ptq.calibration.HessianAccumulator` (``.H`` (in, in), ``.absmax`` (in,),
         ``.n_tokens``).
     """
     linears = _encoder_linears(model)
@@ -310,7 +311,7 @@ def quantize_minilm_layer(lin: nn.Linear, acc, outlier_idx: torch.Tensor, method
     """One layer quantized the QUIK way, as the simulated layer the whole-model driver builds.
 
     Args:
-        lin: the fp ``nn.Linear``. acc: its :class:`~bitlaws.ptq.gptq.HessianAccumulator` (calibration).
+        lin: the fp ``nn.Linear``. acc: its :class:`~bitlaws.ptq.calibration.HessianAccumulator` (calibration).
         outlier_idx: (k,) int64 — the outlier input features (k must match ``method``).
         method: the treatment.
 
@@ -323,7 +324,7 @@ def quantize_minilm_layer(lin: nn.Linear, acc, outlier_idx: torch.Tensor, method
     W = lin.weight.detach().float()
     H = acc.H if method.weight_method == "gptq" else None
     W_hat, info = quik_weight(W, H, acc.absmax, outlier_idx, method.bits, cfg, name)
-    return _build(lin, W_hat, outlier_idx, info.scale, method.bits, method.bits, "sim"), W_hat
+    return build_quik_linear(lin, W_hat, outlier_idx, info.scale, method.bits, method.bits, "sim"), W_hat
 
 
 def gaussian_absmax_ratio(n_tokens: int, in_features: int, seed: int = 0) -> float:

@@ -23,7 +23,6 @@ import contextlib
 import csv
 import datetime as _dt
 import fcntl
-import functools
 import hashlib
 import io
 import json
@@ -32,7 +31,6 @@ import numbers
 import os
 import platform
 import re
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -42,6 +40,7 @@ import torch
 
 from .._io import (  # frame_sha256 re-exported: the inputs' hash of fits and verdicts
     frame_sha256,
+    git_sha,
     write_atomic,
 )
 
@@ -99,22 +98,6 @@ def stable_hash(obj: Any, n: int = 16) -> str:
     return hashlib.sha256(blob).hexdigest()[:n]
 
 
-@functools.lru_cache(maxsize=1)
-def _git_sha() -> str:
-    here = Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        # ':/src' is a pathspec from the top of the work tree, wherever cwd is.
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/src"], cwd=here, capture_output=True,
-                               text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    if len(sha) != 40:
-        return "unknown"
-    return sha[:12] + ("-dirty" if dirty else "")
-
-
 def provenance(threads: int) -> dict[str, Any]:
     """The provenance columns: code version, machine, library versions, UTC time."""
     import transformers
@@ -122,7 +105,7 @@ def provenance(threads: int) -> dict[str, Any]:
     device = "cuda:" + torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu:{platform.machine()}"
     return {
         "threads": threads,
-        "git_sha": _git_sha(),
+        "git_sha": git_sha(),
         "device": device,
         "torch_version": torch.__version__,
         "transformers_version": transformers.__version__,

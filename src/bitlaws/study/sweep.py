@@ -417,7 +417,7 @@ def _apply_ptq_(model, ptq, corpus, train_cfg: TrainConfig) -> None:
         rtn_quantize_(model, ptq)
         return
     if _method(ptq) == "gptq":
-        from ..ptq.gptq import calibration_batch, gptq_quantize_
+        from ..ptq.calibration import calibration_batch, gptq_quantize_
 
         seq_len = ptq.calib_seq_len or train_cfg.seq_len
         calib = calibration_batch(corpus.train, ptq.n_calib, seq_len, ptq.seed)
@@ -653,9 +653,10 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
         StoreError: a damaged results file (its path and line), an output folder that cannot be
             written, or another sweep holding the data root.
     """
-    from .store import _git_sha, data_dir
+    from .._io import git_sha
+    from .store import data_dir
 
-    _git_sha()  # pin the provenance to the code as it was when the sweep started
+    git_sha()  # pin the provenance to the code as it was when the sweep started
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; allowed: {list(EXECUTORS)}")
     for name, v in (("workers", workers), ("threads", threads)):
