@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bitlaws.model import hand_count_n_params
+from bitlaws.model import SMOKE_LADDER, hand_count_n_params
 from bitlaws.ptq.rtn import RTNConfig
 from bitlaws.study.sweep import PROFILES, RunSpec, base_grid, coverage, plan, run_sweep
 
@@ -36,6 +36,7 @@ def test_smoke_end_to_end(unbroken):
     smoke = PROFILES["smoke"]
     assert cov["runs_done"] == cov["runs_planned"] == len(specs)
     assert cov["runs_done_by_eval_version"] == {v: len(specs) for v in smoke.eval_versions}
+    assert sum(cov["obs_done_by_eval_version"].values()) == cov["obs_done"]
     assert len(all_rows) == sum(len(s.obs_ids) for s in specs) and all_rows["obs_id"].is_unique
     assert sorted(all_rows["eval_version"].unique()) == list(smoke.eval_versions) == [1, 2]
     for version, df in all_rows.groupby("eval_version"):
@@ -216,6 +217,7 @@ def test_high_precision_run_ids_unchanged_by_the_precision_field():
 def test_qat_runs_record_their_precision(unbroken):
     _, _, root = unbroken
     df = pd.read_csv(root / "data" / "runs" / "smoke" / "qat_marginal.csv")
+    df = df[df["eval_version"] == 1]
     specs = {s.run_id: s for s in plan("smoke", "qat_marginal")}
     assert set(df["run_id"]) == set(specs)
     for _, r in df[df["ptq_method"] == "none"].iterrows():
@@ -264,3 +266,35 @@ def test_the_store_knows_every_declared_profile():
     from bitlaws.study.sweep import PROFILES
 
     assert set(PROFILE_NAMES) == set(PROFILES)
+
+
+def test_design_checks_read_the_confound_sweeps(unbroken):
+    """The lr_peak, lr_schedule and repetition sweeps of the smoke profile, through design_checks."""
+    from bitlaws.corpus import load_corpus
+    from bitlaws.study.design_checks import lr_rule_check, repetition_table, schedule_slopes, schedule_table
+    from bitlaws.train import peak_lr_rule
+
+    _, _, root = unbroken
+    folder = root / "data" / "runs" / "smoke"
+    base = pd.read_csv(folder / "base_grid.csv")
+    base = base[base["eval_version"] == 2]
+    c = PROFILES["smoke"].confounds
+    lr = pd.read_csv(folder / "lr_peak.csv")
+    lr = lr[lr["eval_version"] == 2]
+    check = lr_rule_check(base, lr)
+    assert list(check["size"]) == list(c.lr_sizes)
+    rule = peak_lr_rule(SMOKE_LADDER["n3k"].d_model)
+    assert sorted(lr["lr_peak"].unique()) == sorted(m * rule for m in c.lr_multipliers)
+    assert (check["gap"] >= 0).all() and check["lr_best"].isin([rule] + [m * rule for m in c.lr_multipliers]).all()
+    sched = pd.read_csv(folder / "lr_schedule.csv")
+    tab = schedule_table(sched[sched["eval_version"] == 2], base, method="rtn")
+    wsd, const = tab[tab["schedule"] == "wsd"], tab[tab["schedule"] == "constant"]
+    assert len(wsd) == len(const) == len(c.schedule_budgets) * len(c.ptq_bits)
+    assert sorted(wsd["d_branch"]) == sorted(const["n_tokens"])  # each cooldown names its branch point
+    assert (wsd["n_tokens"] - wsd["d_branch"] == c.cooldown_tokens).all()
+    assert set(schedule_slopes(tab)["schedule"]) == {"constant", "wsd", "cosine"}
+    rep = pd.read_csv(folder / "repetition.csv")
+    rt = repetition_table(base, rep[rep["eval_version"] == 2], method="rtn")
+    n_train = len(load_corpus("shakespeare").train)
+    assert set(rt["train_fraction"]) == {1.0, *c.repetition_fractions}
+    assert np.allclose(rt["passes"], rt["n_tokens"] / (n_train * rt["train_fraction"]), rtol=0, atol=0)

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import bitlaws.train as T
-from bitlaws.model import SMOKE_LADDER
+from bitlaws.model import SMOKE_LADDER, build_model
 from bitlaws.train import TrainConfig, batch_at, evaluate, lr_at, peak_lr_rule, train
 
 torch.set_num_threads(1)
@@ -414,3 +414,87 @@ def test_precision_hooks_under_bf16_autocast(monkeypatch, w, a, kv):
     for name, lin in block_linears(model).items():
         g = lin.parametrizations.weight.original.grad
         assert g is not None and torch.isfinite(g).all() and g.abs().sum() > 0, name
+
+
+# ----------------------------------------------------------------------------------------------
+# evaluation layouts, schedules and the training fraction (issue 15)
+
+def test_eval_windows_layouts():
+    first = T.eval_windows(10_000, 63, 64 * 20, "first")
+    assert first.tolist() == [64 * i for i in range(20)]
+    spread = T.eval_windows(10_000, 63, 64 * 20, "spread")
+    # evenly spaced from the first token to the last full window, never overlapping
+    assert spread[0] == 0 and spread[-1] == 10_000 - 64 and np.all(np.diff(spread) >= 64)
+    assert np.all(np.abs(np.diff(spread) - (10_000 - 64) / 19) < 1)
+    # a budget of the whole split: both layouts are the same tiling
+    assert T.eval_windows(64 * 20, 63, 64 * 20, "spread").tolist() == first.tolist()
+    with pytest.raises(ValueError, match="layout"):
+        T.eval_windows(10_000, 63, 640, "random")
+    with pytest.raises(ValueError, match="exceeds"):
+        T.eval_windows(1_000, 63, 64 * 20, "spread")
+
+
+def test_evaluate_spread_reads_the_spread_windows(corpus):
+    """The spread loss is the mean over exactly the windows eval_windows names (an oracle model)."""
+    model = build_model(MODEL, seed=0).eval()
+    val = corpus.val
+    starts = T.eval_windows(len(val), 64, 65 * 6, "spread")
+    want = []
+    with torch.no_grad():
+        for s in starts:
+            w = torch.from_numpy(np.asarray(val[s:s + 65], dtype=np.int64))[None]
+            logits = model(input_ids=w[:, :-1]).logits
+            want.append(F.cross_entropy(logits[0], w[0, 1:], reduction="sum").item())
+    got = evaluate(model, val, 64, 65 * 6, batch_size=4, layout="spread")
+    assert math.isclose(got, sum(want) / (6 * 64), rel_tol=1e-6)
+    assert not math.isclose(got, evaluate(model, val, 64, 65 * 6, batch_size=4, layout="first"), rel_tol=1e-6)
+
+
+def test_schedules():
+    c = TrainConfig(n_tokens=16 * 256 * 100)
+    assert all(T.schedule_lr(i, c, 1e-3) == lr_at(i, 100, 1e-3, 0.1, 0.1) for i in range(100))  # to the bit
+    const = TrainConfig(n_tokens=16 * 256 * 100, schedule="constant", warmup_steps=10)
+    wsd = TrainConfig(n_tokens=16 * 256 * 120, schedule="wsd", warmup_steps=10, decay_tokens=16 * 256 * 20)
+    assert [T.schedule_lr(i, const, 1.0) for i in (0, 9, 10, 99)] == [0.1, 1.0, 1.0, 1.0]
+    assert all(T.schedule_lr(i, wsd, 1.0) == T.schedule_lr(i, const, 1.0) for i in range(100))  # the branch
+    assert math.isclose(T.schedule_lr(119, wsd, 1.0), 0.1) and T.schedule_lr(100, wsd, 1.0) < 1.0
+    assert all(T.schedule_lr(i + 1, wsd, 1.0) < T.schedule_lr(i, wsd, 1.0) for i in range(100, 119))
+    for kwargs, field in [({"schedule": "step"}, "schedule"), ({"schedule": "wsd"}, "decay_tokens"),
+                          ({"decay_tokens": 4096}, "decay_tokens"), ({"warmup_steps": -1}, "warmup_steps"),
+                          ({"train_fraction": 0.0}, "train_fraction"), ({"train_fraction": 1.5}, "train_fraction")]:
+        with pytest.raises(ValueError, match=field):
+            TrainConfig(n_tokens=16 * 256 * 100, **kwargs)
+
+
+def test_added_fields_stay_out_of_config_dict_at_their_defaults():
+    base = T.config_dict(MODEL, CFG)["train"]
+    assert not {"schedule", "warmup_steps", "decay_tokens", "train_fraction"} & set(base)
+    d = T.config_dict(MODEL, CFG.replace(schedule="constant", warmup_steps=2, train_fraction=0.5))["train"]
+    assert (d["schedule"], d["warmup_steps"], d["train_fraction"]) == ("constant", 2, 0.5)
+
+
+def test_wsd_run_branches_from_the_constant_run_bit_for_bit(corpus):
+    """A WSD run of D + C tokens is, at step D, the constant-LR run of D tokens: the same weights."""
+    const = CFG.replace(schedule="constant", warmup_steps=2)
+    wsd = CFG.replace(n_tokens=CFG.n_tokens + 4 * 8 * 64, schedule="wsd", warmup_steps=2, decay_tokens=4 * 8 * 64)
+    a = train(MODEL, const, corpus, progress=False)
+    b = train(MODEL, wsd, corpus, progress=False, stop_after=const.steps)
+    assert b.status == "interrupted"
+    for (k, v), (_, w) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
+        assert torch.equal(v, w), k
+
+
+def test_train_fraction_reads_only_the_leading_part(corpus, monkeypatch):
+    seen = []
+    real = T.batch_at
+
+    def spy(tokens, step, seed, batch_size, seq_len):
+        seen.append(len(tokens))
+        return real(tokens, step, seed, batch_size, seq_len)
+
+    monkeypatch.setattr(T, "batch_at", spy)
+    train(MODEL, CFG.replace(train_fraction=0.25), corpus, progress=False)
+    assert set(seen) == {int(len(corpus.train) * 0.25)}
+    with pytest.raises(ValueError, match="passes"):  # the limit counts passes over the part trained on
+        train(MODEL, CFG.replace(n_tokens=int(len(corpus.train) * 0.25 * 4.5), batch_size=8, seq_len=64,
+                                 train_fraction=0.25), corpus, progress=False)

@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep.add_argument("--run-root", default=None, help="checkpoint folder (default: <repo>/runs)")
     p_sweep.add_argument("--limit", type=_count(0), default=None, help="at most this many runs (≥ 0)")
     p_sweep.add_argument("--experiments", default=None,
-                         help="comma-separated: base_grid,qat_marginal,qat_joint,qat_formats,compute_matched "
+                         help="comma-separated: base_grid,qat_marginal,qat_joint,qat_formats,compute_matched,lr_peak,lr_schedule,repetition "
                               "(default: every one the profile declares)")
     for p in (p_train, p_sweep, p_quik):
         p.add_argument("--quiet", action="store_true", help="no progress bars")

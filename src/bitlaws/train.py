@@ -61,6 +61,8 @@ __all__ = [
     "TrainResult",
     "peak_lr_rule",
     "lr_at",
+    "schedule_lr",
+    "SCHEDULES",
     "batch_at",
     "EVAL_LAYOUTS",
     "eval_windows",
@@ -76,6 +78,10 @@ DEVICES = ("cpu", "cuda", "auto")
 # Execution fields: how a run is computed, not what it computes. At these defaults they are left
 # out of config_dict (and so of run ids), which keeps every committed run_id unchanged.
 _EXECUTION_DEFAULTS = {"device": "cpu", "grad_accum": 1, "compile": False}
+# Fields added after runs were committed that change what a run computes: left out of config_dict
+# at these defaults too (the committed runs used them), present in the id when they differ.
+_ADDED_DEFAULTS = {"schedule": "cosine", "warmup_steps": None, "decay_tokens": 0, "train_fraction": 1.0}
+SCHEDULES = ("cosine", "constant", "wsd")
 
 
 def peak_lr_rule(d_model: int) -> float:
@@ -108,6 +114,15 @@ class TrainConfig:
             or ``"auto"`` (CUDA when available). See the module docstring, "Devices".
         grad_accum: micro-batches per optimizer step; must divide ``batch_size``.
         compile: run the training forward through ``torch.compile``.
+        schedule: the learning-rate schedule after the warmup: ``"cosine"`` (to ``min_lr_frac``
+            of the peak at the last step; every committed run), ``"constant"`` (the peak to the
+            end) or ``"wsd"`` (warmup-stable-decay: the peak, then a linear decay to
+            ``min_lr_frac`` of it over the last ``decay_tokens``). See :func:`schedule_lr`.
+        warmup_steps: the warmup in steps (None: ``warmup_frac`` of the run's steps). Give it for
+            runs of several lengths that must share their first steps (constant and WSD runs).
+        decay_tokens: the WSD decay length [tokens] (whole steps); must be ≤ ``n_tokens``.
+        train_fraction: train on the first ``train_fraction`` of the training split's tokens only
+            (the repetition control: 0.5 doubles the passes over the data at a given D).
 
     Raises:
         ValueError: a non-positive size or rate, a non-finite number, fractions outside [0, 1), a
@@ -137,6 +152,10 @@ class TrainConfig:
     device: str = "cpu"
     grad_accum: int = 1
     compile: bool = False
+    schedule: str = "cosine"
+    warmup_steps: int | None = None
+    decay_tokens: int = 0
+    train_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         for f in ("n_tokens", "batch_size", "seq_len", "threads", "eval_tokens", "eval_batch_size", "log_every",
@@ -176,6 +195,22 @@ class TrainConfig:
                              "(equal micro-batches)")
         if not isinstance(self.compile, bool):
             raise ValueError(f"TrainConfig.compile must be True or False, got {self.compile!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"TrainConfig.schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.warmup_steps is not None and (isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int)
+                                              or not 0 <= self.warmup_steps <= self.steps):
+            raise ValueError(f"TrainConfig.warmup_steps must be None or an int in [0, steps={self.steps}], "
+                             f"got {self.warmup_steps!r}")
+        if isinstance(self.decay_tokens, bool) or not isinstance(self.decay_tokens, int) or not (
+                0 <= self.decay_tokens <= self.n_tokens):
+            raise ValueError(f"TrainConfig.decay_tokens must be an int in [0, n_tokens={self.n_tokens}], "
+                             f"got {self.decay_tokens!r}")
+        if (self.schedule == "wsd") != (self.decay_tokens > 0):
+            raise ValueError(f"TrainConfig.decay_tokens={self.decay_tokens} with schedule={self.schedule!r}: the "
+                             "decay length is given for, and only for, the 'wsd' schedule")
+        f = self.train_fraction
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not (0 < f <= 1):
+            raise ValueError(f"TrainConfig.train_fraction must be in (0, 1], got {f!r}")
 
     @property
     def steps(self) -> int:
@@ -248,6 +283,36 @@ class TrainResult:
     steps: int
     wall_s: float
     curve: list[dict[str, Any]] = field(default_factory=list)
+
+
+def schedule_lr(step: int, cfg: "TrainConfig", peak: float) -> float:
+    """Learning rate at optimizer step `step` (0-based) of a run with config `cfg`.
+
+    Warmup: linear over ``cfg.warmup_steps`` (or ``warmup_frac`` of the steps) to `peak`. Then
+    ``cosine``: :func:`lr_at` (the committed runs, to the bit); ``constant``: `peak`; ``wsd``:
+    `peak` until the last ``decay_steps = decay_tokens // (B·T)`` steps, then linearly to
+    ``min_lr_frac·peak`` at the last step. Constant and WSD runs with the same ``warmup_steps``
+    share their learning rate at every step before the decay, so a WSD run of length D + C is a
+    cooldown of C tokens branched from the constant run at D (Hägele et al. 2024, WSD).
+    """
+    total = cfg.steps
+    if cfg.schedule == "cosine" and cfg.warmup_steps is None:
+        return lr_at(step, total, peak, cfg.warmup_frac, cfg.min_lr_frac)
+    warmup = cfg.warmup_steps if cfg.warmup_steps is not None else (
+        max(1, int(round(cfg.warmup_frac * total))) if cfg.warmup_frac > 0 else 0)
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    if cfg.schedule == "cosine":
+        progress = (step - warmup) / max(1, total - warmup)
+        return peak * (cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+    if cfg.schedule == "constant":
+        return peak
+    decay = max(1, cfg.decay_tokens // (cfg.batch_size * cfg.seq_len))
+    start = total - decay
+    if step < start:
+        return peak
+    frac = (step - start + 1) / decay  # reaches 1 at the last step
+    return peak * (1 - (1 - cfg.min_lr_frac) * frac)
 
 
 def lr_at(step: int, total_steps: int, peak: float, warmup_frac: float = 0.1, min_lr_frac: float = 0.1) -> float:
@@ -465,11 +530,16 @@ def train(
         raise ValueError(f"TrainConfig.seq_len={train_cfg.seq_len} exceeds ModelConfig.max_seq_len={model_cfg.max_seq_len}")
     if model_cfg.vocab_size < corpus.vocab_size:
         raise ValueError(f"ModelConfig.vocab_size={model_cfg.vocab_size} < corpus vocabulary {corpus.vocab_size}")
-    limit = train_cfg.max_epochs * len(corpus.train)
+    # The repetition control trains on a leading part of the split (whole works first, in order).
+    train_tokens = corpus.train[: int(len(corpus.train) * train_cfg.train_fraction)]
+    if len(train_tokens) < train_cfg.seq_len + 1:
+        raise ValueError(f"TrainConfig.train_fraction={train_cfg.train_fraction} leaves {len(train_tokens)} training "
+                         f"tokens, fewer than one window of seq_len + 1 = {train_cfg.seq_len + 1}")
+    limit = train_cfg.max_epochs * len(train_tokens)
     if train_cfg.tokens_trained > limit:
         raise ValueError(
             f"data budget D={train_cfg.tokens_trained:,} tokens exceeds {train_cfg.max_epochs:g} passes over the "
-            f"{corpus.name!r} training split ({len(corpus.train):,} tokens, limit {int(limit):,}); "
+            f"{corpus.name!r} training split ({len(train_tokens):,} tokens, limit {int(limit):,}); "
             "choose a smaller n_tokens or a larger corpus"
         )
     if train_cfg.eval_tokens < train_cfg.seq_len + 1:
@@ -524,10 +594,10 @@ def train(
         if stop_after is not None and step >= stop_after:
             interrupted = True
             break
-        lr = lr_at(step, total, peak, train_cfg.warmup_frac, train_cfg.min_lr_frac)
+        lr = schedule_lr(step, train_cfg, peak)
         for g in opt.param_groups:
             g["lr"] = lr
-        batch = batch_at(corpus.train, step, train_cfg.seed, train_cfg.batch_size, train_cfg.seq_len)
+        batch = batch_at(train_tokens, step, train_cfg.seed, train_cfg.batch_size, train_cfg.seq_len)
         if on_cuda:
             batch = batch.to(device, non_blocking=True)
         if accum == 1:
@@ -605,11 +675,12 @@ def _accumulate(forward, batch: torch.Tensor, accum: int, device: torch.device, 
 def config_dict(model_cfg: ModelConfig, train_cfg: TrainConfig, precision=None) -> dict[str, Any]:
     """The resolved configuration of a run (peak lr filled in, training precision), JSON-serialisable.
 
-    The execution fields ``device``, ``grad_accum`` and ``compile`` appear only where they differ
-    from their defaults (``cpu``, 1, False), so adding them left every existing ``run_id`` unchanged.
+    The execution fields ``device``, ``grad_accum`` and ``compile``, and the fields added after runs
+    were committed (``schedule``, ``warmup_steps``, ``decay_tokens``, ``train_fraction``), appear
+    only where they differ from their defaults, so adding them left every existing ``run_id`` unchanged.
     """
     d = {"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg)}
-    for f, default in _EXECUTION_DEFAULTS.items():
+    for f, default in {**_EXECUTION_DEFAULTS, **_ADDED_DEFAULTS}.items():
         if d["train"][f] == default:
             del d["train"][f]
     d["train"]["lr"] = train_cfg.peak_lr(model_cfg)

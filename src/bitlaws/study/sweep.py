@@ -48,7 +48,7 @@ from .store import (
     sweep_lock,
 )
 
-__all__ = ["Profile", "QATPlan", "Evaluation", "PROFILES", "RunSpec", "EXPERIMENTS", "base_grid", "qat_marginal", "qat_joint",
+__all__ = ["Profile", "QATPlan", "ConfoundPlan", "Evaluation", "lr_peak", "lr_schedule", "repetition", "PROFILES", "RunSpec", "EXPERIMENTS", "base_grid", "qat_marginal", "qat_joint",
            "qat_formats", "compute_matched", "declared_experiments", "plan", "run_spec", "run_sweep", "coverage", "EXECUTORS"]
 
 EXECUTORS = ("local", "submitit-local", "slurm")
@@ -97,6 +97,38 @@ class QATPlan:
 
 
 @dataclass(frozen=True)
+class ConfoundPlan:
+    """The design checks of issue 15: is δ_PTQ's growth with D the tokens, or the learning rate's
+    decay, or repetition; and is the learning-rate rule tuned. Every run is followed by RTN and GPTQ
+    (act-order) at ``ptq_bits``.
+
+    Args:
+        lr_sizes, lr_budget, lr_multipliers: the peak learning rate at these multiples of the rule
+            (:func:`bitlaws.train.peak_lr_rule`), at each size and one D (×1 is the base grid's run).
+        schedule_sizes, schedule_budgets: constant-LR runs to each D, and warmup-stable-decay runs
+            of D + ``cooldown_tokens`` that branch from them (the same steps up to D: a shared
+            ``warmup_steps``) and decay linearly to 10% of the peak (Catalan-Tatjer et al. 2025's
+            question: does δ_PTQ grow with D, or with the low-LR phase a cosine's end adds?).
+        repetition_cells, repetition_fractions: (size, D) trained on the first fraction of the
+            training split only (the passes over the data double, quadruple), ``max_epochs`` raised
+            to ``repetition_max_epochs``.
+        ptq_bits: the post-training bit widths of every confound run (RTN and GPTQ).
+    """
+
+    lr_sizes: tuple[str, ...]
+    lr_budget: int
+    lr_multipliers: tuple[float, ...]
+    schedule_sizes: tuple[str, ...]
+    schedule_budgets: tuple[int, ...]
+    warmup_steps: int
+    cooldown_tokens: int
+    repetition_cells: tuple[tuple[str, int], ...]
+    repetition_fractions: tuple[float, ...]
+    repetition_max_epochs: float
+    ptq_bits: tuple[int, ...] = (3, 4)
+
+
+@dataclass(frozen=True)
 class Profile:
     """A named scale of the whole study.
 
@@ -111,6 +143,7 @@ class Profile:
         extra_cells: (size, budget) cells beyond the size × budget rectangle (seed 0), e.g. the
             smallest models trained to the largest D/N for the critical data size.
         qat: the low-precision-training sweeps (None: none declared).
+        confounds: the learning-rate and repetition checks (:class:`ConfoundPlan`; None: none).
         gptq_bits: GPTQ weight bit widths applied after each base-grid run as well (same grid
             as RTN, act-order, 128 calibration windows of the training split).
         eval_versions: the evaluation versions every run is measured at
@@ -129,6 +162,7 @@ class Profile:
     qat: QATPlan | None = None
     gptq_bits: tuple[int, ...] = ()
     note: str = ""
+    confounds: ConfoundPlan | None = None
     eval_versions: tuple[int, ...] = (1, 2)
     spread_eval_tokens: int = 0
 
@@ -167,6 +201,12 @@ PROFILES: dict[str, Profile] = {
             qat_ptq_bits_w=(8,), bits_post=(3, 4),
             cm_budget=32_768, cm_cells=(("n14k", 4),), cm_reference="n3k",
         ),
+        confounds=ConfoundPlan(
+            lr_sizes=("n3k",), lr_budget=32_768, lr_multipliers=(0.5, 2.0),
+            schedule_sizes=("n3k",), schedule_budgets=(16_384, 32_768), warmup_steps=3, cooldown_tokens=8_192,
+            repetition_cells=(("n3k", 32_768),), repetition_fractions=(0.5,), repetition_max_epochs=16.0,
+            ptq_bits=(3,),
+        ),
         note="micro models for tests and CI: the whole pipeline in about a minute",
     ),
     "cpu": Profile(
@@ -196,6 +236,15 @@ PROFILES: dict[str, Profile] = {
             cm_budget=2_097_152,
             cm_cells=(("n851k", 4), ("n566k", 6), ("n425k", 8), ("n282k", 12)), cm_reference="n214k",
             cm_seeds=(0, 1, 2),
+        ),
+        confounds=ConfoundPlan(
+            lr_sizes=("n27k", "n1.2m"), lr_budget=2_097_152, lr_multipliers=(0.5, 2.0),
+            schedule_sizes=("n27k", "n83k", "n214k"),
+            schedule_budgets=(524_288, 1_048_576, 2_097_152, 4_194_304, 8_388_608),
+            warmup_steps=13,  # 10% of the shortest run's 128 steps, as its cosine twin warms up
+            cooldown_tokens=262_144,  # 64 steps
+            repetition_cells=(("n27k", 8_388_608), ("n27k", 16_777_216), ("n83k", 8_388_608)),
+            repetition_fractions=(0.5, 0.25), repetition_max_epochs=16.0,
         ),
         note="the published results: 5 sizes x 5 budgets (+ D = 16.8M at the two smallest), byte-level "
              "Shakespeare, D <= 3.65 passes",
@@ -343,12 +392,64 @@ def compute_matched(profile: Profile) -> list[RunSpec]:
             for size, bits in q.cm_cells for seed in q.cm_seeds]
 
 
+def _confound_ptq(c: ConfoundPlan) -> tuple:
+    from ..ptq.gptq import GPTQConfig
+
+    return tuple(RTNConfig(bits=b) for b in c.ptq_bits) + tuple(GPTQConfig(bits=b, act_order=True) for b in c.ptq_bits)
+
+
+def lr_peak(profile: Profile) -> list[RunSpec]:
+    """The peak learning rate at ``lr_multipliers`` × the rule, at each of ``lr_sizes`` (issue 15, item 5)."""
+    from ..train import peak_lr_rule
+
+    c = profile.confounds
+    if c is None:
+        return []
+    out = []
+    for size in c.lr_sizes:
+        m = _model(size, profile)
+        for mult in c.lr_multipliers:
+            tcfg = profile.train.replace(n_tokens=c.lr_budget, lr=mult * peak_lr_rule(m.d_model))
+            out.append(RunSpec("lr_peak", profile.name, size, m, tcfg, _confound_ptq(c)))
+    return out
+
+
+def lr_schedule(profile: Profile) -> list[RunSpec]:
+    """Constant-LR runs to each D and their WSD cooldowns of ``cooldown_tokens`` (issue 15, item 3)."""
+    c = profile.confounds
+    if c is None:
+        return []
+    out = []
+    for size in c.schedule_sizes:
+        m = _model(size, profile)
+        for budget in c.schedule_budgets:
+            const = profile.train.replace(n_tokens=budget, schedule="constant", warmup_steps=c.warmup_steps)
+            wsd = profile.train.replace(n_tokens=budget + c.cooldown_tokens, schedule="wsd",
+                                        warmup_steps=c.warmup_steps, decay_tokens=c.cooldown_tokens)
+            out += [RunSpec("lr_schedule", profile.name, size, m, t, _confound_ptq(c)) for t in (const, wsd)]
+    return out
+
+
+def repetition(profile: Profile) -> list[RunSpec]:
+    """Base-grid cells trained on a leading fraction of the training split (issue 15, item 4)."""
+    c = profile.confounds
+    if c is None:
+        return []
+    return [RunSpec("repetition", profile.name, size, _model(size, profile),
+                    profile.train.replace(n_tokens=budget, train_fraction=f, max_epochs=c.repetition_max_epochs),
+                    _confound_ptq(c))
+            for size, budget in c.repetition_cells for f in c.repetition_fractions]
+
+
 _BUILDERS: dict[str, Callable[[Profile], list[RunSpec]]] = {
     "base_grid": base_grid,
     "qat_marginal": qat_marginal,
     "qat_joint": qat_joint,
     "qat_formats": qat_formats,
     "compute_matched": compute_matched,
+    "lr_peak": lr_peak,
+    "lr_schedule": lr_schedule,
+    "repetition": repetition,
 }
 EXPERIMENTS = tuple(_BUILDERS)
 
@@ -604,7 +705,8 @@ def _paths(profile: str, data_root: Path, experiment: str = "base_grid") -> tupl
 
 def coverage(profile: str, data_root: str | os.PathLike | None = None, experiment: str = "base_grid") -> dict[str, Any]:
     """How much of one of `profile`'s declared sweeps is in its CSV: runs and observations done / planned,
-    and the runs complete at each evaluation version (``runs_done_by_eval_version``)."""
+    and the runs complete and observations present at each evaluation version
+    (``runs_done_by_eval_version``, ``obs_done_by_eval_version``)."""
     from .store import data_dir
 
     data_root = Path(data_root) if data_root is not None else data_dir()
@@ -613,13 +715,14 @@ def coverage(profile: str, data_root: str | os.PathLike | None = None, experimen
     have = set(read_rows(obs_csv, COLUMNS, "obs_id").get("obs_id", []))
     runs_done = sum(all(o in have for o in s.obs_ids) for s in specs)
     planned = [o for s in specs for o in s.obs_ids]
-    by_version = {}
+    by_version, obs_by_version = {}, {}
     for ev in (specs[0].evals if specs else ()):
         ids = [[s.obs_id(p, ev) for p in (None, *s.ptq)] for s in specs]
         by_version[ev.version] = sum(all(o in have for o in run) for run in ids)
+        obs_by_version[ev.version] = sum(o in have for run in ids for o in run)
     return {"profile": profile, "experiment": experiment, "runs_planned": len(specs), "runs_done": runs_done,
             "obs_planned": len(planned), "obs_done": sum(o in have for o in planned),
-            "runs_done_by_eval_version": by_version}
+            "runs_done_by_eval_version": by_version, "obs_done_by_eval_version": obs_by_version}
 
 
 def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: int = 1,
