@@ -1,55 +1,16 @@
 """Number-format specifications, by name: integer grids and floating-point ExMy formats.
 
-Integer formats
----------------
-A signed `b`-bit integer takes values in [-2^(b-1), 2^(b-1) - 1] and its unsigned counterpart in
-[0, 2^b - 1]. Symmetric (absmax) quantizers use the signed range with scale
-absmax / (2^(b-1) - 1), as Kumar et al. (App. D) and QUIK's weights; asymmetric (zero-point)
-quantizers use the unsigned range, as GPTQ's default. (GPTQ's own symmetric mode differs: unsigned
-codes with zero point 2^(b-1) and scale 2·absmax / (2^b - 1).) Names: ``int2`` ... ``int16``.
+``IntFormat(bits)`` (``int2`` ... ``int16``) is a `b`-bit integer grid: signed codes
+``[-2^(b-1), 2^(b-1) - 1]`` for symmetric (absmax) quantizers, unsigned ``[0, 2^b - 1]`` for
+asymmetric (zero-point) ones. ``FloatFormat(E, M)`` has one sign bit, `E` exponent bits and `M`
+stored mantissa bits (``bits = 1 + E + M``, bias ``2^(E-1) - 1``); it is finite-only ("fn", no Inf
+or NaN) by default, except E4M3, which is the OCP ``fp8_e4m3fn`` of Micikevicius et al. 2022 (max
+448), and IEEE-like with ``finite_only=False``. :func:`parse_format` reads the names:
+``fp{bits}_e{E}m{M}fn``, the OCP names of ml_dtypes, and the IEEE-like ``fp8_e5m2``, ``fp8_e4m3``,
+``fp8_e3m4`` only. :data:`PAPER_FP_FORMATS` is the table of Kumar et al. 2024, App. D.2.
 
-Floating-point formats
-----------------------
-``FloatFormat(E, M)``: one sign bit, `E` exponent bits, `M` stored mantissa bits, so
-``bits = 1 + E + M``; exponent bias ``2^(E-1) - 1``. An exponent field ``e`` and mantissa field
-``m`` stand for
-
-* ``e = 0`` (subnormal): ``(m / 2^M) · 2^(1 - bias)`` — zero and the subnormals;
-* ``e > 0`` (normal):    ``(1 + m / 2^M) · 2^(e - bias)``.
-
-Which codes are not numbers depends on the family:
-
-=====================  ==========================================  ===========================
-family                 special codes                               names
-=====================  ==========================================  ===========================
-finite-only ("fn")     none: every code a number, no Inf, no NaN   ``fp{bits}_e{E}m{M}fn``
-OCP E4M3 ("fn")        only S.1111.111 is NaN (Micikevicius et     ``fp8_e4m3fn``
-                       al. 2022, OCP FP8), no Inf: max 448
-IEEE-like              top exponent field is Inf (m = 0) / NaN     ``fp8_e5m2``, ``fp8_e4m3``,
-                                                                   ``fp8_e3m4``
-=====================  ==========================================  ===========================
-
-``FloatFormat(E, M)`` (``finite_only=True``) is the finite-only family, with one exception
-fixed by the standard: E4M3 is the OCP ``fp8_e4m3fn`` (its all-ones code is NaN, so its max is
-448 rather than 480), the E4M3 of Micikevicius et al. that the paper follows. There is no
-all-finite E4M3. ``FloatFormat(E, M, finite_only=False)`` is the IEEE-like family. The OCP names
-match ml_dtypes exactly (``float8_e4m3fn``, ``float8_e5m2``, ``float6_e2m3fn``,
-``float6_e3m2fn``, ``float4_e2m1fn``; and the IEEE-like ``float8_e4m3``, ``float8_e3m4``). The
-OCP FP6/FP4 formats have no special codes, so ``fp6_e2m3fn`` (max 7.5), ``fp6_e3m2fn`` (max 28)
-and ``fp4_e2m1fn`` (max 6) *are* the generic finite-only ones.
-
-IEEE-like names are accepted only for the formats listed above: a bare ``fp4_e3m0`` raises, so a
-finite-only sweep format cannot silently become an IEEE-like one (build other IEEE-like formats
-with ``FloatFormat(E, M, finite_only=False)``).
-
-**Rounding** (see :func:`bitlaws.quant.cast_to_format`): to nearest; a tie goes to the value whose
-code is even — round half to even on the significand, and for M = 0 the value with the even
-exponent field (the only even "mantissa" there is the exponent's last bit), as ml_dtypes does.
-**Saturation:** values beyond ``max`` become ``±max`` in every family (ml_dtypes instead gives
-NaN for ``float8_e4m3fn`` and Inf for ``float8_e5m2`` beyond the last rounding boundary). With
-absmax scaling the largest magnitude lands on ``max`` anyway, so nothing saturates in practice.
-
-The paper's Appendix D.2 table of floating-point training formats is :data:`PAPER_FP_FORMATS`.
+The value of each code, the special codes of each family, the names, rounding and saturation, and
+the paper's formats are written out in the book's methods page, section "Number formats".
 """
 
 from __future__ import annotations
@@ -120,7 +81,7 @@ def _is_int(v) -> bool:
 
 @dataclass(frozen=True)
 class FloatFormat:
-    """A sign–exponent–mantissa floating-point format ExMy (see the module docstring).
+    """A sign–exponent–mantissa floating-point format ExMy (the book's methods page, "Number formats").
 
     Args:
         exp_bits: E, exponent bits, 1 to 8 (2 to 8 for IEEE-like formats).

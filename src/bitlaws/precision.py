@@ -2,32 +2,18 @@
 
 Kumar et al. (2024, §3 and App. D) train with weights, activations and the KV cache quantized to
 P_w, P_a, P_kv bits in the forward pass only; the backward pass is high precision, so the gradient
-goes straight through the rounding (:func:`bitlaws.quant.round_ste`). What is quantized follows
-DESIGN.md, "Definitions":
-
-* **weights** ``W: (out, in)`` of every linear inside the blocks (q, k, v, o, gate, up, down),
-  symmetric absmax, one scale per output channel;
-* **activations**: the input ``x: (B, T, C_in)`` of each of those linears, symmetric absmax, one
-  scale per tensor, taken afresh at every forward;
-* **KV cache**: K after RoPE and V, ``(B, heads, T, head_size)``, as attention reads them,
-  symmetric absmax, one scale per tensor, taken afresh at every forward.
-
-Embeddings, norms and the lm_head stay high precision. Nothing forks the model: weights are fake
-quantized through ``torch.nn.utils.parametrize`` (the optimizer keeps updating the latent
-high-precision weight), linear inputs through forward pre-hooks, and K/V through a function
-registered in transformers' ``AttentionInterface`` that quantizes and then calls SDPA. So the same
-code works for any transformers decoder whose attention dispatches through that interface.
-
-Optionally (``extra_norm=True``) each quantized linear's input is RMS-normalised (no gain, so N is
-unchanged) before it is quantized — the paper's BitNet-style "extra LayerNorm before projections"
-for low-precision stability. The `cpu` runs do not use it unless their rows say so.
-
-Usage::
+goes straight through the rounding (:func:`bitlaws.quant.round_ste`). :class:`TrainPrecision` says
+what is quantized and how; :func:`apply_precision_` installs it on a transformers decoder, in place
+and without forking the model::
 
     prec = TrainPrecision.of(w=4, a=8, kv=None)
     handle = apply_precision_(model, prec)   # in place; returns a handle
     ...train...
     handle.remove(bake_weights=True)         # weights become Q_w(W); hooks removed
+
+The parts and their granularities, how the quantizers are installed (parametrization, pre-hooks,
+an attention function) and the optional extra norm are written out in the book's methods page,
+section "Fake quantization in training".
 """
 
 from __future__ import annotations
@@ -242,8 +228,8 @@ def apply_precision_(model: nn.Module, precision: TrainPrecision) -> PrecisionHa
     Args:
         model: a transformers causal LM (Llama-style: block linears, attention modules with a
             ``layer_idx``, dispatching through ``AttentionInterface``).
-        precision: what to quantize. All None installs nothing (the model is untouched, so
-            training is bit-identical to the plain model).
+        precision: what to quantize. All None without ``extra_norm`` installs nothing (the model
+            is untouched, so training is bit-identical to the plain model).
 
     Returns:
         A :class:`PrecisionHandle`; ``handle.remove()`` uninstalls (baking the quantized weights).

@@ -1,44 +1,18 @@
-"""Quantizers: `choose_qparams`, `quantize`, `dequantize`, `fake_quantize`, one `round_ste`.
+"""Quantizers: `choose_qparams`, `quantize`, `dequantize`, `fake_quantize`, `cast_to_format`, one `round_ste`.
 
-Names follow torchao; formats are named as in ml_dtypes (see :mod:`bitlaws.formats`).
-
-Convention (affine, as torchao and GPTQ): a real value x is represented by an integer code
+Names follow torchao; formats are named as in ml_dtypes (see :mod:`bitlaws.formats`). One affine
+convention for integer and floating-point formats alike: x is stored as
 ``q = clamp(round(x / scale) + zero_point, q_min, q_max)`` and read back as
-``x_hat = (q - zero_point) * scale``. `scale` is the step size (float32, > 0): it **divides** on
-the way in and **multiplies** on the way out, for integer and floating-point formats alike.
+``x_hat = (q - zero_point) * scale`` (`scale`: the float32 step size, > 0). Symmetric: absmax, no
+zero point, signed codes (Kumar et al. 2024, App. D). Asymmetric: min-max over a range widened to
+include 0, with a zero point, unsigned codes (GPTQ's default). Floating-point formats: symmetric
+only, ``scale = max|x| / fmt.max``, cast to the format's grid (App. D.2). Rounding is half to even;
+gradients pass straight through the rounding and are zero where a value is clipped.
 
-* **Symmetric** (absmax, no zero point; the paper's training-time scheme, Kumar et al. App. D):
-  ``scale = max|x| / (2^(b-1) - 1)``, ``zero_point = 0``, codes in ``[-2^(b-1), 2^(b-1) - 1]``.
-* **Asymmetric** (min-max with zero point; GPTQ's default for post-training quantization):
-  the range is widened to include 0 (``x_min = min(min x, 0)``, ``x_max = max(max x, 0)``, as in
-  GPTQ's reference quantizer), ``scale = (x_max - x_min) / (2^b - 1)``,
-  ``zero_point = round(-x_min / scale)``, codes in ``[0, 2^b - 1]``.
-* A slice whose scale would be zero (all zeros, or values so tiny that ``range / steps``
-  underflows float32) gets ``scale = 1`` so nothing divides by zero; its values then round to 0
-  (exactly, for an all-zero slice).
-
-**Floating-point formats** (:class:`~bitlaws.formats.FloatFormat`; symmetric only, an asymmetric
-request raises ``ValueError``): ``scale = max|x| / fmt.max`` per slice (float32, the same
-zero-scale fallback), ``zero_point = 0``, and ``x_hat = cast(x / scale) * scale`` where `cast` is
-:func:`cast_to_format` (round to the nearest value of the format, saturate at ``±fmt.max``). This is
-the paper's ``cast(x·s)/s`` with ``s = 1/scale`` (Kumar et al., App. D.2), written with the
-division so that both families share one code path; ``x / scale`` is what the bit-exact tests
-hand to ml_dtypes. The largest magnitude of a slice lands on ``fmt.max``. `quantize` returns the
-cast values (float32 numbers on the format's grid, *not* integer bit codes) and `dequantize`
-multiplies them back by the scale.
-
-Rounding is round-half-to-even (``torch.round``); for floating-point formats half to even on the
-significand (for M = 0 the even exponent field), as ml_dtypes. Gradients: `round_ste` passes the
-gradient straight through the rounding; values clipped at the range ends get **zero** gradient
-(the gradient of ``torch.clamp``), for floating-point formats too: their rounding inside the STE
-does not saturate, the clamp to ``±fmt.max`` after it does. With absmax/min-max scales nothing is
-clipped except by the rounding of the zero point, so in practice every element passes its
-gradient. (The STE's forward value ``x + (round(x) - x)`` equals the rounded value exactly, except
-that a rounded ``-0`` comes out as ``+0``: `fake_quantize` and ``dequantize(quantize(x))`` agree
-as numbers, not always in the sign bit of a zero.)
-
-Glossary for shapes: activations ``(B, T, C)``; weights ``W`` are ``(out, in)`` as in
-``nn.Linear``; ``G`` groups of ``group_size`` along the last axis.
+Shapes: activations ``(B, T, C)``; weights ``W`` are ``(out, in)`` as in ``nn.Linear``; ``G``
+groups of ``group_size`` along the last axis. The formulas, the zero-scale fallback, the
+floating-point path and the gradients are written out in the book's methods page, section
+"Quantizers".
 """
 
 from __future__ import annotations
@@ -318,7 +292,7 @@ def choose_qparams(
     granularity: Granularity = PerTensor(),
     symmetric: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scale and zero point for `x` (see the module docstring for the formulas).
+    """Scale and zero point for `x` (formulas: the book's methods page, section "Quantizers").
 
     Args:
         x: (any shape) float — the tensor to be quantized.

@@ -1,38 +1,18 @@
 """The training loop: AdamW, cosine schedule with warmup, evaluation, resumable checkpoints.
 
-Recipe (Kumar et al. 2024 §3, scaled down): AdamW with β = (0.9, 0.95), ε = 1e-15 and weight
-decay 0.1 on matrices (not on norm gains); a linear warmup over the first 10% of steps to the
-peak learning rate, then a cosine decay to 10% of it; gradient clipping at 1.0; fp32 on the CPU.
+:func:`train` trains a model from scratch with the recipe of Kumar et al. 2024 (§3), scaled down:
+AdamW (β = (0.9, 0.95), ε = 1e-15, weight decay 0.1 on matrices), a linear warmup over 10% of the
+steps, a cosine decay to 10% of the peak, clipping at 1.0, and the peak learning rate
+``3e-3 · (64 / d_model) ** 0.5`` (:func:`peak_lr_rule`). The data order is a pure function of
+(seed, step) (:func:`batch_at`), so a run resumed from its checkpoint ends bit-identical to an
+unbroken one. :func:`evaluate` gives the mean cross-entropy in nats per token on the windows that
+:func:`eval_windows` lays out (``"first"`` or ``"spread"`` over the validation split). Runs are
+fp32 on the CPU by default, bit-reproducible for a fixed seed and thread count; ``device="cuda"``
+trains under bf16 autocast over fp32 master weights.
 
-**Peak learning rate.** The paper uses 6e-4 for its smallest model and depth-µP above it. Our
-models are 100× smaller and byte-level; a pilot on the `cpu` ladder (DESIGN.md, "Compute budget")
-trained well at 3e-3 for d_model = 64. We shrink it with width, more gently than Adam-µP's
-``1/d_model`` for hidden matrices (our widths span only 4×, and the embeddings dominate the
-smallest models): ``lr = 3e-3 · (64 / d_model) ** 0.5`` (4.2e-3 at C = 32, 2.1e-3 at C = 128).
-
-**Data order** is a pure function of (seed, step): each pass over the training split is a
-random permutation of non-overlapping windows of T + 1 tokens, starting at a random offset drawn
-per pass. So a run resumed from a checkpoint sees exactly the batches an unbroken run sees, and
-D = steps · B · T counts repeats.
-
-**Evaluation** uses a fixed held-out budget of ``eval_tokens // (T+1)`` non-overlapping windows of
-T + 1 validation tokens, laid out by :func:`eval_windows`: ``"first"`` (the first windows of the
-split; for Shakespeare, one play) or ``"spread"`` (evenly spaced over the whole split, so every
-validation work is read in proportion to its length). The loss is the mean cross-entropy per
-predicted token, in nats (per byte, byte-level), and in bits per byte (nats / ln 2).
-
-**Determinism.** On the CPU a run is bit-reproducible for a fixed seed and a fixed thread count
-(``TrainConfig.threads``), which every result row records.
-
-**Devices.** ``TrainConfig.device`` is ``cpu`` (the default, and how every committed row was
-trained: fp32, plain AdamW), ``cuda`` or ``auto`` (CUDA when torch sees a GPU, else the CPU). On
-CUDA the weights and optimizer state stay fp32 (the master weights) while the forward and the loss
-run under bf16 autocast, with the fused AdamW; GPU runs are not bit-reproducible. The model is
-always initialised on the CPU and then moved, so a seed gives the same initial weights everywhere.
-``grad_accum`` splits each step's ``batch_size`` sequences into that many equal micro-batches whose
-gradients are summed (the same step, in less memory); ``compile`` runs the forward through
-``torch.compile``. At their defaults (``cpu``, 1, False) these fields change nothing and stay out
-of :func:`config_dict`, so they leave every existing ``run_id`` as it was.
+Every choice (the learning-rate rule and why, the data order, the evaluation layouts and units,
+determinism, the devices, and the execution fields kept out of run ids) is written out in the
+book's methods page, section "The training loop".
 """
 
 from __future__ import annotations
@@ -85,7 +65,8 @@ SCHEDULES = ("cosine", "constant", "wsd")
 
 
 def peak_lr_rule(d_model: int) -> float:
-    """Peak learning rate for width `d_model`: ``3e-3 · (64 / d_model) ** 0.5`` (module docstring)."""
+    """Peak learning rate for width `d_model`: ``3e-3 · (64 / d_model) ** 0.5`` (why: the book's
+    methods page, section "The training loop")."""
     return 3e-3 * (64.0 / d_model) ** 0.5
 
 
@@ -111,7 +92,7 @@ class TrainConfig:
         log_every: steps between loss-curve points.
         ckpt_every: steps between resumable checkpoints (0: never).
         device: ``"cpu"`` (fp32), ``"cuda"`` (bf16 autocast over fp32 master weights, fused AdamW)
-            or ``"auto"`` (CUDA when available). See the module docstring, "Devices".
+            or ``"auto"`` (CUDA when available). See the book's methods page, "The training loop".
         grad_accum: micro-batches per optimizer step; must divide ``batch_size``.
         compile: run the training forward through ``torch.compile``.
         schedule: the learning-rate schedule after the warmup: ``"cosine"`` (to ``min_lr_frac``
@@ -125,9 +106,9 @@ class TrainConfig:
             (the repetition control: 0.5 doubles the passes over the data at a given D).
 
     Raises:
-        ValueError: a non-positive size or rate, a non-finite number, fractions outside [0, 1), a
-            negative seed, too few tokens for one step, a device not in ``DEVICES``, a ``grad_accum``
-            that does not divide ``batch_size``.
+        ValueError: a non-positive size or rate, a non-finite number, fractions or betas outside
+            [0, 1), a negative seed or ``ckpt_every``, too few tokens for one step, a device not in
+            ``DEVICES``, a ``grad_accum`` that does not divide ``batch_size``, a non-bool ``compile``.
     """
 
     n_tokens: int = 1_000_000
@@ -266,7 +247,7 @@ class TrainResult:
 
     Attributes:
         model: the trained model (eval mode).
-        status: ``"ok"`` or ``"diverged"``.
+        status: ``"ok"`` or ``"diverged"`` (``"interrupted"`` after :func:`train`'s `stop_after`).
         loss_val: validation loss [nats/token] (NaN if diverged).
         loss_train: mean training loss over the last ``log_every`` steps [nats/token].
         n_params: N. n_tokens: D trained. steps: optimizer steps (for a run that diverged in
@@ -335,7 +316,7 @@ def batch_at(tokens: np.ndarray, step: int, seed: int, batch_size: int, seq_len:
         (B, T + 1) int64 — inputs are ``[:, :-1]``, targets ``[:, 1:]``.
 
     Raises:
-        ValueError: if the split holds fewer than T + 1 tokens.
+        ValueError: if the split holds fewer than two windows, 2·(T + 1) tokens.
     """
     win = seq_len + 1
     if len(tokens) < 2 * win:
@@ -519,8 +500,10 @@ def train(
         (its curve kept), never an exception.
 
     Raises:
-        ValueError: `seq_len` past the model's context, a budget past ``max_epochs`` passes over the
-            training split, or an eval budget past the validation split.
+        ValueError: `seq_len` past the model's context, a model vocabulary smaller than the
+            corpus's, a budget past ``max_epochs`` passes over the training split, an eval budget
+            under one window of T + 1 tokens or past the validation split, or ``device="cuda"``
+            where torch sees no GPU.
     """
     if corpus is None:
         from .corpus import load_corpus

@@ -1,25 +1,17 @@
 """The QUIK kernel benchmark: Llama-2 layer shapes, timings and tidy CSV rows.
 
-Shared by ``bench/quik_kernels.py`` (which writes the CSVs) and the kernels chapter (whose
-``RECOMPUTE`` path reruns the small CPU benchmark). What is timed, for each linear shape
-``(n_out, k_in)`` and number of tokens ``m``:
-
-* ``part = layer``: one forward of the dense layer (``method = dense``: ``torch.nn.functional.linear``
-  in bf16 on CUDA, fp32 on the CPU) and of `QuikLinear` (``quik_w8a8`` without outliers, as
-  QUIK's Fig. 6 runs QUIK-8B, and ``quik_w4a4`` with the profile's outlier count), all in the same
-  run, so ``speedup = latency(dense) / latency(method)`` compares like with like;
-* ``part = act_quant | int_gemm | outlier_gemm``: the three stages of a QUIK forward, alone.
-
-On CUDA the QUIK stages are the Triton kernels; elsewhere they are the pure-torch references
-(``torch._int_mm`` for the integer GEMM), so CPU rows say nothing about GPU speed: they show what
-the reference path costs. Making and writing the rows needs torch (and triton on CUDA) only;
-reading them back and judging Q4 is the study's (``bitlaws.study.quik_kernels``).
+Shared by ``bench/quik_kernels.py`` (which writes the CSVs), ``bench/device_check.py`` (the
+lent-device check) and the kernels chapter (whose ``RECOMPUTE`` path reruns the small CPU
+benchmark). For each linear shape ``(n_out, k_in)`` and number of tokens ``m`` it times, in the
+same run, the dense layer and `QuikLinear` (``quik_w8a8`` without outliers, ``quik_w4a4`` with
+the setting's outlier count), and the three stages of a QUIK forward alone. Making and writing the
+rows needs torch (and triton on CUDA) only; reading them back and judging Q4 is the study's
+(``bitlaws.study.quik_kernels``). What each row measures is written out in the book's methods page,
+section "QUIK kernels".
 
 Public names: ``LLAMA2_SHAPES``, ``SETTINGS``, ``BenchSettings``, ``COLUMNS``, ``time_ms``,
 ``peak_mem_bytes`` (from ``timing``), ``environment``, ``run_benchmark``, ``benchmark_layer``,
-``tidy_rows``, ``write_csv``. ``bench/device_check.py`` (the
-lent-device check) runs `benchmark_layer` shape by shape under a time budget and adds an fp16
-dense baseline (``method = dense_fp16``; its ``speedup`` is latency(bf16 dense) / latency(fp16)).
+``tidy_rows``, ``write_csv``.
 """
 
 from __future__ import annotations
@@ -57,8 +49,9 @@ LLAMA2_SHAPES: dict[str, list[tuple[str, int, int]]] = {
 class BenchSettings:
     """One benchmark setting: which shapes, how many tokens, how many outliers, how many repeats.
 
-    ``scale`` divides every Llama-2 dimension and the outlier count (the CPU settings run
-    Llama-2-7B's block at 1/8 and 1/32 width; the GPU one at full size).
+    ``scale`` divides every Llama-2 dimension (:meth:`shapes`; the CPU settings run Llama-2-7B's
+    block at 1/8 and 1/32 width, the GPU one at full size). ``n_outliers`` is given as is: the
+    settings use QUIK's 256 divided by the same scale.
     """
 
     models: tuple[str, ...]

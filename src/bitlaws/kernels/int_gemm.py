@@ -1,31 +1,15 @@
 """Integer GEMM with int32 accumulation and QUIK's fused dequantization epilogue (int8 and int4).
 
-With token t, output channel n, base features k and ``h = 2^(bits-1)`` (QUIK, Ashkboos et al.
-2023, §3.3; papers file A2.2):
+`int_gemm_dequant` is QUIK's base-feature product (Ashkboos et al. 2023, §3.3;
+``book/papers/quik-gptq.md`` §A2.2): ``A = a @ w^T`` of signed activation codes (from
+:func:`bitlaws.kernels.quik_act.quik_act`) and symmetric weight codes, accumulated in int32, then
+in fp32 ``y[t, n] = s_t * sigma_n * A[t, n] + s_t * (h - z_t) * R_n + Y[t, n]``, with
+``h = 2^(bits-1)``, ``R_n = sigma_n * sum_k w[n, k]`` over the base columns and ``Y`` the outlier
+GEMM plus the bias; this equals ``x_hat @ W_hat^T + Y`` up to fp32 rounding. At 4 bits the codes are
+packed two per uint8 and unpacked in registers into two int8 dots. K_b < 2^17 at 8 bits.
 
-* activations ``x_hat[t, k] = s_t * (a[t, k] + h - z_t)``, with signed codes ``a`` from
-  :func:`bitlaws.kernels.quik_act.quik_act`, step ``s_t`` and integer zero point ``z_t``;
-* weights, symmetric per output channel, ``W_hat[n, k] = sigma_n * w[n, k]``;
-* the integer GEMM ``A[t, n] = sum_k a[t, k] * w[n, k]``, accumulated in int32;
-* the epilogue, in fp32::
-
-      y[t, n] = s_t * sigma_n * A[t, n] + (m_t + h * s_t) * R_n + Y[t, n],   m_t = -s_t * z_t,
-
-  which equals ``sum_k x_hat[t, k] * W_hat[n, k] + Y[t, n]``. Here ``R_n = sigma_n * sum_k
-  w[n, k]`` (fp32, precomputed once per layer, base columns only) and ``Y`` is the outlier
-  GEMM ``x_outlier @ W_outlier^T`` (plus the bias, added here).
-
-QUIK's ``m_t`` is the float row minimum; with the package's quantizer (integer zero point) the
-same identity holds with ``m_t = -s_t * z_t``. The accumulator is converted to fp32 before any
-scaling, so sums past the fp16 range (|A| > 65504: QUIK's fused fp16 epilogue overflows there,
-papers file A2.2) are exact up to fp32 rounding.
-
-**int4.** Codes are packed two per uint8 along K, little nibble first. Hopper has no int4 tensor
-cores, so the kernel unpacks each byte in registers into two int8 codes (the even and the odd
-feature) and runs two int8 dots, ``A = a_even . w_even + a_odd . w_odd`` — the same sum in another
-order, with no interleaving. A zero pad nibble (odd K_b) contributes nothing.
-
-Limits: K_b < 2^17 at 8 bits (|A| <= 128 * 128 * K_b must fit int32).
+The derivation, where it departs from QUIK's fp16 epilogue, the int4 layout and the limits are
+written out in the book's methods page, section "QUIK kernels".
 
 Public names: ``int_gemm``, ``int_gemm_ref``, ``int_gemm_dequant``, ``int_gemm_dequant_ref``,
 ``benchmark_int_gemm``.

@@ -1,23 +1,15 @@
-"""QUIK's fused activation split and quantization: one pass per token row, three jobs.
+"""QUIK's fused activation split and quantization: one kernel, three passes over each token row.
 
-For each token row of ``x`` (QUIK, Ashkboos et al. 2023, §3.3 and Algorithm 1; papers file A1.5, A2.1):
+For each token row of ``x`` (Ashkboos et al. 2023, §3.3 and Algorithm 1;
+``book/papers/quik-gptq.md`` §A1.5, §A2.1): (1) min/max over the base features (those that are not
+outliers); (2) the base features quantized asymmetrically per token to 8 or 4 bits and written as
+signed codes ``q - 2^(bits-1)`` (int8, or two per byte at 4 bits: `pack_int4`); (3) the outlier
+features copied, unquantized, into a dense ``(M, k)`` buffer for the 16-bit GEMM. The quantizer is
+the package's own (``bitlaws.quant``, asymmetric, ``PerToken``), the one the simulation uses, and
+the Triton kernel reproduces it bit for bit; `quik_act_ref` is its pure-torch twin.
 
-1. min/max over the **base** features (every input feature that is not an outlier);
-2. the base features quantized **asymmetrically per token** to ``bits`` = 8 or 4 and written as
-   signed codes ``q - h`` (``h = 2^(bits-1)``), so that 8-bit codes fit int8 tensor cores; at
-   4 bits two codes share a byte (see `pack_int4`);
-3. the **outlier** features copied, unquantized, into a dense ``(M, k)`` buffer for the 16-bit GEMM.
-
-The quantizer is the package's own (``bitlaws.quant``, asymmetric, ``PerToken``), the one the
-simulation uses, and the kernel reproduces it bit for bit: the range is widened to include 0
-(``x_min = min(min x, 0)``, ``x_max = max(max x, 0)``), ``scale = (x_max - x_min) / (2^b - 1)``
-(1 where that is 0), integer ``zero = round(-x_min / scale)``, ``q = clamp(round(x / scale) +
-zero, 0, 2^b - 1)``; rounding is half to even, and divisions are IEEE-exact (``div_rn``), all in
-fp32. A dequantized base value is ``x_hat = (q - zero) * scale = scale * (code + h - zero)``.
-
-This differs from QUIK's CUDA kernel, which is not bit-identical to QUIK's own simulation: it
-does not widen the range to include 0, stores the float row minimum instead of an integer zero
-point, and divides in fp16 (papers file A1.5).
+The quantizer's formulas, and how they depart from QUIK's CUDA kernel, are written out in the book's
+methods page, section "QUIK kernels".
 
 Public names: ``QuantizedAct``, ``quik_act``, ``quik_act_ref``, ``pack_int4``, ``unpack_int4``,
 ``benchmark_quik_act``.
@@ -64,7 +56,7 @@ def pack_int4(q: torch.Tensor) -> torch.Tensor:
     """Pack signed 4-bit codes two per byte along the last axis, little nibble first.
 
     ``byte[j] = (q[2j] & 0xF) | ((q[2j+1] & 0xF) << 4)`` (two's complement nibbles; QUIK's
-    ``pack_to_i4`` and CUTLASS ``int4b_t`` use the same order, papers file A2.3). An odd length is
+    ``pack_to_i4`` and CUTLASS ``int4b_t`` use the same order, ``book/papers/quik-gptq.md`` §A2.3). An odd length is
     padded with a zero code, which adds nothing to a dot product.
 
     Args:

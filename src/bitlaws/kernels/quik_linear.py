@@ -1,20 +1,15 @@
 """`QuikLinear`: a linear layer stored and run the QUIK way (Ashkboos et al. 2023, §3, Algorithm 1).
 
-A layer ``y = x W^T + b`` with ``W: (N, K)`` is split along its input features:
+A layer ``y = x W^T + b`` with ``W: (N, K)`` is split along its input features: ``k`` outlier
+features (chosen offline from calibration activations) keep their weight columns in 16 bits and
+meet the unquantized activations in a 16-bit GEMM; the other ``K_b = K - k`` base features have
+their weights quantized symmetrically per output channel, their activations quantized per token at
+run time (`quik_act`), and an integer GEMM whose epilogue dequantizes and adds the outlier part
+(`int_gemm_dequant`). On CUDA with Triton installed the forward runs the Triton kernels, elsewhere
+their pure-torch twins; both give ``x_hat @ W_hat^T + Y`` up to fp32 rounding.
 
-* **outlier features** (``k`` of them, chosen offline from calibration activations): their weight
-  columns ``W_outlier: (N, k)`` stay in 16 bits and meet the unquantized activations in a 16-bit
-  GEMM, ``Y = x_outlier @ W_outlier^T + b``;
-* **base features** (the other ``K_b = K - k``): weights quantized symmetrically per output channel
-  to ``bits`` (``sigma_n = absmax / (2^(bits-1) - 1)``, computed from the base columns only,
-  papers file A1.3–A1.4); activations quantized per token at run time (`quik_act`); an integer
-  GEMM whose epilogue dequantizes and adds ``Y`` (`int_gemm_dequant`).
-
-On CUDA with Triton installed the forward runs the two Triton kernels; elsewhere it runs their
-pure-torch twins, where the integer GEMM is ``torch._int_mm`` on the CPU. Both give
-``x_hat @ W_hat^T + Y`` up to fp32 rounding, where ``x_hat`` and ``W_hat`` are the dequantized
-operands (``bitlaws.quant``'s asymmetric per-token quantizer for x, the symmetric per-channel one
-for W).
+The split, the weight grid and the two paths are written out in the book's methods page, section
+"QUIK kernels".
 
 Public names: ``QuikLinear``, ``benchmark_quik_linear``.
 """

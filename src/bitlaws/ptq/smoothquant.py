@@ -1,23 +1,16 @@
 """SmoothQuant (Xiao et al. 2023): migrate activation outliers into the weights, then W8A8 / W4A4.
 
-For a linear ``y = x Wᵀ`` whose input ``x`` is produced by a layer we can rescale per channel, pick
-``s_j = max|x_j|^α / max|W_{:,j}|^(1−α)`` (α = migration strength), divide channel j of the input
-by ``s_j`` (folded into the producer) and multiply column j of W by ``s_j``: the product is
-unchanged in exact arithmetic, and the activations' per-channel range is flattened. ``max|x_j|`` is
-over the calibration tokens (TRAINING split), ``max|W_{:,j}|`` over every linear that reads ``x``.
+For a linear ``y = x Wᵀ`` whose input ``x`` is produced by a layer we can rescale per channel,
+``s_j = max|x_j|^α / max|W_{:,j}|^(1−α)`` (α = migration strength) divides channel j of the input
+(folded into the producer) and multiplies column j of W: the product is unchanged in exact
+arithmetic, and the activations' per-channel range is flattened. :func:`smooth_` folds the scales
+into a Llama model (the norms before q/k/v and gate/up; ``up_proj`` before ``down_proj``);
+:func:`smoothquant_quantize_` then quantizes every block linear as the RTN baselines, with
+:mod:`bitlaws.ptq.quik`'s quantizers and no outliers.
 
-Llama producers (the folds are exact):
-
-* ``input_layernorm`` (RMSNorm weight ÷ s) → q/k/v_proj (columns × s);
-* ``post_attention_layernorm`` → gate/up_proj;
-* with ``smooth_down``: ``up_proj``'s output rows ÷ s → ``down_proj`` columns × s (its input is
-  ``silu(gate) · up``, linear in up's output). ``o_proj`` is not smoothed (as SmoothQuant).
-
-Then every block linear is quantized as the RTN baselines: weights symmetric per output channel
-(round to nearest), activations asymmetric per token at run time with the package's one quantizer
-(:mod:`bitlaws.ptq.quik` with no outliers). SmoothQuant's own recipe quantizes activations
-symmetrically; we keep QUIK's activation quantizer so that every method in the harness differs
-only in what it is meant to differ in. QUIK's Table 12 uses α = 0.8 for LLaMA-2, 0.5 for OPT.
+The statistics, the folds, the floors on the scales, and why activations stay asymmetric per token
+(QUIK's quantizer, not SmoothQuant's symmetric one) are written out in the book's methods page,
+section "SmoothQuant".
 
 Public names: ``SmoothQuantConfig``, ``smooth_``, ``smoothquant_quantize_``.
 """
@@ -89,7 +82,8 @@ def _scales(act: torch.Tensor, weights: list[torch.Tensor], cfg: SmoothQuantConf
 
 @torch.no_grad()
 def smooth_(model: nn.Module, absmax: dict[str, torch.Tensor], cfg: SmoothQuantConfig) -> dict[str, torch.Tensor]:
-    """Apply SmoothQuant's migration to a Llama model in place (module docstring).
+    """Apply SmoothQuant's migration to a Llama model in place (the folds: the book's methods page,
+    section "SmoothQuant").
 
     Args:
         model: a ``LlamaForCausalLM`` (decoder layers with ``self_attn.{q,k,v}_proj``,
