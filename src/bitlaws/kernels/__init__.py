@@ -7,7 +7,7 @@ One file per family:
 * :mod:`~bitlaws.kernels.int_gemm` — int8 x int8 -> int32 GEMM, and its int4 variant unpacked in
   registers, with the fused dequantization epilogue (`int_gemm`, `int_gemm_dequant` and refs);
 * :mod:`~bitlaws.kernels.quik_linear` — `QuikLinear`, the layer that strings them together;
-* :mod:`~bitlaws.kernels.benchmark` — Llama-2 layer shapes, timings and the Q4 verdict.
+* :mod:`~bitlaws.kernels.benchmark` — Llama-2 layer shapes and tidy timing rows (the Q4 verdict is the study's, `bitlaws.study.quik_kernels`).
 
 Triton is optional: without it the ``*_ref`` functions and `QuikLinear`'s reference path work
 (on the CPU the integer GEMM is ``torch._int_mm``). With it, CUDA tensors run the compiled

@@ -339,7 +339,7 @@ def _check_precision(hdiag: torch.Tensor, U: torch.Tensor, damp: float, name: st
 @torch.no_grad()
 def gptq_weight(W: torch.Tensor, H: torch.Tensor, cfg: GPTQConfig, n_keep_last: int = 0,
                 name: str = "weight") -> tuple[torch.Tensor, GPTQInfo]:
-    """GPTQ of one weight matrix (Frantar et al. 2022, Algorithm 1; choices in the module docstring).
+    """GPTQ of one weight matrix (Frantar et al. 2022, Algorithm 1; every choice on the book's methods page, "GPTQ").
 
     Args:
         W: (out, in) float — the layer's weight, ``nn.Linear`` layout; not modified.

@@ -1,6 +1,6 @@
 """QUIK: W4A4 / W8A8 post-training quantization with 16-bit outlier features (Ashkboos et al. 2023).
 
-For every linear layer inside the transformer blocks (papers file, Part A1):
+For every linear layer inside the transformer blocks (book/papers/quik-gptq.md, Part A1):
 
 1. **Outlier features.** Per input channel, ``max |x|`` over the calibration tokens (from the
    TRAINING split), measured on the *unquantized* model (QUIK reuses SmoothQuant's
@@ -74,7 +74,7 @@ __all__ = [
     "replace_module",
 ]
 
-# QUIK's policy of what stays in 16 bits (papers file A1.1, A1.6): never quantized by this module.
+# QUIK's policy of what stays in 16 bits (book/papers/quik-gptq.md A1.1, A1.6): never quantized by this module.
 POLICY_16BIT: tuple[str, ...] = ("embeddings", "norms", "lm_head", "attention_products", "kv_cache")
 # Linears whose input is the MLP's wide hidden (Llama: the product of the gated branches; OPT's
 # ``fc2`` and Falcon's ``dense_4h_to_h``: the activation of the up projection).

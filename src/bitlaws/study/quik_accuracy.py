@@ -45,7 +45,7 @@ OUTLIER_COLUMNS = ["stat_id", "experiment", "obs_id", "run_id", "profile", "size
                    "layer", "kind", "in_features", "absmax_max", "absmax_median", "absmax_ratio", "n_outliers",
                    "outlier_share", "bits_w_post", "rel_out_err", "git_sha", "timestamp"]
 
-# The paper's side (papers file A3): LLaMA-2-7B unless noted, WikiText-2 ppl.
+# The paper's side (book/papers/quik-gptq.md A3): LLaMA-2-7B unless noted, WikiText-2 ppl.
 PAPER = {
     "fp_7b": 5.47, "quik8_7b": 5.48, "sq8_7b": 5.58,
     "quik4_7b": 5.84, "down4_7b": 8.87, "gptq4_7b": 6.24, "sq4_7b": 83.12,
