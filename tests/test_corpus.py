@@ -107,7 +107,7 @@ def test_cache_reuse_and_rebuild(tmp_path):
 
 
 def test_unknown_name():
-    assert list_corpora() == ["shakespeare", "tinystories", "wikitext-103"]
+    assert list_corpora() == ["shakespeare", "fineweb-edu", "tinystories", "wikitext-103"]
     with pytest.raises(ValueError, match="nope") as e:
         load_corpus("nope")
     assert "shakespeare" in str(e.value) and "tinystories" in str(e.value)

@@ -77,7 +77,7 @@ COLUMNS = [
     "threads", "git_sha", "device", "torch_version", "transformers_version", "timestamp",
 ]
 # The profiles whose rows the store holds: the keys of ``bitlaws.study.sweep.PROFILES`` (a test checks).
-PROFILE_NAMES = ("cpu", "smoke")
+PROFILE_NAMES = ("cpu", "gpu", "smoke")
 CURVE_COLUMNS = ["run_id", "experiment", "profile", "size", "seed", "n_params", "n_tokens",
                  "step", "n_tokens_seen", "loss_train", "lr"]
 
@@ -583,7 +583,7 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
     """All observation rows of `profile` (``data/runs/<profile>/*.csv``, curves excluded).
 
     Args:
-        profile: one of ``PROFILE_NAMES`` (``smoke``, ``cpu``: the profiles ``bitlaws.study.sweep`` declares).
+        profile: one of ``PROFILE_NAMES`` (``smoke``, ``cpu``, ``gpu``: the profiles ``bitlaws.study.sweep`` declares).
         experiment: keep only this experiment (e.g. ``"base_grid"``) or these experiments. Files
             are filtered before they are joined, so other experiments' columns never widen or
             retype the frame (its hash then depends only on the rows asked for).
