@@ -208,3 +208,35 @@ def test_cli_slurm_flags_and_estimate(tmp_path, monkeypatch, capsys):
     assert cli.main(["estimate", "--profile", "gpu", "--data-root", str(tmp_path)]) == 2  # nothing measured there
     assert "--tflops" in capsys.readouterr().err
     assert pd.notna(budget.estimate("gpu", budget.assumed_throughput()).iloc[-1]["hours"])
+
+
+def test_select_profile_names_the_command_without_a_traceback(tmp_path, monkeypatch, capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from bitlaws.study import figures
+    from bitlaws.study.sweep import MissingRowsError, select_profile
+
+    monkeypatch.setenv("BITLAWS_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("BITLAWS_PROFILE", "gpu")
+    monkeypatch.delenv("BITLAWS_RECOMPUTE", raising=False)
+    try:
+        with pytest.raises(MissingRowsError, match=r"python -m bitlaws sweep --profile gpu --experiments base_grid"):
+            select_profile(["base_grid"])
+        assert figures.label("n_tokens") == "Training tokens $D$ [tokens]"
+        assert figures.label("loss_val") == "Validation loss [nats/token]"
+        shell = InteractiveShell.instance()
+        shell.run_cell("from bitlaws.study.sweep import select_profile\nPROFILE = select_profile()")
+        out = capsys.readouterr()
+        text = out.out + out.err
+        assert "MissingRowsError: profile 'gpu' has no rows of base_grid" in text and "Traceback" not in text
+        (tmp_path / "data" / "runs" / "gpu").mkdir(parents=True)
+        (tmp_path / "data" / "runs" / "gpu" / "base_grid.csv").write_text("run_id\n")
+        assert select_profile(["base_grid"]) == "gpu"
+        monkeypatch.setenv("BITLAWS_PROFILE", "tpu")
+        with pytest.raises(ValueError, match="cpu, gpu, smoke"):
+            select_profile()
+    finally:
+        figures.use_units("byte")
+    monkeypatch.delenv("BITLAWS_DATA")  # the committed cpu rows
+    monkeypatch.setenv("BITLAWS_PROFILE", "cpu")
+    assert select_profile() == "cpu" and figures.label("n_tokens") == "Training tokens $D$ [bytes]"

@@ -214,9 +214,11 @@ def _cmd_estimate(args) -> int:
 
 
 def _cmd_sweep(args) -> int:
-    from .study.sweep import SlurmOptions, run_sweep
+    from .study.sweep import EXECUTORS, SlurmOptions, run_sweep
 
     exps = _parse_experiments(args.experiments)
+    if args.executor not in EXECUTORS:  # checked here too: before the estimate measures anything
+        raise ValueError(f"unknown executor {args.executor!r}; allowed: {list(EXECUTORS)}")
     slurm = SlurmOptions(gpus_per_node=args.gpus_per_node, partition=args.partition, account=args.account,
                          mem_gb=args.mem_gb, timeout_min=args.time_min)
     if args.estimate or not args.no_estimate:  # before any training: what the missing runs cost here
@@ -329,9 +331,9 @@ def main(argv: list[str] | None = None) -> int:
                              epilog=_train_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p_train.add_argument("--out", default="runs", help="folder for the checkpoint, config JSON and rows CSV")
     p_sweep = sub.add_parser("sweep", help="run a profile's sweep, resumably")
-    p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed")
     p_est = sub.add_parser("estimate", help="device-hours of a profile's sweeps from a measured tokens/s (runs nothing)")
     p_est.add_argument("--missing", action="store_true", help="only the runs not yet in the CSVs")
+    p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed")
     p_ver = sub.add_parser("verdicts", help="recompute data/verdicts.json from the committed CSVs")
     p_ver.add_argument("--check", action="store_true",
                        help="write nothing; exit 1 if a recomputed verdict differs from the stored one "

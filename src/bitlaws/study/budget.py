@@ -217,6 +217,9 @@ def estimate(profile: str, throughput: Throughput, experiments: Sequence[str] | 
         experiments: which sweeps (default: every one the profile declares).
         missing_only: count only the runs whose rows are not yet in ``data/runs/<profile>/``.
 
+    Raises:
+        ValueError: an experiment the profile does not declare (the message lists those it does).
+
     Returns:
         One row per experiment and a ``total`` row: ``experiment``, ``runs``, ``train_tokens``
         (D summed), ``train_flops``, ``hours`` (training and evaluation at `throughput`).
@@ -224,8 +227,11 @@ def estimate(profile: str, throughput: Throughput, experiments: Sequence[str] | 
     from .store import COLUMNS, data_dir, read_rows
     from .sweep import PROFILES, _paths, declared_experiments, plan
 
-    prof = PROFILES[profile]
-    exps = list(experiments) if experiments is not None else declared_experiments(profile)
+    declared = declared_experiments(profile)
+    exps = list(experiments) if experiments is not None else declared
+    bad = [e for e in exps if e not in declared]
+    if bad:
+        raise ValueError(f"profile {profile!r} declares no experiment {bad}; allowed: {declared}")
     root = Path(data_root) if data_root is not None else data_dir()
     out = []
     for exp in exps:

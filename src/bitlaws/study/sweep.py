@@ -47,7 +47,8 @@ from .store import (
     sweep_lock,
 )
 
-__all__ = ["Profile", "QATPlan", "SlurmOptions", "make_executor", "PROFILES", "spec_corpus", "RunSpec", "EXPERIMENTS", "base_grid", "qat_marginal", "qat_joint",
+__all__ = ["Profile", "QATPlan", "SlurmOptions", "make_executor", "PROFILES", "spec_corpus", "select_profile",
+           "MissingRowsError", "RunSpec", "EXPERIMENTS", "base_grid", "qat_marginal", "qat_joint",
            "qat_formats", "compute_matched", "declared_experiments", "plan", "run_spec", "run_sweep", "coverage", "EXECUTORS"]
 
 EXECUTORS = ("local", "submitit-local", "slurm")
@@ -295,6 +296,48 @@ def make_executor(executor: str, folder: str | os.PathLike, threads: int = 1, wo
     if executor == "slurm":
         ex.update_parameters(slurm_array_parallelism=workers)
     return ex
+
+
+class MissingRowsError(FileNotFoundError):
+    """A chapter's profile has no rows yet; the message says which command makes them.
+
+    In a notebook it shows as its message alone, not a traceback (IPython's ``_render_traceback_``).
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+def select_profile(experiments: Sequence[str] = ("base_grid",), default: str = "cpu") -> str:
+    """The profile a chapter reads: ``$BITLAWS_PROFILE`` (default `default`), checked, with the
+    figure labels set to its corpus's units (``figures.use_units``).
+
+    Args:
+        experiments: the sweeps whose rows the chapter reads (``data/runs/<profile>/<experiment>.csv``);
+            checked unless ``$BITLAWS_RECOMPUTE=1`` (then the chapter makes them).
+        default: the profile when the variable is unset (the book's, ``cpu``).
+
+    Raises:
+        ValueError: a profile not in :data:`PROFILES` (the message lists them).
+        MissingRowsError: one of those CSVs is missing; the message names the command that makes it.
+    """
+    from . import figures
+    from .store import data_dir
+
+    name = os.environ.get("BITLAWS_PROFILE", default).strip() or default
+    if name not in PROFILES:
+        raise ValueError(f"BITLAWS_PROFILE={name!r}: allowed {', '.join(sorted(PROFILES))}")
+    figures.use_units(name)
+    if os.environ.get("BITLAWS_RECOMPUTE", "0") != "1":
+        folder = data_dir() / "runs" / name
+        missing = [e for e in experiments if not (folder / f"{e}.csv").is_file()]
+        if missing:
+            raise MissingRowsError(
+                f"profile {name!r} has no rows of {', '.join(missing)} under {folder}. Make them with "
+                f"`python -m bitlaws sweep --profile {name} --experiments {','.join(missing)}` and then "
+                f"`python -m bitlaws fit --profile {name}` (`python -m bitlaws estimate --profile {name}` says "
+                "what that costs first), or run this chapter with BITLAWS_RECOMPUTE=1, which does the same.")
+    return name
 
 
 @dataclass(frozen=True)
