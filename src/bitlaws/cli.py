@@ -155,6 +155,10 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
     model = apply_overrides(model, "model", overrides)
     train_cfg = apply_overrides(TrainConfig(), "train", overrides)
     resolve_device(train_cfg.device)  # --train.device=cuda without CUDA: exit 2 before any work
+    if "model.vocab_size" not in overrides:  # the corpus tokenizer's vocabulary (256 for bytes), not by hand
+        from .corpus import corpus_vocab_size
+
+        model = model.replace(vocab_size=corpus_vocab_size(train_cfg.corpus))
     if "model.max_seq_len" not in overrides and train_cfg.seq_len > model.max_seq_len:
         model = model.replace(max_seq_len=train_cfg.seq_len)  # rotary tables cover the context, as sweeps do
     bits = overrides.pop("ptq.bits", "3,4,5,6,7,8")

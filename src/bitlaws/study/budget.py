@@ -99,7 +99,8 @@ def throughput_from_csv(path: str | os.PathLike) -> Throughput:
     """
     df = pd.read_csv(path)
     ok = df[(df["status"] == "ok") & (df["tokens_per_s"] > 0)]
-    plain = ok[(ok["grad_accum"] == 1) & (~ok["compile"].astype(bool)) & (ok["precision"] == "W16 A16 KV16")]
+    compiled = ok["compile"].astype(str).str.strip().str.lower().isin(("true", "1"))
+    plain = ok[(ok["grad_accum"] == 1) & ~compiled & (ok["precision"] == "W16 A16 KV16")]
     if not len(plain):
         raise ValueError(f"{path}: no row with status ok, grad_accum 1, compile False and precision W16 A16 KV16")
 
