@@ -200,9 +200,11 @@ def test_cli_slurm_flags_and_estimate(tmp_path, monkeypatch, capsys):
 
     seen = {}
     monkeypatch.setattr(sweep, "run_sweep", lambda *a, **k: seen.update(k) or {"ok": 1})
+    monkeypatch.setattr(sweep, "spec_corpus", lambda spec: seen.update(corpus=spec.train.corpus))
     rc = cli.main(["sweep", "--profile", "gpu", "--tflops", "100", "--executor", "slurm", "--gpus-per-node", "1",
                    "--partition", "p", "--account", "a", "--mem-gb", "32", "--time-min", "90", "--quiet"])
     assert rc == 0 and seen["slurm"] == SlurmOptions(1, "p", "a", 32.0, 90) and seen["executor"] == "slurm"
+    assert seen["corpus"] == "fineweb-edu"  # loaded (or refused) before the estimate
     out = capsys.readouterr().out
     assert "assumed: 100 TFLOP/s" in out and "total" in out
     assert cli.main(["estimate", "--profile", "gpu", "--data-root", str(tmp_path)]) == 2  # nothing measured there
@@ -261,3 +263,14 @@ def test_cli_train_model_follows_the_corpus_vocabulary(tmp_path, monkeypatch, ca
     corpus = C.load_corpus(name)
     assert rows["bpb_val"].iloc[0] == pytest.approx(rows["loss_val"].iloc[0] / math.log(2) / corpus.bytes_per_token,
                                                     rel=1e-5)
+
+
+def test_cli_sweep_gpu_offline_fails_before_measuring(tmp_path, monkeypatch, capsys):
+    from bitlaws import cli
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("BITLAWS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(budget, "measure_throughput", lambda *a, **k: pytest.fail("measured although offline"))
+    rc = cli.main(["sweep", "--profile", "gpu", "--data-root", str(tmp_path / "data"), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "fineweb-edu" in err and "shakespeare" in err and "Traceback" not in err

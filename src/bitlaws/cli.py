@@ -218,13 +218,21 @@ def _cmd_estimate(args) -> int:
 
 
 def _cmd_sweep(args) -> int:
-    from .study.sweep import EXECUTORS, SlurmOptions, run_sweep
+    from .study.sweep import EXECUTORS, SlurmOptions, declared_experiments, plan, run_sweep, spec_corpus
 
     exps = _parse_experiments(args.experiments)
     if args.executor not in EXECUTORS:  # checked here too: before the estimate measures anything
         raise ValueError(f"unknown executor {args.executor!r}; allowed: {list(EXECUTORS)}")
     slurm = SlurmOptions(gpus_per_node=args.gpus_per_node, partition=args.partition, account=args.account,
                          mem_gb=args.mem_gb, timeout_min=args.time_min)
+    declared = declared_experiments(args.profile)
+    bad = [e for e in (exps or []) if e not in declared]
+    if bad:
+        raise ValueError(f"profile {args.profile!r} declares no experiment {bad}; allowed: {declared}")
+    if not args.estimate:  # the corpus first: offline, fail now, before measuring or training anything
+        first = plan(args.profile, (exps or declared)[0])
+        if first:
+            spec_corpus(first[0])
     if args.estimate or not args.no_estimate:  # before any training: what the missing runs cost here
         _print_estimate(args, missing_only=True, measure_if_none=True)
     if args.estimate:

@@ -148,29 +148,29 @@ _UNITS = {"byte": "bytes", "token": "tokens"}
 _unit = ["byte"]  # the token of the corpus the figures are about (use_units)
 
 
-def use_units(profile_or_token: str) -> str:
-    """Make :func:`label` speak of the tokens of a profile's corpus from now on.
+def use_units(unit_or_corpus: str) -> str:
+    """Make :func:`label` speak of the tokens of a corpus from now on.
 
     Args:
-        profile_or_token: a profile name (``smoke``, ``cpu``: byte-level, so ``"byte"``; ``gpu``:
-            a BPE, so ``"token"``), or ``"byte"`` / ``"token"`` itself.
+        unit_or_corpus: ``"byte"`` or ``"token"``, or a corpus name (``shakespeare`` is byte-level,
+            so ``"byte"``; any BPE corpus, e.g. the ``gpu`` profile's ``fineweb-edu``, ``"token"``).
 
     Returns:
         The unit now in use, ``"byte"`` or ``"token"``.
 
     Raises:
-        ValueError: neither a declared profile nor a unit (the message lists both).
+        ValueError: neither a unit nor a corpus name (the message lists both).
     """
-    if profile_or_token in _UNITS:
-        _unit[0] = profile_or_token
-        return _unit[0]
-    from ..corpus import is_byte_level
-    from .sweep import PROFILES
+    from ..corpus import corpus_vocab_size, is_byte_level
 
-    if profile_or_token not in PROFILES:
-        raise ValueError(f"use_units: {profile_or_token!r} is neither a profile ({', '.join(sorted(PROFILES))}) "
-                         f"nor a unit ({', '.join(_UNITS)})")
-    _unit[0] = "byte" if is_byte_level(PROFILES[profile_or_token].train.corpus) else "token"
+    if unit_or_corpus not in _UNITS:
+        try:
+            corpus_vocab_size(unit_or_corpus)  # raises for an unknown name
+        except ValueError as exc:
+            raise ValueError(f"use_units: {unit_or_corpus!r} is neither a unit ({', '.join(_UNITS)}) "
+                             f"nor a corpus ({exc})") from None
+        unit_or_corpus = "byte" if is_byte_level(unit_or_corpus) else "token"
+    _unit[0] = unit_or_corpus
     return _unit[0]
 
 
@@ -187,7 +187,7 @@ def label(name: str) -> str:
 
     Returns:
         The label, in matplotlib mathtext, e.g. ``"Training tokens $D$ [bytes]"`` for the
-        byte-level corpus, ``"Training tokens $D$ [tokens]"`` after ``use_units("gpu")``.
+        byte-level corpus, ``"Training tokens $D$ [tokens]"`` after ``use_units("token")``.
 
     Raises:
         KeyError: if the column has no label yet; the message lists the known ones.

@@ -327,7 +327,7 @@ def select_profile(experiments: Sequence[str] = ("base_grid",), default: str = "
     name = os.environ.get("BITLAWS_PROFILE", default).strip() or default
     if name not in PROFILES:
         raise ValueError(f"BITLAWS_PROFILE={name!r}: allowed {', '.join(sorted(PROFILES))}")
-    figures.use_units(name)
+    figures.use_units(PROFILES[name].train.corpus)
     if os.environ.get("BITLAWS_RECOMPUTE", "0") != "1":
         folder = data_dir() / "runs" / name
         missing = [e for e in experiments if not (folder / f"{e}.csv").is_file()]
