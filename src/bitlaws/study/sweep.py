@@ -12,7 +12,8 @@ and an interrupted training run restarts from its last checkpoint, ending bit-id
 unbroken run.
 
 Executors: ``local`` (in this process for one worker, else a process pool), ``submitit-local``
-(submitit's local executor, for testing the cluster path) and ``slurm`` (submitit on a cluster).
+(submitit's local executor, for testing the cluster path) and ``slurm`` (submitit on a cluster; GPUs,
+partition, account, memory and time per job from :class:`SlurmOptions`).
 """
 
 from __future__ import annotations
@@ -497,7 +498,7 @@ def plan(profile: str, experiment: str = "base_grid") -> list[RunSpec]:
     """Every run of one of `profile`'s declared sweeps, cheapest first.
 
     Args:
-        profile: ``smoke`` or ``cpu``.
+        profile: ``smoke``, ``cpu`` or ``gpu``.
         experiment: one of :data:`EXPERIMENTS` (default the base grid).
 
     Raises:
@@ -729,7 +730,7 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
     """Run every missing run of `profile`'s sweeps, appending rows as each finishes (resumable).
 
     Args:
-        profile: ``smoke`` or ``cpu``.
+        profile: ``smoke``, ``cpu`` or ``gpu``.
         executor: ``local``, ``submitit-local`` or ``slurm``.
         workers: parallel runs (processes or jobs). threads: torch threads per run.
         data_root: the ``data/`` folder receiving ``runs/<profile>/<experiment>*.csv`` (default: the repo's).
