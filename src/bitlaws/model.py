@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
-__all__ = ["ModelConfig", "LADDER", "SMOKE_LADDER", "COMPUTE_MATCHED", "build_model", "count_n_params", "hand_count_n_params", "get_size"]
+__all__ = ["ModelConfig", "LADDER", "SMOKE_LADDER", "COMPUTE_MATCHED", "GPU_LADDER", "GPU_COMPUTE_MATCHED", "build_model", "count_n_params", "hand_count_n_params", "get_size"]
 
 
 @dataclass(frozen=True)
@@ -137,13 +137,49 @@ COMPUTE_MATCHED: dict[str, ModelConfig] = {
 }
 
 
+# The `gpu` profile's ladder: N ≈ 1M–100M in half-decades, head size 64, d_ff = 8/3·C rounded up
+# to a multiple of 64, a BPE vocabulary (8192, the `gpu` corpus's; the sweep sets the profile's
+# own) and contexts of 512. N: g1.1m 1,066,368; g3.1m 3,099,456; g10m 10,163,520;
+# g32m 32,123,392; g99m 99,112,704.
+_GPU = dict(vocab_size=8192, max_seq_len=512)
+GPU_LADDER: dict[str, ModelConfig] = {
+    "g1.1m": ModelConfig(d_model=128, n_layers=5, n_heads=2, d_ff=384, **_GPU),
+    "g3.1m": ModelConfig(d_model=192, n_layers=7, n_heads=3, d_ff=512, **_GPU),
+    "g10m": ModelConfig(d_model=320, n_layers=8, n_heads=5, d_ff=896, **_GPU),
+    "g32m": ModelConfig(d_model=512, n_layers=10, n_heads=8, d_ff=1408, **_GPU),
+    "g99m": ModelConfig(d_model=768, n_layers=14, n_heads=12, d_ff=2048, **_GPU),
+}
+
+# The `gpu` profile's compute-matched suites, one per compute level: N·P within 1% of N_ref·16
+# for the references g1.1m, g3.1m and g10m, at P = 4, 6, 8, 12 (names give N to three digits;
+# d_ff tuned in steps of 16, head size 64).
+GPU_COMPUTE_MATCHED: dict[str, ModelConfig] = {
+    # level of g1.1m (N_ref·16 = 17.06M bit-parameters)
+    "g4.23m": ModelConfig(d_model=192, n_layers=9, n_heads=3, d_ff=560, **_GPU),
+    "g2.82m": ModelConfig(d_model=192, n_layers=6, n_heads=3, d_ff=560, **_GPU),
+    "g2.12m": ModelConfig(d_model=192, n_layers=5, n_heads=3, d_ff=480, **_GPU),
+    "g1.41m": ModelConfig(d_model=192, n_layers=3, n_heads=3, d_ff=560, **_GPU),
+    # level of g3.1m (49.59M)
+    "g12.4m": ModelConfig(d_model=384, n_layers=7, n_heads=6, d_ff=1024, **_GPU),
+    "g8.25m": ModelConfig(d_model=320, n_layers=7, n_heads=5, d_ff=800, **_GPU),
+    "g6.20m": ModelConfig(d_model=320, n_layers=5, n_heads=5, d_ff=864, **_GPU),
+    "g4.15m": ModelConfig(d_model=192, n_layers=9, n_heads=3, d_ff=544, **_GPU),
+    # level of g10m (162.6M)
+    "g40.8m": ModelConfig(d_model=512, n_layers=13, n_heads=8, d_ff=1360, **_GPU),
+    "g27.1m": ModelConfig(d_model=384, n_layers=15, n_heads=6, d_ff=1056, **_GPU),
+    "g20.3m": ModelConfig(d_model=320, n_layers=16, n_heads=5, d_ff=896, **_GPU),
+    "g13.5m": ModelConfig(d_model=320, n_layers=11, n_heads=5, d_ff=848, **_GPU),
+}
+
+
 def get_size(name: str) -> ModelConfig:
-    """A model size by name (``LADDER``, ``SMOKE_LADDER`` or ``COMPUTE_MATCHED``).
+    """A model size by name (``LADDER``, ``SMOKE_LADDER``, ``COMPUTE_MATCHED``, ``GPU_LADDER`` or
+    ``GPU_COMPUTE_MATCHED``).
 
     Raises:
         ValueError: unknown name; the message lists the allowed ones.
     """
-    sizes = {**LADDER, **SMOKE_LADDER, **COMPUTE_MATCHED}
+    sizes = {**LADDER, **SMOKE_LADDER, **COMPUTE_MATCHED, **GPU_LADDER, **GPU_COMPUTE_MATCHED}
     if name not in sizes:
         raise ValueError(f"unknown model size {name!r}; allowed: {sorted(sizes)}")
     return sizes[name]

@@ -2,10 +2,12 @@
 
 Every chapter calls ``apply_style()`` once, takes a method's colour from ``COLORS`` and its
 marker from ``MARKERS`` (so RTN, GPTQ, QUIK, ... look the same in every figure), colours a
-post-training bit width with ``bits_color`` and labels its axes with ``label``. Figures carry
-no titles: the caption in the book is the title (DESIGN.md, "Figures").
+post-training bit width with ``bits_color`` and labels its axes with ``label``, whose units follow
+the corpus's tokenizer (``use_units``: bytes for the byte-level default, tokens for a BPE). Figures
+carry no titles: the caption in the book is the title (DESIGN.md, "Figures").
 
-Public names: ``COLORS``, ``MARKERS``, ``BITS_RANGE``, ``apply_style``, ``bits_color``, ``label``.
+Public names: ``COLORS``, ``MARKERS``, ``BITS_RANGE``, ``apply_style``, ``bits_color``, ``label``,
+``use_units``, ``token_unit``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from __future__ import annotations
 import matplotlib as mpl
 from matplotlib.colors import to_hex
 
-__all__ = ["COLORS", "MARKERS", "BITS_RANGE", "apply_style", "bits_color", "label", "log_axis", "size_color", "human"]
+__all__ = ["COLORS", "MARKERS", "BITS_RANGE", "apply_style", "bits_color", "label", "log_axis", "size_color", "human",
+           "use_units", "token_unit"]
 
 # Okabe & Ito's colour-blind-safe palette, plus two darker tones for the model parts so that
 # they never share a colour with a method that may appear beside them.
@@ -51,15 +54,17 @@ BITS_RANGE = (2, 8)
 _BITS_CMAP = "viridis"
 _BITS_CMAP_SPAN = (0.0, 0.85)
 
+# {tok}/{toks}: the corpus's token, singular/plural ("byte"/"bytes" byte-level, "token"/"tokens" BPE)
 _LABELS: dict[str, str] = {
-    "n_tokens": "Training tokens $D$ [bytes]",
+    "n_tokens": "Training tokens $D$ [{toks}]",
     "n_params": "Non-embedding parameters $N$",
     "n_eff_ratio": r"$N_{\mathrm{eff}}/N$",
     "tokens_per_param": "Tokens per parameter $D/N$",
-    "delta_ptq": r"$\delta_{\mathrm{PTQ}}$ [nats/byte]",
-    "loss_val": "Validation loss [nats/byte]",
-    "loss_train": "Training loss [nats/byte]",
-    "ppl": "Perplexity [per byte]",
+    "delta_ptq": r"$\delta_{\mathrm{PTQ}}$ [nats/{tok}]",
+    "loss_val": "Validation loss [nats/{tok}]",
+    "loss_train": "Training loss [nats/{tok}]",
+    "bpb_val": "Validation loss [bits/byte]",
+    "ppl": "Perplexity [per {tok}]",
     "flops": "Compute $C$ [FLOPs]",
     "bits_post": r"$P_{\mathrm{post}}$ [bits]",
     "bits_w": r"$P_w$ [bits]",
@@ -139,6 +144,41 @@ def bits_color(bits: float) -> str:
     return to_hex(mpl.colormaps[_BITS_CMAP](position))
 
 
+_UNITS = {"byte": "bytes", "token": "tokens"}
+_unit = ["byte"]  # the token of the corpus the figures are about (use_units)
+
+
+def use_units(unit_or_corpus: str) -> str:
+    """Make :func:`label` speak of the tokens of a corpus from now on.
+
+    Args:
+        unit_or_corpus: ``"byte"`` or ``"token"``, or a corpus name (``shakespeare`` is byte-level,
+            so ``"byte"``; any BPE corpus, e.g. the ``gpu`` profile's ``fineweb-edu``, ``"token"``).
+
+    Returns:
+        The unit now in use, ``"byte"`` or ``"token"``.
+
+    Raises:
+        ValueError: neither a unit nor a corpus name (the message lists both).
+    """
+    from ..corpus import corpus_vocab_size, is_byte_level
+
+    if unit_or_corpus not in _UNITS:
+        try:
+            corpus_vocab_size(unit_or_corpus)  # raises for an unknown name
+        except ValueError as exc:
+            raise ValueError(f"use_units: {unit_or_corpus!r} is neither a unit ({', '.join(_UNITS)}) "
+                             f"nor a corpus ({exc})") from None
+        unit_or_corpus = "byte" if is_byte_level(unit_or_corpus) else "token"
+    _unit[0] = unit_or_corpus
+    return _unit[0]
+
+
+def token_unit(plural: bool = False) -> str:
+    """The token unit :func:`label` uses now: ``"byte"``/``"bytes"`` or ``"token"``/``"tokens"``."""
+    return _UNITS[_unit[0]] if plural else _unit[0]
+
+
 def label(name: str) -> str:
     """The axis label of a results column, with its symbol and unit.
 
@@ -146,15 +186,17 @@ def label(name: str) -> str:
         name: a column name such as ``"n_tokens"`` or ``"delta_ptq"``.
 
     Returns:
-        The label, in matplotlib mathtext, e.g. ``"Training tokens $D$ [bytes]"``.
+        The label, in matplotlib mathtext, e.g. ``"Training tokens $D$ [bytes]"`` for the
+        byte-level corpus, ``"Training tokens $D$ [tokens]"`` after ``use_units("token")``.
 
     Raises:
         KeyError: if the column has no label yet; the message lists the known ones.
     """
     try:
-        return _LABELS[name]
+        text = _LABELS[name]
     except KeyError:
         raise KeyError(f"no axis label for {name!r}; known: {', '.join(_LABELS)}") from None
+    return text.replace("{tok}", token_unit()).replace("{toks}", token_unit(plural=True))
 
 
 def size_color(i: int, n: int) -> str:

@@ -77,7 +77,7 @@ COLUMNS = [
     "threads", "git_sha", "device", "torch_version", "transformers_version", "timestamp",
 ]
 # The profiles whose rows the store holds: the keys of ``bitlaws.study.sweep.PROFILES`` (a test checks).
-PROFILE_NAMES = ("cpu", "smoke")
+PROFILE_NAMES = ("cpu", "gpu", "smoke")
 
 # Evaluation versions (data/README.md, "Evaluation versions"): how ``loss_val`` was measured.
 # 1: the first ``eval_tokens`` of the validation split (for Shakespeare, one play, Henry V);
@@ -85,7 +85,7 @@ PROFILE_NAMES = ("cpu", "smoke")
 # never mix in one table: :func:`load_runs` returns one version, by default the profile's entry here,
 # the version its committed rows are complete in (``python -m bitlaws sweep`` reports coverage).
 EVAL_VERSIONS = {1: "first", 2: "spread"}
-EVAL_VERSION_READ = {"cpu": 1, "smoke": 2}
+EVAL_VERSION_READ = {"cpu": 1, "gpu": 2, "smoke": 2}
 # Columns added to the observation schema after rows were committed, with what an older row holds.
 SCHEMA_ADDED = {"fmt_post": "the PTQ format of fmt_w before the column", "eval_version": "1"}
 CURVE_COLUMNS = ["run_id", "experiment", "profile", "size", "seed", "n_params", "n_tokens",
@@ -664,7 +664,7 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
     """All observation rows of `profile` (``data/runs/<profile>/*.csv``, curves excluded).
 
     Args:
-        profile: one of ``PROFILE_NAMES`` (``smoke``, ``cpu``: the profiles ``bitlaws.study.sweep`` declares).
+        profile: one of ``PROFILE_NAMES`` (``smoke``, ``cpu``, ``gpu``: the profiles ``bitlaws.study.sweep`` declares).
         experiment: keep only this experiment (e.g. ``"base_grid"``) or these experiments. Files
             are filtered before they are joined, so other experiments' columns never widen or
             retype the frame (its hash then depends only on the rows asked for).

@@ -12,7 +12,8 @@ and an interrupted training run restarts from its last checkpoint, ending bit-id
 unbroken run.
 
 Executors: ``local`` (in this process for one worker, else a process pool), ``submitit-local``
-(submitit's local executor, for testing the cluster path) and ``slurm`` (submitit on a cluster).
+(submitit's local executor, for testing the cluster path) and ``slurm`` (submitit on a cluster; GPUs,
+partition, account, memory and time per job from :class:`SlurmOptions`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ from .store import (
     sweep_lock,
 )
 
-__all__ = ["Profile", "QATPlan", "ConfoundPlan", "Evaluation", "lr_peak", "lr_schedule", "repetition", "PROFILES", "RunSpec", "EXPERIMENTS", "base_grid", "qat_marginal", "qat_joint",
+__all__ = ["Profile", "QATPlan", "ConfoundPlan", "Evaluation", "lr_peak", "lr_schedule", "repetition",
+           "SlurmOptions", "make_executor", "PROFILES", "spec_corpus", "select_profile",
+           "MissingRowsError", "RunSpec", "EXPERIMENTS", "base_grid", "qat_marginal", "qat_joint",
            "qat_formats", "compute_matched", "declared_experiments", "plan", "run_spec", "run_sweep", "coverage", "EXECUTORS"]
 
 EXECUTORS = ("local", "submitit-local", "slurm")
@@ -78,6 +81,9 @@ class QATPlan:
             16-bit member (its N·16 is the N·P the suite matches).
         cm_seeds: the seeds of every low-precision member (their spread is the suite's own noise
             floor, at the suite's sizes); the 16-bit member is the base grid's seed-0 run.
+        cm_more_levels: further compute levels, each ``(budget, reference, cells)`` as the three
+            fields above, for P* across compute (P6's "independent of C"); the same seeds.
+            :meth:`levels` lists every level, the one above first.
     """
 
     marginal_sizes: tuple[str, ...]
@@ -94,6 +100,11 @@ class QATPlan:
     cm_cells: tuple[tuple[str, int], ...]
     cm_reference: str
     cm_seeds: tuple[int, ...] = (0,)
+    cm_more_levels: tuple[tuple[int, str, tuple[tuple[str, int], ...]], ...] = ()
+
+    def levels(self) -> list[tuple[int, str, tuple[tuple[str, int], ...]]]:
+        """Every compute-matched level as (budget, reference size, (size, P) cells), primary first."""
+        return [(self.cm_budget, self.cm_reference, self.cm_cells), *self.cm_more_levels]
 
 
 @dataclass(frozen=True)
@@ -149,6 +160,10 @@ class Profile:
         eval_versions: the evaluation versions every run is measured at
             (:data:`bitlaws.study.store.EVAL_VERSIONS`; one row per version and observation).
         spread_eval_tokens: the budget of the ``spread`` evaluation (version 2) [tokens].
+        vocab_size: the BPE vocabulary of a ``datasets`` corpus (None: the corpus's default,
+            ``bitlaws.corpus.DEFAULT_BPE_VOCAB``); every model's ``vocab_size`` follows it
+            (256 for the byte-level corpus).
+        note: one line saying what the profile is for.
     """
 
     name: str
@@ -165,12 +180,21 @@ class Profile:
     confounds: ConfoundPlan | None = None
     eval_versions: tuple[int, ...] = (1, 2)
     spread_eval_tokens: int = 0
+    vocab_size: int | None = None
 
     def evaluations(self) -> tuple["Evaluation", ...]:
         """The evaluations of :attr:`eval_versions`: version 1 reads the first ``train.eval_tokens``,
         version 2 ``spread_eval_tokens`` (default the same budget) spread over the whole split."""
         budget = {1: self.train.eval_tokens, 2: self.spread_eval_tokens or self.train.eval_tokens}
         return tuple(Evaluation(v, EVAL_VERSIONS[v], budget[v]) for v in self.eval_versions)
+
+
+    @property
+    def model_vocab_size(self) -> int:
+        """The vocabulary of every model of the profile: the corpus tokenizer's (256 for bytes)."""
+        from ..corpus import corpus_vocab_size
+
+        return corpus_vocab_size(self.train.corpus, self.vocab_size)
 
 
 @dataclass(frozen=True)
@@ -182,6 +206,8 @@ class Evaluation:
     layout: str
     tokens: int
 
+
+_M64 = 1 << 26  # 67,108,864 tokens: the `gpu` profile's smallest budget
 
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
@@ -249,7 +275,147 @@ PROFILES: dict[str, Profile] = {
         note="the published results: 5 sizes x 5 budgets (+ D = 16.8M at the two smallest), byte-level "
              "Shakespeare, D <= 3.65 passes",
     ),
+    "gpu": Profile(
+        name="gpu",
+        sizes=("g1.1m", "g3.1m", "g10m", "g32m", "g99m"),
+        budgets=(_M64, 2 * _M64, 4 * _M64, 8 * _M64, 16 * _M64),
+        seed_cells=(("g1.1m", 4 * _M64), ("g3.1m", 2 * _M64)),
+        extra_seeds=(1, 2),
+        bits_post=(3, 4, 5, 6, 8),
+        gptq_bits=(3, 4, 6),
+        train=TrainConfig(n_tokens=_M64, batch_size=64, seq_len=512, eval_tokens=1_026_000, eval_batch_size=64,
+                          log_every=50, ckpt_every=1000, corpus="fineweb-edu", max_epochs=1.0, device="auto",
+                          grad_accum=1),
+        qat=QATPlan(
+            marginal_sizes=("g1.1m", "g3.1m", "g10m"), marginal_budgets=(4 * _M64,),
+            marginal_bits=(3, 4, 6, 8),
+            joint_cell=("g3.1m", 4 * _M64),
+            joint_combos=((4, 4, 4), (8, 8, 8), (6, 6, 6), (4, 8, 8), (8, 4, 8), (8, 8, 4), (4, 4, 16), (16, 4, 4)),
+            format_sizes=("g3.1m",), format_budget=4 * _M64, formats=("fp4_e2m1fn", "fp6_e3m2fn", "fp8_e4m3fn"),
+            qat_ptq_bits_w=(4, 8), bits_post=(3, 4, 6),
+            cm_budget=2 * _M64, cm_reference="g3.1m",
+            cm_cells=(("g12.4m", 4), ("g8.25m", 6), ("g6.20m", 8), ("g4.15m", 12)),
+            cm_seeds=(0, 1),
+            cm_more_levels=(
+                (_M64, "g1.1m", (("g4.23m", 4), ("g2.82m", 6), ("g2.12m", 8), ("g1.41m", 12))),
+                (4 * _M64, "g10m", (("g40.8m", 4), ("g27.1m", 6), ("g20.3m", 8), ("g13.5m", 12))),
+            ),
+        ),
+        note="readers with a GPU: N 1.1M-99M x D 67M-1.07B BPE tokens of FineWeb-Edu (8192 symbols), one "
+             "pass, no repetition; compute-matched suites at three compute levels; about one GPU-day "
+             "(`python -m bitlaws estimate --profile gpu`)",
+    ),
 }
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """What each job of a ``slurm`` (or ``submitit-local``) sweep asks for; handed to submitit.
+
+    Args:
+        gpus_per_node: GPUs per job (0: none). partition, account: SLURM's ``--partition`` and
+            ``--account`` (None: the cluster's defaults; ignored by the local executor).
+        mem_gb: memory per job in GB (None: the cluster's default).
+        timeout_min: wall-clock limit per job in minutes.
+        cpus_per_task: CPU cores per job (None: the sweep's ``threads``).
+
+    Raises:
+        ValueError: a negative GPU count, a non-positive memory, time or core count, an empty name.
+    """
+
+    gpus_per_node: int = 0
+    partition: str | None = None
+    account: str | None = None
+    mem_gb: float | None = None
+    timeout_min: int = 24 * 60
+    cpus_per_task: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.gpus_per_node, bool) or not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 0:
+            raise ValueError(f"SlurmOptions.gpus_per_node must be an int ≥ 0, got {self.gpus_per_node!r}")
+        if isinstance(self.timeout_min, bool) or not isinstance(self.timeout_min, int) or self.timeout_min < 1:
+            raise ValueError(f"SlurmOptions.timeout_min must be an int ≥ 1 (minutes), got {self.timeout_min!r}")
+        if self.cpus_per_task is not None and (not isinstance(self.cpus_per_task, int) or self.cpus_per_task < 1):
+            raise ValueError(f"SlurmOptions.cpus_per_task must be an int ≥ 1 or None, got {self.cpus_per_task!r}")
+        if self.mem_gb is not None and not (isinstance(self.mem_gb, (int, float)) and math.isfinite(self.mem_gb)
+                                            and self.mem_gb > 0):
+            raise ValueError(f"SlurmOptions.mem_gb must be a positive number of GB or None, got {self.mem_gb!r}")
+        for f in ("partition", "account"):
+            v = getattr(self, f)
+            if v is not None and (not isinstance(v, str) or not v.strip()):
+                raise ValueError(f"SlurmOptions.{f} must be a non-empty name or None, got {v!r}")
+
+    def parameters(self, threads: int) -> dict[str, Any]:
+        """The keyword arguments of ``submitit.AutoExecutor.update_parameters``."""
+        out: dict[str, Any] = {"timeout_min": self.timeout_min, "cpus_per_task": self.cpus_per_task or threads,
+                               "gpus_per_node": self.gpus_per_node}
+        if self.mem_gb is not None:
+            out["mem_gb"] = self.mem_gb
+        if self.partition is not None:
+            out["slurm_partition"] = self.partition
+        if self.account is not None:
+            out["slurm_account"] = self.account
+        return out
+
+
+def make_executor(executor: str, folder: str | os.PathLike, threads: int = 1, workers: int = 1,
+                  slurm: SlurmOptions | None = None):
+    """The submitit executor of a ``submitit-local`` or ``slurm`` sweep, its parameters set.
+
+    Raises:
+        ValueError: an executor other than ``submitit-local`` or ``slurm``.
+    """
+    import submitit
+
+    if executor not in ("submitit-local", "slurm"):
+        raise ValueError(f"make_executor: executor must be 'submitit-local' or 'slurm', got {executor!r}")
+    ex = submitit.AutoExecutor(folder=folder, cluster="local" if executor == "submitit-local" else "slurm")
+    ex.update_parameters(**(slurm or SlurmOptions()).parameters(threads))
+    if executor == "slurm":
+        ex.update_parameters(slurm_array_parallelism=workers)
+    return ex
+
+
+class MissingRowsError(FileNotFoundError):
+    """A chapter's profile has no rows yet; the message says which command makes them.
+
+    In a notebook it shows as its message alone, not a traceback (IPython's ``_render_traceback_``).
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+def select_profile(experiments: Sequence[str] = ("base_grid",), default: str = "cpu") -> str:
+    """The profile a chapter reads: ``$BITLAWS_PROFILE`` (default `default`), checked, with the
+    figure labels set to its corpus's units (``figures.use_units``).
+
+    Args:
+        experiments: the sweeps whose rows the chapter reads (``data/runs/<profile>/<experiment>.csv``);
+            checked unless ``$BITLAWS_RECOMPUTE=1`` (then the chapter makes them).
+        default: the profile when the variable is unset (the book's, ``cpu``).
+
+    Raises:
+        ValueError: a profile not in :data:`PROFILES` (the message lists them).
+        MissingRowsError: one of those CSVs is missing; the message names the command that makes it.
+    """
+    from . import figures
+    from .store import data_dir
+
+    name = os.environ.get("BITLAWS_PROFILE", default).strip() or default
+    if name not in PROFILES:
+        raise ValueError(f"BITLAWS_PROFILE={name!r}: allowed {', '.join(sorted(PROFILES))}")
+    figures.use_units(PROFILES[name].train.corpus)
+    if os.environ.get("BITLAWS_RECOMPUTE", "0") != "1":
+        folder = data_dir() / "runs" / name
+        missing = [e for e in experiments if not (folder / f"{e}.csv").is_file()]
+        if missing:
+            raise MissingRowsError(
+                f"profile {name!r} has no rows of {', '.join(missing)} under {folder}. Make them with "
+                f"`python -m bitlaws sweep --profile {name} --experiments {','.join(missing)}` and then "
+                f"`python -m bitlaws fit --profile {name}` (`python -m bitlaws estimate --profile {name}` says "
+                "what that costs first), or run this chapter with BITLAWS_RECOMPUTE=1, which does the same.")
+    return name
 
 
 @dataclass(frozen=True)
@@ -330,7 +496,7 @@ def _method(ptq) -> str:
 
 def _model(size: str, profile: Profile) -> ModelConfig:
     cfg = get_size(size)
-    return cfg.replace(max_seq_len=max(cfg.max_seq_len, profile.train.seq_len))
+    return cfg.replace(max_seq_len=max(cfg.max_seq_len, profile.train.seq_len), vocab_size=profile.model_vocab_size)
 
 
 def _prec(bits_w: int | str, bits_a: int | str = HP, bits_kv: int | str = HP) -> TrainPrecision:
@@ -384,12 +550,13 @@ def qat_formats(profile: Profile) -> list[RunSpec]:
 
 def compute_matched(profile: Profile) -> list[RunSpec]:
     """Models with N·P about constant at one D, every part at P (Fig. 1 right; P6–P7), at every
-    seed of ``cm_seeds``. The high-precision member is the base grid's seed-0 run at the same budget."""
+    seed of ``cm_seeds``, at every compute level (:meth:`QATPlan.levels`). The high-precision member
+    of a level is the base grid's seed-0 run of its reference size at the same budget."""
     q = profile.qat
     if q is None:
         return []
-    return [_qat_spec("compute_matched", profile, size, q.cm_budget, _prec(bits, bits, bits), seed=seed)
-            for size, bits in q.cm_cells for seed in q.cm_seeds]
+    return [_qat_spec("compute_matched", profile, size, budget, _prec(bits, bits, bits), seed=seed)
+            for budget, _ref, cells in q.levels() for size, bits in cells for seed in q.cm_seeds]
 
 
 def _confound_ptq(c: ConfoundPlan) -> tuple:
@@ -470,7 +637,7 @@ def plan(profile: str, experiment: str = "base_grid") -> list[RunSpec]:
     """Every run of one of `profile`'s declared sweeps, cheapest first.
 
     Args:
-        profile: ``smoke`` or ``cpu``.
+        profile: ``smoke``, ``cpu`` or ``gpu``.
         experiment: one of :data:`EXPERIMENTS` (default the base grid).
 
     Raises:
@@ -483,8 +650,8 @@ def plan(profile: str, experiment: str = "base_grid") -> list[RunSpec]:
     return sorted(specs, key=lambda s: (s.cost, s.train.seed, s.run_id))
 
 
-def _row(spec: RunSpec, res, ptq, loss_val: float, base_loss: float, threads: int, per_byte: bool = True,
-         evaluation: Evaluation | None = None) -> dict:
+def _row(spec: RunSpec, res, ptq, loss_val: float, base_loss: float, threads: int,
+         bytes_per_token: float = 1.0, evaluation: Evaluation | None = None) -> dict:
     ok = res.status == "ok" and math.isfinite(loss_val)
     prec = spec.precision
     evaluation = evaluation or spec.evals[0]
@@ -501,8 +668,8 @@ def _row(spec: RunSpec, res, ptq, loss_val: float, base_loss: float, threads: in
         "bits_post": 16 if ptq is None else ptq.bits,
         "group_size": 0 if ptq is None else ptq.group_size,
         "loss_val": loss_val, "loss_train": res.loss_train,
-        # bits per byte only where a token is a byte; BPE corpora would need their bytes per token
-        "bpb_val": loss_val / math.log(2) if ok and per_byte else math.nan,
+        # bits per byte: nats per token over ln 2 and the corpus's bytes per token (1 for bytes)
+        "bpb_val": loss_val / math.log(2) / bytes_per_token if ok else math.nan,
         "delta_ptq": (loss_val - base_loss) if ok and ptq is not None else (0.0 if ok else math.nan),
         "ppl": math.exp(loss_val) if ok else math.nan,
         "status": "ok" if ok else "diverged",
@@ -643,10 +810,8 @@ def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "run
     A diverged run yields rows with ``status = "diverged"`` and its loss curve, never an exception.
     """
 
-    from ..corpus import load_corpus
-
     have = have or {}
-    corpus = corpus if corpus is not None else load_corpus(spec.train.corpus)
+    corpus = corpus if corpus is not None else spec_corpus(spec)
     tcfg = spec.train.replace(threads=threads)
     torch.set_num_threads(threads)
     run_dir = Path(run_root) / spec.profile / spec.run_id
@@ -668,7 +833,7 @@ def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "run
             "run_id": spec.run_id, "status": res.status, "loss_val": res.loss_val, "loss_train": res.loss_train,
             "n_params": res.n_params, "n_tokens": res.n_tokens, "steps": res.steps, "wall_s": res.wall_s,
             "curve": res.curve})
-    per_byte = corpus.tokenizer == "bytes"
+    bpt = corpus.bytes_per_token
 
     def measure(model, ev: Evaluation) -> float:
         return evaluate(model, corpus.val, tcfg.seq_len, ev.tokens or tcfg.eval_tokens, tcfg.eval_batch_size,
@@ -681,7 +846,7 @@ def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "run
     for ev in spec.evals:
         same = ev.layout == "first" and (ev.tokens or tcfg.eval_tokens) == tcfg.eval_tokens
         base[ev.version] = res.loss_val if same or res.status != "ok" else measure(res.model, ev)
-    rows = [_row(spec, res, None, base[ev.version], base[ev.version], threads, per_byte, ev) for ev in missing(None)]
+    rows = [_row(spec, res, None, base[ev.version], base[ev.version], threads, bpt, ev) for ev in missing(None)]
     for ptq in spec.ptq:
         todo = missing(ptq)
         if not todo:
@@ -692,10 +857,22 @@ def run_spec(spec: RunSpec, threads: int = 1, run_root: str | os.PathLike = "run
             _apply_ptq_(qmodel, ptq, corpus, tcfg)
         for ev in todo:
             loss_q = measure(qmodel, ev) if qmodel is not None else math.nan
-            rows.append(_row(spec, res, ptq, loss_q, base[ev.version], threads, per_byte, ev))
+            rows.append(_row(spec, res, ptq, loss_q, base[ev.version], threads, bpt, ev))
     curve = [{"run_id": spec.run_id, "experiment": spec.experiment, "profile": spec.profile, "size": spec.size,
               "seed": spec.train.seed, "n_params": res.n_params, "n_tokens": res.n_tokens, **pt} for pt in res.curve]
     return rows, curve
+
+
+def spec_corpus(spec: RunSpec):
+    """The corpus `spec` trains on, with the BPE vocabulary its model was sized for.
+
+    Raises:
+        CorpusUnavailableError: the corpus cannot be built here (offline); names the embedded default.
+    """
+    from ..corpus import is_byte_level, load_corpus
+
+    vocab = None if is_byte_level(spec.train.corpus) else spec.model.vocab_size
+    return load_corpus(spec.train.corpus, vocab_size=vocab)
 
 
 def _paths(profile: str, data_root: Path, experiment: str = "base_grid") -> tuple[Path, Path]:
@@ -729,11 +906,11 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
               data_root: str | os.PathLike | None = None, run_root: str | os.PathLike | None = None,
               limit: int | None = None, progress: bool = True,
               on_run_done: Callable[[RunSpec], None] | None = None,
-              experiments: Sequence[str] | None = None) -> dict[str, Any]:
+              experiments: Sequence[str] | None = None, slurm: SlurmOptions | None = None) -> dict[str, Any]:
     """Run every missing run of `profile`'s sweeps, appending rows as each finishes (resumable).
 
     Args:
-        profile: ``smoke`` or ``cpu``.
+        profile: ``smoke``, ``cpu`` or ``gpu``.
         executor: ``local``, ``submitit-local`` or ``slurm``.
         workers: parallel runs (processes or jobs). threads: torch threads per run.
         data_root: the ``data/`` folder receiving ``runs/<profile>/<experiment>*.csv`` (default: the repo's).
@@ -742,19 +919,24 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
         progress: tqdm bars.
         on_run_done: callback after each run's rows are written.
         experiments: which of the profile's sweeps (default: every one it declares, base grid first).
+        slurm: what each submitit job asks for (GPUs, partition, account, memory, time); None: no
+            GPU, 24 hours, ``threads`` cores.
 
     Returns:
         The :func:`coverage` of the base grid after the sweep, with ``"experiments"``: the
         coverage of each experiment run.
 
-    Before any training, the output folders are made and probed, and the data root is locked
-    (:func:`bitlaws.study.store.sweep_lock`) for the whole sweep.
+    Before any training, the output folders are made and probed, the data root is locked
+    (:func:`bitlaws.study.store.sweep_lock`) for the whole sweep, and the corpus is loaded once
+    (built and cached on first use), so an offline machine fails at once.
 
     Raises:
         ValueError: unknown profile, experiment or executor, an empty list of experiments,
             workers/threads < 1, limit < 0.
         StoreError: a damaged results file (its path and line), an output folder that cannot be
             written, or another sweep holding the data root.
+        CorpusUnavailableError: the profile's corpus cannot be built here (offline); the message
+            names the embedded default.
     """
     from .._io import git_sha
     from .store import data_dir
@@ -783,11 +965,11 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
     run_root = Path(run_root) if run_root is not None else data_root.parent / "runs"
     with sweep_lock(data_root):
         return _run_locked(profile, executor, workers, threads, data_root, run_root, limit, progress,
-                           on_run_done, chosen)
+                           on_run_done, chosen, slurm)
 
 
 def _run_locked(profile, executor, workers, threads, data_root: Path, run_root: Path, limit, progress,
-                on_run_done, chosen) -> dict[str, Any]:
+                on_run_done, chosen, slurm=None) -> dict[str, Any]:
     todo: list[tuple[RunSpec, dict]] = []
     for exp in chosen:
         obs_csv, _ = _paths(profile, data_root, exp)
@@ -808,6 +990,7 @@ def _run_locked(profile, executor, workers, threads, data_root: Path, run_root: 
             read_rows(csv_path, CURVE_COLUMNS if csv_path.name.endswith("_curves.csv") else COLUMNS)
     if todo:
         probe_writable(run_root / profile)
+        spec_corpus(todo[0][0])  # build the corpus cache once, here, or fail now if it cannot be built
 
     def record(spec: RunSpec, rows: list[dict], curve: list[dict]) -> None:
         obs_csv, curve_csv = _paths(profile, data_root, spec.experiment)
@@ -836,11 +1019,7 @@ def _run_locked(profile, executor, workers, threads, data_root: Path, run_root: 
     else:
         import submitit
 
-        folder = run_root / "submitit" / profile
-        ex = submitit.AutoExecutor(folder=folder, cluster="local" if executor == "submitit-local" else "slurm")
-        ex.update_parameters(timeout_min=24 * 60, cpus_per_task=threads)
-        if executor == "slurm":
-            ex.update_parameters(slurm_array_parallelism=workers)
+        ex = make_executor(executor, run_root / "submitit" / profile, threads, workers, slurm)
         jobs = {}
         for s, h in todo:
             job = ex.submit(run_spec, s, _threads_for(s, h, threads), run_root, False, None, h)
