@@ -1,0 +1,185 @@
+"""The statistics the rules read, and their power on our design by simulation (issue 14).
+
+For each claim: a function that computes the rule's statistics from the rows, and a ``*_power``
+that draws datasets on our exact design (the same N, D, P and seed counts) from the paper's
+constants and from a null with the effect removed, adds our measured seed noise
+(``bitlaws.study.noise.noise_model``) and grades each with the same rule of
+``bitlaws.study.claims``. Power is the share of paper-constant datasets graded *reproduced*;
+the false-positive rate the share of null datasets graded so. Simulations are seeded.
+
+"Paper constants" are the paper's exponents and precision constants; the one scale constant that
+does not carry across tokenizers (C_T of Eq. 2) is set so the simulated δ_PTQ has the geometric
+mean of ours on the same cells. Each function's docstring says which constants it draws from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..laws import forms
+from .claims import ALPHA, rule_p1, rule_p2, rule_p9
+from .noise import NoiseModel, t_quantile
+
+__all__ = [
+    "N_SIM",
+    "p9_cells",
+    "p9_statistics",
+    "p9_power",
+    "p1_statistics",
+    "p1_power",
+    "p2_statistics",
+    "p2_power",
+]
+
+# Simulated datasets per hypothesis in the verdicts (the tests use fewer).
+N_SIM = 200
+_HIGH = forms.HIGH_PRECISION_BITS
+
+
+def _num(s: pd.Series) -> pd.Series:
+    return pd.to_numeric(s, errors="coerce").fillna(_HIGH)
+
+
+# --- P9: robustness of low-precision-trained models to PTQ ----------------------------------------
+
+def p9_cells(unified: pd.DataFrame, ptq: pd.DataFrame) -> pd.DataFrame:
+    """The QAT→PTQ cells of P9: each (N, D, P_post, P_w) with P_w > P_post (only the weights trained
+    in low precision) beside the high-precision model of the same (N, D, P_post).
+
+    Args:
+        unified: the ``unified`` stage's rows (``bitlaws.study.law_fits.stage_frames``).
+        ptq: the ``ptq`` stage's rows (high-precision models, the same PTQ method).
+
+    Returns:
+        Columns ``n_params, n_tokens, bits_post, bits_w, delta_low, k_low`` (mean δ_PTQ of the
+        low-precision-trained model and its seeds), ``delta_hp, k_hp`` (of the high-precision
+        model), ``closest`` (True for the P_w nearest P_post in its (N, D, P_post)).
+    """
+    cols = ["n_params", "n_tokens", "bits_post", "bits_w", "delta_low", "k_low", "delta_hp", "k_hp", "closest"]
+    if unified.empty or ptq.empty:
+        return pd.DataFrame(columns=cols)
+    u = unified.assign(bits_w=_num(unified["bits_w"]), bits_a=_num(unified.get("bits_a", pd.Series(_HIGH, unified.index))),
+                       bits_kv=_num(unified.get("bits_kv", pd.Series(_HIGH, unified.index))))
+    u = u[(u["bits_a"] >= _HIGH) & (u["bits_kv"] >= _HIGH) & (u["bits_w"] > u["bits_post"])]
+    key = ["n_params", "n_tokens", "bits_post"]
+    low = u.groupby(key + ["bits_w"])["delta_ptq"].agg(delta_low="mean", k_low="count").reset_index()
+    hp = ptq.groupby(key)["delta_ptq"].agg(delta_hp="mean", k_hp="count").reset_index()
+    out = low.merge(hp, on=key, how="inner")
+    out["closest"] = out["bits_w"] == out.groupby(key)["bits_w"].transform("min")
+    return out[cols].reset_index(drop=True)
+
+
+def _bracket(gap: np.ndarray, c_w: float) -> np.ndarray:
+    return 1.0 - np.exp(-c_w * gap)
+
+
+def _robustness_f(delta_low: np.ndarray, base: np.ndarray, gap: np.ndarray, noise: NoiseModel) -> dict[str, float]:
+    """Extra-sum-of-squares F of Eq. 9's bracket [1 − e^(−C_w·(P_w − P_post))] over Eq. 2 with N_eff
+    (``base``, the prediction without it), weighted by the seed noise of δ at the base prediction."""
+    from scipy import optimize, stats
+
+    w = 1.0 / np.maximum(noise.delta_sd(base), 1e-12) ** 2
+    ss0 = float(np.sum(w * (delta_low - base) ** 2))
+
+    def ss(log_c):
+        return float(np.sum(w * (delta_low - base * _bracket(gap, math.exp(log_c))) ** 2))
+
+    res = optimize.minimize_scalar(ss, bounds=(-6.0, 6.0), method="bounded", options={"xatol": 1e-4})
+    ss1 = min(float(res.fun), ss0)
+    n = len(delta_low)
+    mean_w = float(np.sum(w * delta_low) / np.sum(w))
+    sst = float(np.sum(w * (delta_low - mean_w) ** 2))
+    f = (ss0 - ss1) / (ss1 / (n - 1)) if n > 1 and ss1 > 0 else math.nan
+    return {"c_w": math.exp(float(res.x)), "f_robustness": f,
+            "p_robustness": float(stats.f.sf(f, 1, n - 1)) if math.isfinite(f) else math.nan,
+            "r2_without": 1.0 - ss0 / sst if sst > 0 else math.nan, "r2_with": 1.0 - ss1 / sst if sst > 0 else math.nan}
+
+
+def _eq2_neff(cells: pd.DataFrame, consts: Mapping[str, float]) -> np.ndarray:
+    neff = forms.n_eff(cells["n_params"].to_numpy(float), cells["bits_w"].to_numpy(float), _HIGH, _HIGH,
+                       {"gamma_w": consts["gamma_w"], "n_w": consts["n_w"]})
+    with np.errstate(invalid="ignore"):
+        return forms.delta_ptq(neff, cells["n_tokens"].to_numpy(float), cells["bits_post"].to_numpy(float), consts)
+
+
+def p9_statistics(cells: pd.DataFrame, consts: Mapping[str, float], noise: NoiseModel) -> dict[str, float]:
+    """The statistics of P9's rule (``bitlaws.study.claims.rule_p9``) on ``p9_cells``.
+
+    (a) The sign test: among the cells whose P_w is nearest P_post ("as P_train approaches P_post")
+    and whose high-precision δ is measurable (δ_hp > t_{0.975, ν}·σ₀/√k_hp, ν the seed degrees of
+    freedom), how many have δ_low < δ_hp. (b) The robustness term: on every cell, Eq. 2 with N_eff
+    and no bracket (from ``consts``: C_T, γ_D, γ_N, γ_post, γ_w, n_w, held fixed) against Eq. 9's
+    bracket with C_w fitted (``_robustness_f``), and the R² of δ each gives (weighted by the noise).
+
+    Returns:
+        ``n_measurable``, ``n_less``, ``p_sign``, ``c_w``, ``f_robustness``, ``p_robustness``,
+        ``r2_without``, ``r2_with``, ``r2_gain``, ``n_cells``, ``threshold_t``, ``grade``.
+    """
+    t = t_quantile(noise.loss_dof)
+    out = {"n_cells": float(len(cells)), "threshold_t": t}
+    if cells.empty or not math.isfinite(t):
+        return {**out, "n_measurable": 0.0, "n_less": 0.0, "p_sign": math.nan, "c_w": math.nan,
+                "f_robustness": math.nan, "p_robustness": math.nan, "r2_without": math.nan,
+                "r2_with": math.nan, "r2_gain": math.nan, "grade": "not reproduced"}
+    meas = cells["closest"] & (cells["delta_hp"] > t * noise.delta_abs / np.sqrt(cells["k_hp"]))
+    n_meas = int(meas.sum())
+    n_less = int((cells.loc[meas, "delta_low"] < cells.loc[meas, "delta_hp"]).sum())
+    from .claims import sign_test_p
+
+    base = _eq2_neff(cells, consts)
+    gap = (cells["bits_w"] - cells["bits_post"]).to_numpy(float)
+    rob = _robustness_f(cells["delta_low"].to_numpy(float), base, gap, noise)
+    return {**out, "n_measurable": float(n_meas), "n_less": float(n_less), "p_sign": sign_test_p(n_less, n_meas),
+            **rob, "r2_gain": rob["r2_with"] - rob["r2_without"],
+            "grade": rule_p9(n_less, n_meas, rob["p_robustness"])}
+
+
+def _calibrated_c_t(cells: pd.DataFrame, consts: Mapping[str, float], observed: np.ndarray) -> float:
+    """C_T that gives Eq. 2 with ``consts``' exponents the geometric mean of ``observed`` (> 0) on ``cells``."""
+    pos = observed > 0
+    shape = forms.delta_ptq(cells["n_params"].to_numpy(float), cells["n_tokens"].to_numpy(float),
+                            cells["bits_post"].to_numpy(float), {**consts, "C_T": 1.0})
+    return float(np.exp(np.mean(np.log(observed[pos]) - np.log(shape[pos])))) if pos.any() else math.nan
+
+
+def p9_power(cells: pd.DataFrame, scale: Mapping[str, float], noise: NoiseModel, n_sim: int = N_SIM,
+             seed: int = 0) -> dict[str, float]:
+    """Power and false-positive rate of P9's rule on the design of ``cells``, by simulation.
+
+    Paper data: δ_hp from Eq. 2 with the paper's γ_D, γ_N, γ_post (C_T calibrated to our high-precision
+    δ, ``_calibrated_c_t``); δ_low from Eq. 9 with the paper's γ_w, n_w (Table 2) and C_w = 1 (the
+    paper prints no C_w; Eq. 10 is its C_w = 1 case). Null: δ_low from Eq. 2 with the same N_eff and
+    no robustness bracket. Each cell's mean gets the seed noise of ``noise`` over its seed count;
+    the rule reads the generating constants as its fixed upstream stage. ``scale`` is unused except
+    as a fallback C_T where no δ_hp is positive.
+
+    Returns:
+        ``power`` (share graded reproduced, paper data), ``power_partly`` (partly or better),
+        ``false_positive`` (reproduced, null), ``false_partly``, ``n_sim``.
+    """
+    p = forms.PAPER_CONSTANTS
+    consts = {k: p[k] for k in ("gamma_D", "gamma_N", "gamma_post", "gamma_w", "n_w")}
+    c_t = _calibrated_c_t(cells, consts, cells["delta_hp"].to_numpy(float))
+    consts["C_T"] = c_t if math.isfinite(c_t) else scale["C_T"]
+    hp_true = forms.delta_ptq(cells["n_params"].to_numpy(float), cells["n_tokens"].to_numpy(float),
+                              cells["bits_post"].to_numpy(float), consts)
+    base = _eq2_neff(cells, consts)
+    gap = (cells["bits_w"] - cells["bits_post"]).to_numpy(float)
+    rng = np.random.default_rng(seed)
+    out = {"n_sim": float(n_sim)}
+    k_hp, k_low = cells["k_hp"].to_numpy(float), cells["k_low"].to_numpy(float)
+    for label, low_true in (("power", base * _bracket(gap, 1.0)), ("false", base)):
+        grades = []
+        for _ in range(n_sim):
+            sim = cells.copy()
+            sim["delta_hp"] = hp_true + noise.delta_sd(hp_true) / np.sqrt(k_hp) * rng.standard_normal(len(sim))
+            sim["delta_low"] = low_true + noise.delta_sd(low_true) / np.sqrt(k_low) * rng.standard_normal(len(sim))
+            grades.append(p9_statistics(sim, consts, noise)["grade"])
+        g = np.array(grades)
+        out["power" if label == "power" else "false_positive"] = float(np.mean(g == "reproduced"))
+        out[f"{label}_partly"] = float(np.mean(g != "not reproduced"))
+    return out
