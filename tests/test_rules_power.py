@@ -102,3 +102,32 @@ def test_noise_model_picks_up_more_seed_cells():
     assert (m.n_cells, m.loss_dof, m.n_groups) == (2, 2 + 4, 6)
     assert 0.005 < m.loss_sd < 0.04 and 0.02 < m.delta_rel < 0.3 and 2e-4 < m.delta_abs < 4e-3
     assert m.delta_sd(0.1) > m.delta_sd(0.0) == pytest.approx(m.delta_abs)
+
+
+# --- P1 -------------------------------------------------------------------------------------------
+def _p1_tab(consts: dict, seed: int) -> pd.DataFrame:
+    """Our base grid's shape: 5 N × 6 D (the three largest N without the largest D), INT3–8, one seed."""
+    rows = [{"n_params": n, "n_tokens": d, "bits_post": b, "n_seeds": 1}
+            for n, d, b in itertools.product((27e3, 83e3, 214e3, 554e3, 1.2e6), [2 ** k for k in range(19, 25)],
+                                             (3, 4, 5, 6, 8)) if not (n > 1e5 and d > 1e7)]
+    tab = pd.DataFrame(rows)
+    true = forms.delta_ptq(tab["n_params"], tab["n_tokens"], tab["bits_post"], consts)
+    rng = np.random.default_rng(seed)
+    return tab.assign(delta_ptq=true + NOISE.delta_sd(true) * rng.standard_normal(len(tab)))
+
+
+def test_p1_rule_reproduces_on_paper_data_and_not_on_null():
+    paper = {k: PC[k] for k in ("C_T", "gamma_D", "gamma_N", "gamma_post")}
+    s = power.p1_statistics(_p1_tab(paper, 3), NOISE)
+    assert s["grade"] == "reproduced" and s["gamma_d_lo"] <= PC["gamma_D"] <= s["gamma_d_hi"]
+    assert all(s[k]["against"] == 0 for k in ("with_d", "with_n", "with_bits"))
+    null = power.p1_statistics(_p1_tab({**paper, "gamma_D": 0.0, "gamma_N": 0.0}, 3), NOISE)
+    assert null["grade"] == "not reproduced" and null["with_d"]["resolved"] < claims.P1_MIN_RESOLVED
+    # the directions hold but γ_D = 1.0 is not the paper's: partly
+    assert power.p1_statistics(_p1_tab({**paper, "gamma_D": 1.0, "C_T": 1e-3}, 3), NOISE)["grade"] == "partly"
+
+
+def test_p1_power_both_ways():
+    tab = _p1_tab({k: PC[k] for k in ("C_T", "gamma_D", "gamma_N", "gamma_post")}, 4)
+    pw = power.p1_power(tab, NOISE, n_sim=30, seed=0)
+    assert pw["power"] >= 0.7 and pw["false_positive"] <= 0.1
