@@ -131,3 +131,33 @@ def test_p1_power_both_ways():
     tab = _p1_tab({k: PC[k] for k in ("C_T", "gamma_D", "gamma_N", "gamma_post")}, 4)
     pw = power.p1_power(tab, NOISE, n_sim=30, seed=0)
     assert pw["power"] >= 0.7 and pw["false_positive"] <= 0.1
+
+
+# --- P2 -------------------------------------------------------------------------------------------
+CHIN = {"A": 33.0, "B": 500.0, "E": 1.12, "alpha": 0.46, "beta": 0.46}
+
+
+def _p2_tab(consts: dict, seeds: int, seed: int) -> pd.DataFrame:
+    rows = [{"n_params": n, "n_tokens": d, "bits_post": 3, "n_seeds": seeds}
+            for n, d in itertools.product((27e3, 83e3), [2 ** k for k in range(19, 25)])]
+    tab = pd.DataFrame(rows)
+    n, d = tab["n_params"].to_numpy(), tab["n_tokens"].to_numpy()
+    delta = forms.delta_ptq(n, d, 3.0, consts)
+    rng = np.random.default_rng(seed)
+    loss = forms.chinchilla_loss(n, d, CHIN) + delta + NOISE.post_sd / math.sqrt(seeds) * rng.standard_normal(len(n))
+    return tab.assign(loss_post=loss, delta_ptq=delta)
+
+
+def test_p2_rule_reproduces_where_the_law_turns_up_and_not_on_null():
+    # γ_D = 1 (ours) puts D_crit of the smallest model inside the grid: the loss turns up
+    turning = {"C_T": 2e-4, "gamma_D": 1.0, "gamma_N": 0.4, "gamma_post": 0.64}
+    s = power.p2_statistics(_p2_tab(turning, 5, 0), NOISE)
+    assert s["grade"] == "reproduced" and s["n_rising_smallest"] == 1
+    assert power.p2_statistics(_p2_tab({**turning, "gamma_D": 0.0}, 5, 0), NOISE)["grade"] == "not reproduced"
+    pw = power.p2_power(_p2_tab(turning, 5, 1), CHIN, NOISE, n_sim=30, effect=turning)
+    assert pw["power"] >= 0.7 and pw["false_positive"] <= 0.1
+    # a turn-up of a few σ: five seeds at each point see it, one seed mostly does not
+    edge = {**turning, "C_T": 1e-4}
+    five = power.p2_power(_p2_tab(edge, 5, 1), CHIN, NOISE, n_sim=40, effect=edge)["power"]
+    one = power.p2_power(_p2_tab(edge, 1, 1), CHIN, NOISE, n_sim=40, effect=edge)["power"]
+    assert five >= 0.7 and one < 0.5

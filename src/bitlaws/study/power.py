@@ -316,3 +316,85 @@ def p1_power(tab: pd.DataFrame, noise: NoiseModel, n_sim: int = N_SIM, seed: int
         out["power" if label == "power" else "false_positive"] = float(np.mean(g == "reproduced"))
         out[f"{label}_partly"] = float(np.mean(g != "not reproduced"))
     return out
+
+
+# --- P2: the post-PTQ loss turns upward past a critical D ---------------------------------------
+
+def _p2_design(tab: pd.DataFrame) -> dict:
+    tab = tab.reset_index(drop=True)
+    groups = [(int(n), int(b), g.sort_values("n_tokens").index.to_numpy()) for (n, b), g in
+              tab.groupby(["n_params", "bits_post"])]
+    return {"groups": groups, "k": tab["n_seeds"].to_numpy(float), "n_min": int(tab["n_params"].min()),
+            "d": tab["n_tokens"].to_numpy(float)}
+
+
+def _p2_stats(loss_post: np.ndarray, design: dict, noise: NoiseModel) -> dict:
+    t = t_quantile(noise.loss_dof)
+    k = design["k"]
+    series = []
+    for n, b, idx in design["groups"]:
+        y = loss_post[idx]
+        i = int(np.argmin(y))
+        last = len(idx) - 1
+        rise = float(y[last] - y[i])
+        thr = t * noise.post_sd * math.sqrt(1 / k[idx[i]] + 1 / k[idx[last]]) if math.isfinite(t) else math.inf
+        series.append({"n_params": n, "bits_post": b, "d_best": float(design["d"][idx[i]]),
+                       "d_max": float(design["d"][idx[last]]), "rise": rise, "threshold": thr,
+                       "k_best": float(k[idx[i]]), "k_max": float(k[idx[last]]),
+                       "rising": bool(i < last and rise > thr)})
+    rising = [s for s in series if s["rising"]]
+    small = [s for s in rising if s["n_params"] == design["n_min"]]
+    return {"series": series, "n_series": len(series), "n_rising": len(rising), "n_rising_smallest": len(small),
+            "threshold_t": t, "grade": rule_p2(len(small), len(rising))}
+
+
+def p2_statistics(tab: pd.DataFrame, noise: NoiseModel) -> dict:
+    """The statistics of P2's rule (``bitlaws.study.claims.rule_p2``) on one method's ``ptq_table``.
+
+    Per (N, P_post) series: the D of its lowest mean post-PTQ loss, the rise from there to the
+    largest D, and the threshold t_{0.975, ν}·σ_post·sqrt(1/k_best + 1/k_max) (pooled seed σ of the
+    post-PTQ loss, ν the seed degrees of freedom, k the seeds at each end point).
+
+    Returns:
+        ``series`` (a list of dicts: ``n_params, bits_post, d_best, d_max, rise, threshold, k_best,
+        k_max, rising``), ``n_series``, ``n_rising``, ``n_rising_smallest``, ``threshold_t``, ``grade``.
+    """
+    return _p2_stats(tab["loss_post"].to_numpy(float), _p2_design(tab), noise)
+
+
+def p2_power(tab: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel, n_sim: int = N_SIM,
+             seed: int = 0, effect: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Power and false-positive rate of P2's rule on the design of ``tab`` (its N, D, P_post, seeds).
+
+    Paper data: the post-PTQ loss = our Chinchilla law (``chinchilla``: A, B, E, α, β fitted on the
+    same models) + Eq. 2 with the paper's γ_D, γ_N, γ_post (C_T calibrated to our δ). Null: γ_D = 0
+    (δ does not grow with D, so the loss never turns up). Each point gets the pooled seed σ of the
+    post-PTQ loss over its seed count. ``effect`` (C_T, γ_D, γ_N, γ_post, e.g. our own Eq. 2 fit)
+    replaces the paper's Eq. 2 in the paper data: the power if that law were true.
+
+    Returns:
+        ``power``, ``power_partly``, ``false_positive``, ``false_partly``, ``n_sim``; NaN without a
+        finite Chinchilla fit.
+    """
+    out = {"n_sim": float(n_sim)}
+    if not all(math.isfinite(float(chinchilla.get(k, math.nan))) for k in ("A", "B", "E", "alpha")):
+        return {**out, "power": math.nan, "power_partly": math.nan, "false_positive": math.nan,
+                "false_partly": math.nan}
+    p = forms.PAPER_CONSTANTS
+    paper = {k: p[k] for k in ("gamma_D", "gamma_N", "gamma_post")}
+    n, d, b = (tab[c].to_numpy(float) for c in ("n_params", "n_tokens", "bits_post"))
+    base = forms.chinchilla_loss(n, d, chinchilla)
+    design = _p2_design(tab)
+    sd = noise.post_sd / np.sqrt(design["k"])
+    rng = np.random.default_rng(seed)
+    if effect is not None:
+        paper = {k: float(effect[k]) for k in ("C_T", "gamma_D", "gamma_N", "gamma_post")}
+    for label, consts in (("power", paper), ("false", {**paper, "gamma_D": 0.0})):
+        if effect is None or label == "false":
+            consts = {**consts, "C_T": _calibrated_c_t(tab, consts, tab["delta_ptq"].to_numpy(float))}
+        true = base + forms.delta_ptq(n, d, b, consts)
+        g = np.array([_p2_stats(true + sd * rng.standard_normal(len(tab)), design, noise)["grade"]
+                      for _ in range(n_sim)])
+        out["power" if label == "power" else "false_positive"] = float(np.mean(g == "reproduced"))
+        out[f"{label}_partly"] = float(np.mean(g != "not reproduced"))
+    return out
