@@ -161,3 +161,55 @@ def test_p2_rule_reproduces_where_the_law_turns_up_and_not_on_null():
     five = power.p2_power(_p2_tab(edge, 5, 1), CHIN, NOISE, n_sim=40, effect=edge)["power"]
     one = power.p2_power(_p2_tab(edge, 1, 1), CHIN, NOISE, n_sim=40, effect=edge)["power"]
     assert five >= 0.7 and one < 0.5
+
+
+# --- P5 -------------------------------------------------------------------------------------------
+COMBOS = ((4, 4, 4), (8, 8, 8), (6, 6, 6), (5, 5, 5), (4, 8, 8), (8, 4, 8), (8, 8, 4), (4, 4, 16), (4, 16, 4),
+          (16, 4, 4), (6, 8, 4), (8, 6, 6), (12, 4, 8), (4, 6, 12))
+
+
+def _p5_rows(mix_form: str, sigma: float, seed: int) -> pd.DataFrame:
+    """Training rows at one (N, D) as our joint sweep: 3 high-precision seeds, the marginals, the mixed
+    runs, with the paper's γ_x, n_x; the mixed runs' losses multiply (``mult``, the paper) or add
+    (``add``) the marginal effects; seed noise σ on every run."""
+    consts = {**PC, **CHIN}
+    n, d = 83e3, 2 ** 21
+    rng = np.random.default_rng(seed)
+    rows = [{"bits_w": 16, "bits_a": 16, "bits_kv": 16, "seed": s} for s in range(3)]
+    widths = sorted({b for c in COMBOS for b in c if b < 16})
+    rows += [{"bits_w": 16, "bits_a": 16, "bits_kv": 16, **{f"bits_{x}": b}, "seed": 0} for x in ("w", "a", "kv")
+             for b in widths]
+    hp = float(forms.chinchilla_loss(n, d, consts))
+
+    def marginal(x, b):
+        return float(forms.qat_loss(n, d, *(b if y == x else 16 for y in ("w", "a", "kv")), consts)) if b < 16 else hp
+
+    loss = [float(forms.qat_loss(n, d, r["bits_w"], r["bits_a"], r["bits_kv"], consts)) for r in rows]
+    for c in COMBOS:
+        rows.append({"bits_w": c[0], "bits_a": c[1], "bits_kv": c[2], "seed": 0})
+        loss.append(float(forms.qat_loss(n, d, *c, consts)) if mix_form == "mult" else
+                    hp + sum(marginal(x, b) - hp for x, b in zip(("w", "a", "kv"), c)))
+    f = pd.DataFrame(rows).assign(n_params=n, n_tokens=d, status="ok", ptq_method="none")
+    return f.assign(loss_val=np.array(loss) + sigma * rng.standard_normal(len(f)))
+
+
+QUIET = NoiseModel(**{**NOISE.__dict__, "loss_sd": 0.001, "loss_dof": 20})
+
+
+def test_p5_rule_tells_multiply_from_add_when_the_noise_allows():
+    # at σ = 0.001 the product and the sum of the paper's effects differ by far more than the noise
+    mult = power.p5_design(_p5_rows("mult", QUIET.loss_sd, 0))
+    assert len(mult) == len(COMBOS) and set(mult["n_low"]) == {2.0, 3.0}
+    s = power.p5_statistics(mult, CHIN, QUIET)
+    assert s["grade"] == "reproduced" and s["r2_mult"] > s["r2_add"] and s["distinguishable"] == 1.0
+    add = power.p5_statistics(power.p5_design(_p5_rows("add", QUIET.loss_sd, 0)), CHIN, QUIET)
+    assert add["grade"] == "not reproduced" and add["p_interaction"] < 0.05
+
+
+def test_p5_power_both_ways_and_low_at_our_noise():
+    d = power.p5_design(_p5_rows("mult", QUIET.loss_sd, 1))
+    pw = power.p5_power(d, CHIN, QUIET, n_sim=20)
+    assert pw["power"] >= 0.7 and pw["false_positive"] <= 0.1
+    # at our seed σ (0.015 nats) the two forms predict the same within the noise
+    loud = power.p5_power(power.p5_design(_p5_rows("mult", NOISE.loss_sd, 1)), CHIN, NOISE, n_sim=20)
+    assert loud["power"] < claims.POWER_MIN and loud["false_positive"] <= 0.1

@@ -33,6 +33,9 @@ __all__ = [
     "p1_power",
     "p2_statistics",
     "p2_power",
+    "p5_design",
+    "p5_statistics",
+    "p5_power",
 ]
 
 # Simulated datasets per hypothesis in the verdicts (the tests use fewer).
@@ -395,6 +398,146 @@ def p2_power(tab: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseMod
         true = base + forms.delta_ptq(n, d, b, consts)
         g = np.array([_p2_stats(true + sd * rng.standard_normal(len(tab)), design, noise)["grade"]
                       for _ in range(n_sim)])
+        out["power" if label == "power" else "false_positive"] = float(np.mean(g == "reproduced"))
+        out[f"{label}_partly"] = float(np.mean(g != "not reproduced"))
+    return out
+
+
+# --- P5: independent effects that multiply ------------------------------------------------------
+_PARTS = ("w", "a", "kv")
+
+
+def p5_design(df: pd.DataFrame) -> pd.DataFrame:
+    """Each mixed-precision run (≥ 2 parts below 16 bits) beside the measured marginal runs of its
+    parts (one part at that width, the same N and D) and the high-precision model of its (N, D).
+
+    Args:
+        df: training rows (``ptq_method`` ``none``, status ok, bit columns ``bits_w/a/kv``).
+
+    Returns:
+        One row per mixed run with every marginal present: ``n_params, n_tokens, bits_w, bits_a,
+        bits_kv, loss_mix``, ``loss_hp`` and ``k_hp`` (mean over the high-precision seeds),
+        ``loss_w, loss_a, loss_kv`` (the marginal's loss, or ``loss_hp`` for an unquantized part),
+        ``n_low`` (parts quantized).
+    """
+    ok = df[(df["status"] == "ok") & (df["ptq_method"] == "none")]
+    ok = ok.assign(**{f"bits_{p}": _num(ok[f"bits_{p}"]) for p in _PARTS})
+    low = sum((ok[f"bits_{p}"] < _HIGH).astype(int) for p in _PARTS)
+    hp = ok[low == 0].groupby(["n_params", "n_tokens"])["loss_val"].agg(loss_hp="mean", k_hp="count")
+    marg = {p: ok[(low == 1) & (ok[f"bits_{p}"] < _HIGH)].groupby(["n_params", "n_tokens", f"bits_{p}"])["loss_val"].mean()
+            for p in _PARTS}
+    rows = []
+    for r in ok[low >= 2].itertuples():
+        key = (r.n_params, r.n_tokens)
+        if key not in hp.index:
+            continue
+        row = {"n_params": r.n_params, "n_tokens": r.n_tokens, "loss_mix": r.loss_val,
+               "loss_hp": hp.loc[key, "loss_hp"], "k_hp": float(hp.loc[key, "k_hp"])}
+        for p in _PARTS:
+            b = getattr(r, f"bits_{p}")
+            row[f"bits_{p}"] = b
+            if b >= _HIGH:
+                row[f"loss_{p}"] = row["loss_hp"]
+            elif (*key, b) in marg[p].index:
+                row[f"loss_{p}"] = float(marg[p].loc[(*key, b)])
+            else:
+                break
+        else:
+            row["n_low"] = float(sum(row[f"bits_{p}"] < _HIGH for p in _PARTS))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _p5_predictions(d: pd.DataFrame, chinchilla: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Out-of-sample predictions of the mixed runs from the measured marginals (nothing fitted on them):
+    additive L_hp + Σ ΔL_x, and the product of marginals: with T = A·N^(−α) the law's N term, each
+    marginal gives f_x^(−α) = 1 + ΔL_x/T, and N_eff = N·Π f_x gives L_hp + T·(Π(1 + ΔL_x/T) − 1)."""
+    hp = d["loss_hp"].to_numpy(float)
+    dl = np.column_stack([d[f"loss_{p}"].to_numpy(float) - hp for p in _PARTS])
+    term = float(chinchilla["A"]) * d["n_params"].to_numpy(float) ** -float(chinchilla["alpha"])
+    add = hp + dl.sum(axis=1)
+    mult = hp + term * (np.prod(1.0 + dl / term[:, None], axis=1) - 1.0)
+    return add, mult
+
+
+def _p5_stats(d: pd.DataFrame, add: np.ndarray, mult: np.ndarray, noise: NoiseModel) -> dict:
+    from scipy import stats
+
+    from .claims import rule_p5
+
+    y = d["loss_mix"].to_numpy(float)
+    m = d["n_low"].to_numpy(float)
+    # noise of a residual: the mixed run, each of its m marginals, and (m − 1) times the mean of k_hp seeds
+    var = noise.loss_sd ** 2 * (1.0 + m + (m - 1.0) ** 2 / d["k_hp"].to_numpy(float))
+    n = len(y)
+    sst = float(((y - y.mean()) ** 2).sum())
+    r_add, r_mult = y - add, y - mult
+    chi_mult = float((r_mult ** 2 / var).sum())
+    f = chi_mult / n
+    p_int = float(stats.f.sf(f, n, noise.loss_dof)) if noise.loss_dof > 0 else math.nan
+    gap = float(((mult - add) ** 2 / var).sum())
+    distinguishable = bool(gap > stats.chi2.ppf(1 - 0.05, n))
+    mult_better = bool((r_mult ** 2 / var).sum() < (r_add ** 2 / var).sum())
+    return {"n_runs": float(n), "r2_add": 1 - float((r_add ** 2).sum()) / sst if sst > 0 else math.nan,
+            "r2_mult": 1 - float((r_mult ** 2).sum()) / sst if sst > 0 else math.nan,
+            "rmse_add": math.sqrt(float((r_add ** 2).mean())), "rmse_mult": math.sqrt(float((r_mult ** 2).mean())),
+            "f_interaction": f, "p_interaction": p_int, "separation_chi2": gap,
+            "separation_needed": float(stats.chi2.ppf(0.95, n)), "mult_better": float(mult_better),
+            "distinguishable": float(distinguishable), "grade": rule_p5(p_int, mult_better, distinguishable)}
+
+
+def p5_statistics(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel) -> dict:
+    """The statistics of P5's rule (``bitlaws.study.claims.rule_p5``) on ``p5_design``.
+
+    Both predictions are out of sample (``_p5_predictions``). The interaction test: the product's
+    residuals against the seed noise of a residual (the mixed run, its marginals and the
+    high-precision mean), F = (Σ r²/v)/n on (n, ν). The two forms are distinguishable when their
+    predictions differ by more than the 95 % χ²(n) of that noise; the better is the one with the
+    smaller Σ r²/v.
+
+    Returns:
+        ``n_runs``, ``r2_add``, ``r2_mult`` (out of sample, on the mixed runs), ``rmse_add``,
+        ``rmse_mult``, ``f_interaction``, ``p_interaction``, ``separation_chi2``,
+        ``separation_needed``, ``mult_better``, ``distinguishable`` (1.0/0.0), ``grade``.
+    """
+    add, mult = _p5_predictions(d, chinchilla)
+    return _p5_stats(d, add, mult, noise)
+
+
+def p5_power(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel, n_sim: int = N_SIM,
+             seed: int = 0) -> dict[str, float]:
+    """Power and false-positive rate of P5's rule on the design of ``d`` (its N, D, bit widths, seeds).
+
+    Paper data: every run's loss from our Chinchilla law with N_eff = N·Π f_x(P_x) and the paper's
+    γ_x, n_x (Table 2): the effects multiply. Null: the same marginal effects, added (L_hp + Σ ΔL_x),
+    so "multiply" is removed. Every run (mixed, marginal, each high-precision seed) gets seed noise σ.
+
+    Returns:
+        ``power``, ``power_partly``, ``false_positive``, ``false_partly``, ``n_sim``.
+    """
+    p = forms.PAPER_CONSTANTS
+    n, dd = d["n_params"].to_numpy(float), d["n_tokens"].to_numpy(float)
+    bits = {x: d[f"bits_{x}"].to_numpy(float) for x in _PARTS}
+    hp = forms.chinchilla_loss(n, dd, chinchilla)
+    marg = {x: forms.qat_loss(n, dd, *(bits[y] if y == x else _HIGH for y in _PARTS), {**p, **chinchilla})
+            for x in _PARTS}
+    truth = {"power": forms.qat_loss(n, dd, bits["w"], bits["a"], bits["kv"], {**p, **chinchilla}),
+             "false": hp + sum(marg[x] - hp for x in _PARTS)}
+    k = d["k_hp"].to_numpy(float)
+    s = noise.loss_sd
+    rng = np.random.default_rng(seed)
+    out = {"n_sim": float(n_sim)}
+    for label, mix in truth.items():
+        grades = []
+        for _ in range(n_sim):
+            sim = d.assign(loss_mix=mix + s * rng.standard_normal(len(d)),
+                           loss_hp=hp + s / np.sqrt(k) * rng.standard_normal(len(d)),
+                           **{f"loss_{x}": np.where(bits[x] < _HIGH, marg[x] + s * rng.standard_normal(len(d)), np.nan)
+                              for x in _PARTS})
+            for x in _PARTS:
+                sim[f"loss_{x}"] = np.where(bits[x] < _HIGH, sim[f"loss_{x}"], sim["loss_hp"])
+            grades.append(p5_statistics(sim, chinchilla, noise)["grade"])
+        g = np.array(grades)
         out["power" if label == "power" else "false_positive"] = float(np.mean(g == "reproduced"))
         out[f"{label}_partly"] = float(np.mean(g != "not reproduced"))
     return out
