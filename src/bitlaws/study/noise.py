@@ -74,6 +74,8 @@ class NoiseModel:
         delta_abs: σ₀, the absolute part of δ_PTQ's seed noise [nats].
         delta_rel: σ_rel, its relative part (σ of ln δ where δ ≫ σ₀), dimensionless.
         delta_dof: degrees of freedom of the δ model (groups' k − 1, summed, less its 2 constants).
+            The groups of one model at several P_post share its seed, so the rules' t-quantiles use
+            ``loss_dof``, the degrees of freedom of the independent runs, not this.
         n_cells: (N, D) cells with ≥ 2 seeds; ``n_groups``: (cell, P_post) groups behind δ's model.
 
     One run's δ has σ(δ) = sqrt(σ₀² + (σ_rel·δ)²) (``delta_sd``): constant noise near zero,
