@@ -469,3 +469,23 @@ def test_p3_rule_comes_out_both_ways(tmp_path, gamma_w, grade):
         assert v.details["p_effect"] < 0.05 <= v.details["p_lack_of_fit"]
     else:  # a precision-blind world: nothing between precisions to explain, f_w(4) ≈ 1
         assert v.details["p_effect"] > 0.05 and v.details["f_w_4_lo"] > la.PAPER_F_W_4
+
+
+def test_converged_reads_the_objective_gradient_and_starts():
+    """Not converged at an objective of 1e30 (the model undefined) nor at a point with a large
+    gradient; converged at a real optimum whatever L-BFGS-B's own flag says."""
+    stage = lf.STAGES["chinchilla"]
+    rows = [{"n_params": n, "n_tokens": d} for n, d in itertools.product(SIZES, BUDGETS)]
+    df = _frame(rows, forms.chinchilla_loss(np.array([r["n_params"] for r in rows]),
+                                            np.array([r["n_tokens"] for r in rows]), CHIN), seed=0)
+    res = lf.fit_stage(stage, df)
+    assert res.converged
+    data = lf.prepare(stage, df)
+    theta = np.asarray(res.theta)
+    assert lf._converged(stage, data, lf.HUBER_DELTA, theta, res.objective, 5, 3)
+    assert not lf._converged(stage, data, lf.HUBER_DELTA, theta, 1e30, 5, 3)
+    assert not lf._converged(stage, data, lf.HUBER_DELTA, theta, math.inf, 5, 3)
+    assert not lf._converged(stage, data, lf.HUBER_DELTA, theta, res.objective, 5, 1)  # starts disagree
+    off = theta + np.array([0.5, 0.0, 0.0, 0.0])
+    obj = float(lf._objective_many(stage, data, off[None, :], lf.HUBER_DELTA)[0])
+    assert not lf._converged(stage, data, lf.HUBER_DELTA, off, obj, 1, 1)  # away from the optimum

@@ -152,3 +152,15 @@ def test_chinchilla_loss_falls_in_n_and_d_toward_e(n, d, k):
     assert forms.chinchilla_loss(n * k, d, PC) < loss
     assert forms.chinchilla_loss(n, d * k, PC) < loss
     assert loss > PC["E"]
+
+
+def test_n_eff_undefined_when_any_factor_is_not_positive():
+    """Two negative factors must not multiply into a positive N_eff: with Table 2, P_a = P_kv = 2 bits
+    gives f_a < 0 and f_kv < 0 (their product > 0), P = 3 gives f_a < 0 only; both are undefined."""
+    p = forms.PAPER_CONSTANTS
+    fa, fkv = (float(forms.precision_factor(2.0, p[f"gamma_{x}"], p[f"n_{x}"])) for x in ("a", "kv"))
+    assert fa < 0 and fkv < 0 and fa * fkv > 0
+    assert np.isnan(forms.n_eff(1e8, 16, 2, 2, p)) and np.isnan(forms.n_eff(1e8, 16, 3, 3, p))
+    assert np.isnan(forms.qat_loss(1e8, 1e10, 16, 2, 2, p)) and np.isfinite(forms.qat_loss(1e8, 1e10, 16, 4, 4, p))
+    out = forms.n_eff(np.array([1e8, 1e8]), 16, np.array([2.0, 8.0]), 16, p)
+    assert np.isnan(out[0]) and out[1] == pytest.approx(1e8 * float(forms.precision_factor(8.0, p["gamma_a"], p["n_a"])))

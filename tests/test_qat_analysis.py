@@ -205,3 +205,41 @@ def test_p10_rule_has_power_on_a_large_design_and_a_low_false_positive_rate():
     rng = np.random.default_rng(0)
     share = ((pred + rng.normal(0, 0.019, (400, n)) - rng.normal(0, 0.019, (400, n))) < 0).mean(axis=1)
     assert (share < 2 / 3).all()
+
+
+def _boot(df, draws):
+    from bitlaws.study.law_fits import PIPELINE_STAGES, _sha, stage_frames
+
+    frames = stage_frames(df)
+    return {"status": "ok", "stages": list(PIPELINE_STAGES), "draws": draws,
+            "input_sha256": {s: _sha(frames[s]) for s in PIPELINE_STAGES}}
+
+
+def test_p4_rule_v2_reads_the_order_probability_over_the_bootstrap():
+    df = frame()
+    c = forms.PAPER_CONSTANTS
+    rng = np.random.default_rng(0)
+    keys = ("gamma_w", "n_w", "gamma_a", "n_a", "gamma_kv", "n_kv")
+
+    def draws(centre, spread, k=200):
+        return [{kk: centre[kk] * (1 + spread * rng.standard_normal()) for kk in keys} for _ in range(k)]
+
+    paper = _fits(*(c[k] for k in keys))
+    tight = {**paper, "pipeline_boot": _boot(df, draws(c, 0.01))}
+    v = qa.verdict_p4(tight, df, "cpu")
+    assert v.verdict == "reproduced" and v.details["p_order"] == 1.0 and v.details["n_draws"] == 200.0
+    swapped_c = {**c, "gamma_w": c["gamma_kv"], "n_w": c["n_kv"], "gamma_kv": c["gamma_w"], "n_kv": c["n_w"]}
+    sw = qa.verdict_p4({**paper, "pipeline_boot": _boot(df, draws(swapped_c, 0.01))}, df, "cpu")
+    assert sw.verdict == "partly" and sw.details["p_kv_below_w"] == 1.0 and sw.details["p_order"] == 0.0
+    # draws that cannot tell the parts apart: neither the order nor its reverse is resolved
+    mixed = draws(c, 0.01, 100) + draws(swapped_c, 0.01, 100)
+    a_least = {**swapped_c, "gamma_a": 0.3, "n_a": 0.0}
+    unresolved = qa.verdict_p4({**paper, "pipeline_boot": _boot(df, draws(c, 0.01, 60) + draws(a_least, 0.01, 140))},
+                               df, "cpu")
+    assert unresolved.verdict == "inconclusive" and 0.05 < unresolved.details["p_order"] < 0.95
+    assert qa.verdict_p4({**paper, "pipeline_boot": _boot(df, mixed)}, df, "cpu").verdict == "partly"
+    excluded = qa.verdict_p4({**paper, "pipeline_boot": _boot(df, draws(a_least, 0.01))}, df, "cpu")
+    assert excluded.verdict == "not reproduced"
+    # a record made from other rows is not read: the point fits' order is graded, and the reason says so
+    stale = {**paper, "pipeline_boot": {**_boot(df, draws(a_least, 0.01)), "input_sha256": {}}}
+    assert qa.verdict_p4(stale, df, "cpu").verdict == "reproduced"

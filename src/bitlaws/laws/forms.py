@@ -207,17 +207,21 @@ def n_eff(n_params, bits_w, bits_a, bits_kv, params: Mapping[str, float], cutoff
         cutoff: as for ``precision_factor`` (True: P ≥ 16 is unquantized).
 
     Returns:
-        (broadcast shape) N_eff, in parameters.
+        (broadcast shape) N_eff, in parameters; NaN wherever any factor f_x ≤ 0 (the form is
+        undefined there: with Table 2's offsets, at or below n_x·γ_x ≈ 3.1 bits for activations, 2.3 for the KV cache).
 
     Raises:
         KeyError: a γ is missing for a part that is quantized in the data.
     """
     out = _asarray(n_params)
+    undefined = np.zeros(np.shape(out), dtype=bool)
     for x, bits in zip(COMPONENTS, (bits_w, bits_a, bits_kv)):
         if cutoff and np.all(_is_high(bits)):
             continue
-        out = out * precision_factor(bits, _param(params, f"gamma_{x}"), params.get(f"n_{x}", 0.0), cutoff)
-    return out
+        f = precision_factor(bits, _param(params, f"gamma_{x}"), params.get(f"n_{x}", 0.0), cutoff)
+        undefined = undefined | (np.real(f) <= 0)  # two negative factors must not multiply into a positive N_eff
+        out = out * f
+    return np.where(undefined, np.nan, out) if np.any(undefined) else out
 
 
 def tied_precision_factor(bits, params: Mapping[str, float], offsets: bool = True,

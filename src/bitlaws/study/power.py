@@ -1,0 +1,543 @@
+"""The statistics the rules read, and their power on our design by simulation (issue 14).
+
+For each claim: a function that computes the rule's statistics from the rows, and a ``*_power``
+that draws datasets on our exact design (the same N, D, P and seed counts) from the paper's
+constants and from a null with the effect removed, adds our measured seed noise
+(``bitlaws.study.noise.noise_model``) and grades each with the same rule of
+``bitlaws.study.claims``. Power is the share of paper-constant datasets graded *reproduced*;
+the false-positive rate the share of null datasets graded so. Simulations are seeded.
+
+"Paper constants" are the paper's exponents and precision constants; the one scale constant that
+does not carry across tokenizers (C_T of Eq. 2) is set so the simulated δ_PTQ has the geometric
+mean of ours on the same cells. Each function's docstring says which constants it draws from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..laws import forms
+from .claims import ALPHA, rule_p1, rule_p2, rule_p9
+from .noise import NoiseModel, t_quantile
+
+__all__ = [
+    "N_SIM",
+    "p9_cells",
+    "p9_statistics",
+    "p9_power",
+    "p1_statistics",
+    "p1_power",
+    "p2_statistics",
+    "p2_power",
+    "p5_design",
+    "p5_statistics",
+    "p5_power",
+]
+
+# Simulated datasets per hypothesis in the verdicts (the tests use fewer).
+N_SIM = 200
+# P1's log-linear stand-in for γ_D's interval (simulations) reads cells this many noise floors up.
+WELL_RESOLVED = 5.0
+_HIGH = forms.HIGH_PRECISION_BITS
+
+
+def _num(s: pd.Series) -> pd.Series:
+    return pd.to_numeric(s, errors="coerce").fillna(_HIGH)
+
+
+# --- P9: robustness of low-precision-trained models to PTQ ----------------------------------------
+
+def p9_cells(unified: pd.DataFrame, ptq: pd.DataFrame) -> pd.DataFrame:
+    """The QAT→PTQ cells of P9: each (N, D, P_post, P_w) with P_w > P_post (only the weights trained
+    in low precision) beside the high-precision model of the same (N, D, P_post).
+
+    Args:
+        unified: the ``unified`` stage's rows (``bitlaws.study.law_fits.stage_frames``).
+        ptq: the ``ptq`` stage's rows (high-precision models, the same PTQ method).
+
+    Returns:
+        Columns ``n_params, n_tokens, bits_post, bits_w, delta_low, k_low`` (mean δ_PTQ of the
+        low-precision-trained model and its seeds), ``delta_hp, k_hp`` (of the high-precision
+        model), ``closest`` (True for the P_w nearest P_post in its (N, D, P_post)).
+    """
+    cols = ["n_params", "n_tokens", "bits_post", "bits_w", "delta_low", "k_low", "delta_hp", "k_hp", "closest"]
+    if unified.empty or ptq.empty:
+        return pd.DataFrame(columns=cols)
+    u = unified.assign(bits_w=_num(unified["bits_w"]), bits_a=_num(unified.get("bits_a", pd.Series(_HIGH, unified.index))),
+                       bits_kv=_num(unified.get("bits_kv", pd.Series(_HIGH, unified.index))))
+    u = u[(u["bits_a"] >= _HIGH) & (u["bits_kv"] >= _HIGH) & (u["bits_w"] > u["bits_post"])]
+    key = ["n_params", "n_tokens", "bits_post"]
+    low = u.groupby(key + ["bits_w"])["delta_ptq"].agg(delta_low="mean", k_low="count").reset_index()
+    hp = ptq.groupby(key)["delta_ptq"].agg(delta_hp="mean", k_hp="count").reset_index()
+    out = low.merge(hp, on=key, how="inner")
+    out["closest"] = out["bits_w"] == out.groupby(key)["bits_w"].transform("min")
+    return out[cols].reset_index(drop=True)
+
+
+def _bracket(gap: np.ndarray, c_w: float) -> np.ndarray:
+    return 1.0 - np.exp(-c_w * gap)
+
+
+def _robustness_f(delta_low: np.ndarray, base: np.ndarray, gap: np.ndarray, noise: NoiseModel) -> dict[str, float]:
+    """Extra-sum-of-squares F of Eq. 9's bracket [1 − e^(−C_w·(P_w − P_post))] over Eq. 2 with N_eff
+    (``base``, the prediction without it), weighted by the seed noise of δ at the base prediction."""
+    from scipy import optimize, stats
+
+    w = 1.0 / np.maximum(noise.delta_sd(base), 1e-12) ** 2
+    ss0 = float(np.sum(w * (delta_low - base) ** 2))
+
+    def ss(log_c):
+        return float(np.sum(w * (delta_low - base * _bracket(gap, math.exp(log_c))) ** 2))
+
+    res = optimize.minimize_scalar(ss, bounds=(-6.0, 6.0), method="bounded", options={"xatol": 1e-4})
+    ss1 = min(float(res.fun), ss0)
+    n = len(delta_low)
+    mean_w = float(np.sum(w * delta_low) / np.sum(w))
+    sst = float(np.sum(w * (delta_low - mean_w) ** 2))
+    f = (ss0 - ss1) / (ss1 / (n - 1)) if n > 1 and ss1 > 0 else math.nan
+    return {"c_w": math.exp(float(res.x)), "f_robustness": f,
+            "p_robustness": float(stats.f.sf(f, 1, n - 1)) if math.isfinite(f) else math.nan,
+            "r2_without": 1.0 - ss0 / sst if sst > 0 else math.nan, "r2_with": 1.0 - ss1 / sst if sst > 0 else math.nan}
+
+
+def _eq2_neff(cells: pd.DataFrame, consts: Mapping[str, float]) -> np.ndarray:
+    neff = forms.n_eff(cells["n_params"].to_numpy(float), cells["bits_w"].to_numpy(float), _HIGH, _HIGH,
+                       {"gamma_w": consts["gamma_w"], "n_w": consts["n_w"]})
+    with np.errstate(invalid="ignore"):
+        return forms.delta_ptq(neff, cells["n_tokens"].to_numpy(float), cells["bits_post"].to_numpy(float), consts)
+
+
+def p9_statistics(cells: pd.DataFrame, consts: Mapping[str, float], noise: NoiseModel) -> dict[str, float]:
+    """The statistics of P9's rule (``bitlaws.study.claims.rule_p9``) on ``p9_cells``.
+
+    (a) The sign test: among the cells whose P_w is nearest P_post ("as P_train approaches P_post")
+    and whose high-precision δ is measurable (δ_hp > t_{0.975, ν}·σ₀/√k_hp, ν the seed degrees of
+    freedom), how many have δ_low < δ_hp. (b) The robustness term: on every cell, Eq. 2 with N_eff
+    and no bracket (from ``consts``: C_T, γ_D, γ_N, γ_post, γ_w, n_w, held fixed) against Eq. 9's
+    bracket with C_w fitted (``_robustness_f``), and the R² of δ each gives (weighted by the noise).
+
+    Returns:
+        ``n_measurable``, ``n_less``, ``p_sign``, ``c_w``, ``f_robustness``, ``p_robustness``,
+        ``r2_without``, ``r2_with``, ``r2_gain``, ``n_cells``, ``threshold_t``, ``grade``.
+    """
+    t = t_quantile(noise.loss_dof)
+    out = {"n_cells": float(len(cells)), "threshold_t": t}
+    if cells.empty or not math.isfinite(t):
+        return {**out, "n_measurable": 0.0, "n_less": 0.0, "p_sign": math.nan, "c_w": math.nan,
+                "f_robustness": math.nan, "p_robustness": math.nan, "r2_without": math.nan,
+                "r2_with": math.nan, "r2_gain": math.nan, "grade": "not reproduced"}
+    meas = cells["closest"] & (cells["delta_hp"] > t * noise.delta_abs / np.sqrt(cells["k_hp"]))
+    n_meas = int(meas.sum())
+    n_less = int((cells.loc[meas, "delta_low"] < cells.loc[meas, "delta_hp"]).sum())
+    from .claims import sign_test_p
+
+    base = _eq2_neff(cells, consts)
+    gap = (cells["bits_w"] - cells["bits_post"]).to_numpy(float)
+    rob = _robustness_f(cells["delta_low"].to_numpy(float), base, gap, noise)
+    return {**out, "n_measurable": float(n_meas), "n_less": float(n_less), "p_sign": sign_test_p(n_less, n_meas),
+            **rob, "r2_gain": rob["r2_with"] - rob["r2_without"],
+            "grade": rule_p9(n_less, n_meas, rob["p_robustness"])}
+
+
+def _calibrated_c_t(cells: pd.DataFrame, consts: Mapping[str, float], observed: np.ndarray) -> float:
+    """C_T that gives Eq. 2 with ``consts``' exponents the geometric mean of ``observed`` (> 0) on ``cells``."""
+    pos = observed > 0
+    shape = forms.delta_ptq(cells["n_params"].to_numpy(float), cells["n_tokens"].to_numpy(float),
+                            cells["bits_post"].to_numpy(float), {**consts, "C_T": 1.0})
+    return float(np.exp(np.mean(np.log(observed[pos]) - np.log(shape[pos])))) if pos.any() else math.nan
+
+
+def p9_power(cells: pd.DataFrame, scale: Mapping[str, float], noise: NoiseModel, n_sim: int = N_SIM,
+             seed: int = 0) -> dict[str, float]:
+    """Power and false-positive rate of P9's rule on the design of ``cells``, by simulation.
+
+    Paper data: δ_hp from Eq. 2 with the paper's γ_D, γ_N, γ_post (C_T calibrated to our high-precision
+    δ, ``_calibrated_c_t``); δ_low from Eq. 9 with the paper's γ_w, n_w (Table 2) and C_w = 1 (the
+    paper prints no C_w; Eq. 10 is its C_w = 1 case). Null: δ_low from Eq. 2 with the same N_eff and
+    no robustness bracket. Each cell's mean gets the seed noise of ``noise`` over its seed count;
+    the rule reads the generating constants as its fixed upstream stage. ``scale`` is unused except
+    as a fallback C_T where no δ_hp is positive.
+
+    Returns:
+        ``power`` (share graded reproduced, paper data), ``power_partly`` (partly or better),
+        ``false_positive`` (reproduced, null), ``false_partly``, ``n_sim``.
+    """
+    p = forms.PAPER_CONSTANTS
+    consts = {k: p[k] for k in ("gamma_D", "gamma_N", "gamma_post", "gamma_w", "n_w")}
+    c_t = _calibrated_c_t(cells, consts, cells["delta_hp"].to_numpy(float))
+    consts["C_T"] = c_t if math.isfinite(c_t) else scale["C_T"]
+    hp_true = forms.delta_ptq(cells["n_params"].to_numpy(float), cells["n_tokens"].to_numpy(float),
+                              cells["bits_post"].to_numpy(float), consts)
+    base = _eq2_neff(cells, consts)
+    gap = (cells["bits_w"] - cells["bits_post"]).to_numpy(float)
+    rng = np.random.default_rng(seed)
+    out = {"n_sim": float(n_sim)}
+    k_hp, k_low = cells["k_hp"].to_numpy(float), cells["k_low"].to_numpy(float)
+    for label, low_true in (("power", base * _bracket(gap, 1.0)), ("false", base)):
+        grades = []
+        for _ in range(n_sim):
+            sim = cells.copy()
+            sim["delta_hp"] = hp_true + noise.delta_sd(hp_true) / np.sqrt(k_hp) * rng.standard_normal(len(sim))
+            sim["delta_low"] = low_true + noise.delta_sd(low_true) / np.sqrt(k_low) * rng.standard_normal(len(sim))
+            grades.append(p9_statistics(sim, consts, noise)["grade"])
+        g = np.array(grades)
+        out["power" if label == "power" else "false_positive"] = float(np.mean(g == "reproduced"))
+        out[f"{label}_partly"] = float(np.mean(g != "not reproduced"))
+    return out
+
+
+# --- P1: the trends of δ_PTQ in D, N and P_post -------------------------------------------------
+
+def _p1_design(tab: pd.DataFrame, bits: tuple[int, ...]) -> dict:
+    """Row indices of each series of ``tab`` (sorted along its axis), the regression's design, once."""
+    tab = tab.reset_index(drop=True)
+    sub = tab["bits_post"].isin(bits).to_numpy()
+
+    def groups(by, along, rows):
+        f = tab[rows]
+        return [g.sort_values(along).index.to_numpy() for _, g in f.groupby(by)]
+
+    x = np.column_stack([np.ones(len(tab)), np.log(tab["n_tokens"].to_numpy(float)),
+                         np.log(tab["n_params"].to_numpy(float)), tab["bits_post"].to_numpy(float)])
+    return {"with_d": (groups(["n_params", "bits_post"], "n_tokens", sub), +1),
+            "with_n": (groups(["n_tokens", "bits_post"], "n_params", sub), -1),
+            "with_bits": (groups(["n_params", "n_tokens"], "bits_post", np.ones(len(tab), bool)), -1),
+            "x": x, "sub": sub, "k": tab["n_seeds"].to_numpy(float)}
+
+
+def _p1_eval(delta: np.ndarray, design: dict, noise: NoiseModel, t: float) -> tuple[dict, np.ndarray]:
+    """The three series counts on one vector of cell means ``delta`` (the rows of ``_p1_design``)."""
+    k = design["k"]
+    resolved = delta > t * noise.delta_abs / np.sqrt(k) if math.isfinite(t) else delta > 0
+    sd = noise.delta_sd(delta)
+    out = {}
+    for name in ("with_d", "with_n", "with_bits"):
+        groups, sign = design[name]
+        n = agree = against = unresolved = 0
+        for idx in groups:
+            idx = idx[resolved[idx]]
+            if len(idx) < 2:
+                unresolved += 1
+                continue
+            i0, i1 = idx[0], idx[-1]
+            change = sign * (delta[i1] - delta[i0])
+            thr = t * math.sqrt(sd[i0] ** 2 / k[i0] + sd[i1] ** 2 / k[i1])
+            if abs(change) <= thr:  # a change within the noise: the series is unresolved, not a failure
+                unresolved += 1
+                continue
+            n += 1
+            agree += bool(change > 0)
+            against += bool(change < 0)
+        out[name] = {"resolved": n, "agree": agree, "against": against, "unresolved": unresolved}
+    return out, resolved
+
+
+def _loglinear_gamma_d(x: np.ndarray, delta: np.ndarray) -> tuple[float, float, float]:
+    """γ_D of ln δ = c + γ_D·ln D − γ_N·ln N − P/γ_post by least squares (rows of ``x``), with its 95 % t-interval."""
+    from scipy import stats
+
+    if len(delta) < 6 or np.linalg.matrix_rank(x) < x.shape[1]:
+        return math.nan, math.nan, math.nan
+    y = np.log(delta)
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    dof = len(y) - x.shape[1]
+    s2 = float(((y - x @ coef) ** 2).sum()) / dof
+    se = math.sqrt(s2 * np.linalg.inv(x.T @ x)[1, 1])
+    q = float(stats.t.ppf(0.975, dof))
+    return float(coef[1]), float(coef[1] - q * se), float(coef[1] + q * se)
+
+
+def p1_statistics(tab: pd.DataFrame, noise: NoiseModel, gamma_d_ci: tuple[float, float] | None = None,
+                  bits: tuple[int, ...] = (3, 4, 5)) -> dict:
+    """The statistics of P1's rule (``bitlaws.study.claims.rule_p1``) on one method's ``ptq_table``.
+
+    A cell is resolved when its mean δ clears t_{0.975, ν}·σ₀/√k (ν the seed degrees of freedom);
+    only resolved cells enter the series. Directions: δ rises from the first to the last resolved D
+    at fixed (N, P_post), falls from the first to the last resolved N at fixed (D, P_post) (both at
+    P_post in ``bits``), is larger at the lowest than at the highest resolved P_post at fixed (N, D)
+    — each beyond t·σ of the difference (``NoiseModel.delta_sd``). The paper's γ_D = 0.51 is checked
+    against ``gamma_d_ci`` (the Eq. 2 fit's bootstrap interval), or, without one, against the 95 %
+    t-interval of a log-linear regression on the resolved cells (what the simulations use).
+
+    Returns:
+        ``with_d``, ``with_n``, ``with_bits`` (dicts: ``resolved, agree, against, unresolved``),
+        ``fracs`` (agree / resolved per direction, NaN with none resolved), ``gamma_d``,
+        ``gamma_d_lo``, ``gamma_d_hi``, ``ci_source``, ``paper_inside``, ``grade``.
+    """
+    return _p1_stats(tab["delta_ptq"].to_numpy(float), _p1_design(tab, bits), noise, gamma_d_ci)
+
+
+def _p1_stats(delta: np.ndarray, design: dict, noise: NoiseModel, gamma_d_ci=None) -> dict:
+    t = t_quantile(noise.loss_dof)
+    out, resolved = _p1_eval(delta, design, noise, t)
+    fracs = {k: (v["agree"] / v["resolved"] if v["resolved"] else math.nan) for k, v in out.items()}
+    counts = {k: v["resolved"] for k, v in out.items()}
+    # the regression reads cells well above the floor, where selecting on δ does not bias the slope
+    use = (delta > WELL_RESOLVED * t * noise.delta_abs / np.sqrt(design["k"])) & design["sub"]
+    g, lo, hi = _loglinear_gamma_d(design["x"][use], delta[use])
+    source = "log-linear regression on the resolved cells (t-interval)"
+    if gamma_d_ci is not None and all(math.isfinite(v) for v in gamma_d_ci):
+        lo, hi = gamma_d_ci
+        source = "the Eq. 2 fit's bootstrap over training runs"
+    paper = forms.PAPER_CONSTANTS["gamma_D"]
+    inside = bool(math.isfinite(lo) and lo <= paper <= hi)
+    return {**out, "fracs": fracs, "gamma_d": g, "gamma_d_lo": lo, "gamma_d_hi": hi, "ci_source": source,
+            "paper_inside": inside, "grade": rule_p1(fracs, counts, inside), "threshold_t": t}
+
+
+def p1_power(tab: pd.DataFrame, noise: NoiseModel, n_sim: int = N_SIM, seed: int = 0,
+             bits: tuple[int, ...] = (3, 4, 5)) -> dict[str, float]:
+    """Power and false-positive rate of P1's rule on the design of ``tab`` (its N, D, P_post, seeds).
+
+    Paper data: δ from Eq. 2 with the paper's γ_D, γ_N, γ_post, C_T calibrated to our δ on the same
+    cells. Null: γ_D = γ_N = 0 (δ independent of D and N; the P_post trend kept, recalibrated). Seed
+    noise ``noise`` over each cell's seeds; γ_D's interval from the log-linear regression (a
+    bootstrap inside each simulated dataset would cost 200× more).
+
+    Returns:
+        ``power``, ``power_partly``, ``false_positive``, ``false_partly``, ``n_sim``.
+    """
+    p = forms.PAPER_CONSTANTS
+    paper = {k: p[k] for k in ("gamma_D", "gamma_N", "gamma_post")}
+    null = {**paper, "gamma_D": 0.0, "gamma_N": 0.0}
+    observed = tab["delta_ptq"].to_numpy(float)
+    n, d, b = (tab[c].to_numpy(float) for c in ("n_params", "n_tokens", "bits_post"))
+    k = tab["n_seeds"].to_numpy(float)
+    design = _p1_design(tab, bits)
+    rng = np.random.default_rng(seed)
+    out = {"n_sim": float(n_sim)}
+    for label, consts in (("power", paper), ("false", null)):
+        consts = {**consts, "C_T": _calibrated_c_t(tab, consts, observed)}
+        true = forms.delta_ptq(n, d, b, consts)
+        sd = noise.delta_sd(true) / np.sqrt(k)
+        grades = [_p1_stats(true + sd * rng.standard_normal(len(tab)), design, noise)["grade"] for _ in range(n_sim)]
+        g = np.array(grades)
+        out["power" if label == "power" else "false_positive"] = float(np.mean(g == "reproduced"))
+        out[f"{label}_partly"] = float(np.mean(g != "not reproduced"))
+    return out
+
+
+# --- P2: the post-PTQ loss turns upward past a critical D ---------------------------------------
+
+def _p2_design(tab: pd.DataFrame) -> dict:
+    tab = tab.reset_index(drop=True)
+    groups = [(int(n), int(b), g.sort_values("n_tokens").index.to_numpy()) for (n, b), g in
+              tab.groupby(["n_params", "bits_post"])]
+    return {"groups": groups, "k": tab["n_seeds"].to_numpy(float), "n_min": int(tab["n_params"].min()),
+            "d": tab["n_tokens"].to_numpy(float)}
+
+
+def _p2_stats(loss_post: np.ndarray, design: dict, noise: NoiseModel) -> dict:
+    t = t_quantile(noise.loss_dof)
+    k = design["k"]
+    series = []
+    for n, b, idx in design["groups"]:
+        y = loss_post[idx]
+        i = int(np.argmin(y))
+        last = len(idx) - 1
+        rise = float(y[last] - y[i])
+        thr = t * noise.post_sd * math.sqrt(1 / k[idx[i]] + 1 / k[idx[last]]) if math.isfinite(t) else math.inf
+        series.append({"n_params": n, "bits_post": b, "d_best": float(design["d"][idx[i]]),
+                       "d_max": float(design["d"][idx[last]]), "rise": rise, "threshold": thr,
+                       "k_best": float(k[idx[i]]), "k_max": float(k[idx[last]]),
+                       "rising": bool(i < last and rise > thr)})
+    rising = [s for s in series if s["rising"]]
+    small = [s for s in rising if s["n_params"] == design["n_min"]]
+    return {"series": series, "n_series": len(series), "n_rising": len(rising), "n_rising_smallest": len(small),
+            "threshold_t": t, "grade": rule_p2(len(small), len(rising))}
+
+
+def p2_statistics(tab: pd.DataFrame, noise: NoiseModel) -> dict:
+    """The statistics of P2's rule (``bitlaws.study.claims.rule_p2``) on one method's ``ptq_table``.
+
+    Per (N, P_post) series: the D of its lowest mean post-PTQ loss, the rise from there to the
+    largest D, and the threshold t_{0.975, ν}·σ_post·sqrt(1/k_best + 1/k_max) (pooled seed σ of the
+    post-PTQ loss, ν the seed degrees of freedom, k the seeds at each end point).
+
+    Returns:
+        ``series`` (a list of dicts: ``n_params, bits_post, d_best, d_max, rise, threshold, k_best,
+        k_max, rising``), ``n_series``, ``n_rising``, ``n_rising_smallest``, ``threshold_t``, ``grade``.
+    """
+    return _p2_stats(tab["loss_post"].to_numpy(float), _p2_design(tab), noise)
+
+
+def p2_power(tab: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel, n_sim: int = N_SIM,
+             seed: int = 0, effect: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Power and false-positive rate of P2's rule on the design of ``tab`` (its N, D, P_post, seeds).
+
+    Paper data: the post-PTQ loss = our Chinchilla law (``chinchilla``: A, B, E, α, β fitted on the
+    same models) + Eq. 2 with the paper's γ_D, γ_N, γ_post (C_T calibrated to our δ). Null: γ_D = 0
+    (δ does not grow with D, so the loss never turns up). Each point gets the pooled seed σ of the
+    post-PTQ loss over its seed count. ``effect`` (C_T, γ_D, γ_N, γ_post, e.g. our own Eq. 2 fit)
+    replaces the paper's Eq. 2 in the paper data: the power if that law were true.
+
+    Returns:
+        ``power``, ``power_partly``, ``false_positive``, ``false_partly``, ``n_sim``; NaN without a
+        finite Chinchilla fit.
+    """
+    out = {"n_sim": float(n_sim)}
+    if not all(math.isfinite(float(chinchilla.get(k, math.nan))) for k in ("A", "B", "E", "alpha")):
+        return {**out, "power": math.nan, "power_partly": math.nan, "false_positive": math.nan,
+                "false_partly": math.nan}
+    p = forms.PAPER_CONSTANTS
+    paper = {k: p[k] for k in ("gamma_D", "gamma_N", "gamma_post")}
+    n, d, b = (tab[c].to_numpy(float) for c in ("n_params", "n_tokens", "bits_post"))
+    base = forms.chinchilla_loss(n, d, chinchilla)
+    design = _p2_design(tab)
+    sd = noise.post_sd / np.sqrt(design["k"])
+    rng = np.random.default_rng(seed)
+    if effect is not None:
+        paper = {k: float(effect[k]) for k in ("C_T", "gamma_D", "gamma_N", "gamma_post")}
+    for label, consts in (("power", paper), ("false", {**paper, "gamma_D": 0.0})):
+        if effect is None or label == "false":
+            consts = {**consts, "C_T": _calibrated_c_t(tab, consts, tab["delta_ptq"].to_numpy(float))}
+        true = base + forms.delta_ptq(n, d, b, consts)
+        g = np.array([_p2_stats(true + sd * rng.standard_normal(len(tab)), design, noise)["grade"]
+                      for _ in range(n_sim)])
+        out["power" if label == "power" else "false_positive"] = float(np.mean(g == "reproduced"))
+        out[f"{label}_partly"] = float(np.mean(g != "not reproduced"))
+    return out
+
+
+# --- P5: independent effects that multiply ------------------------------------------------------
+_PARTS = ("w", "a", "kv")
+
+
+def p5_design(df: pd.DataFrame) -> pd.DataFrame:
+    """Each mixed-precision run (≥ 2 parts below 16 bits) beside the measured marginal runs of its
+    parts (one part at that width, the same N and D) and the high-precision model of its (N, D).
+
+    Args:
+        df: training rows (``ptq_method`` ``none``, status ok, bit columns ``bits_w/a/kv``).
+
+    Returns:
+        One row per mixed run with every marginal present: ``n_params, n_tokens, bits_w, bits_a,
+        bits_kv, loss_mix``, ``loss_hp`` and ``k_hp`` (mean over the high-precision seeds),
+        ``loss_w, loss_a, loss_kv`` (the marginal's loss, or ``loss_hp`` for an unquantized part),
+        ``n_low`` (parts quantized).
+    """
+    ok = df[(df["status"] == "ok") & (df["ptq_method"] == "none")]
+    ok = ok.assign(**{f"bits_{p}": _num(ok[f"bits_{p}"]) for p in _PARTS})
+    low = sum((ok[f"bits_{p}"] < _HIGH).astype(int) for p in _PARTS)
+    hp = ok[low == 0].groupby(["n_params", "n_tokens"])["loss_val"].agg(loss_hp="mean", k_hp="count")
+    marg = {p: ok[(low == 1) & (ok[f"bits_{p}"] < _HIGH)].groupby(["n_params", "n_tokens", f"bits_{p}"])["loss_val"].mean()
+            for p in _PARTS}
+    rows = []
+    for r in ok[low >= 2].itertuples():
+        key = (r.n_params, r.n_tokens)
+        if key not in hp.index:
+            continue
+        row = {"n_params": r.n_params, "n_tokens": r.n_tokens, "loss_mix": r.loss_val,
+               "loss_hp": hp.loc[key, "loss_hp"], "k_hp": float(hp.loc[key, "k_hp"])}
+        for p in _PARTS:
+            b = getattr(r, f"bits_{p}")
+            row[f"bits_{p}"] = b
+            if b >= _HIGH:
+                row[f"loss_{p}"] = row["loss_hp"]
+            elif (*key, b) in marg[p].index:
+                row[f"loss_{p}"] = float(marg[p].loc[(*key, b)])
+            else:
+                break
+        else:
+            row["n_low"] = float(sum(row[f"bits_{p}"] < _HIGH for p in _PARTS))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _p5_predictions(d: pd.DataFrame, chinchilla: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Out-of-sample predictions of the mixed runs from the measured marginals (nothing fitted on them):
+    additive L_hp + Σ ΔL_x, and the product of marginals: with T = A·N^(−α) the law's N term, each
+    marginal gives f_x^(−α) = 1 + ΔL_x/T, and N_eff = N·Π f_x gives L_hp + T·(Π(1 + ΔL_x/T) − 1)."""
+    hp = d["loss_hp"].to_numpy(float)
+    dl = np.column_stack([d[f"loss_{p}"].to_numpy(float) - hp for p in _PARTS])
+    term = float(chinchilla["A"]) * d["n_params"].to_numpy(float) ** -float(chinchilla["alpha"])
+    add = hp + dl.sum(axis=1)
+    mult = hp + term * (np.prod(1.0 + dl / term[:, None], axis=1) - 1.0)
+    return add, mult
+
+
+def _p5_stats(d: pd.DataFrame, add: np.ndarray, mult: np.ndarray, noise: NoiseModel) -> dict:
+    from scipy import stats
+
+    from .claims import rule_p5
+
+    y = d["loss_mix"].to_numpy(float)
+    m = d["n_low"].to_numpy(float)
+    # noise of a residual: the mixed run, each of its m marginals, and (m − 1) times the mean of k_hp seeds
+    var = noise.loss_sd ** 2 * (1.0 + m + (m - 1.0) ** 2 / d["k_hp"].to_numpy(float))
+    n = len(y)
+    sst = float(((y - y.mean()) ** 2).sum())
+    r_add, r_mult = y - add, y - mult
+    chi_mult = float((r_mult ** 2 / var).sum())
+    f = chi_mult / n
+    p_int = float(stats.f.sf(f, n, noise.loss_dof)) if noise.loss_dof > 0 else math.nan
+    gap = float(((mult - add) ** 2 / var).sum())
+    distinguishable = bool(gap > stats.chi2.ppf(1 - 0.05, n))
+    mult_better = bool((r_mult ** 2 / var).sum() < (r_add ** 2 / var).sum())
+    return {"n_runs": float(n), "r2_add": 1 - float((r_add ** 2).sum()) / sst if sst > 0 else math.nan,
+            "r2_mult": 1 - float((r_mult ** 2).sum()) / sst if sst > 0 else math.nan,
+            "rmse_add": math.sqrt(float((r_add ** 2).mean())), "rmse_mult": math.sqrt(float((r_mult ** 2).mean())),
+            "f_interaction": f, "p_interaction": p_int, "separation_chi2": gap,
+            "separation_needed": float(stats.chi2.ppf(0.95, n)), "mult_better": float(mult_better),
+            "distinguishable": float(distinguishable), "grade": rule_p5(p_int, mult_better, distinguishable)}
+
+
+def p5_statistics(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel) -> dict:
+    """The statistics of P5's rule (``bitlaws.study.claims.rule_p5``) on ``p5_design``.
+
+    Both predictions are out of sample (``_p5_predictions``). The interaction test: the product's
+    residuals against the seed noise of a residual (the mixed run, its marginals and the
+    high-precision mean), F = (Σ r²/v)/n on (n, ν). The two forms are distinguishable when their
+    predictions differ by more than the 95 % χ²(n) of that noise; the better is the one with the
+    smaller Σ r²/v.
+
+    Returns:
+        ``n_runs``, ``r2_add``, ``r2_mult`` (out of sample, on the mixed runs), ``rmse_add``,
+        ``rmse_mult``, ``f_interaction``, ``p_interaction``, ``separation_chi2``,
+        ``separation_needed``, ``mult_better``, ``distinguishable`` (1.0/0.0), ``grade``.
+    """
+    add, mult = _p5_predictions(d, chinchilla)
+    return _p5_stats(d, add, mult, noise)
+
+
+def p5_power(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel, n_sim: int = N_SIM,
+             seed: int = 0) -> dict[str, float]:
+    """Power and false-positive rate of P5's rule on the design of ``d`` (its N, D, bit widths, seeds).
+
+    Paper data: every run's loss from our Chinchilla law with N_eff = N·Π f_x(P_x) and the paper's
+    γ_x, n_x (Table 2): the effects multiply. Null: the same marginal effects, added (L_hp + Σ ΔL_x),
+    so "multiply" is removed. Every run (mixed, marginal, each high-precision seed) gets seed noise σ.
+
+    Returns:
+        ``power``, ``power_partly``, ``false_positive``, ``false_partly``, ``n_sim``.
+    """
+    p = forms.PAPER_CONSTANTS
+    n, dd = d["n_params"].to_numpy(float), d["n_tokens"].to_numpy(float)
+    bits = {x: d[f"bits_{x}"].to_numpy(float) for x in _PARTS}
+    hp = forms.chinchilla_loss(n, dd, chinchilla)
+    marg = {x: forms.qat_loss(n, dd, *(bits[y] if y == x else _HIGH for y in _PARTS), {**p, **chinchilla})
+            for x in _PARTS}
+    truth = {"power": forms.qat_loss(n, dd, bits["w"], bits["a"], bits["kv"], {**p, **chinchilla}),
+             "false": hp + sum(marg[x] - hp for x in _PARTS)}
+    k = d["k_hp"].to_numpy(float)
+    s = noise.loss_sd
+    rng = np.random.default_rng(seed)
+    out = {"n_sim": float(n_sim)}
+    for label, mix in truth.items():
+        grades = []
+        for _ in range(n_sim):
+            sim = d.assign(loss_mix=mix + s * rng.standard_normal(len(d)),
+                           loss_hp=hp + s / np.sqrt(k) * rng.standard_normal(len(d)),
+                           **{f"loss_{x}": np.where(bits[x] < _HIGH, marg[x] + s * rng.standard_normal(len(d)), np.nan)
+                              for x in _PARTS})
+            for x in _PARTS:
+                sim[f"loss_{x}"] = np.where(bits[x] < _HIGH, sim[f"loss_{x}"], sim["loss_hp"])
+            grades.append(p5_statistics(sim, chinchilla, noise)["grade"])
+        g = np.array(grades)
+        out["power" if label == "power" else "false_positive"] = float(np.mean(g == "reproduced"))
+        out[f"{label}_partly"] = float(np.mean(g != "not reproduced"))
+    return out
