@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..laws import forms
-from .claims import ALPHA, rule_p1, rule_p2, rule_p9
+from .claims import rule_p1, rule_p2, rule_p9
 from .noise import NoiseModel, t_quantile
 
 __all__ = [
