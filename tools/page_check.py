@@ -78,7 +78,7 @@ def chromium() -> str:
 
 def _run(browser: str, url: str, *extra: str, timeout: float = 120) -> str:
     cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", *NO_NETWORK, "--window-size=1400,1000",
-           "--virtual-time-budget=20000", *extra, url]
+           *extra, url]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
 
 
@@ -93,11 +93,16 @@ def check_page(browser: str, page: Path) -> dict:
     probe = page.with_name(f".{MARK}-{page.name}")  # beside the page, so relative links resolve
     text = page.read_text(encoding="utf-8")
     probe.write_text(text.replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
+    found = None
     try:
-        dom = _run(browser, probe.as_uri(), "--dump-dom")
+        # A busy machine can dump the DOM before MathJax is done: try again with more virtual time.
+        for budget in (20_000, 60_000, 120_000):
+            dom = _run(browser, probe.as_uri(), "--dump-dom", f"--virtual-time-budget={budget}", timeout=300)
+            found = re.search(rf'<pre id="{MARK}">(.*?)</pre>', dom, re.S)
+            if found:
+                break
     finally:
         probe.unlink(missing_ok=True)
-    found = re.search(rf'<pre id="{MARK}">(.*?)</pre>', dom, re.S)
     rel = str(page.relative_to(BUILD)) if page.is_relative_to(BUILD) else str(page)
     if not found:
         return {"page": rel, "ok": False, "error": "the probe did not report (page failed to load?)"}
@@ -105,6 +110,12 @@ def check_page(browser: str, page: Path) -> dict:
     result["page"] = rel
     result["ok"] = not (result["broken"] or result["no_alt"] or result["raw_tex"] or result["wide_tables"])
     return result
+
+
+def _is_redirect(page: Path) -> bool:
+    """jupyter-book's index.html only redirects to the root page (a meta refresh, no content)."""
+    head = page.read_text(encoding="utf-8", errors="replace")[:2000].lower()
+    return 'http-equiv="refresh"' in head
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     browser = chromium()
     pages = ([BUILD / p for p in args.pages] if args.pages else
              sorted(p for p in BUILD.rglob("*.html") if p.name not in SKIP and not p.name.startswith(".")
-                    and not {"_static", "_sources", "_images"} & set(p.relative_to(BUILD).parts)))
+                    and not {"_static", "_sources", "_images"} & set(p.relative_to(BUILD).parts)
+                    and not _is_redirect(p)))
     if args.screenshots:
         args.screenshots.mkdir(parents=True, exist_ok=True)
     failed = 0
@@ -138,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.screenshots:
             name = str(page.relative_to(BUILD)).replace("/", "_").removesuffix(".html") + ".png"
             _run(browser, page.as_uri(), f"--screenshot={args.screenshots / name}",
-                 f"--window-size=1400,{args.height}")
+                 f"--window-size=1400,{args.height}", "--virtual-time-budget=20000")
     print(f"{len(pages) - failed} of {len(pages)} pages pass")
     return 1 if failed else 0
 
