@@ -314,7 +314,8 @@ def chapter_claims(chapter: str, claims: Mapping[str, Mapping[str, Any]]) -> lis
     return [c for c, claim in claims.items() if claim["chapter"] and Path(claim["chapter"]).name == chapter]
 
 
-def chapter_summary_markdown(chapter: str, verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> str:
+def chapter_summary_markdown(chapter: str, verdicts: Mapping[str, Any],
+                             claims: Mapping[str, Mapping[str, Any]]) -> str:
     """The box that opens a chapter: what it reproduces, what we found, the grades, how sure.
 
     Args:
