@@ -10,7 +10,7 @@ THREADS ?= 1
 TORCH_INDEX ?=
 STAMP := $(VENV)/.bitlaws-installed
 
-.PHONY: setup book test unit nbval reproduce verdicts bench clean
+.PHONY: setup book test unit nbval reproduce verdicts bench publish clean
 
 setup: $(STAMP)
 
@@ -57,6 +57,14 @@ bench: $(STAMP)
 	$(PY) bench/quik_kernels.py --profile cpu
 	$(PY) bench/gptq_speed.py --quick
 	$(PY) bench/fake_quant_overhead.py
+
+# Push the built book to the gh-pages branch of PAGES_REMOTE (a remote name or a git URL), for
+# GitHub Pages: `make book && make publish PAGES_REMOTE=origin`. The workflow
+# .github/workflows/book.yml deploys through GitHub's Pages actions instead.
+PAGES_REMOTE ?= origin
+PAGES_BRANCH ?= gh-pages
+publish:
+	bash tools/publish_pages.sh book/_build/html "$(PAGES_REMOTE)" "$(PAGES_BRANCH)"
 
 clean:
 	rm -rf book/_build build

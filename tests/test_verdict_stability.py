@@ -23,10 +23,12 @@ import pandas as pd
 import pytest
 
 from bitlaws.study import ledger
+from bitlaws.study.summary import readme_block
 from bitlaws.study import ptq_degradation as pa
 from bitlaws.laws import fit as lf
 from bitlaws.laws import forms, optimal
 from bitlaws.study.claims import (
+    CLAIMS,
     DETAIL_RTOL,
     RULE_VERSIONS,
     Verdict,
@@ -123,7 +125,7 @@ def test_perturbed_arithmetic_changes_no_identity_grade_or_ledger(other_machine)
 def test_readme_ledger_is_the_stored_one():
     text = (REPO / "README.md").read_text(encoding="utf-8")
     table = text.split("<!-- ledger:start -->\n", 1)[1].split("<!-- ledger:end -->", 1)[0]
-    assert table == ledger_markdown(load_verdicts())
+    assert table == readme_block(load_verdicts(), CLAIMS)
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from bitlaws.study import claims as vd
+from bitlaws.study.summary import readme_block
 from bitlaws.study.claims import (
     CLAIMS,
     VERDICTS,
@@ -185,9 +186,8 @@ def test_update_readme_rewrites_only_between_markers(tmp_path):
     data = readme.read_bytes()
     assert data.startswith(head)
     assert data.endswith(tail)
-    assert data[len(head) : len(data) - len(tail)].decode("utf-8") == "\n" + ledger_markdown(
-        verdicts
-    )
+    assert data[len(head) : len(data) - len(tail)].decode("utf-8") == "\n" + readme_block(
+        {c: verdicts.get(c) or pending_verdict(c) for c in CLAIMS}, CLAIMS)
 
     assert update_readme(readme, verdicts) is False
     assert readme.read_bytes() == data

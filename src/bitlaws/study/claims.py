@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import frame_sha256, json_sha256, write_atomic
+from .summary import readme_block
 
 __all__ = [
     "CLAIMS",
@@ -821,7 +822,8 @@ def ledger_markdown(verdicts: Mapping[str, Verdict]) -> str:
 
 
 def update_readme(readme_path: str | os.PathLike[str], verdicts: Mapping[str, Verdict]) -> bool:
-    """Rewrite the ledger table between ``<!-- ledger:start -->`` and ``<!-- ledger:end -->``.
+    """Rewrite the ledger between ``<!-- ledger:start -->`` and ``<!-- ledger:end -->``: the
+    one-screen summary and the long text folded (``bitlaws.study.summary.readme_block``).
 
     Everything outside the markers is kept byte for byte; the file is rewritten atomically and
     only if the table changed.
@@ -846,7 +848,11 @@ def update_readme(readme_path: str | os.PathLike[str], verdicts: Mapping[str, Ve
     end = text.index(_LEDGER_END)
     if end < start:
         raise ValueError(f"{path}: {_LEDGER_END} comes before {_LEDGER_START}")
-    new_text = text[:start] + "\n" + ledger_markdown(verdicts) + text[end:]
+    unknown = sorted(set(verdicts) - set(CLAIMS))
+    if unknown:
+        raise ValueError(f"unknown claim ids {unknown}; the ledger has {list(CLAIMS)}")
+    full = {claim_id: verdicts.get(claim_id) or pending_verdict(claim_id) for claim_id in CLAIMS}
+    new_text = text[:start] + "\n" + readme_block(full, CLAIMS) + text[end:]
     if new_text == text:
         return False
     write_atomic(path, new_text)

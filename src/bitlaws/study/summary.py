@@ -1,0 +1,358 @@
+"""The verdicts at a glance: a one-screen summary table and each chapter's summary box.
+
+Everything here is rendered from ``data/verdicts.json`` (``bitlaws.study.claims.load_verdicts``) and
+the ledger ``bitlaws.study.claims.CLAIMS``, both passed in (``claims`` renders the README with it):
+``HEADLINES`` says, per claim, which stored detail is its key number and which is the paper's;
+``summary_markdown`` sets them side by side with their intervals and grades (the README and the
+book's introduction), ``ledger_details_markdown`` gives the long text (paper, ours, why) folded,
+and ``chapter_summary_markdown`` opens each chapter with its claims. The paper's numbers that the
+store does not hold are the paper's own constants, cited where they are typed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+from typing import Any
+
+__all__ = ["Headline", "HEADLINES", "CHAPTERS", "key_number", "summary_markdown", "ledger_details_markdown",
+           "readme_block", "chapter_summary_markdown", "chapter_claims"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Headline:
+    """Which number carries a claim, and where to read it.
+
+    Args:
+        short: the claim in a few words.
+        quantity: what the number is (symbol, unit).
+        ours: the key in the verdict's ``details`` that holds our value.
+        paper: the key in ``details`` that holds the paper's value, or a float: the paper's own
+            constant (cited in the comment where it is typed), or a string shown as is.
+        lo, hi: keys of the interval's ends in ``details`` (a 95 % bootstrap interval unless
+            ``interval`` says otherwise), or None.
+        se: a key holding a standard error; the interval is then ±2 standard errors.
+        interval: what the interval is, for the legend ("95 %", "grid", "2 SE").
+        fmt: how to print the numbers: a format spec (``".2f"``), ``"%"`` (a fraction as a
+            percentage with a sign), ``"pct"`` (a share as a percentage) or ``"M"`` (bytes in
+            millions, tokens in billions if above 1e9).
+    """
+
+    short: str
+    quantity: str
+    ours: str
+    paper: str | float | None = None
+    lo: str | None = None
+    hi: str | None = None
+    se: str | None = None
+    interval: str = "95 %"
+    fmt: str = ".2f"
+
+
+# The paper's constants typed below come from Kumar et al. (Table 2, §3, Fig. 5 and 7) as quoted in
+# CLAIMS; every one of ours is read from the stored verdict.
+HEADLINES: dict[str, Headline] = {
+    "P1": Headline("PTQ hurts more with more data", "γ_D of Eq. 2 (GPTQ)", "gptq_eq2_gamma_d",
+                   paper=0.51),  # Kumar et al. Eq. 2 fit
+    "P2": Headline("Overtraining makes the quantized model worse", "D_crit, INT3, smallest N",
+                   "gptq_int3_d_crit_eq13", paper="paper_d_crit_30m_int3", lo="gptq_int3_d_crit_lo",
+                   hi="gptq_int3_d_crit_hi", interval="grid", fmt="M"),
+    "P3": Headline("Low-precision training = fewer parameters", "f_w(4) = N_eff/N", "f_w_4",
+                   paper="paper_f_w_4", lo="f_w_4_lo", hi="f_w_4_hi"),
+    "P4": Headline("Activations most sensitive, KV cache least", "f_a(4) (the most sensitive)", "f_a_4",
+                   paper="paper_f_a_4"),
+    "P5": Headline("Precision effects multiply", "R² of the product of marginal fits", "product_r2",
+                   paper=0.897, fmt=".3f"),  # Kumar et al. Fig. 5
+    "P6": Headline("Compute-optimal precision ≈ 7–8 bits", "P* (bits)", "ours_p_star", paper="paper_p_star",
+                   lo="ours_p_star_lo", hi="ours_p_star_hi", fmt=".1f"),
+    "P7": Headline("At low precision, grow N before D", "N*(4 bits) / N*(P*)", "ours_n_star_4_over_p_star",
+                   paper="paper_n_star_4_over_p_star", lo="ours_n_star_4_over_p_star_lo",
+                   hi="ours_n_star_4_over_p_star_hi"),
+    "P8": Headline("P* grows like log(D/N)", "bits per e-fold of D/N", "ours_slope_per_ln_dn",
+                   paper="paper_slope_per_ln_dn", lo="ours_slope_lo", hi="ours_slope_hi"),
+    "P9": Headline("Low-precision training resists PTQ", "R² of the unified law (Eq. 9)", "unified_r2",
+                   paper=0.90),  # Kumar et al. Fig. 7
+    "P10": Headline("Floats beat integers slightly", "FP − INT loss (nats/byte)", "mean_delta",
+                    paper="paper_mean_delta", se="mean_delta_se", interval="2 SE", fmt="+.4f"),
+    "Q1": Headline("W8A8 keeps quality", "Δppl, QUIK W8A8 (worst size)", "worst_rel_ppl",
+                   paper="paper_rel_ppl_7b", fmt="%"),
+    "Q2": Headline("W4A4 + fp16 outliers costs little", "Δppl, QUIK W4A4 (largest size)", "rel_ppl_quik4_big",
+                   paper="paper_rel_ppl_7b", fmt="%"),
+    "Q3": Headline("≈ 256 outliers is near the knee", "share of the outlier gain at the paper's k",
+                   "knee_frac_n1.2m", paper="paper_knee_frac_70b", fmt="pct"),
+    "Q4": Headline("Fused kernels ≈ 2× (8 bits), ≈ 4× (4 bits)", "8-bit layer speed-up over fp16",
+                   "speedup_w8a8", paper="> 2×", fmt=".2f"),  # QUIK Fig. 6
+}
+
+# What each chapter reproduces, in words (the numbers come from the verdicts).
+CHAPTERS: dict[str, str] = {
+    "00-number-formats": "the number formats the papers use: INT and floating-point grids (the OCP formats "
+    "and the paper's ExMy), their error against bits, and per-tensor against per-channel scales",
+    "01-ptq-degradation": "Kumar et al.'s Fig. 1 (left) and Fig. 2: how much post-training quantization "
+    "(GPTQ, and RTN as the paper's Appendix F) costs as the data D, the size N and the bits P_post vary, "
+    "Eq. 2 and the critical data size",
+    "02-low-precision-training": "Kumar et al.'s Fig. 3–4: training with weights, activations or the KV "
+    "cache in few bits, which part is most sensitive, floating point against integer, and a compute-matched "
+    "suite (Fig. 1, right)",
+    "03-law-fitting": "the fits of Kumar et al.'s laws (Eqs. 2–4, 9, Table 1), with the Chinchilla refit "
+    "of Besiroglu et al. as a check of the fitter",
+    "04-compute-optimal": "Kumar et al.'s compute-optimal precision (Eq. 7, Figs. 1 right, 6 and 9): P*, "
+    "N* and D* from the fitted laws, D_crit, and the compute-matched suite",
+    "05-quik-accuracy": "QUIK's accuracy: W8A8 and W4A4 with fp16 outlier features against RTN, "
+    "SmoothQuant and GPTQ, and its ablations (the outlier count, down_proj's bits, clipping)",
+    "06-quik-kernels": "QUIK's fused layer (its Algorithm 1, Fig. 6): activation quantization, integer "
+    "GEMM, dequantization and the outlier GEMM, checked on the CPU, timed on a GPU when one is lent",
+}
+
+# Chapters that grade no claim, and the claims they inform.
+_INFORMS = {"00-number-formats": ("P10",)}
+
+# Characters that change a table cell's or a line's meaning on GitHub and in MyST.
+_MARKDOWN_SPECIALS = "\\|*~$<`"
+
+_HOW_SURE = {
+    "reproduced": "a rule written before the data, which could have come out either way, came out the "
+    "paper's way",
+    "partly": "the rule, written before the data, met some of its tests and not others",
+    "not reproduced": "the rule, written before the data, came out against the paper",
+    "inconclusive": "our design cannot detect the paper's effect at two standard errors",
+    "derived": "a consequence of the fitted form, not a test: read its interval",
+    "pending": "no data yet",
+}
+
+
+def _fmt(x: float, fmt: str) -> str:
+    if fmt == "%":
+        return f"{100 * x:+.2f} %"
+    if fmt == "pct":
+        return f"{100 * x:.0f} %"
+    if fmt == "M":
+        return f"{x / 1e9:.1f}B" if abs(x) >= 1e9 else f"{x / 1e6:.1f}M"
+    return format(x, fmt).replace("-", "−")
+
+
+def _number(details: Mapping[str, float | str], key: str | None) -> float | None:
+    value = details.get(key) if key is not None else None
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def key_number(verdict: Any) -> tuple[str, str]:
+    """The claim's key number, the paper's and ours (with its interval), as two strings.
+
+    Args:
+        verdict: a stored ``bitlaws.study.claims.Verdict``; its ``claim_id`` must have a ``HEADLINES``
+            entry.
+
+    Returns:
+        ``(paper, ours)``: e.g. ``("7.0", "6.2 [4.4, 8.4]")``; ``"—"`` for a side the store does not
+        hold (a pending claim, or a detail that its rule no longer writes). A grid interval whose
+        upper end lies past the grid reads ``> lo``.
+
+    Raises:
+        ValueError: if the claim has no ``HEADLINES`` entry.
+    """
+    if verdict.claim_id not in HEADLINES:
+        raise ValueError(f"no HEADLINES entry for {verdict.claim_id!r}; it has {', '.join(HEADLINES)}")
+    h = HEADLINES[verdict.claim_id]
+    d = verdict.details
+    if isinstance(h.paper, float):
+        paper = _fmt(h.paper, h.fmt)
+    elif isinstance(h.paper, str) and h.paper in d:
+        value = _number(d, h.paper)
+        paper = _fmt(value, h.fmt) if value is not None else "—"
+    elif isinstance(h.paper, str) and not h.paper.replace("_", "").isalnum():
+        paper = h.paper  # a phrase of the paper's, shown as is
+    else:
+        paper = "—"
+    value = _number(d, h.ours)
+    if value is None:
+        return paper, "—"
+    ours = _fmt(value, h.fmt)
+    lo, hi, se = _number(d, h.lo), _number(d, h.hi), _number(d, h.se)
+    if se is not None:
+        ours += f" ± {_fmt(2 * se, h.fmt.lstrip('+'))}"
+    elif lo is not None and hi is not None:
+        ours += f" [{_fmt(lo, h.fmt)}, {_fmt(hi, h.fmt)}]"
+    elif lo is not None:
+        ours += f" [> {_fmt(lo, h.fmt)}]"
+    return paper, ours
+
+
+def _chapter_link(claim: Mapping[str, Any], prefix: str) -> str:
+    chapter = claim["chapter"]
+    if not chapter:
+        return "—"
+    name = Path(chapter).name
+    return f"[{name[:2]}]({prefix}{chapter}.md)"
+
+
+def _rows(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], claim_ids, prefix: str,
+          with_chapter: bool) -> list[str]:
+    head = "| claim | in a few words | key number | paper | ours | grade |"
+    rule = "|---|---|---|---|---|---|"
+    if with_chapter:
+        head, rule = head + " chapter |", rule + "---|"
+    lines = [head, rule]
+    for claim_id in claim_ids:
+        verdict = verdicts[claim_id]
+        h = HEADLINES[claim_id]
+        paper, ours = key_number(verdict)
+        cells = [f"**{claim_id}**"] + [_esc(c) for c in (h.short, h.quantity, paper, ours)]
+        cells.append(f"**{verdict.verdict}**")
+        if with_chapter:
+            cells.append(_chapter_link(claims[claim_id], prefix))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+_LEGEND = ("Ours: our value [its 95 % interval from the pipeline bootstrap]; P2's interval is the grid step "
+           "where the turn-up lies, P10's ± is two standard errors; a value without one has no interval in "
+           "its record. Grades: *reproduced*, *partly*, "
+           "*not reproduced* come from a rule that could come out either way; *inconclusive*: our design "
+           "cannot detect the paper's effect at two standard errors; *derived*: a consequence of a fitted "
+           "form, not a test; *pending*: no data yet.")
+
+
+def summary_markdown(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], prefix: str = "") -> str:
+    """The one-screen summary: one short row per claim, the key number paper vs ours, the grade.
+
+    Args:
+        verdicts: claim id -> verdict for every claim (``load_verdicts()``, which fills in pending ones).
+        claims: the ledger, ``bitlaws.study.claims.CLAIMS``.
+        prefix: prepended to the chapter links (``notebooks/NN-topic.md``), for pages elsewhere.
+
+    Returns:
+        A Markdown table and its legend, ending with a newline.
+
+    Raises:
+        ValueError: if ``verdicts`` and ``claims`` do not name the same claims, or a claim has no
+            ``HEADLINES`` entry.
+    """
+    _check(verdicts, claims)
+    return "\n".join(_rows(verdicts, claims, claims, prefix, True)) + "\n\n" + _LEGEND + "\n"
+
+
+def _check(verdicts: Mapping[str, Any], claims: Mapping[str, Any]) -> None:
+    if set(verdicts) != set(claims):
+        raise ValueError(f"verdicts must hold every claim of the ledger ({', '.join(claims)}), as "
+                         f"load_verdicts() gives; got {', '.join(verdicts) or 'none'}")
+    missing = sorted(set(claims) - set(HEADLINES))
+    if missing:
+        raise ValueError(f"no HEADLINES entry for {missing}")
+
+
+def _esc(text: str) -> str:
+    """Text from the store on one line, with the characters that Markdown would read escaped."""
+    flat = " ".join(text.split())
+    return "".join("\\" + char if char in _MARKDOWN_SPECIALS else char for char in flat)
+
+
+def _flat(text: str) -> str:
+    return _esc(text) or "—"
+
+
+def ledger_details_markdown(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], claim_ids=None,
+                            prefix: str = "") -> str:
+    """The long text of each claim: the paper's side, ours, why the grade, and the command.
+
+    Args:
+        verdicts: claim id -> verdict for every claim.
+        claims: the ledger, ``bitlaws.study.claims.CLAIMS``.
+        claim_ids: the claims to list (default: every claim, in ledger order).
+        prefix: prepended to the chapter links.
+
+    Returns:
+        Markdown, one bullet list per claim, ending with a newline.
+    """
+    _check(verdicts, claims)
+    blocks = []
+    for claim_id in claim_ids or claims:
+        claim = claims[claim_id]
+        verdict = verdicts[claim_id]
+        blocks.append("\n".join([
+            f"**{claim_id}** {_flat(claim['claim'] or '')}: **{verdict.verdict}**",
+            "",
+            f"- *The paper:* {_flat(verdict.paper or claim['paper'] or '')}",
+            f"- *Ours:* {_flat(verdict.ours)}",
+            f"- *Why this grade:* {_flat(verdict.reason)}",
+            f"- *Chapter:* {_chapter_link(claim, prefix)}; *regenerate:* `{claim['command']}`",
+        ]))
+    return "\n\n".join(blocks) + "\n"
+
+
+def readme_block(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> str:
+    """What the README holds between its ledger markers: the summary, then the long text folded.
+
+    Args:
+        verdicts: claim id -> verdict for every claim.
+        claims: the ledger, ``bitlaws.study.claims.CLAIMS``.
+
+    Returns:
+        Markdown (GitHub's ``<details>`` folds the long text), ending with a newline.
+    """
+    return (summary_markdown(verdicts, claims) + "\n<details>\n<summary>Each claim in full: the paper's side, ours, "
+            "why the grade, the command</summary>\n\n" + ledger_details_markdown(verdicts, claims) + "\n</details>\n")
+
+
+def chapter_claims(chapter: str, claims: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The claims a chapter grades, in ledger order.
+
+    Args:
+        chapter: a chapter's file stem, e.g. ``"01-ptq-degradation"``.
+        claims: the ledger, ``bitlaws.study.claims.CLAIMS``.
+
+    Raises:
+        ValueError: if ``chapter`` is not in ``CHAPTERS``.
+    """
+    if chapter not in CHAPTERS:
+        raise ValueError(f"chapter must be one of {', '.join(CHAPTERS)}; got {chapter!r}")
+    return [c for c, claim in claims.items() if claim["chapter"] and Path(claim["chapter"]).name == chapter]
+
+
+def chapter_summary_markdown(chapter: str, verdicts: Mapping[str, Any],
+                             claims: Mapping[str, Mapping[str, Any]]) -> str:
+    """The box that opens a chapter: what it reproduces, what we found, the grades, how sure.
+
+    Args:
+        chapter: a chapter's file stem, e.g. ``"01-ptq-degradation"``.
+        verdicts: claim id -> verdict for every claim (``load_verdicts()``).
+        claims: the ledger, ``bitlaws.study.claims.CLAIMS``.
+
+    Returns:
+        A MyST admonition (four-backtick fence) holding a table and a folded "why" for each claim.
+
+    Raises:
+        ValueError: if ``chapter`` is not in ``CHAPTERS``, or as ``summary_markdown``.
+    """
+    _check(verdicts, claims)
+    graded = chapter_claims(chapter, claims)
+    parts = [f"**Reproduces** {CHAPTERS[chapter]}."]
+    if graded:
+        parts.append("**What we found** (our value [95 % interval] beside the paper's; the grade):")
+        parts.append("\n".join(_rows(verdicts, claims, graded, "../", False)))
+        sure = []
+        for claim_id in graded:
+            verdict = verdicts[claim_id]
+            line = f"**{claim_id}** *{verdict.verdict}*: {_HOW_SURE[verdict.verdict]}"
+            power = _number(verdict.details, "power")
+            if verdict.verdict == "inconclusive" and power is not None:
+                line += f" (the rule's power on our design: {100 * power:.0f} %)"
+            sure.append(line + ".")
+        parts.append("**How sure.** " + " ".join(sure))
+        parts.append("```{dropdown} Why each grade (the rule's own words)\n"
+                     + ledger_details_markdown(verdicts, claims, graded, "../") + "```")
+    else:
+        informed = []
+        for claim_id in _INFORMS.get(chapter, ()):
+            verdict = verdicts[claim_id]
+            informed.append(f"{claim_id} ({HEADLINES[claim_id].short.lower()}; {_chapter_link(claims[claim_id], '../')}, "
+                            f"graded *{verdict.verdict}*)")
+        parts.append("**Grades.** This chapter grades no claim: its numbers are exact properties of the "
+                     "formats, checked against closed forms" + (f"; they inform {', '.join(informed)}" if informed
+                                                                   else "") + ".")
+    return "````{admonition} This chapter at a glance\n:class: tip\n\n" + "\n\n".join(parts) + "\n````\n"

@@ -1,0 +1,120 @@
+"""The one-screen verdict summary and the chapters' summary boxes (bitlaws.study.summary)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bitlaws.study.claims import CLAIMS, Verdict, load_verdicts, pending_verdict
+from bitlaws.study.summary import (
+    CHAPTERS,
+    HEADLINES,
+    chapter_claims,
+    chapter_summary_markdown,
+    key_number,
+    ledger_details_markdown,
+    readme_block,
+    summary_markdown,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _verdict(claim_id: str, details: dict, verdict: str = "partly", **kw) -> Verdict:
+    fields = dict(claim_id=claim_id, verdict=verdict, paper="p", ours="o", reason="r", profile="cpu",
+                  inputs_sha256="ab" * 32, details=details)
+    fields.update(kw)
+    return Verdict(**fields)
+
+
+def _full(some: dict) -> dict:
+    return {c: some.get(c) or pending_verdict(c) for c in CLAIMS}
+
+
+def test_a_partial_set_of_verdicts_is_refused():
+    with pytest.raises(ValueError, match="every claim of the ledger"):
+        summary_markdown({"P1": pending_verdict("P1")}, CLAIMS)
+
+
+def _unescaped_pipes(row: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", row))
+
+
+def test_key_number_reads_value_interval_and_paper_from_the_details():
+    v = _verdict("P6", {"ours_p_star": 6.2266, "ours_p_star_lo": 4.4107, "ours_p_star_hi": 8.3789,
+                        "paper_p_star": 7.0021})
+    assert key_number(v) == ("7.0", "6.2 [4.4, 8.4]")
+    # ± two standard errors, minus signs as typeset
+    v = _verdict("P10", {"mean_delta": -0.0019, "mean_delta_se": 0.0084, "paper_mean_delta": -0.0022})
+    assert key_number(v) == ("−0.0022", "−0.0019 ± 0.0168")
+    # bytes in millions, tokens in billions; a grid interval open above
+    v = _verdict("P2", {"gptq_int3_d_crit_eq13": 9.45e6, "paper_d_crit_30m_int3": 1.64e10,
+                        "gptq_int3_d_crit_lo": 4194304.0, "gptq_int3_d_crit_hi": "n/a"})
+    assert key_number(v) == ("16.4B", "9.4M [> 4.2M]")
+    # a paper constant typed from the paper, percentages with a sign
+    assert key_number(_verdict("P5", {"product_r2": 0.7387}))[0] == "0.897"
+    assert key_number(_verdict("Q1", {"worst_rel_ppl": 0.00061, "paper_rel_ppl_7b": 0.00183})) == (
+        "+0.18 %", "+0.06 %")
+
+
+def test_key_number_says_what_is_missing():
+    assert key_number(pending_verdict("Q4")) == ("> 2×", "—")
+    assert key_number(_verdict("P6", {"suite_best_bits": 8.0})) == ("—", "—")
+    with pytest.raises(ValueError, match="HEADLINES"):
+        key_number(SimpleNamespace(claim_id="X9", details={}))  # a claim the ledger does not have
+
+
+def test_every_stored_verdict_with_data_has_its_key_number():
+    # A rule that renames the detail its headline reads must update HEADLINES with it.
+    for claim_id, verdict in load_verdicts().items():
+        paper, ours = key_number(verdict)
+        if verdict.verdict != "pending":
+            assert ours != "—", f"{claim_id}: HEADLINES[{claim_id!r}].ours is not in its stored details"
+            assert paper != "—", f"{claim_id}: HEADLINES[{claim_id!r}].paper is not in its stored details"
+
+
+def test_summary_has_one_short_row_per_claim_with_its_chapter():
+    verdicts = _full({"P6": _verdict("P6", {"ours_p_star": 6.2}, verdict="inconclusive", ours="a | b")})
+    table = summary_markdown(verdicts, CLAIMS).split("\n\n")[0]
+    rows = table.splitlines()[2:]
+    assert set(HEADLINES) == set(CLAIMS) and len(rows) == len(CLAIMS)
+    for claim_id, row in zip(CLAIMS, rows):
+        assert row.startswith(f"| **{claim_id}** |")
+        assert _unescaped_pipes(row) == 8  # seven cells
+        assert len(row) < 220  # one line on a screen, not a paragraph per cell
+    p6 = rows[list(CLAIMS).index("P6")]
+    assert "P\\* (bits)" in p6 and "**inconclusive**" in p6 and "[04](notebooks/04-compute-optimal.md)" in p6
+    assert "**pending**" in rows[0]  # a claim missing from the store
+
+
+def test_readme_block_folds_the_long_text():
+    verdicts = _full({"P1": _verdict("P1", {}, ours="δ rises | with D", reason="a reason")})
+    block = readme_block(verdicts, CLAIMS)
+    head, folded = block.split("<details>")
+    assert "δ rises" not in head and "δ rises \\| with D" in folded and "a reason" in folded
+    assert folded.rstrip().endswith("</details>")
+    assert ledger_details_markdown(verdicts, CLAIMS).count("*Why this grade:*") == len(CLAIMS)
+
+
+def test_chapters_cover_every_claim_once():
+    graded = [c for chapter in CHAPTERS for c in chapter_claims(chapter, CLAIMS)]
+    assert sorted(graded) == sorted(CLAIMS)
+    assert chapter_claims("00-number-formats", CLAIMS) == []
+    for stem in CHAPTERS:
+        assert (REPO / "notebooks" / f"{stem}.md").exists()
+    with pytest.raises(ValueError, match="chapter must be one of"):
+        chapter_claims("07-nothing", CLAIMS)
+
+
+def test_chapter_box_holds_its_claims_grades_and_reasons():
+    verdicts = load_verdicts()
+    box = chapter_summary_markdown("04-compute-optimal", verdicts, CLAIMS)
+    assert box.startswith("````{admonition}") and box.rstrip().endswith("````")
+    for claim_id in ("P6", "P7", "P8"):
+        assert f"| **{claim_id}** |" in box and f"**{verdicts[claim_id].verdict}**" in box
+    assert "P1" not in box and "```{dropdown}" in box
+    box = chapter_summary_markdown("00-number-formats", verdicts, CLAIMS)
+    assert "grades no claim" in box and f"graded *{verdicts['P10'].verdict}*" in box

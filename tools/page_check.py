@@ -1,0 +1,159 @@
+"""Check every built page of the book in a real headless browser, with the network off.
+
+Run it before you stop, after `make book` (it is not part of `make test`: Debian's chromium is not a
+project dependency):
+
+    python tools/page_check.py                       # every page of book/_build/html
+    python tools/page_check.py --screenshots /tmp/shots notebooks/01-ptq-degradation.html
+
+For each page it loads a copy with a small script added that waits for MathJax, then records:
+raw TeX left in the text after rendering (``\\(``, ``$$``, ``\\mathrm`` …, outside code), images
+that did not load or whose alt text is a file name, and tables wider than the article column. It
+prints one line per page and exits 1 if any page fails. ``--screenshots DIR`` also saves a
+1400-px-wide PNG of each page's top.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "book" / "_build" / "html"
+SKIP = {"genindex.html", "search.html", "py-modindex.html"}
+# No request leaves the machine: every host name fails to resolve and any proxy use fails.
+NO_NETWORK = ["--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND"]
+MARK = "bitlaws-page-check"
+
+PROBE = r"""
+<script>
+window.addEventListener("load", async () => {
+  try { if (window.MathJax && MathJax.startup) { await MathJax.startup.promise; } } catch (e) {}
+  await new Promise(r => setTimeout(r, 500));
+  const out = {mathjax: !!(window.MathJax && MathJax.startup), images: 0, broken: [], no_alt: [], raw_tex: [],
+               wide_tables: []};
+  const imgs = Array.from(document.querySelectorAll("article img, main img"));
+  out.images = imgs.length;
+  out.broken = imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute("src"));
+  out.no_alt = imgs.filter(i => !/[a-z]{3,} [a-z]/i.test(i.getAttribute("alt") || "")).map(i => i.getAttribute("src"));
+  const scope = document.querySelector("article") || document.body;
+  const walker = document.createTreeWalker(scope, NodeFilter.SHOW_TEXT);
+  const tex = /\\\(|\\\)|\\\[|\\\]|\$\$|\\(mathrm|frac|gamma|delta|alpha|beta|cdot|le|ge|approx)(?![a-z])/;
+  while (walker.nextNode()) {
+    const n = walker.currentNode;
+    if (n.parentElement.closest("script, style, pre, code, mjx-container, .highlight, textarea, kbd")) continue;
+    if (tex.test(n.textContent)) out.raw_tex.push(n.textContent.trim().slice(0, 100));
+  }
+  const column = scope.getBoundingClientRect();
+  document.querySelectorAll("article table").forEach(t => {
+    const r = t.getBoundingClientRect();
+    if (r.width > column.width + 1 || r.right > column.right + 1) {
+      out.wide_tables.push({first_cell: (t.querySelector("th, td") || {}).textContent || "",
+                            width: Math.round(r.width), column: Math.round(column.width)});
+    }
+  });
+  const pre = document.createElement("pre");
+  pre.id = "MARK";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>
+""".replace("MARK", MARK)
+
+
+def chromium() -> str:
+    """The path of Debian's chromium (``apt-get install chromium``), or exit with a clear message."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    sys.exit("page_check: no chromium on PATH; install Debian's package: apt-get install chromium")
+
+
+def _run(browser: str, url: str, *extra: str, timeout: float = 120) -> str:
+    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", *NO_NETWORK, "--window-size=1400,1000",
+           *extra, url]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
+
+
+def check_page(browser: str, page: Path) -> dict:
+    """Load ``page`` (a built HTML file) with the probe and return what it found.
+
+    Returns:
+        ``{"page", "mathjax", "images", "broken", "no_alt", "raw_tex", "wide_tables", "ok"}``; ``ok`` is
+        False on any broken image, image whose alt text is not words (a file name), raw TeX or wide
+        table, or if the probe did not report.
+    """
+    probe = page.with_name(f".{MARK}-{page.name}")  # beside the page, so relative links resolve
+    text = page.read_text(encoding="utf-8")
+    probe.write_text(text.replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
+    found = None
+    try:
+        # A busy machine can dump the DOM before MathJax is done: try again with more virtual time.
+        for budget in (20_000, 60_000, 120_000):
+            dom = _run(browser, probe.as_uri(), "--dump-dom", f"--virtual-time-budget={budget}", timeout=300)
+            found = re.search(rf'<pre id="{MARK}">(.*?)</pre>', dom, re.S)
+            if found:
+                break
+    finally:
+        probe.unlink(missing_ok=True)
+    rel = str(page.relative_to(BUILD)) if page.is_relative_to(BUILD) else str(page)
+    if not found:
+        return {"page": rel, "ok": False, "error": "the probe did not report (page failed to load?)"}
+    result = json.loads(html.unescape(found.group(1)))
+    result["page"] = rel
+    result["ok"] = not (result["broken"] or result["no_alt"] or result["raw_tex"] or result["wide_tables"])
+    return result
+
+
+def _is_redirect(page: Path) -> bool:
+    """jupyter-book's index.html only redirects to the root page (a meta refresh, no content)."""
+    head = page.read_text(encoding="utf-8", errors="replace")[:2000].lower()
+    return 'http-equiv="refresh"' in head
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("pages", nargs="*", help="pages relative to book/_build/html (default: every page)")
+    ap.add_argument("--screenshots", type=Path, default=None, help="folder for a PNG of each page")
+    ap.add_argument("--height", type=int, default=2400, help="screenshot height in px (default 2400)")
+    args = ap.parse_args(argv)
+    if not (BUILD / "index.html").exists():
+        sys.exit(f"page_check: {BUILD}/index.html not found: build the book first (make book)")
+    browser = chromium()
+    pages = ([BUILD / p for p in args.pages] if args.pages else
+             sorted(p for p in BUILD.rglob("*.html") if p.name not in SKIP and not p.name.startswith(".")
+                    and not {"_static", "_sources", "_images"} & set(p.relative_to(BUILD).parts)
+                    and not _is_redirect(p)))
+    if args.screenshots:
+        args.screenshots.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for page in pages:
+        res = check_page(browser, page)
+        failed += not res["ok"]
+        if res.get("error"):
+            print(f"FAIL {res['page']}: {res['error']}")
+        else:
+            print(f"{'ok  ' if res['ok'] else 'FAIL'} {res['page']}: {res['images']} images "
+                  f"({len(res['broken'])} broken, {len(res['no_alt'])} without alt text), "
+                  f"raw TeX {len(res['raw_tex'])}, wide tables {len(res['wide_tables'])}, "
+                  f"MathJax {'on' if res['mathjax'] else 'absent'}")
+            for key in ("broken", "no_alt", "raw_tex", "wide_tables"):
+                for item in res[key][:5]:
+                    print(f"       {key}: {item}")
+        if args.screenshots:
+            name = str(page.relative_to(BUILD)).replace("/", "_").removesuffix(".html") + ".png"
+            _run(browser, page.as_uri(), f"--screenshot={args.screenshots / name}",
+                 f"--window-size=1400,{args.height}", "--virtual-time-budget=20000")
+    print(f"{len(pages) - failed} of {len(pages)} pages pass")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
