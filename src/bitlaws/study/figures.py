@@ -213,6 +213,7 @@ def smol_methods_figure(table, methods=None):
     ax.errorbar(d, y, xerr=[d - lo, hi - d], fmt="none", ecolor="k", lw=0.8, capsize=2)
     ax.set_yticks(y, [m.replace("_", " ") for m in methods], fontsize=8)
     ax.set_xscale("symlog", linthresh=1e-2)
+    ax.set_xlim(left=min(-2e-3, 1.5 * float(np.nanmin(lo))))
     ax.axvline(0, color="k", lw=0.6)
     ax.set_xlabel("Δ loss against fp [nats/token]")
     return fig

@@ -616,7 +616,7 @@ _GRADERS = {"Q1": _grade_q1, "Q2": _grade_q2, "Q3": _grade_q3}
 def noise_model(win: pd.DataFrame) -> dict[str, float]:
     """The per-window noise of our design, from the committed windows: the fp loss per token (mean
     and between-window sd) and the sd of a method's per-window Δ (nats/token) as ``s0 + s1·|Δ|``,
-    fitted by least squares over the methods (s0, s1 ≥ 0)."""
+    fitted by relative least squares over the methods (s0, s1 ≥ 0)."""
     names, nll, tok = window_matrix(win)
     per = nll / tok[None, :]
     fp = per[names.index("fp")]
@@ -627,8 +627,11 @@ def noise_model(win: pd.DataFrame) -> dict[str, float]:
             mu.append(abs(d.mean()))
             sd.append(d.std(ddof=1))
     mu, sd = np.array(mu), np.array(sd)
-    A = np.vstack([np.ones_like(mu), mu]).T
-    s0, s1 = np.linalg.lstsq(A, sd, rcond=None)[0] if len(mu) >= 2 else (float(sd.mean()) if len(sd) else 0.0, 0.0)
+    # relative least squares (each method's sd weighted by 1/sd), so the small-Δ methods that the
+    # W8A8 rules read are fitted as well as the collapsed W4A4 ones
+    A = np.vstack([np.ones_like(mu), mu]).T / sd[:, None]
+    s0, s1 = (np.linalg.lstsq(A, np.ones_like(sd), rcond=None)[0] if len(mu) >= 2
+              else (float(sd.mean()) if len(sd) else 0.0, 0.0))
     return {"fp_loss": float(fp.mean()), "between_sd": float(fp.std(ddof=1)), "s0": max(float(s0), 1e-4),
             "s1": max(float(s1), 0.0), "n_windows": int(nll.shape[1]), "tokens": float(tok.mean())}
 
