@@ -493,7 +493,11 @@ def decomposition(win: pd.DataFrame, n_boot: int = 2000) -> pd.DataFrame:
     steps = [(k, label) for k, label in _DECOMP if k in b.columns]
     total = b[_DECOMP[0][0]] - b[_DECOMP[-1][0]] if {_DECOMP[0][0], _DECOMP[-1][0]} <= set(b.columns) else None
     out = []
-    for (prev, _), (cur, label) in zip(steps, steps[1:]):
+    order = [k for k, _ in _DECOMP]
+    for (prev, _), (cur, _) in zip(steps, steps[1:]):
+        # a step over missing rows names every ingredient it adds
+        label = ", ".join(lab.lstrip("+ ") if j else lab for j, (_, lab) in
+                          enumerate(_DECOMP[order.index(prev) + 1:order.index(cur) + 1]))
         gain = b[prev] - b[cur]
         share = gain / total if total is not None else gain * 0.0
         out.append({"step": label, "from": prev, "to": cur, **dict(zip(("gain", "gain_lo", "gain_hi"), _ci(gain))),
