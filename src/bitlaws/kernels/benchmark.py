@@ -9,7 +9,7 @@ rows needs torch (and triton on CUDA) only; reading them back and judging Q4 is 
 (``bitlaws.study.quik_kernels``). What each row measures is written out in the book's methods page,
 section "QUIK kernels".
 
-Public names: ``LLAMA2_SHAPES``, ``SETTINGS``, ``BenchSettings``, ``COLUMNS``, ``time_ms``,
+Public names: ``LLAMA2_SHAPES``, ``SMOLLM2_SHAPES``, ``SETTINGS``, ``BenchSettings``, ``COLUMNS``, ``time_ms``,
 ``peak_mem_bytes`` (from ``timing``), ``environment``, ``run_benchmark``, ``benchmark_layer``,
 ``tidy_rows``, ``write_csv``.
 """
@@ -32,7 +32,7 @@ import torch
 from .._io import git_sha, write_atomic
 from .timing import peak_mem_bytes, time_ms
 
-__all__ = ["LLAMA2_SHAPES", "SETTINGS", "COLUMNS", "time_ms", "peak_mem_bytes", "environment",
+__all__ = ["LLAMA2_SHAPES", "SMOLLM2_SHAPES", "SETTINGS", "COLUMNS", "time_ms", "peak_mem_bytes", "environment",
            "run_benchmark", "benchmark_layer", "tidy_rows", "BenchSettings", "write_csv"]
 
 # The linear layers of one Llama-2 block (Touvron et al. 2023): (layer, n_out, k_in); layers that
@@ -43,6 +43,13 @@ LLAMA2_SHAPES: dict[str, list[tuple[str, int, int]]] = {
     "llama2-70b": [("q/o_proj", 8192, 8192), ("k/v_proj", 1024, 8192), ("gate/up_proj", 28672, 8192),
                    ("down_proj", 8192, 28672)],
 }
+
+# SmolLM2-135M (Llama architecture; 9 query heads and 3 KV heads of 64): the real model of chapter 5.
+SMOLLM2_SHAPES: dict[str, list[tuple[str, int, int]]] = {
+    "smollm2-135m": [("q/o_proj", 576, 576), ("k/v_proj", 192, 576), ("gate/up_proj", 1536, 576),
+                     ("down_proj", 576, 1536)],
+}
+_SHAPES = {**LLAMA2_SHAPES, **SMOLLM2_SHAPES}
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,7 @@ class BenchSettings:
         """(model, layer, n_out, k_in) at this setting's scale."""
         suffix = f"/{self.scale}" if self.scale > 1 else ""
         return [(model + suffix, layer, n // self.scale, k // self.scale)
-                for model in self.models for layer, n, k in LLAMA2_SHAPES[model]]
+                for model in self.models for layer, n, k in _SHAPES[model]]
 
 
 SETTINGS: dict[str, BenchSettings] = {
@@ -72,6 +79,8 @@ SETTINGS: dict[str, BenchSettings] = {
     "cpu": BenchSettings(models=("llama2-7b",), scale=8, tokens=(1, 16, 256, 2048), n_outliers=32, reps=20),
     "gpu": BenchSettings(models=("llama2-7b", "llama2-13b", "llama2-70b"), scale=1, tokens=(1, 16, 256, 2048),
                          n_outliers=256, reps=50),
+    # SmolLM2-135M's own shapes with its chapter-5 outlier count (k = 32 of 576), on the CPU
+    "smollm": BenchSettings(models=("smollm2-135m",), scale=1, tokens=(1, 16, 256), n_outliers=32, reps=5),
 }
 
 COLUMNS = [

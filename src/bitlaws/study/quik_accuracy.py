@@ -497,7 +497,8 @@ def verdict_q3(df: pd.DataFrame, profile: str) -> Verdict:
 
 
 def refresh_quik_verdicts(profile: str = "cpu", write: bool = True, root: str | Path | None = None) -> dict[str, Verdict]:
-    """Recompute Q1–Q3 from ``data/runs/<profile>/quik_accuracy.csv``; with `write`, merge them into
+    """Recompute Q1–Q3: on SmolLM2-135M (rule 2, :mod:`bitlaws.study.quik_smollm`) where its rows
+    exist for `profile`, else on the tiny models of ``data/runs/<profile>/quik_accuracy.csv`` (rule 1); with `write`, merge them into
     ``<root>/verdicts.json`` (default ``data/``), and the README's ledger when that is the
     repository's own data folder (``bitlaws.study.claims.store_verdicts``; only the book's profile
     should be written).
@@ -507,6 +508,15 @@ def refresh_quik_verdicts(profile: str = "cpu", write: bool = True, root: str | 
     """
     df, _ = load_quik(profile, root)
     out = {"Q1": verdict_q1(df, profile), "Q2": verdict_q2(df, profile), "Q3": verdict_q3(df, profile)}
+    # Rule 2 grades Q1–Q3 on the real pretrained model (bitlaws.study.quik_smollm) where its rows are
+    # committed; the tiny models' rule-1 grades above are quoted there as the replication.
+    from .quik_smollm import refresh_smollm_verdicts
+
+    try:
+        real = refresh_smollm_verdicts(profile, {c: v.verdict for c, v in out.items()}, root)
+    except FileNotFoundError:
+        real = {}
+    out.update(real)
     if write:
         store_verdicts(out, root if root is not None else data_dir())
     return out

