@@ -56,8 +56,8 @@ def test_key_number_reads_value_interval_and_paper_from_the_details():
     assert key_number(v) == ("16.4B", "9.4M [> 4.2M]")
     # a paper constant typed from the paper, percentages with a sign
     assert key_number(_verdict("P5", {"product_r2": 0.7387}))[0] == "0.897"
-    assert key_number(_verdict("Q1", {"worst_rel_ppl": 0.00061, "paper_rel_ppl_7b": 0.00183})) == (
-        "+0.18 %", "+0.06 %")
+    assert key_number(_verdict("Q1", {"rel_ppl": 0.00132, "rel_ppl_lo": -0.00155, "rel_ppl_hi": 0.00418})) == (
+        "+0.18 %", "+0.13 % [−0.15 %, +0.42 %]")
 
 
 def test_key_number_says_what_is_missing():
