@@ -203,7 +203,7 @@ CLAIMS: dict[str, dict[str, str | None]] = {
 # cannot pass for the stored verdict. Bump it with every change of a rule (and say why in the
 # rule's docstring). RULE_HISTORY says which changes came after the data were seen.
 RULE_VERSIONS: dict[str, str] = {
-    "P1": "2", "P2": "2", "P3": "2", "P4": "2", "P5": "2", "P6": "3", "P7": "2", "P8": "2",
+    "P1": "2", "P2": "3", "P3": "2", "P4": "2", "P5": "2", "P6": "3", "P7": "2", "P8": "2",
     "P9": "2", "P10": "3", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "1",
 }
 
@@ -233,7 +233,11 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
            ("2", "2026-12-01, after a referee's reading of the data (a change after the data)", "the rise against "
             "the t-quantile of the pooled seed σ over each end point's seeds (seed cells at the turn-up count), and "
             "inconclusive where the rule's power with the paper's exponents on our grid is below 0.5: v1 rested on one "
-            "series, one seed and a normal 2σ")],
+            "series, one seed and a normal 2σ"),
+           ("3", "2026-12-01, after v2's near-miss (rise 0.039 against 0.058) was seen and seeds 1–4 were added at "
+            "n27k 8.4M and seeds 1–3 at 16.8M (a change after the data)", "v2 as written: its code applied the power "
+            "gate to failures only, so the rise the new seeds resolved read 'reproduced' at 0% power; the gate now "
+            "applies to a pass as v2 states, and the reason always gives the power and the passes over the data")],
     "P3": [("1", "session 1, before the QAT sweeps ran", "held-out R² (leave one size out) of the N_eff form "
             "≥ 0.75 reproduced, ≥ 0.5 partly"),
            ("2", "session 4 (2026-12-01), after a referee's reading of the fits (a change after the data)",

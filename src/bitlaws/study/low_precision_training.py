@@ -152,7 +152,9 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     runs), not from the point fits: p_order, the share of draws with f_a < f_w < f_kv at every
     P = 4, 5, 6, 7, 8 (f_x(P) = N_eff/N, smaller = more sensitive), and p_a_most, the share with
     activations the most sensitive at every P. p_order ≥ 0.95: **reproduced**; p_a_most ≥ 0.95:
-    **partly**; else **not reproduced**. The share with the KV cache below the weights at every P
+    **partly**; p_order ≤ 0.05 (the paper's order excluded): **not reproduced**; otherwise the
+    draws cannot resolve the order: **inconclusive** (no power simulation: each simulated dataset
+    would need three refitted N_eff stages and a bootstrap). The share with the KV cache below the weights at every P
     (the reverse of the paper) says whether that part of the order is resolved. Without a current
     bootstrap the point fits' order is graded as in version 1 and the reason says so. Pending
     without all three fits. The empirical mean loss increase per part is reported beside it. Its
