@@ -1,0 +1,5 @@
+"""Chapter 03 (law fitting) figures, each drawn by one named function (the chapter calls it; no plotting in the notebook)."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

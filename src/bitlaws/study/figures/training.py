@@ -1,0 +1,5 @@
+"""Chapter 02 (low-precision training) figures, each drawn by one named function (the chapter calls it; no plotting in the notebook)."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
