@@ -41,7 +41,8 @@ from ..laws.optimal import critical_data_size
 from ..ptq.gptq import GPTQConfig
 from .claims import CLAIMS, Verdict, inputs_identity, store_verdicts
 from .law_fits import stage_frames
-from .noise import noise_floor
+from .noise import noise_floor, noise_model
+from .power import p2_statistics
 from .store import data_dir, frame_sha256, load_runs
 from .sweep import plan
 
@@ -267,37 +268,36 @@ def fit_eq2_loglinear(tab: pd.DataFrame, floor: dict[str, float]) -> dict[str, f
     return out
 
 
-def post_ptq_rise(tab: pd.DataFrame, floor: dict[str, float]) -> pd.DataFrame:
+def post_ptq_rise(tab: pd.DataFrame, noise) -> pd.DataFrame:
     """For each (N, P_post) of one method's table, where the post-PTQ loss is lowest in D, how much it
-    rises after, and the bracket this puts on the critical data size.
+    rises after, and the bracket this puts on the critical data size — P2's own statistics
+    (``bitlaws.study.power.p2_statistics``), so the bracket and the grade never disagree.
 
     Args:
-        tab: ``ptq_table(df, method)``.
-        floor: ``noise_floor(df, method)`` (``loss_post_<b>`` keys).
+        tab: ``ptq_table(df, method)`` (columns ``n_params, n_tokens, bits_post, loss_post, n_seeds``).
+        noise: ``bitlaws.study.noise.noise_model(df, method)``.
 
     Returns:
-        Columns ``n_params, bits_post, d_best`` (D at the minimum post-PTQ loss), ``d_max``,
-        ``rise`` (loss at the largest D minus the minimum, nats), ``threshold``
-        (NOISE_K × the seed spread of the post-PTQ loss at that P_post; 0 where unmeasured),
-        ``significant`` (rise > threshold and the minimum is not at the largest D), and
-        ``d_crit_lo``, ``d_crit_hi`` [tokens]: with a significant rise, the grid points on either
-        side of ``d_best`` (0 when it is the smallest D), between which a smooth curve has its
-        minimum; without one, no turn-up is seen up to the largest D: ``d_max`` and ``inf``.
+        Columns ``n_params, bits_post, d_best`` (D at the minimum mean post-PTQ loss), ``d_max``,
+        ``rise`` (loss at the largest D minus the minimum, nats), ``threshold`` (P2's:
+        t_{0.975, ν}·σ_post·sqrt(1/k_best + 1/k_max)), ``significant`` (P2's ``rising``: the rise
+        exceeds it and the minimum is not at the largest D), and ``d_crit_lo``, ``d_crit_hi``
+        [tokens]: with a significant rise, the grid points on either side of ``d_best`` (0 when it
+        is the smallest D), between which a smooth curve has its minimum; without one, no turn-up
+        is seen up to the largest D: ``d_max`` and ``inf``.
     """
+    cols = ["n_params", "bits_post", "d_best", "d_max", "rise", "threshold", "significant", "d_crit_lo", "d_crit_hi"]
     out = []
-    for (n, b), s in tab.groupby(["n_params", "bits_post"]):
-        s = s.sort_values("n_tokens")
-        d = s["n_tokens"].to_numpy()
-        i = int(np.argmin(s["loss_post"].to_numpy()))
-        rise = float(s["loss_post"].iloc[-1] - s["loss_post"].iloc[i])
-        thr = NOISE_K * floor.get(f"loss_post_{int(b)}", math.nan)
-        thr = thr if math.isfinite(thr) else 0.0
-        sig = bool(rise > thr and i < len(s) - 1)
-        lo, hi = ((float(d[i - 1]) if i > 0 else 0.0), float(d[i + 1])) if sig else (float(d[-1]), math.inf)
-        out.append({"n_params": n, "bits_post": b, "d_best": int(d[i]), "d_max": int(d[-1]), "rise": rise,
-                    "threshold": thr, "significant": sig, "d_crit_lo": lo, "d_crit_hi": hi})
-    return pd.DataFrame(out, columns=["n_params", "bits_post", "d_best", "d_max", "rise", "threshold",
-                                      "significant", "d_crit_lo", "d_crit_hi"])
+    for x in p2_statistics(tab, noise)["series"]:
+        ds = np.sort(tab.loc[(tab["n_params"] == x["n_params"]) & (tab["bits_post"] == x["bits_post"]),
+                             "n_tokens"].to_numpy(float))
+        i = int(np.searchsorted(ds, x["d_best"]))
+        sig = bool(x["rising"])
+        lo, hi = ((float(ds[i - 1]) if i > 0 else 0.0), float(ds[i + 1])) if sig else (x["d_max"], math.inf)
+        out.append({"n_params": x["n_params"], "bits_post": x["bits_post"], "d_best": int(x["d_best"]),
+                    "d_max": int(x["d_max"]), "rise": x["rise"], "threshold": x["threshold"], "significant": sig,
+                    "d_crit_lo": lo, "d_crit_hi": hi})
+    return pd.DataFrame(out, columns=cols)
 
 
 # Point fits (no bootstrap) of the law stages, keyed by (stage, SHA-256 of the rows): the verdicts and
@@ -384,12 +384,12 @@ def critical_data_sizes(df: pd.DataFrame, method: str) -> pd.DataFrame:
         method: ``ptq_method``.
 
     Returns:
-        ``post_ptq_rise`` of the method's table (against its own noise floor) with ``method``
+        ``post_ptq_rise`` of the method's table (P2's statistics on its own seed noise) with ``method``
         first and, from Eq. 13 with ``chinchilla_fit(df)`` and ``eq2_fit(df, method)``:
         ``d_crit_eq13`` [tokens] and ``d_crit_eq13_over_n`` (NaN where a fit is missing).
     """
     tab = ptq_table(df, method)
-    rise = post_ptq_rise(tab, noise_floor(df, method))
+    rise = post_ptq_rise(tab, noise_model(df, method))
     rise.insert(0, "method", method)
     d = d_crit_eq13(rise["n_params"].to_numpy(float), rise["bits_post"].to_numpy(float), chinchilla_fit(df),
                     eq2_fit(df, method))
@@ -491,7 +491,6 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
     that its "failures" were series below the floor, so version 2 was written after the data.)
     """
     from .claims import power_gate
-    from .noise import noise_model
     from .power import N_SIM, p1_power, p1_statistics
 
     main = verdict_method(df)
@@ -592,8 +591,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
     gated failures only.)
     """
     from .claims import power_gate
-    from .noise import noise_model
-    from .power import N_SIM, p2_power, p2_statistics
+    from .power import N_SIM, p2_power
 
     main = verdict_method(df)
     n_sim = N_SIM if n_sim is None else n_sim
