@@ -240,6 +240,16 @@ def test_p4_rule_v2_reads_the_order_probability_over_the_bootstrap():
     assert qa.verdict_p4({**paper, "pipeline_boot": _boot(df, mixed)}, df, "cpu").verdict == "partly"
     excluded = qa.verdict_p4({**paper, "pipeline_boot": _boot(df, draws(a_least, 0.01))}, df, "cpu")
     assert excluded.verdict == "not reproduced"
+    # rule v3: a partly or not reproduced from an underpowered design is inconclusive; a pass stands
+    boot = _boot(df, mixed)
+    weak = {"power": 0.2, "power_partly": 0.4, "false_positive": 0.0, "false_partly": 0.0, "n_sim": 50.0,
+            "rows_dropped": 6.0}
+    gated = qa.verdict_p4({**paper, "pipeline_boot": {**boot, "p4_power": weak}}, df, "cpu")
+    assert gated.verdict == "inconclusive" and gated.details["power"] == 0.2 and "power on our design is 20%" in gated.reason
+    strong = qa.verdict_p4({**paper, "pipeline_boot": {**boot, "p4_power": {**weak, "power": 0.9}}}, df, "cpu")
+    assert strong.verdict == "partly"
+    assert qa.verdict_p4({**tight, "pipeline_boot": {**tight["pipeline_boot"], "p4_power": weak}}, df,
+                         "cpu").verdict == "reproduced"
     # a record made from other rows is not read: the point fits' order is graded, and the reason says so
     stale = {**paper, "pipeline_boot": {**_boot(df, draws(a_least, 0.01)), "input_sha256": {}}}
     assert qa.verdict_p4(stale, df, "cpu").verdict == "reproduced"

@@ -83,6 +83,13 @@ def test_p9_power_both_ways():
     # with 30× the noise the same design cannot see the effect
     loud = NoiseModel(**{**NOISE.__dict__, "delta_rel": 2.0, "delta_abs": 5e-3})
     assert power.p9_power(cells, consts, loud, n_sim=40, seed=0)["power"] < 0.5
+    # a larger C_w closes the bracket 1 − e^(−C_w·gap) toward 1: less robustness to see, less power;
+    # at C_w = 20 the paper data are the null's (e^(−20) ≈ 2e-9), so the power is the false-positive rate
+    at = {c: power.p9_power(cells, consts, NOISE, n_sim=40, seed=0, c_w=c) for c in (0.3, 20.0)}
+    assert at[0.3]["power"] >= pw["power"] >= at[20.0]["power"]
+    assert at[20.0]["power"] == pytest.approx(at[20.0]["false_positive"], abs=0.1)
+    with pytest.raises(ValueError, match="c_w must be a finite positive"):
+        power.p9_power(cells, consts, NOISE, n_sim=2, c_w=0.0)
 
 
 def test_noise_model_picks_up_more_seed_cells():
@@ -213,3 +220,46 @@ def test_p5_power_both_ways_and_low_at_our_noise():
     # at our seed σ (0.015 nats) the two forms predict the same within the noise
     loud = power.p5_power(power.p5_design(_p5_rows("mult", NOISE.loss_sd, 1)), CHIN, NOISE, n_sim=20)
     assert loud["power"] < claims.POWER_MIN and loud["false_positive"] <= 0.1
+
+
+# --- P4: the order of the parts' sensitivities ------------------------------------------------------
+
+def _p4_frames() -> dict[str, pd.DataFrame]:
+    """The marginal sweeps' design: 3 sizes × 2 budgets × P ∈ {3, 4, 5, 6, 8, 12} for each part alone."""
+    rows = {f"neff_{x}": [] for x in ("w", "a", "kv")}
+    for x in ("w", "a", "kv"):
+        for i, (n, d, b) in enumerate(itertools.product((3e4, 8e4, 2e5), (1e6, 2e6), (3, 4, 5, 6, 8, 12))):
+            rows[f"neff_{x}"].append({"run_id": f"{x}{i}", "n_params": n, "n_tokens": d, "bits_w": 16, "bits_a": 16,
+                                      "bits_kv": 16, f"bits_{x}": b, "loss_val": 1.0})
+    return {k: pd.DataFrame(v) for k, v in rows.items()}
+
+
+CHIN = {"A": 84.0, "B": 1560.0, "E": 1.26, "alpha": 0.55, "beta": 0.55}  # of the order of our cpu fit
+
+
+def test_p4_power_both_ways():
+    frames = _p4_frames()
+    quiet = NoiseModel(**{**NOISE.__dict__, "loss_sd": 2e-4})
+    pw = power.p4_power(frames, CHIN, quiet, n_sim=30, seed=0)
+    # the paper's f_a(3) ≤ 0 (γ_a·n_a = 3.11 bits): the 6 activation runs at 3 bits leave the design
+    assert pw["rows_dropped"] == 6.0 and pw["n_sim"] == 30.0
+    assert pw["power"] >= 0.8 and pw["false_positive"] <= 0.1
+    # with 3× our seed σ (0.016 nats) the same design cannot resolve the order at 95 %
+    loud = NoiseModel(**{**NOISE.__dict__, "loss_sd": 5e-2})
+    assert power.p4_power(frames, CHIN, loud, n_sim=30, seed=0)["power"] < 0.5
+    # no noise estimate: no power
+    assert math.isnan(power.p4_power(frames, CHIN, NoiseModel(**{**NOISE.__dict__, "loss_sd": math.nan}))["power"])
+
+
+def test_shift_bootstrap_is_exact_on_separated_draws():
+    # every dataset's constants far apart in the paper's order: each draw keeps it (p_order = 1);
+    # the reverse order everywhere: p_order = 0 and activations never the most sensitive
+    n = 20
+    rng = np.random.default_rng(0)
+    jitter = lambda c: np.array(c) + 1e-3 * rng.standard_normal((n, 2))  # noqa: E731
+    theta = {"a": jitter((2.0, 1.0)), "w": jitter((1.0, 0.0)), "kv": jitter((0.5, 0.0))}
+    p_order, p_a = power._shift_bootstrap(theta, np.array([4.0, 8.0]))
+    assert (p_order == 1.0).all() and (p_a == 1.0).all()
+    rev = {"a": theta["kv"], "w": theta["w"], "kv": theta["a"]}
+    p_order, p_a = power._shift_bootstrap(rev, np.array([4.0, 8.0]))
+    assert (p_order == 0.0).all() and (p_a == 0.0).all()

@@ -203,7 +203,7 @@ CLAIMS: dict[str, dict[str, str | None]] = {
 # cannot pass for the stored verdict. Bump it with every change of a rule (and say why in the
 # rule's docstring). RULE_HISTORY says which changes came after the data were seen.
 RULE_VERSIONS: dict[str, str] = {
-    "P1": "2", "P2": "3", "P3": "2", "P4": "2", "P5": "2", "P6": "3", "P7": "2", "P8": "2",
+    "P1": "2", "P2": "3", "P3": "2", "P4": "3", "P5": "2", "P6": "3", "P7": "2", "P8": "2",
     "P9": "2", "P10": "3", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "1",
 }
 
@@ -246,7 +246,11 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
     "P4": [("1", "session 2, before the QAT sweeps ran", "the order of the fitted f_x(P) at P = 4–8 bits"),
            ("2", "2026-12-01, after the data (a change after the data)", "the order's probability over the pipeline "
             "bootstrap's draws (≥ 95 % to count) instead of the point fits, so the grade carries the fits' "
-            "uncertainty; its power is not simulated")],
+            "uncertainty; its power is not simulated"),
+           ("3", "session 6 (2026-12-01), after v2 graded the data inconclusive (a change after the data)",
+            "the power gate of every other rule, with the power simulated on our design (the paper's γ_x, n_x on "
+            "our Chinchilla constants and seed noise; the simulation's own spread stands in for each dataset's "
+            "bootstrap); v2's inconclusive does not depend on it")],
     "P5": [("1", "session 2, before the joint sweep ran", "the product of marginal fits predicts the mixed runs "
             "with R² ≥ 0.75, within 0.05 of the joint fit"),
            ("2", "2026-12-01, after a referee's reading of the data (a change after the data)", "out of sample against "
@@ -607,11 +611,12 @@ def rule_p5(p_interaction: float, mult_better: bool, distinguishable: bool) -> s
 
 
 def rule_p4(p_order: float, p_a_most: float) -> str:
-    """P4 (version 2): from the pipeline bootstrap's draws, the probability of the paper's order
+    """P4 (versions 2–3): from the pipeline bootstrap's draws, the probability of the paper's order
     f_a < f_w < f_kv at every P in 4–8 bits (``p_order``) and of activations being the most
     sensitive at every P (``p_a_most``). p_order ≥ 0.95: reproduced; p_a_most ≥ 0.95 (the w/KV
     order not resolved the paper's way): partly; p_order ≤ 0.05 (the paper's order excluded):
-    not reproduced; otherwise the draws cannot resolve the order: inconclusive."""
+    not reproduced; otherwise the draws cannot resolve the order: inconclusive. Version 3 passes
+    a partly or not reproduced through ``power_gate`` with the rule's simulated power."""
     if p_order >= 0.95:
         return "reproduced"
     if p_a_most >= 0.95:

@@ -428,7 +428,9 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
         ``PIPELINE_STAGES`` with enough runs to refit; their constants are in each draw),
         ``input_sha256`` (stage -> hash of its rows, as ``run_fits`` records them), ``n_boot``,
         ``n_ok``, ``boot_seed``, ``draws`` (a list of {constant: value}; resamples whose fit did
-        not end at a finite objective are dropped and counted in ``n_boot - n_ok``).
+        not end at a finite objective are dropped and counted in ``n_boot - n_ok``), and, with all
+        three N_eff stages, ``p4_power`` (``bitlaws.study.power.p4_power`` with ``n_boot`` datasets
+        per hypothesis, on the point Chinchilla fit and the seed noise of the base grid).
 
     Raises:
         FileNotFoundError: no observations for ``profile``.
@@ -462,6 +464,13 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
             if ok and all(math.isfinite(v) for v in params.values()):
                 draws.append({k: float(v) for k, v in params.items()})
         rec = {**base, "status": "ok", "reason": "", "n_ok": len(draws), "draws": draws}
+        if {"neff_w", "neff_a", "neff_kv"} <= set(stages):
+            # P4's power on this design (its rule reads these draws), simulated once here, not per verdict
+            from .noise import noise_model
+            from .power import p4_power
+
+            chin = dict(lf.fit_stage(lf.STAGES["chinchilla"], frames["chinchilla"]).params)
+            rec["p4_power"] = p4_power(frames, chin, noise_model(df), n_sim=n_boot, seed=BOOT_SEED)
     if write:
         _write_json(fits_path(profile, "pipeline_boot", root), rec)
     return rec
@@ -828,7 +837,11 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
         return Verdict("P9", "pending", CLAIMS["P9"]["paper"], "", reason, profile, sha, {})
     noise = noise_model(df, method)
     st = p9_statistics(cells, rec["fixed"], noise)
-    pw = p9_power(cells, rec["fixed"], noise, n_sim=N_SIM if n_sim is None else n_sim)
+    n_sim = N_SIM if n_sim is None else n_sim
+    pw = p9_power(cells, rec["fixed"], noise, n_sim=n_sim)
+    # the power if the bracket had our fitted C_w (reported, not graded: the rule reads C_w = 1)
+    po = p9_power(cells, rec["fixed"], noise, n_sim=n_sim, c_w=st["c_w"]) \
+        if math.isfinite(st["c_w"]) and st["c_w"] > 0 else {"power": math.nan}
     verdict = power_gate(st["grade"], pw["power"])
     ours = (f"where the high-precision δ_PTQ is measurable and P_w is nearest P_post, low-precision-trained models "
             f"degrade less in {int(st['n_less'])}/{int(st['n_measurable'])} cells (sign test p = {st['p_sign']:.2f}); "
@@ -838,13 +851,15 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
             f"false-positive rate {pw['false_positive']:.0%} ({int(pw['n_sim'])} simulated datasets each)")
     reason = (f"rule v2: (a) sign test {'met' if st['p_sign'] < 0.05 else 'not met'}, (b) robustness term "
               f"{'met' if st['p_robustness'] < 0.05 else 'not met'}; power on our design {pw['power']:.0%} with the "
-              "paper's exponents, γ_w, n_w and C_w = 1 (C_w is not printed; Eq. 10 is its C_w = 1 case). Training "
+              "paper's exponents, γ_w, n_w and C_w = 1 (C_w is not printed; Eq. 10 is its C_w = 1 case), "
+              f"{po['power']:.0%} with our fitted C_w = {st['c_w']:.2f} in its place. Training "
               "fake-quantizes with symmetric absmax, PTQ with asymmetric min-max, so a model trained at P_w sees a "
               "different grid after training. The seed noise has "
               f"{noise.loss_dof} degrees of freedom ({noise.n_cells} seeded cells)")
     det = {**{k: st[k] for k in ("n_measurable", "n_less", "p_sign", "c_w", "p_robustness", "r2_without",
                                   "r2_with", "r2_gain", "n_cells")},
            "unified_r2": float(rec["r2"]), "power": pw["power"], "power_partly": pw["power_partly"],
+           "power_fitted_c_w": po["power"],
            "false_positive": pw["false_positive"], "false_partly": pw["false_partly"], "n_sim": pw["n_sim"],
            "rule_grade": st["grade"], "noise_dof": float(noise.loss_dof)}
     return Verdict("P9", verdict, CLAIMS["P9"]["paper"], ours, reason, profile, sha, _finite(det))

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..formats import PAPER_FP_FORMATS
 from ..laws import forms
-from .claims import CLAIMS, Verdict, inputs_identity, rule_p4, store_verdicts
+from .claims import CLAIMS, Verdict, inputs_identity, power_gate, rule_p4, store_verdicts
 from .law_fits import TRAINING_EXPERIMENTS, load_fits, stage_frames
 from .noise import noise_floor
 from .store import data_dir, load_runs
@@ -147,22 +147,24 @@ def order_probabilities(boot: Mapping | None, df: pd.DataFrame, bits=SENSITIVITY
 def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verdict:
     """P4: at equal bits (4–8) activations are the most sensitive, weights next, the KV cache least.
 
-    Rule (version 2, ``bitlaws.study.claims.rule_p4``): the order is read from the pipeline
+    Rule (version 3, ``bitlaws.study.claims.rule_p4``): the order is read from the pipeline
     bootstrap (``bitlaws.study.law_fits.pipeline_bootstrap``: every stage refitted per resample of
     runs), not from the point fits: p_order, the share of draws with f_a < f_w < f_kv at every
     P = 4, 5, 6, 7, 8 (f_x(P) = N_eff/N, smaller = more sensitive), and p_a_most, the share with
     activations the most sensitive at every P. p_order ≥ 0.95: **reproduced**; p_a_most ≥ 0.95:
     **partly**; p_order ≤ 0.05 (the paper's order excluded): **not reproduced**; otherwise the
-    draws cannot resolve the order: **inconclusive** (no power simulation: each simulated dataset
-    would need three refitted N_eff stages and a bootstrap). The share with the KV cache below the weights at every P
-    (the reverse of the paper) says whether that part of the order is resolved. Without a current
-    bootstrap the point fits' order is graded as in version 1 and the reason says so. Pending
-    without all three fits. The empirical mean loss increase per part is reported beside it. Its
-    power is not simulated (a simulation would refit three stages and a bootstrap per dataset).
+    draws cannot resolve the order: **inconclusive** — and a partly or not reproduced becomes
+    inconclusive where the rule's power on our design (``bitlaws.study.power.p4_power``, stored
+    in the bootstrap record: the paper's γ_x, n_x on our Chinchilla constants and seed noise, the
+    null all parts equally sensitive) is below ``POWER_MIN``. The share with the KV cache below the
+    weights at every P (the reverse of the paper) says whether that part of the order is resolved.
+    Without a current bootstrap the point fits' order is graded as in version 1 and the reason says
+    so. Pending without all three fits. The empirical mean loss increase per part is reported beside it.
 
     (Version 1, before the data, compared the point fits' f_x at the five widths; version 2, after
     the data, reads the bootstrap's probability of the order so that the grade carries its
-    uncertainty.)
+    uncertainty; version 3 adds the power gate every other rule has (the grade it gave, inconclusive,
+    does not depend on it).)
     """
     frames = stage_frames(df)
     sha = inputs_identity("P4", profile, frames={f"neff_{p}": frames[f"neff_{p}"] for p in PARTS},
@@ -179,8 +181,11 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     full = all(ours.loc[b, "a"] < ours.loc[b, "w"] < ours.loc[b, "kv"] for b in ours.index)
     verdict = "reproduced" if full else "partly" if a_most else "not reproduced"
     probs = order_probabilities(fits.get("pipeline_boot"), df)
+    pw = (fits.get("pipeline_boot") or {}).get("p4_power") if probs is not None else None
     if probs is not None:
         verdict = rule_p4(probs["p_order"], probs["p_a_most"])
+        if pw is not None and verdict != "inconclusive":
+            verdict = power_gate(verdict, pw["power"])
 
     emp = empirical_order(marginal_table(df))
     base = df[df["experiment"] == "base_grid"]
@@ -202,8 +207,14 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
                      f"f_a < f_w < f_kv at every width from 4 to 8 bits holds in {probs['p_order']:.0%}, activations "
                      f"are the most sensitive in {probs['p_a_most']:.0%}, and the KV cache is below the weights in "
                      f"{probs['p_kv_below_w']:.0%}")
-        reason = ("rule v2 reads the order's probability over the pipeline bootstrap (≥ 95 % to count); its power "
-                  "is not simulated. " + reason)
+        power_txt = ("its power is not simulated (the bootstrap record predates the simulation)" if pw is None else
+                     f"its power on our design is {pw['power']:.0%} ({pw['power_partly']:.0%} for partly or better) "
+                     "with the paper's γ_x, n_x on our Chinchilla constants and seed noise, and it grades "
+                     f"{pw['false_positive']:.0%} of datasets with equally sensitive parts reproduced "
+                     f"({int(pw['n_sim'])} simulated datasets each; the {int(pw['rows_dropped'])} runs where the "
+                     "paper's f_x ≤ 0, activations at 3 bits, are left out of the simulation)")
+        reason = ("rule v3 reads the order's probability over the pipeline bootstrap (≥ 95 % to count); "
+                  + power_txt + ". " + reason)
     else:
         reason = "no current pipeline bootstrap: graded on the point fits (rule v1's reading). " + reason
     if not full and a_most:
@@ -224,6 +235,9 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     det.update({f"paper_f_{p}_{b}": float(paper.loc[b, p]) for b in (4, 8) for p in PARTS})
     if probs is not None:
         det.update(probs)
+    if pw is not None:
+        det.update({"power": pw["power"], "power_partly": pw["power_partly"], "false_positive": pw["false_positive"],
+                    "n_sim": pw["n_sim"]})
     return Verdict("P4", verdict, CLAIMS["P4"]["paper"], ours_txt, reason, profile, sha,
                    {k: v for k, v in det.items() if math.isfinite(v)})
 

@@ -36,6 +36,7 @@ __all__ = [
     "p5_design",
     "p5_statistics",
     "p5_power",
+    "p4_power",
 ]
 
 # Simulated datasets per hypothesis in the verdicts (the tests use fewer).
@@ -152,12 +153,13 @@ def _calibrated_c_t(cells: pd.DataFrame, consts: Mapping[str, float], observed: 
 
 
 def p9_power(cells: pd.DataFrame, scale: Mapping[str, float], noise: NoiseModel, n_sim: int = N_SIM,
-             seed: int = 0) -> dict[str, float]:
+             seed: int = 0, c_w: float = 1.0) -> dict[str, float]:
     """Power and false-positive rate of P9's rule on the design of ``cells``, by simulation.
 
     Paper data: δ_hp from Eq. 2 with the paper's γ_D, γ_N, γ_post (C_T calibrated to our high-precision
-    δ, ``_calibrated_c_t``); δ_low from Eq. 9 with the paper's γ_w, n_w (Table 2) and C_w = 1 (the
-    paper prints no C_w; Eq. 10 is its C_w = 1 case). Null: δ_low from Eq. 2 with the same N_eff and
+    δ, ``_calibrated_c_t``); δ_low from Eq. 9 with the paper's γ_w, n_w (Table 2) and ``c_w`` (default
+    1: the paper prints no C_w; Eq. 10 is its C_w = 1 case; our fitted C_w gives the power if that
+    bracket were true). Null: δ_low from Eq. 2 with the same N_eff and
     no robustness bracket. Each cell's mean gets the seed noise of ``noise`` over its seed count;
     the rule reads the generating constants as its fixed upstream stage. ``scale`` is unused except
     as a fallback C_T where no δ_hp is positive.
@@ -177,7 +179,9 @@ def p9_power(cells: pd.DataFrame, scale: Mapping[str, float], noise: NoiseModel,
     rng = np.random.default_rng(seed)
     out = {"n_sim": float(n_sim)}
     k_hp, k_low = cells["k_hp"].to_numpy(float), cells["k_low"].to_numpy(float)
-    for label, low_true in (("power", base * _bracket(gap, 1.0)), ("false", base)):
+    if not (math.isfinite(c_w) and c_w > 0):
+        raise ValueError(f"p9_power: c_w must be a finite positive number; got {c_w!r}")
+    for label, low_true in (("power", base * _bracket(gap, c_w)), ("false", base)):
         grades = []
         for _ in range(n_sim):
             sim = cells.copy()
@@ -540,4 +544,100 @@ def p5_power(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel
         g = np.array(grades)
         out["power" if label == "power" else "false_positive"] = float(np.mean(g == "reproduced"))
         out[f"{label}_partly"] = float(np.mean(g != "not reproduced"))
+    return out
+
+
+# --- P4: the sensitivity order of weights, activations and KV cache --------------------------------
+
+def _shift_bootstrap(theta: Mapping[str, np.ndarray], bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """P4's bootstrap probabilities for each simulated dataset, with the simulation's own sampling
+    deviations standing in for its bootstrap: the draws of dataset s are θ_s + (θ_j − mean θ), j ≠ s.
+
+    Args:
+        theta: part -> (n_sim, 2) fitted (γ_x, n_x) of each simulated dataset (NaN rows: failed fits).
+        bits: (b,) the widths at which the order must hold.
+
+    Returns:
+        ``p_order`` and ``p_a_most``, each (n_sim,): the share of dataset s's draws with
+        f_a < f_w < f_kv, and with f_a the smallest, at every width (NaN for a failed dataset).
+    """
+    good = np.all([np.isfinite(theta[x]).all(axis=1) for x in _PARTS], axis=0)
+    dev = {x: theta[x][good] - theta[x][good].mean(axis=0) for x in _PARTS}
+    n = len(good)
+    p_order, p_a = np.full(n, np.nan), np.full(n, np.nan)
+    for s in np.flatnonzero(good):
+        f = {}
+        for x in _PARTS:
+            draws = theta[x][s] + dev[x]  # (m, 2); the m draws include s's own zero-ish deviation
+            with np.errstate(invalid="ignore", over="ignore"):
+                f[x] = forms.precision_factor(bits[None, :], draws[:, [0]], draws[:, [1]])
+        ok = np.all([np.isfinite(f[x]).all(axis=1) & (f[x] > 0).all(axis=1) for x in _PARTS], axis=0)
+        if not ok.any():
+            continue
+        order = np.all((f["a"] < f["w"]) & (f["w"] < f["kv"]), axis=1)[ok]
+        a_most = np.all((f["a"] < f["w"]) & (f["a"] < f["kv"]), axis=1)[ok]
+        p_order[s], p_a[s] = order.mean(), a_most.mean()
+    return p_order, p_a
+
+
+def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise: NoiseModel,
+             n_sim: int = N_SIM, seed: int = 0, bits: tuple[int, ...] = (4, 5, 6, 7, 8)) -> dict[str, float]:
+    """Power and false-positive rate of P4's rule (``bitlaws.study.claims.rule_p4``) on our design.
+
+    Paper data: each marginal sweep's losses (the ``neff_w``, ``neff_a``, ``neff_kv`` rows: their N,
+    D and P) from Eqs. 3–4 with our Chinchilla constants (``chinchilla``: A, B, E, α, β) and the
+    paper's γ_x, n_x (Table 2), plus the seed σ of one run's loss (``noise.loss_sd``). Null: every
+    part with the paper's weight constants (equal sensitivity, so no order is true). Rows where the
+    generating f_x(P) ≤ 0 (the paper's activations at 3 bits: γ_a·n_a = 3.1 bits) are left out of
+    the simulated design. Each dataset refits the three N_eff stages with the Chinchilla constants
+    held (as the pipeline's point fits; L-BFGS-B started from the generating constants and the
+    stage's best grid point). The rule reads its probabilities from a bootstrap of every stage;
+    here dataset s's draws are θ_s plus the other datasets' deviations from the mean
+    (``_shift_bootstrap``): the sampling spread the bootstrap estimates, without a bootstrap per
+    dataset. The grade is ``rule_p4`` on those probabilities.
+
+    Args:
+        frames: ``bitlaws.study.law_fits.stage_frames(df)`` (needs the three ``neff_*`` frames).
+        chinchilla: the Chinchilla stage's constants. noise: ``bitlaws.study.noise.noise_model``.
+        n_sim: simulated datasets per hypothesis. seed: the generator's seed. bits: the widths of the rule.
+
+    Returns:
+        ``power`` (share graded reproduced, paper data), ``power_partly`` (reproduced or partly),
+        ``false_positive``, ``false_partly`` (the same on the null), ``n_sim``, ``rows_dropped``
+        (paper data, rows left out where f_x ≤ 0); NaN without three non-empty frames or a finite σ.
+    """
+    from ..laws import fit as lfit
+    from .claims import rule_p4
+
+    out = {"n_sim": float(n_sim)}
+    nan = {"power": math.nan, "power_partly": math.nan, "false_positive": math.nan, "false_partly": math.nan,
+           "rows_dropped": math.nan}
+    if not (math.isfinite(noise.loss_sd) and all(len(frames.get(f"neff_{x}", ())) for x in _PARTS)):
+        return {**out, **nan}
+    p = forms.PAPER_CONSTANTS
+    paper = {x: (p[f"gamma_{x}"], p[f"n_{x}"]) for x in _PARTS}
+    b = np.asarray(bits, float)
+    rng = np.random.default_rng(seed)
+    for label, truth in (("power", paper), ("false", {x: paper["w"] for x in _PARTS})):
+        theta, dropped = {}, 0
+        for x in _PARTS:
+            stage, fr = lfit.STAGES[f"neff_{x}"], frames[f"neff_{x}"]
+            g, n = truth[x]
+            keep = forms.precision_factor(pd.to_numeric(fr[f"bits_{x}"]).to_numpy(float), g, n) > 0
+            fr, dropped = fr[keep], dropped + int((~keep).sum())
+            true = lfit.predict(stage, fr, {f"gamma_{x}": g, f"n_{x}": n}, chinchilla)
+            theta[x] = np.full((n_sim, 2), np.nan)
+            for s in range(n_sim):
+                sim = fr.assign(loss_val=true + noise.loss_sd * rng.standard_normal(len(fr)))
+                try:
+                    res = lfit.fit_stage(stage, sim, chinchilla, n_refine=1, extra_starts=np.array([[g, n]]))
+                except ValueError:
+                    continue
+                theta[x][s] = [res.params[f"gamma_{x}"], res.params[f"n_{x}"]]
+        p_order, p_a = _shift_bootstrap(theta, b)
+        grades = np.array([rule_p4(o, a) if np.isfinite(o) else "inconclusive" for o, a in zip(p_order, p_a)])
+        out["power" if label == "power" else "false_positive"] = float(np.mean(grades == "reproduced"))
+        out[f"{label}_partly"] = float(np.isin(grades, ("reproduced", "partly")).mean())
+        if label == "power":
+            out["rows_dropped"] = float(dropped)
     return out
