@@ -296,6 +296,24 @@ def _cmd_design_power(args) -> int:
     return 0
 
 
+def _cmd_export_hf(args) -> int:
+    from tqdm.auto import tqdm
+
+    from .study.checkpoints import export_hf_folder
+    from .study.store import data_dir
+
+    src = (Path(args.data_root) if args.data_root else data_dir()) / "checkpoints" / args.profile
+    files = sorted(src.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no committed checkpoints under {src}; `python -m bitlaws export-checkpoints "
+                                f"--profile {args.profile}` makes them")
+    out = Path(args.out)
+    for f in tqdm(files, desc="export-hf"):
+        export_hf_folder(f, out / f.stem)
+    print(f"wrote {len(files)} Hugging Face folders under {out} (AutoModelForCausalLM.from_pretrained(folder))")
+    return 0
+
+
 def _cmd_export(args) -> int:
     from .study.checkpoints import export_checkpoints
     from .study.store import data_dir, load_runs
@@ -383,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     p_mig = sub.add_parser("migrate-store", help="add the columns added to the observation schema since a file "
                                                  "was written (fmt_post, eval_version); changes no stored value")
     p_mig.add_argument("files", nargs="*", help="observation CSVs (default: every one of --profile)")
+    p_hf = sub.add_parser("export-hf", help="the committed checkpoints as Hugging Face folders (config, bf16 weights, "
+                                            "byte-level tokenizer, model card) that from_pretrained loads")
+    p_hf.add_argument("--out", default="build/hf", help="output folder, one subfolder per checkpoint (default build/hf)")
     p_dp = sub.add_parser("design-power", help="power of P4's and P9's rules on candidate QAT designs, with their "
                                                "CPU-hours (data/runs/<profile>/qat_design_power.csv)")
     p_dp.add_argument("--n-sim", type=_count(2), default=100, help="simulated datasets per hypothesis (default 100)")
@@ -395,10 +416,10 @@ def main(argv: list[str] | None = None) -> int:
                        help="bootstrap resamples per stage, ≥ 1 (default 20 smoke, 200 cpu)")
     from .study.sweep import EXPERIMENTS, PROFILES
 
-    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp):
+    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
         p.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
                        help="which declared sweep: %(choices)s (default %(default)s)")
-    for p in (p_sweep, p_cov, p_exp, p_fit, p_quik, p_est, p_mig, p_dp):
+    for p in (p_sweep, p_cov, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
         p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's)")
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")
     p_sweep.add_argument("--executor", default="local", help="local | submitit-local | slurm")
@@ -431,7 +452,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         return {"sweep": _cmd_sweep, "estimate": _cmd_estimate, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts,
                 "export-checkpoints": _cmd_export, "fit": _cmd_fit, "quik": _cmd_quik,
-                "migrate-store": _cmd_migrate, "design-power": _cmd_design_power}[args.cmd](args)
+                "migrate-store": _cmd_migrate, "design-power": _cmd_design_power,
+                "export-hf": _cmd_export_hf}[args.cmd](args)
     except (ValueError, FileNotFoundError, CorpusUnavailableError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
