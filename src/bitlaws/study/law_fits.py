@@ -73,7 +73,7 @@ __all__ = [
 # The paper fits Eq. 2 on INT3–INT6 (GPTQ); our RTN rows also have INT7/8, whose δ sits at the noise floor.
 PTQ_BITS = (3, 4, 5, 6)
 # The sweeps whose rows are training runs (``bitlaws.study.sweep.EXPERIMENTS``, and ``manual`` CLI runs).
-TRAINING_EXPERIMENTS = ("base_grid", "qat_marginal", "qat_joint", "qat_formats", "compute_matched", "manual")
+TRAINING_EXPERIMENTS = ("base_grid", "qat_marginal", "qat_seeds", "qat_joint", "qat_formats", "compute_matched", "manual")
 # Bootstrap resamples per profile (smoke: fast enough for the notebook test).
 N_BOOT = {"smoke": 20, "cpu": 200, "gpu": 200}
 BOOT_SEED = 0
