@@ -39,7 +39,7 @@ from ..laws import fit as lf
 from ..laws.forms import PAPER_CONSTANTS
 from ..laws.optimal import critical_data_size
 from ..ptq.gptq import GPTQConfig
-from .claims import CLAIMS, Verdict, inputs_identity, store_verdicts
+from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, store_verdicts
 from .law_fits import stage_frames
 from .noise import noise_floor, noise_model
 from .power import p2_statistics
@@ -406,12 +406,6 @@ def _required_floor(df: pd.DataFrame, method: str = "rtn") -> dict[str, float]:
     return floor
 
 
-def _finite_or_na(details: dict[str, float | str]) -> dict[str, float | str]:
-    """The verdict store keeps finite numbers only; a number we could not measure is stored as "n/a"."""
-    return {k: (v if isinstance(v, str) else float(v) if math.isfinite(float(v)) else "n/a")
-            for k, v in details.items()}
-
-
 def _grade(fracs: list[float]) -> str:
     if all(f >= 0.75 for f in fracs):
         return "reproduced"
@@ -555,7 +549,7 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
                     f"{m}_false_positive": pw["false_positive"], f"{m}_false_partly": pw["false_partly"]})
     det["n_sim"] = float(n_sim)
     return Verdict("P1", verdict, CLAIMS["P1"]["paper"], ours, reason, profile,
-                   inputs_identity("P1", profile, frames={"rows": df}), _finite_or_na(det))
+                   inputs_identity("P1", profile, frames={"rows": df}), finite_or_na(det))
 
 
 def _train_split_tokens() -> float:
@@ -669,7 +663,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
             if b in best:
                 det.update({f"{m}_int{b}_rise": best[b]["rise"], f"{m}_int{b}_threshold": best[b]["threshold"]})
     return Verdict("P2", verdict, CLAIMS["P2"]["paper"], ours, reason, profile,
-                   inputs_identity("P2", profile, frames={"rows": df}), _finite_or_na(det))
+                   inputs_identity("P2", profile, frames={"rows": df}), finite_or_na(det))
 
 
 def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[str, Verdict]:
