@@ -713,10 +713,10 @@ def coverage_facts(df: pd.DataFrame, profile: str, eval_version: int, cov: dict 
         cov: ``bitlaws.study.sweep.coverage(profile)`` (read from the CSV when None).
 
     Returns:
-        Python ints, floats and strings: ``cov_profile``, ``cov_eval_version``, ``cov_runs_done``
-        (complete runs at `eval_version`),
-        ``cov_runs_planned``, ``cov_runs_v2`` (complete at version 2), ``cov_n`` and ``cov_d`` (the
-        grid's N and D as ``{a, b}``), ``cov_dn_min``/``cov_dn_max`` (D/N), ``cov_diverged`` (rows not
+        Python ints, floats and strings (glue needs Python scalars): ``cov_profile``,
+        ``cov_eval_version``, ``cov_runs_done`` (complete runs at `eval_version`), ``cov_runs_planned``,
+        ``cov_runs_v2`` (complete at version 2), ``cov_n`` and ``cov_d`` (the grid's N and D [tokens]
+        as ``{a, b}``), ``cov_dn_min``/``cov_dn_max`` (D/N), ``cov_diverged`` (rows not
         ok), ``cov_rtn_bits``/``cov_gptq_bits`` (declared P_post), ``cov_rtn_rows``/``cov_gptq_rows``,
         ``cov_gptq_setup`` (``gptq_setup``), the noise floor of ``verdict_method(df)``:
         ``cov_floor_cells``, ``cov_seeds_min``/``cov_seeds_max`` (seeds per seeded cell; ``"n/a"``
