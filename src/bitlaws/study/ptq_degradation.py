@@ -43,7 +43,7 @@ from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, store_verdic
 from .law_fits import load_fits, ptq_fit_is_current, ptq_fit_path, stage_frames
 from .noise import noise_floor, noise_model
 from .power import p2_statistics
-from .store import data_dir, frame_sha256, load_runs
+from .store import data_dir, load_runs
 from .sweep import PROFILES, coverage, plan
 
 __all__ = [
@@ -300,29 +300,20 @@ def post_ptq_rise(tab: pd.DataFrame, noise) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
-# Point fits (no bootstrap) of the law stages, keyed by (stage, SHA-256 of the rows): the verdicts and
-# the chapter ask for the same fits several times.
-_POINT_FITS: dict[tuple[str, str], dict[str, float] | None] = {}
 _EQ2_KEYS = ("C_T", "gamma_D", "gamma_N", "gamma_post")
 _CHINCHILLA_KEYS = ("A", "B", "E", "alpha", "beta")
 
 
 def _point_fit(stage_name: str, frame: pd.DataFrame, keys: tuple[str, ...]) -> dict[str, float]:
-
-    key = (stage_name, frame_sha256(frame))
-    if key not in _POINT_FITS:
-        stage = lf.STAGES[stage_name]
-        cells = frame.drop_duplicates([c for c in stage.cell if c in frame]).shape[0] if len(frame) else 0
-        if cells < stage.n_params_fitted + 1:
-            _POINT_FITS[key] = None
-        else:
-            res = lf.fit_stage(stage, frame)
-            _POINT_FITS[key] = {**{k: float(res.params[k]) for k in keys}, "r2": float(res.r2),
-                                "n_points": float(res.n_points), "n_cells": float(res.n_cells)}
-    got = _POINT_FITS[key]
-    if got is None:
+    """A point fit (no bootstrap) of one law stage; NaN constants with too few distinct points.
+    Callers that need a fit several times compute it once and pass it on (no cache here)."""
+    stage = lf.STAGES[stage_name]
+    cells = frame.drop_duplicates([c for c in stage.cell if c in frame]).shape[0] if len(frame) else 0
+    if cells < stage.n_params_fitted + 1:
         return {**{k: math.nan for k in keys}, "r2": math.nan, "n_points": float(len(frame)), "n_cells": math.nan}
-    return dict(got)
+    res = lf.fit_stage(stage, frame)
+    return {**{k: float(res.params[k]) for k in keys}, "r2": float(res.r2), "n_points": float(res.n_points),
+            "n_cells": float(res.n_cells)}
 
 
 def eq2_fit(df: pd.DataFrame, method: str) -> dict[str, float]:
@@ -376,12 +367,15 @@ def d_crit_eq13(n_params, bits_post, chinchilla: dict[str, float], eq2: dict[str
     return critical_data_size(n, p, params)
 
 
-def critical_data_sizes(df: pd.DataFrame, method: str) -> pd.DataFrame:
+def critical_data_sizes(df: pd.DataFrame, method: str, chinchilla: dict[str, float] | None = None,
+                        eq2: dict[str, float] | None = None) -> pd.DataFrame:
     """The critical data size of one method, per (N, P_post): from the rows and from the fitted laws.
 
     Args:
         df: base-grid rows.
         method: ``ptq_method``.
+        chinchilla, eq2: ``chinchilla_fit(df)`` and ``eq2_fit(df, method)`` if the caller has them
+            (each is fitted here otherwise).
 
     Returns:
         ``post_ptq_rise`` of the method's table (P2's statistics on its own seed noise) with ``method``
@@ -391,8 +385,9 @@ def critical_data_sizes(df: pd.DataFrame, method: str) -> pd.DataFrame:
     tab = ptq_table(df, method)
     rise = post_ptq_rise(tab, noise_model(df, method))
     rise.insert(0, "method", method)
-    d = d_crit_eq13(rise["n_params"].to_numpy(float), rise["bits_post"].to_numpy(float), chinchilla_fit(df),
-                    eq2_fit(df, method))
+    d = d_crit_eq13(rise["n_params"].to_numpy(float), rise["bits_post"].to_numpy(float),
+                    chinchilla if chinchilla is not None else chinchilla_fit(df),
+                    eq2 if eq2 is not None else eq2_fit(df, method))
     rise["d_crit_eq13"] = d
     rise["d_crit_eq13_over_n"] = d / rise["n_params"].to_numpy(float)
     return rise
@@ -590,12 +585,13 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
     main = verdict_method(df)
     n_sim = N_SIM if n_sim is None else n_sim
     chin = chinchilla_fit(df)
-    crit = {m: critical_data_sizes(df, m) for m in methods_present(df)}
+    eq2 = {m: eq2_fit(df, m) for m in methods_present(df)}
+    crit = {m: critical_data_sizes(df, m, chin, eq2[m]) for m in methods_present(df)}
     per = {}
     for m in methods_present(df):
         tab, noise = ptq_table(df, m), noise_model(df, m)
         per[m] = {"stats": p2_statistics(tab, noise), "power": p2_power(tab, chin, noise, n_sim=n_sim),
-                  "power_ours": p2_power(tab, chin, noise, n_sim=n_sim, effect=eq2_fit(df, m)), "noise": noise}
+                  "power_ours": p2_power(tab, chin, noise, n_sim=n_sim, effect=eq2[m]), "noise": noise}
     v = per[main]
     st = v["stats"]
     # Rule v2 as written (RULE_HISTORY): inconclusive wherever its power with the paper's exponents is
