@@ -1,29 +1,15 @@
-"""The law-fitting chapter on our runs: which rows feed which fit, ``run_fits``, and the verdicts P3, P5, P9.
+"""The law-fitting chapter (03) on our runs: which rows feed which fit, ``run_fits``, verdicts P3, P5, P9.
 
-This module sits on top of :mod:`bitlaws.laws` (numpy/scipy fitters) and the run store
-(:mod:`bitlaws.study.store`):
-
-* ``stage_frames`` picks each stage's rows from a profile's observations, by their bit columns
-  (so any experiment that trains in low precision feeds the right stage, whatever it is called);
-* ``run_fits`` fits every stage that has enough data, in the paper's order (Chinchilla → N_eff
-  constants → PTQ constants → C_x), with bootstrap intervals and held-out scores, and writes
-  ``data/fits/<profile>_<stage>.json`` with the SHA-256 of its input rows; a stage without enough
-  data is written with ``status: "skipped"`` and the reason;
-* ``verdict_p3``, ``verdict_p5``, ``verdict_p9`` and ``refresh_law_verdicts`` turn fits into
-  verdicts (P6–P8, from the same fits: ``bitlaws.study.compute_optimal``).
-
-Verdict rules (the paper's numbers are from ``book/papers/precision-scaling-laws.md``):
-
-* P3 — the N_eff form (Eq. 3) fitted on P_w sweeps: its precision term must be significant at
-  fixed (N, D) with no lack of fit against the seed noise (two F-tests), and the paper's f_w(4)
-  must lie in our bootstrap interval, which must tell an effect from none: both reproduced, one
-  partly (``verdict_p3``).
-* P5 — on runs with several parts in low precision: the product of the measured marginals against
-  their sum, both out of sample, with an interaction test and the rule's power (``verdict_p5``).
-* P9 — QAT→PTQ pairs: a sign test where δ_PTQ is measurable and an F-test of Eq. 9's
-  robustness term over Eq. 2 without it, with the rule's power by simulation (``verdict_p9``).
-
-Each is ``pending`` while its data do not exist, with the reason.
+On top of :mod:`bitlaws.laws` (numpy/scipy fitters) and the run store (:mod:`bitlaws.study.store`):
+``stage_frames`` picks each stage's rows from a profile's observations by their bit columns (so
+any experiment that trains in low precision feeds the right stage); ``run_fits`` fits every stage
+with enough data in the paper's order (Chinchilla → N_eff constants → PTQ constants → C_x), with
+bootstrap intervals and held-out scores, into ``data/fits/<profile>_<stage>.json`` with the SHA-256
+of its input rows (a stage without enough data is written ``skipped``, with the reason);
+``pipeline_bootstrap`` refits every stage per resample of runs, so derived quantities carry the
+whole pipeline's uncertainty. ``verdict_p3``, ``verdict_p5``, ``verdict_p9`` state their rules in
+their docstrings (the paper's numbers from ``book/papers/precision-scaling-laws.md``); each is
+``pending`` while its data do not exist. P6–P8 read the same fits (``bitlaws.study.compute_optimal``).
 """
 
 from __future__ import annotations
