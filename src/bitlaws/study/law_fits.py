@@ -54,6 +54,7 @@ __all__ = [
     "PIPELINE_STAGES",
     "pipeline_bootstrap",
     "pipeline_boot_is_current",
+    "joint_all_fit",
 ]
 
 # The paper fits Eq. 2 on INT3–INT6 (GPTQ); our RTN rows also have INT7/8, whose δ sits at the noise floor.
@@ -468,6 +469,64 @@ def pipeline_boot_is_current(record: Mapping | None, df: pd.DataFrame) -> bool:
         return False
     frames = stage_frames(df)
     return record.get("input_sha256") == {s: _sha(frames[s]) for s in PIPELINE_STAGES}
+
+
+# --- every constant at once (issue 14, item 3) -----------------------------------------------------
+
+JOINT_ALL_SOURCES = ("chinchilla", "neff_w", "neff_a", "neff_kv", "neff_joint")
+
+
+def joint_all_fit(profile: str = "cpu", *, root: str | os.PathLike | None = None, write: bool = True,
+                  frame: pd.DataFrame | None = None, fits: Mapping[str, dict] | None = None) -> dict:
+    """Fit the Chinchilla and every N_eff constant at once (``laws.fit.STAGES["joint_all"]``), started
+    from the staged fits, on every training run without PTQ: the staged pipeline holds the
+    Chinchilla constants fixed while it fits γ_x, n_x, which biases them when the two trade off; the
+    joint fit says by how much on our runs. Reported beside the staged constants, not graded.
+
+    Args:
+        profile: the profile whose rows and staged fit records are read.
+        root: a ``data/`` folder (default ``data_dir()``); written to ``fits/<profile>_joint_all.json``.
+        write: write the record. frame, fits: use these rows / records instead (tests).
+
+    Returns:
+        The record: ``status`` (``ok`` or ``skipped`` with ``reason``), ``params`` (the joint
+        constants), ``staged`` (the staged ones), ``shift`` (joint − staged, relative to |staged|),
+        ``objective``, ``objective_staged`` (the joint objective at the staged constants: ≥
+        ``objective``), ``r2``, ``n_points``, ``n_cells``, ``converged`` (false when the refined starts
+        do not agree on the optimum: the constants are not identified jointly), ``n_refined``,
+        ``n_at_best``, ``input_sha256``.
+    """
+    df = frame if frame is not None else load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
+    fits = load_fits(profile, root) if fits is None else fits
+    frames = stage_frames(df)
+    rows = pd.concat([frames[s] for s in JOINT_ALL_SOURCES], ignore_index=True).drop_duplicates("obs_id")
+    stage = lf.STAGES["joint_all"]
+    base = {"profile": profile, "stage": "joint_all", "equation": stage.equation, "input_sha256": _sha(rows),
+            "n_points": int(len(rows))}
+    staged = {}
+    for s_ in PIPELINE_STAGES:
+        p = params_of(fits.get(s_))
+        if p is None:
+            rec = {**base, "status": "skipped", "reason": f"needs the staged {s_} fit first (python -m bitlaws fit)"}
+            break
+        staged.update(p)
+    else:
+        start = lf.staged_start(stage, staged)
+        res = lf.fit_stage(stage, rows, extra_starts=start)
+        natural = {**staged, "beta": staged["alpha"]}
+        resid = np.log(lf.predict(stage, rows, natural)) - np.log(rows[stage.target].to_numpy(float))
+        at_staged = float(lf.huber(resid).sum())
+        keys = [k.removeprefix("log_") for k in stage.param_names]
+        rec = {**base, "status": "ok", "reason": "", "params": {k: float(res.params[k]) for k in keys},
+               "staged": {k: float(staged[k]) for k in keys},
+               "shift": {k: (float(res.params[k]) - staged[k]) / abs(staged[k]) if staged[k] else math.nan
+                         for k in keys},
+               "objective": float(res.objective), "objective_staged": at_staged, "r2": float(res.r2),
+               "n_cells": int(res.n_cells), "converged": bool(res.converged), "n_refined": int(res.n_refined),
+               "n_at_best": int(res.n_at_best)}
+    if write:
+        _write_json(fits_path(profile, "joint_all", root), rec)
+    return rec
 
 
 # --- Eq. 2 for one post-training method (the PTQ chapter's GPTQ fit) ------------------------------
