@@ -635,3 +635,52 @@ def test_size_span_is_the_ratio_of_the_largest_to_the_smallest_model():
     assert lfs.size_span(frames) == pytest.approx(1_205_888 / 26_784) and round(lfs.size_span(frames)) == 45
     with pytest.raises(ValueError, match="chinchilla stage has no rows"):
         lfs.size_span({"chinchilla": pd.DataFrame({"n_params": []})})
+
+
+def test_joint_all_recovers_every_constant_from_staged_starts():
+    """Noiseless runs from Table 2's law (high precision and each part alone at 3–8 bits, the paper's
+    N and D): every constant fitted at once, started 10 % off, comes back to the truth."""
+    import itertools
+
+    import pandas as pd
+
+    from bitlaws.laws import fit as F
+    from bitlaws.laws import forms as fm
+
+    truth = fm.PAPER_CONSTANTS
+    rows = []
+    for n, d in itertools.product((30e6, 60e6, 110e6, 220e6), (1.5e9, 3e9, 6e9, 13e9)):
+        rows.append({"n_params": n, "n_tokens": d, "bits_w": 16, "bits_a": 16, "bits_kv": 16})
+        for x, b in itertools.product(("w", "a", "kv"), (4, 5, 6, 8)):
+            rows.append({"n_params": n, "n_tokens": d, "bits_w": 16, "bits_a": 16, "bits_kv": 16, f"bits_{x}": b})
+    frame = pd.DataFrame(rows)
+    frame["loss_val"] = fm.qat_loss(frame["n_params"], frame["n_tokens"], frame["bits_w"], frame["bits_a"],
+                                    frame["bits_kv"], truth)
+    stage = F.STAGES["joint_all"]
+    keys = [k.removeprefix("log_") for k in stage.param_names]
+    off = {k: truth[k] * 1.1 for k in keys}
+    res = F.fit_stage(stage, frame, extra_starts=F.staged_start(stage, off))
+    for k in keys:
+        assert res.params[k] == pytest.approx(truth[k], rel=2e-3), k
+    assert res.params["beta"] == res.params["alpha"]  # α = β tied, as the paper
+    with pytest.raises(KeyError, match="no value for gamma_kv"):
+        F.staged_start(stage, {k: v for k, v in off.items() if k != "gamma_kv"})
+
+
+def test_joint_all_markdown_reads_the_record():
+    import pandas as pd
+
+    from bitlaws.study import law_fits as lfs
+
+    rec = {"status": "ok", "params": {"A": 2.0, "alpha": 0.5}, "staged": {"A": 1.0, "alpha": 0.5},
+           "shift": {"A": 1.0, "alpha": 0.0}, "objective": 0.75, "objective_staged": 1.0, "n_points": 3,
+           "n_refined": 5, "n_at_best": 1, "input_sha256": "x"}
+    t = lfs.joint_all_table(rec)
+    assert list(t.index) == ["A", "alpha"] and t.loc["A", "joint"] == 2.0
+    empty = pd.DataFrame(columns=["obs_id", "experiment", "status", "ptq_method", "n_params", "n_tokens",
+                                  "bits_w", "bits_a", "bits_kv", "loss_val", "run_id", "seed"])
+    text = lfs.joint_all_markdown(rec, empty)
+    assert "lowers the summed Huber objective by 25%" in text and "Only 1 of the 5 refined starts" in text
+    assert "other rows" in text  # the record's hash is not these rows'
+    assert "has not been made" in lfs.joint_all_markdown({"status": "skipped", "reason": "r"}, empty)
+    assert lfs.joint_all_table(None) is None

@@ -55,6 +55,8 @@ __all__ = [
     "pipeline_bootstrap",
     "pipeline_boot_is_current",
     "joint_all_fit",
+    "joint_all_table",
+    "joint_all_markdown",
     "ci_text",
     "holdout_text",
     "stages_markdown",
@@ -488,6 +490,45 @@ def pipeline_boot_is_current(record: Mapping | None, df: pd.DataFrame) -> bool:
 JOINT_ALL_SOURCES = ("chinchilla", "neff_w", "neff_a", "neff_kv", "neff_joint")
 
 
+def _joint_all_rows(df: pd.DataFrame) -> pd.DataFrame:
+    frames = stage_frames(df)
+    return pd.concat([frames[s] for s in JOINT_ALL_SOURCES], ignore_index=True).drop_duplicates("obs_id")
+
+
+def joint_all_table(rec: Mapping | None) -> pd.DataFrame | None:
+    """The staged and the joint constants side by side (``joint_all_fit``'s record), largest relative
+    shift first; None without an ``ok`` record."""
+    if not rec or rec.get("status") != "ok":
+        return None
+    t = pd.DataFrame({"staged": rec["staged"], "joint": rec["params"], "shift": rec["shift"]})
+    t.index.name = "constant"
+    return t.reindex(t["shift"].abs().sort_values(ascending=False).index)
+
+
+def joint_all_markdown(rec: Mapping | None, df: pd.DataFrame) -> str:
+    """What the joint fit says about the staged constants, in a paragraph (chapter 03)."""
+    if not rec or rec.get("status") != "ok":
+        why = (rec or {}).get("reason") or "no record yet"
+        return f"The joint fit of every constant has not been made ({why}; `python -m bitlaws fit` makes it)."
+    stale = rec.get("input_sha256") != _sha(_joint_all_rows(df))
+    t = joint_all_table(rec)
+    big = [f"{k} {r.staged:.3g} → {r.joint:.3g}" for k, r in t.head(3).iterrows()]
+    drop = 1 - rec["objective"] / rec["objective_staged"] if rec["objective_staged"] > 0 else math.nan
+    agree = rec["n_at_best"] >= 2
+    return (("(This record was fitted on other rows than these; rerun `python -m bitlaws fit`.) " if stale else "")
+            + f"Fitting all {len(t)} constants at once on the same {rec['n_points']} runs, started from the staged "
+            f"values, lowers the summed Huber objective by {drop:.0%} and moves the constants, most of all "
+            f"{'; '.join(big)}. "
+            + (f"The {rec['n_refined']} refined starts agree on the optimum, so the joint constants are identified "
+               "on our design and the staged ones are biased by holding Chinchilla fixed."
+               if agree else
+               f"Only {rec['n_at_best']} of the {rec['n_refined']} refined starts reaches the best objective, so the "
+               "joint optimum is not identified on our design: the data cannot pin every constant at once, and "
+               "the staged constants carry more uncertainty than their per-stage intervals (which hold Chinchilla "
+               "fixed) show. The pipeline bootstrap of chapter 04 refits every stage per resample for that reason; "
+               "P3, P4 and P6 read its intervals, not the staged point values."))
+
+
 def joint_all_fit(profile: str = "cpu", *, root: str | os.PathLike | None = None, write: bool = True,
                   frame: pd.DataFrame | None = None, fits: Mapping[str, dict] | None = None) -> dict:
     """Fit the Chinchilla and every N_eff constant at once (``laws.fit.STAGES["joint_all"]``), started
@@ -510,8 +551,7 @@ def joint_all_fit(profile: str = "cpu", *, root: str | os.PathLike | None = None
     """
     df = frame if frame is not None else load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
     fits = load_fits(profile, root) if fits is None else fits
-    frames = stage_frames(df)
-    rows = pd.concat([frames[s] for s in JOINT_ALL_SOURCES], ignore_index=True).drop_duplicates("obs_id")
+    rows = _joint_all_rows(df)
     stage = lf.STAGES["joint_all"]
     base = {"profile": profile, "stage": "joint_all", "equation": stage.equation, "input_sha256": _sha(rows),
             "n_points": int(len(rows))}
