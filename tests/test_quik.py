@@ -478,6 +478,9 @@ def test_chapter_tables_of_the_byte_level_models():
     abl = qa.ablation_table(tab)  # only the sizes that ran the ablations
     assert list(abl.columns) == ["n2"] and list(abl.index) == list(qa.ABLATIONS)
     assert abl.loc["quik_w4a4_down4", "n2"] == pytest.approx(0.3)
+    cov = qa.coverage_numbers(_method_rows(rows), "smoke")
+    assert cov["rows"] == 7 and cov["checkpoints"] == 2 and cov["sizes"] == "n1, n2" and cov["methods"] == 5
+    assert cov["n_tokens"] == "8388608" and cov["n_calib"] == qa.SETTINGS["smoke"].n_calib
 
 
 def test_outlier_statistics_count_a_shared_input_once():
@@ -490,5 +493,4 @@ def test_outlier_statistics_count_a_shared_input_once():
                           for k in kinds])
     st = qa.outlier_statistics(stats)
     assert sorted(st["kind"]) == ["down_proj", "gate/up_proj", "o_proj", "q/k/v_proj"]
-    note = qa.outlier_note(st)
-    assert "up to **12**" in note and "at most **2.0**" in note
+    assert qa.outlier_numbers(st) == {"down_max": 12.0, "down_median": 12.0, "rest_max": 2.0, "rest_median": 2.0}

@@ -34,8 +34,8 @@ __all__ = ["QUIK_COLUMNS", "OUTLIER_COLUMNS", "SETTINGS", "MethodSpec", "method_
            "load_quik", "method_table", "k_sweep", "verdict_q1", "verdict_q2", "verdict_q3",
            "refresh_quik_verdicts", "PAPER",
            # the chapter's tables and sentences
-           "MAIN_METHODS", "ABLATIONS", "model_sizes", "coverage_note", "delta_table", "ablation_table",
-           "outlier_statistics", "outlier_summary", "outlier_note", "output_error_table", "tiny_verdicts",
+           "MAIN_METHODS", "ABLATIONS", "model_sizes", "coverage_numbers", "delta_table", "ablation_table",
+           "outlier_statistics", "outlier_summary", "outlier_numbers", "output_error_table", "tiny_verdicts",
            "verdicts_markdown", "paper_relative_table"]
 
 QUIK_CSV = "quik_accuracy.csv"
@@ -543,16 +543,16 @@ def model_sizes(table: pd.DataFrame) -> list[str]:
     return list(table.drop_duplicates("size")["size"])
 
 
-def coverage_note(df: pd.DataFrame, profile: str) -> str:
-    """The chapter's coverage sentence on the byte-level models (Markdown): rows, checkpoints, D,
-    methods, the calibration and validation budget of ``SETTINGS[profile]``."""
+def coverage_numbers(df: pd.DataFrame, profile: str) -> dict[str, int | str]:
+    """What the chapter's coverage sentence on the byte-level models quotes: ``rows``, ``checkpoints``,
+    ``sizes`` (their labels, comma-separated, increasing N), ``n_tokens`` (the D's, comma-separated,
+    bytes), ``methods`` (distinct methods) and the calibration and validation budget of
+    ``SETTINGS[profile]`` (``n_calib`` × ``calib_seq_len`` bytes, ``eval_bytes``)."""
     setting = SETTINGS[profile]
     sizes = model_sizes(method_table(df))
-    return (f"**Coverage.** {len(df)} rows: {len(sizes)} checkpoints ({', '.join(sizes)}; D = "
-            f"{', '.join(map(str, sorted(df['n_tokens'].unique())))} bytes), {df['method'].nunique()} methods (the "
-            "ablations only at the largest sizes); "
-            f"calibration {setting.n_calib} × {setting.calib_seq_len} training bytes (seed 0), validation "
-            f"{setting.eval_tokens:,} bytes. Perplexity is per byte, ppl = exp(nats per byte).")
+    return {"rows": len(df), "checkpoints": len(sizes), "sizes": ", ".join(sizes),
+            "n_tokens": ", ".join(map(str, sorted(df["n_tokens"].unique()))), "methods": int(df["method"].nunique()),
+            "n_calib": setting.n_calib, "calib_seq_len": setting.calib_seq_len, "eval_bytes": setting.eval_tokens}
 
 
 def delta_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -586,15 +586,14 @@ def outlier_summary(st: pd.DataFrame, sizes: list[str]) -> pd.DataFrame:
     return st.groupby(["size", "kind"], sort=False)["absmax_ratio"].agg(["median", "max"]).unstack("kind").reindex(sizes)
 
 
-def outlier_note(st: pd.DataFrame) -> str:
-    """The chapter's sentence on our models' outlier features (Markdown): the largest and median
-    ratio of the ``down_proj`` inputs against every other input. Args: st, :func:`outlier_statistics`."""
+def outlier_numbers(st: pd.DataFrame) -> dict[str, float]:
+    """The largest and median outlier ratio of the ``down_proj`` inputs (``down_max``, ``down_median``)
+    and of every other input (``rest_max``, ``rest_median``), over all sizes and layers.
+    Args: st, :func:`outlier_statistics`."""
     down = st[st["kind"] == "down_proj"]["absmax_ratio"]
     rest = st[st["kind"] != "down_proj"]["absmax_ratio"]
-    return (f"Across all sizes, the `down_proj` inputs (the product of the gated MLP branches) have max/median ratios "
-            f"up to **{down.max():.0f}** (median over layers {down.median():.1f}); every other input stays at most "
-            f"**{rest.max():.1f}** (median {rest.median():.1f}). Our models do have outlier features, but only where QUIK's "
-            f"Fig. 11 puts its largest ones, at `down_proj` — and they are spread over few channels of narrow layers.")
+    return {"down_max": float(down.max()), "down_median": float(down.median()),
+            "rest_max": float(rest.max()), "rest_median": float(rest.median())}
 
 
 def output_error_table(stats: pd.DataFrame, sizes: list[str]) -> pd.DataFrame:
