@@ -200,3 +200,13 @@ def test_minilm_numbers_group_inputs_by_role():
     assert len(x["ln_ours"]) == 4 and len(x["down_ours"]) == 2
     assert x["g_mini"] == 1.5 and x["g_ours"] == rm.gaussian_absmax_ratio(256, 32)
     assert x["shared"] == ["7"] and x["n_qkv_layers"] == 2 and x["med"]["rtn_w4a4"] == 0.5
+
+
+def test_minilm_error_table_has_methods_as_rows_and_the_max_ratio_layer_last():
+    cmp = _comparison(20.0, 3.0, ERRS)
+    cmp.mini.loc[cmp.mini["layer"] == "encoder.layer.1.output.dense", "absmax_ratio"] = 99.0  # the max-ratio layer
+    cmp = rm.minilm_comparison(cmp.mini, cmp.ours, calib_tokens=256)
+    err = rm.minilm_error_with_worst(cmp)
+    assert list(err.index) == [m.key for m in rm.MINILM_METHODS if m.key in ERRS]
+    assert list(err.columns) == [*_MINI_KINDS, "max-ratio layer (L1.output.dense)"]
+    assert err.loc["rtn_w4a4", "query"] == 0.5 and err.loc["quik_w8a8", "max-ratio layer (L1.output.dense)"] == 0.04

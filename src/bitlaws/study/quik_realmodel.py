@@ -826,14 +826,15 @@ def minilm_numbers(cmp: MinilmComparison) -> dict:
 
 
 def minilm_error_with_worst(cmp: MinilmComparison) -> pd.DataFrame:
-    """:func:`minilm_error_table` (median over the layers) with a last row: the layer with the
-    largest outlier ratio, every method's relative output error there."""
+    """:func:`minilm_error_table` (median over the layers) with one more layer type: the layer with
+    the largest outlier ratio, every method's relative output error there. Methods are the rows (so
+    the table fits a page's column), layer types the columns, the max-ratio layer last."""
     err = minilm_error_table(cmp.mini)
     ml = cmp.mini_layers
     worst = ml.loc[ml["absmax_ratio"].idxmax(), "layer"]
     err.loc[f"max-ratio layer ({worst.replace('encoder.layer.', 'L')})"] = (
         cmp.mini[cmp.mini["layer"] == worst].set_index("method")["rel_err"].reindex(err.columns))
-    return err
+    return err.T
 
 
 def minilm_note(cmp: MinilmComparison) -> str:

@@ -12,7 +12,7 @@ over evaluation windows. Rows: ``data/runs/cpu/quik_smollm*.csv`` (data/README.m
 Public names: ``SmolSetting``, ``SMOL_SETTING``, ``SmolMethod``, ``smol_methods``, ``run_smollm_experiment``,
 ``load_smollm_rows``, ``smol_table``, ``window_matrix``, ``bootstrap_losses``, ``decomposition``,
 ``k_sweep_smol``, ``verdict_q1``, ``verdict_q2``, ``verdict_q3``, ``q_power``, ``synthetic_windows``,
-``refresh_smollm_verdicts``.
+``refresh_smollm_verdicts``; chapter 05's tables and sentences (``coverage_note``, ``paper_comparison`` …).
 """
 
 from __future__ import annotations
