@@ -248,3 +248,68 @@ def test_fixed_n_optimum_with_small_gammas_does_not_underflow():
     # the same root as a bracket that stays far from the underflow
     bigger = optimal.optimal_precision_fixed_n(1e9, 1e11, {**small, "gamma_w": 1.2 + 1e-9})
     assert p == pytest.approx(bigger, rel=1e-6)
+
+
+# --- the chapter's tables and sentences (bitlaws.study.compute_optimal; notebooks/04-compute-optimal.md)
+
+def _fits_from(params):
+    return {"chinchilla": {"status": "ok", "params": dict(params)}, "ptq": {"status": "ok", "params": dict(params)}}
+
+
+def test_critical_data_note_names_exactly_the_sizes_trained_past_d_crit():
+    from bitlaws.study import compute_optimal as co
+
+    n_past, n_short = 30e6, 220e6
+    d_past = 10 * float(optimal.critical_data_size(n_past, 3, PC))  # 10x past D_crit at INT3 (and past INT4?)
+    d_short = 0.1 * float(optimal.critical_data_size(n_short, 3, PC))  # below D_crit at INT3, so below INT4's too
+    df = pd.DataFrame({"experiment": "base_grid", "status": "ok", "ptq_method": "none",
+                       "n_params": [n_past, n_short], "n_tokens": [d_past, d_short]})
+    table, note = co.critical_data_table(_fits_from(PC), df)
+    past_int4 = d_past > float(optimal.critical_data_size(n_past, 4, PC))
+    assert f"N = {n_past:,.0f} at INT3" in note and f"N = {n_short:,.0f}" not in note
+    assert (f"N = {n_past:,.0f} at INT4" in note) == past_int4
+    assert len(table.loc["ours"]) == 4 and len(table.loc["paper"]) == 8
+    assert "pending" in co.critical_data_table({}, df)[1]
+    assert "no size" in co.critical_data_table(_fits_from(PC), df.iloc[1:])[1]
+
+
+def test_suite_note_says_whether_the_law_under_or_over_predicts_its_worst_member():
+    from bitlaws.study import compute_optimal as co
+
+    summary = {"best_bits": 8.0, "complete": True, "margin": 0.01, "sigma": 0.004, "sigma_source": "suite",
+               "near_best": [6.0, 8.0], "planned": 10}
+    members = pd.DataFrame({"loss": [2.0, 1.9, 1.95], "law": [1.8, 1.89, 1.94]},
+                           index=pd.Index([4, 8, 16], name="bits"))
+    under = co.suite_note(co.Suite(members, None, summary, 10))
+    assert "largest miss is at P = 4 bits (measured − law +0.200" in under and "under-predicts" in under
+    assert "minimum at P = 4 bits" in under and "P ∈ {6, 8}" in under
+    over = co.suite_note(co.Suite(members.assign(law=[2.0, 2.2, 1.95]), None, summary, 10))
+    assert "largest miss is at P = 8 bits (measured − law -0.300" in over and "over-predicts" in over
+    assert "minimum at P = 16 bits" in over
+    incomplete = co.suite_note(co.Suite(members.assign(law=np.nan), None, {**summary, "complete": False}, 7))
+    assert "incomplete (7 of 10 runs)" in incomplete and "no law line" in incomplete
+
+
+def test_inference_slopes_recover_known_power_laws():
+    from bitlaws.study import compute_optimal as co
+
+    c = np.geomspace(1e8, 1e14, 13)
+    opt = pd.DataFrame({"compute": c, "n_params": 3 * c ** 0.9, "n_tokens": c ** 1.1, "bits": 2 + 0.4 * np.log(c)})
+    assert co.inference_slopes(opt) == pytest.approx({"n": 0.9, "d": 1.1, "bits": 0.4}, rel=1e-9)
+
+
+def test_constants_note_names_the_missing_stages():
+    from bitlaws.study import compute_optimal as co
+
+    assert co.constants_note("cpu", {}, []).endswith("every stage needed here is fitted.")
+    text = co.constants_note("smoke", {"chinchilla": {"status": "ok", "params": {"A": 1.0}}}, ["neff_w", "neff_a"])
+    assert "Chinchilla stage is fitted, Eq. 2 is not fitted" in text and "`neff_w`, `neff_a` are not" in text
+
+
+def test_brute_force_p_star_does_not_move_with_compute():
+    from bitlaws.study import compute_optimal as co
+
+    brute = co.brute_force_p_star(PC, computes=(1e19, 1e25))
+    assert brute["bits"].to_numpy() == pytest.approx([optimal.optimal_precision(PC)] * 2, abs=1e-3)
+    assert brute["bits_no_offsets"].to_numpy() == pytest.approx([optimal.optimal_precision(PC, offsets=False)] * 2,
+                                                                abs=1e-3)

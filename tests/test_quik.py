@@ -453,3 +453,44 @@ def test_load_causal_lm_from_disk_only(tmp_path):
     assert str(tmp_path / "bare") in str(e.value)
     with pytest.raises(FileNotFoundError, match="not on disk.*downloads nothing"):
         load_causal_lm("bitlaws-test-org/no-such-model-xyz")
+
+
+def _method_rows(values):
+    """Rows of quik_accuracy.csv as method_table reads them: {(size, n_params, method): loss_val}."""
+    import pandas as pd
+
+    return pd.DataFrame([{"size": s, "n_params": n, "method": m, "experiment": "quik_accuracy", "loss_val": v,
+                          "ppl": math.exp(v), "n_tokens": 8388608}
+                         for (s, n, m), v in values.items()])
+
+
+def test_chapter_tables_of_the_byte_level_models():
+    from bitlaws.study import quik_accuracy as qa
+
+    rows = {("n1", 1, "fp"): 1.0, ("n1", 1, "quik_w4a4"): 1.1, ("n1", 1, "zzz_extra"): 1.3,
+            ("n2", 2, "fp"): 0.9, ("n2", 2, "quik_w4a4"): 0.95, ("n2", 2, "quik_w4a4_down4"): 1.2,
+            ("n2", 2, "rtn_w8a8"): 0.92}
+    tab = qa.method_table(_method_rows(rows))
+    assert qa.model_sizes(tab) == ["n1", "n2"]
+    wide = qa.delta_table(tab)  # fp, the graded methods in their order, then the rest
+    assert list(wide.index) == ["fp", "rtn_w8a8", "quik_w4a4", "quik_w4a4_down4", "zzz_extra"]
+    assert wide.loc["quik_w4a4", "n1"] == pytest.approx(0.1) and math.isnan(wide.loc["rtn_w8a8", "n1"])
+    abl = qa.ablation_table(tab)  # only the sizes that ran the ablations
+    assert list(abl.columns) == ["n2"] and list(abl.index) == list(qa.ABLATIONS)
+    assert abl.loc["quik_w4a4_down4", "n2"] == pytest.approx(0.3)
+    cov = qa.coverage_numbers(_method_rows(rows), "smoke")
+    assert cov["rows"] == 7 and cov["checkpoints"] == 2 and cov["sizes"] == "n1, n2" and cov["methods"] == 5
+    assert cov["n_tokens"] == "8388608" and cov["n_calib"] == qa.SETTINGS["smoke"].n_calib
+
+
+def test_outlier_statistics_count_a_shared_input_once():
+    import pandas as pd
+
+    from bitlaws.study import quik_accuracy as qa
+
+    kinds = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    stats = pd.DataFrame([{"size": "n1", "layer_index": 0, "kind": k, "absmax_ratio": 2.0 + (k == "down_proj") * 10}
+                          for k in kinds])
+    st = qa.outlier_statistics(stats)
+    assert sorted(st["kind"]) == ["down_proj", "gate/up_proj", "o_proj", "q/k/v_proj"]
+    assert qa.outlier_numbers(st) == {"down_max": 12.0, "down_median": 12.0, "rest_max": 2.0, "rest_median": 2.0}

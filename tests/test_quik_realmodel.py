@@ -141,3 +141,72 @@ def test_committed_rows_are_complete_and_documented():
     section = readme[readme.index("quik_minilm.csv"):]
     for col in rm.MINILM_COLUMNS:
         assert f"`{col}`" in section, col
+
+
+# --- MiniLM beside our largest model: the chapter's rule and paragraph (notebooks/05-quik-accuracy.md)
+
+def test_has_outlier_features_reads_the_median_against_twice_the_gaussian():
+    assert rm.has_outlier_features([5.0, 6.0, 100.0], 2.0)  # median 6 > 4
+    assert not rm.has_outlier_features([1.0, 4.0, 100.0], 2.0)  # median 4 is not above 4: one spike is not enough
+    assert rm.has_outlier_features([3.0], 1.0, factor=2.5) and not rm.has_outlier_features([3.0], 1.0, factor=3.0)
+    with pytest.raises(ValueError, match="no ratios"):
+        rm.has_outlier_features([], 1.0)
+    with pytest.raises(ValueError, match="gauss_ratio must be finite and > 0"):
+        rm.has_outlier_features([3.0], float("nan"))
+
+
+_MINI_KINDS = {"query": "attention.self.query", "key": "attention.self.key", "value": "attention.self.value",
+               "attn_out": "attention.output.dense", "intermediate": "intermediate.dense", "output": "output.dense"}
+_OURS_KINDS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def _comparison(mini_ratio: float, ours_ratio: float, errors: dict[str, float]):
+    """Two MiniLM layers and two of ours with the given outlier ratios on every input, and MiniLM's
+    relative output error per method (the same on every linear)."""
+    mini = pd.DataFrame([{"layer_index": i, "kind": k, "layer": f"encoder.layer.{i}.{suffix}",
+                          "in_features": 1536 if k == "output" else 384, "absmax_max": mini_ratio, "absmax_median": 1.0,
+                          "absmax_ratio": mini_ratio, "gauss_ratio": 1.5, "top_energy_share": 0.1,
+                          "top_channels": "7;1;2;3" if i == 0 else "7;4;5;6", "is_down": k == "output",
+                          "method": m, "rel_err": e}
+                         for i in (0, 1) for k, suffix in _MINI_KINDS.items() for m, e in errors.items()])
+    ours = pd.DataFrame([{"n_params": 10, "size": "n10", "layer_index": i, "layer": f"blocks.{i}.{k}", "kind": k,
+                          "in_features": 128 if k == "down_proj" else 32, "absmax_ratio": ours_ratio}
+                         for i in (0, 1) for k in _OURS_KINDS])
+    return rm.minilm_comparison(mini, ours, calib_tokens=256)
+
+
+ERRS = {"rtn_w4a4": 0.5, "rtn_w4a4_k1_16": 0.2, "quik_w4a4_k1_16": 0.15, "quik_w4a4_k0": 0.4, "rtn_w8a8": 0.05,
+        "quik_w8a8": 0.04}
+
+
+def test_minilm_note_says_which_model_has_outlier_features():
+    g = rm.gaussian_absmax_ratio(256, 32)
+    lacking = rm.minilm_note(_comparison(20.0, 1.01 * g, ERRS))  # ours below 2× its Gaussian
+    assert lacking.startswith("**Real activations show the outlier features our tiny models lack.**")
+    assert "channel 7 is among the four largest q/k/v input channels in every one of its 2 layers" in lacking
+    assert "At the down layer the two differ in outliers" in lacking
+    assert "the outlier features remove more of the error than GPTQ does" in lacking  # 0.3 removed against 0.1
+    both = rm.minilm_note(_comparison(20.0, 50.0, ERRS))
+    assert both.startswith("**Real activations show outlier features, and so do ours.**") and "both have" in both
+    neither = rm.minilm_note(_comparison(2.0, 50.0, {**ERRS, "quik_w4a4_k0": 0.1}))  # 2.0 < 2 × 1.5
+    assert neither.startswith("**Real activations do not show more pronounced outlier features than ours.**")
+    assert "GPTQ removes more of the error than the outlier features do" in neither
+
+
+def test_minilm_numbers_group_inputs_by_role():
+    cmp = _comparison(20.0, 3.0, ERRS)
+    x = rm.minilm_numbers(cmp)
+    assert len(x["ln_mini"]) == 4 and len(x["down_mini"]) == 2  # q/k/v and up per layer (deduplicated), down
+    assert len(x["ln_ours"]) == 4 and len(x["down_ours"]) == 2
+    assert x["g_mini"] == 1.5 and x["g_ours"] == rm.gaussian_absmax_ratio(256, 32)
+    assert x["shared"] == ["7"] and x["n_qkv_layers"] == 2 and x["med"]["rtn_w4a4"] == 0.5
+
+
+def test_minilm_error_table_has_methods_as_rows_and_the_max_ratio_layer_last():
+    cmp = _comparison(20.0, 3.0, ERRS)
+    cmp.mini.loc[cmp.mini["layer"] == "encoder.layer.1.output.dense", "absmax_ratio"] = 99.0  # the max-ratio layer
+    cmp = rm.minilm_comparison(cmp.mini, cmp.ours, calib_tokens=256)
+    err = rm.minilm_error_with_worst(cmp)
+    assert list(err.index) == [m.key for m in rm.MINILM_METHODS if m.key in ERRS]
+    assert list(err.columns) == [*_MINI_KINDS, "max-ratio layer (L1.output.dense)"]
+    assert err.loc["rtn_w4a4", "query"] == 0.5 and err.loc["quik_w8a8", "max-ratio layer (L1.output.dense)"] == 0.04

@@ -105,3 +105,15 @@ def test_committed_rows_are_consistent_with_their_windows():
     assert (rows["weights_origin"] == "Q4_1-dequantized").all()
     if len(stats):
         assert (stats["absmax_ratio"] >= 1).all() and stats["stat_id"].is_unique
+
+
+def test_chapter_comparison_sets_the_papers_delta_beside_ours():
+    t = pd.DataFrame({"method": ["fp", "quik_w4a4", "rtn_w4a4"], "delta_loss": [0.0, 0.05, 0.9],
+                      "delta_lo": [0.0, 0.04, 0.8], "delta_hi": [0.0, 0.06, 1.0],
+                      "delta_nats_per_byte": [0.0, 0.05 / 3.5, 0.9 / 3.5]})
+    cmp = qs.paper_comparison(t)
+    assert list(cmp.index) == ["quik_w4a4", "rtn_w4a4"]  # the paper's pairs that were run, in order
+    assert cmp.loc["quik_w4a4", "paper Δ [nats/LLaMA token]"] == pytest.approx(math.log(5.84 / 5.47))
+    assert cmp.loc["rtn_w4a4", "paper Δ [nats/LLaMA token]"] == pytest.approx(math.log(1.0e4 / 9.34))
+    assert cmp.loc["rtn_w4a4", "ours Δ [nats/token]"] == 0.9 and cmp.loc["rtn_w4a4", "hi"] == 1.0
+    assert dict(qs.PAPER_PAIRS)["smoothquant_w4a4"] == pytest.approx(math.log(83.12 / 5.47))

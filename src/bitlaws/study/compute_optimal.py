@@ -20,19 +20,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..laws import forms, optimal
 from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, store_verdicts
+from .figures.style import human
 from .law_fits import PIPELINE_STAGES, current_fits, params_of, pipeline_boot_is_current
-from .low_precision_training import compute_matched_summary
+from .low_precision_training import compute_matched_summary, compute_matched_table
 from .store import data_dir
+from .sweep import PROFILES
 
 __all__ = ["BRUTE_FORCE_RESOLUTION_BITS", "paper_analysis", "ours_analysis", "ours_constants", "optimal_draws",
            "interval", "verdict_p6",
-           "verdict_p7", "verdict_p8", "optimal_verdicts", "refresh_optimal_verdicts"]
+           "verdict_p7", "verdict_p8", "optimal_verdicts", "refresh_optimal_verdicts",
+           # the chapter's tables and sentences
+           "P_STAR_COMPUTES", "PAPER_SUITE", "constants_note", "brute_force_p_star", "p_star_table", "n_d_star_curves",
+           "growth_exponent_table", "fixed_n_curves", "critical_data_table", "inference_cost_curves",
+           "inference_slopes", "paper_suite_table", "Suite", "compute_matched_suite", "suite_table", "suite_note",
+           "verdicts_markdown"]
 
 _COMPUTES = (1e19, 1e21, 1e23, 1e25)
 # The brute-force P* (nested bounded searches over a loss that is flat at its minimum) is determined
@@ -386,3 +394,275 @@ def refresh_optimal_verdicts(profile: str = "cpu", write: bool = True, refit: bo
     if write:
         store_verdicts(new, data_dir())
     return new
+
+
+# ---------------------------------------------------------------------------------------------
+# The chapter's tables and sentences (notebooks/04-compute-optimal.md draws them; figures.compute plots them)
+
+# The compute budgets of the chapter's P*-against-C figure [FLOPs]
+P_STAR_COMPUTES = tuple(float(c) for c in np.geomspace(1e18, 1e26, 9))
+# Fig. 1 (right): 440M parameters at 16 bits trained on 16B tokens, N·P held fixed
+PAPER_SUITE = {"bits": (4, 6, 8, 16, 32), "bits_params": 440e6 * 16, "n_tokens": 16e9}
+
+
+def constants_note(profile: str, fits: Mapping[str, dict], missing: list[str]) -> str:
+    """The chapter's sentence on whose constants stand beside the paper's (Markdown).
+
+    Args:
+        profile: the profile read. fits: its fit records (``law_fits.load_fits``). missing: the
+            stages :func:`ours_analysis` found missing (empty when every stage is fitted).
+    """
+    head = f"**Constants.** The paper's: Table 2 ({forms.PAPER_SOURCE}). Ours (`{profile}` profile): "
+    if not missing:
+        return head + "every stage needed here is fitted."
+    chin, ptq = params_of(fits.get("chinchilla")), params_of(fits.get("ptq"))
+    return (head + f"the Chinchilla stage is {'fitted' if chin else 'not fitted'}, Eq. 2 is "
+            f"{'fitted' if ptq else 'not fitted'}; the stages {', '.join(f'`{m}`' for m in missing)} are not "
+            "(they need training runs in low precision), so every number below that depends on the γ's is the "
+            "paper's alone.")
+
+
+def brute_force_p_star(params: Mapping[str, float], computes=P_STAR_COMPUTES) -> pd.DataFrame:
+    """P* by brute-force minimisation of the loss over (N, P) at each compute budget, with and
+    without the offsets n_x (``optimal.brute_force_optimum``; no closed form used).
+
+    Returns:
+        One row per budget: ``compute`` [FLOPs], ``bits``, ``bits_no_offsets`` [bits].
+    """
+    return pd.DataFrame({"compute": list(computes),
+                         "bits": [optimal.brute_force_optimum(c, params)["bits"] for c in computes],
+                         "bits_no_offsets": [optimal.brute_force_optimum(c, params, offsets=False)["bits"]
+                                             for c in computes]})
+
+
+def p_star_table(paper: Mapping[str, float], ours: Mapping[str, float] | None, brute: pd.DataFrame,
+                 params: Mapping[str, float] = forms.PAPER_CONSTANTS) -> pd.DataFrame:
+    """The P* table: closed form, brute-force range over C, without offsets, and Eq. 7's one-mean-γ
+    form, from the paper's constants and ours ("pending" without our fits); strings, 3 decimals."""
+    gbar = np.mean([params[f"gamma_{x}"] for x in forms.COMPONENTS])
+    bf = brute["bits"]
+    return pd.DataFrame({
+        "paper's constants": [f"{paper['p_star']:.3f}", f"{min(bf):.3f} – {max(bf):.3f}",
+                              f"{paper['p_star_no_offsets']:.3f}",
+                              f"{optimal.optimal_precision_single_gamma(gbar):.3f}"],
+        "ours": ([f"{ours['p_star']:.3f}", f"{ours['p_star_brute_min']:.3f} – {ours['p_star_brute_max']:.3f}",
+                  f"{ours['p_star_no_offsets']:.3f}", "—"] if ours else ["pending"] * 4),
+    }, index=["P* = argmax g(P)/P [bits]", "P* by brute force, C = 1e18–1e26", "P* without the offsets n_x",
+              "1.904·γ̄, one mean γ and no offsets (e^x − 1 = 3x)"])
+
+
+def n_d_star_curves(params: Mapping[str, float], compute: float = 1e21,
+                    check_bits=(4.0, 6.0, 8.0, 12.0)) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """N* and D* at a fixed precision P and compute C, relative to their values at 16 bits (§4.3.1):
+    the closed form (``optimal.optimal_n_d``) for P in 3.6–16 bits, and a brute-force minimisation
+    over N at ``check_bits`` (no closed form used).
+
+    Returns:
+        (curves, checks), each with columns ``bits``, ``n_rel``, ``d_rel``.
+    """
+    from scipy.optimize import minimize_scalar
+
+    pp = np.linspace(3.6, 16.0, 300)
+    n_star, d_star = optimal.optimal_n_d(pp, compute, params)
+    n16, d16 = optimal.optimal_n_d(16.0, compute, params)
+    rows = []
+    for pb in check_bits:
+        r = minimize_scalar(lambda ln: float(optimal.loss_at_compute(np.exp(ln), pb, compute, params)),
+                            bounds=(0, np.log(compute)), method="bounded", options={"xatol": 1e-10})
+        nb = np.exp(r.x)
+        rows.append({"bits": pb, "n_rel": nb / n16, "d_rel": compute / (optimal.COST_FACTOR * nb * pb) / d16})
+    return pd.DataFrame({"bits": pp, "n_rel": n_star / n16, "d_rel": d_star / d16}), pd.DataFrame(rows)
+
+
+def growth_exponent_table(fits: Mapping[str, dict]) -> pd.DataFrame:
+    """The exponent a of N* ∝ C^a, a = β/(α+β): the paper's constants, our tied and free Chinchilla
+    fits (NaN where not fitted) and two published Chinchilla fits (``forms.REFERENCE_FITS``)."""
+    def share(p):
+        return p["beta"] / (p["alpha"] + p["beta"]) if p else np.nan
+
+    chin, chin_free = params_of(fits.get("chinchilla")), params_of(fits.get("chinchilla_free"))
+    ref = forms.REFERENCE_FITS
+    return pd.DataFrame({"N* ∝ C^a, a = β/(α+β)": [share(forms.PAPER_CONSTANTS), share(chin), share(chin_free),
+                                                     share(ref["hoffmann"]), share(ref["epoch"])]},
+                        index=["Kumar et al. (tied)", "ours, tied", "ours, free", "Hoffmann et al.",
+                               "Besiroglu et al."])
+
+
+def fixed_n_curves(params: Mapping[str, float], d_grid=None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """P* of a fixed-size model against its training tokens D (the paper's Fig. 6, right), for the
+    three Llama-3 sizes (``optimal.LLAMA3_MARKERS``): the closed form over D = 10¹⁰–10¹⁵, at the
+    markers, and brute-force minimisations over P at fixed N and C (C of D = 10¹¹ and 10¹³ at 8 bits).
+
+    Returns:
+        (curves, markers, checks), each with columns ``name``, ``n_params``, ``n_tokens``, ``bits``.
+    """
+    d_grid = np.geomspace(1e10, 1e15, 60) if d_grid is None else d_grid
+    curves, markers, checks = [], [], []
+    for name, (n, d) in optimal.LLAMA3_MARKERS.items():
+        curves += [{"name": name, "n_params": n, "n_tokens": dd, "bits": optimal.optimal_precision_fixed_n(n, dd, params)}
+                   for dd in d_grid]
+        markers.append({"name": name, "n_params": n, "n_tokens": d, "bits": optimal.optimal_precision_fixed_n(n, d, params)})
+        for c in (optimal.compute_cost(n, 1e11, 8), optimal.compute_cost(n, 1e13, 8)):
+            b = optimal.brute_force_fixed_n(n, c, params)
+            checks.append({"name": name, "n_params": n, "n_tokens": b["n_tokens"], "bits": b["bits"]})
+    return pd.DataFrame(curves), pd.DataFrame(markers), pd.DataFrame(checks)
+
+
+def _ratio_text(x: float) -> str:
+    return f"{x:,.0f}" if x >= 10 else f"{x:.2g}"
+
+
+def critical_data_table(fits: Mapping[str, dict], df: pd.DataFrame,
+                        params: Mapping[str, float] = forms.PAPER_CONSTANTS) -> tuple[pd.DataFrame, str]:
+    """D_crit (Eq. 13) from the paper's constants at N = 30M and 220M, P_post = 3–6 bits, and from
+    ours (our Chinchilla B, β with our Eq. 2 fit, in bytes) for each base-grid size at INT3/INT4,
+    beside the largest D the grid trained that size on.
+
+    Args:
+        fits: the profile's fit records. df: its training rows (``experiment``, ``status``,
+            ``ptq_method``, ``n_params``, ``n_tokens``).
+
+    Returns:
+        (table indexed by constants, N, P_post; the sentence that says which sizes the grid trains
+        past D_crit, or that our stages are pending — Markdown).
+    """
+    rows = []
+    for n in (30e6, 220e6):
+        for b in (3, 4, 5, 6):
+            dc = float(optimal.critical_data_size(n, b, params))
+            rows.append({"constants": "paper", "N": f"{n:,.0f}", "P_post": b, "D_crit": f"{dc:.3g} tokens",
+                         "D_crit/N": f"{dc / n:,.0f}", "largest D/N trained": "≈ 10³ (the paper's grid)"})
+    chin, ptq = params_of(fits.get("chinchilla")), params_of(fits.get("ptq"))
+    past = []
+    if chin and ptq:
+        ours_c = {**chin, **ptq}
+        base = df[(df["status"] == "ok") & (df["ptq_method"] == "none") & (df["experiment"] == "base_grid")]
+        for n in sorted(base["n_params"].unique()):
+            dmax = base.loc[base["n_params"] == n, "n_tokens"].max()
+            for b in (3, 4):
+                dc = float(optimal.critical_data_size(n, b, ours_c))
+                rows.append({"constants": "ours", "N": f"{n:,.0f}", "P_post": b, "D_crit": f"{dc:.3g} bytes",
+                             "D_crit/N": _ratio_text(dc / n), "largest D/N trained": _ratio_text(dmax / n)})
+                if dmax > dc:
+                    past.append(f"N = {n:,.0f} at INT{b}")
+        note = ("By our own fits, the grid trains past D_crit for " + (", ".join(past) if past else "no size")
+                + "; chapter 1 checks whether the measured post-PTQ loss turns upward there (claim P2).")
+    else:
+        note = "*Ours:* pending — the Chinchilla stage or the Eq. 2 stage is not fitted for this profile."
+    return pd.DataFrame(rows).set_index(["constants", "N", "P_post"]), note
+
+
+def inference_cost_curves(params: Mapping[str, float], computes=None,
+                          check_at=(1e9, 1e11, 1e13)) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The inference-cost optimum of Appendix E.3 (the paper's Fig. 9) against the serving budget
+    C = N·P_post [parameter-bits]: with D = D_crit (``optimal.inference_optimum``, C = 10⁸–10¹⁴) and
+    by a brute-force grid over (P, log D) at ``check_at`` (``optimal.brute_force_inference_optimum``).
+
+    Returns:
+        (optimum, checks), each with columns ``compute``, ``bits``, ``n_params``, ``n_tokens``, ``loss``.
+    """
+    computes = np.geomspace(1e8, 1e14, 25) if computes is None else computes
+    opt = pd.DataFrame([optimal.inference_optimum(c, params) for c in computes])
+    checks = pd.DataFrame([optimal.brute_force_inference_optimum(c, params) for c in check_at])
+    return opt.assign(compute=np.asarray(computes, float)), checks.assign(compute=np.asarray(check_at, float))
+
+
+def inference_slopes(opt: pd.DataFrame) -> dict[str, float]:
+    """Least-squares slopes of the inference-cost optimum in ln C: ``n`` (N* ∝ C^n), ``d`` (D* ∝ C^d)
+    and ``bits`` (bits of P* per e-fold of C). Args: opt, the first table of :func:`inference_cost_curves`."""
+    lc = np.log(opt["compute"].to_numpy(float))
+    return {"n": float(np.polyfit(lc, np.log(opt["n_params"]), 1)[0]),
+            "d": float(np.polyfit(lc, np.log(opt["n_tokens"]), 1)[0]),
+            "bits": float(np.polyfit(lc, opt["bits"], 1)[0])}
+
+
+def paper_suite_table(params: Mapping[str, float] = forms.PAPER_CONSTANTS) -> pd.DataFrame:
+    """The loss the paper's law predicts for its compute-matched suite (Fig. 1, right: N·P of 440M
+    parameters at 16 bits, D = 16B tokens), indexed by P [bits], with N in millions."""
+    bits = np.array(PAPER_SUITE["bits"])
+    pred = optimal.compute_matched_losses(bits, PAPER_SUITE["bits_params"], PAPER_SUITE["n_tokens"], params)
+    return pd.DataFrame({"N": [f"{PAPER_SUITE['bits_params'] / b / 1e6:,.0f}M" for b in bits],
+                         "predicted loss (paper's law)": pred}, index=pd.Index(bits, name="P [bits]"))
+
+
+@dataclass(frozen=True)
+class Suite:
+    """Our compute-matched suite as the chapter reads it.
+
+    Attributes:
+        members: one row per precision (index ``bits``): ``loss`` (mean validation loss over seeds,
+            nats/byte), ``std`` (seed s.d.), ``n`` (seeds), ``n_params``, ``se`` (σ/√n, NaN without a
+            σ), ``law`` (our fitted law at the member, NaN without our γ's).
+        law_curve: our law along N = N·P/P for P in 3.5–16 bits (``bits``, ``loss``), or None.
+        summary: ``low_precision_training.compute_matched_summary``. n_runs: the suite's runs, any status.
+    """
+
+    members: pd.DataFrame
+    law_curve: pd.DataFrame | None
+    summary: dict
+    n_runs: int
+
+
+def compute_matched_suite(df: pd.DataFrame, profile: str, fits: Mapping[str, dict]) -> Suite:
+    """Our compute-matched suite (chapter 2's ``compute_matched``) with our fitted law beside it
+    (``forms.qat_loss`` on :func:`ours_constants`, at the suite's D)."""
+    cm = compute_matched_table(df, profile)
+    okc = cm[cm["status"] == "ok"]
+    cms = compute_matched_summary(df, profile)
+    oc = ours_constants(fits)
+    per = okc.groupby("bits").agg(loss=("loss_val", "mean"), std=("loss_val", "std"), n=("loss_val", "size"),
+                                  n_params=("n_params", "first"))
+    per["se"] = cms["sigma"] / np.sqrt(per["n"].to_numpy()) if np.isfinite(cms["sigma"]) else np.nan
+    per["law"] = np.nan
+    curve = None
+    if len(per) and oc:
+        d_suite = float(PROFILES[profile].qat.cm_budget)
+        b_m, n_m = per.index.to_numpy(float), per["n_params"].to_numpy(float)
+        per["law"] = forms.qat_loss(n_m, d_suite, b_m, b_m, b_m, oc)
+        pb = np.linspace(3.5, 16, 200)
+        np_ref = float(np.median(n_m * b_m))
+        curve = pd.DataFrame({"bits": pb, "loss": forms.qat_loss(np_ref / pb, d_suite, pb, pb, pb, oc, cutoff=False)})
+    return Suite(per, curve, cms, len(cm))
+
+
+def suite_table(suite: Suite) -> pd.DataFrame:
+    """The suite's members for display: N, N·P relative to the highest precision's, seeds, mean and
+    s.d. of the measured loss, our law (NaN without our γ's); indexed by P [bits]."""
+    m = suite.members
+    b_m, n_m = m.index.to_numpy(float), m["n_params"].to_numpy(float)
+    return pd.DataFrame({"N": [human(n) for n in n_m], f"N·P / N·P at {b_m[-1]:g} bits": n_m * b_m / (n_m * b_m)[-1],
+                         "seeds": m["n"].to_numpy(), "measured loss (mean)": m["loss"].to_numpy(),
+                         "seed s.d.": m["std"].to_numpy(), "our law": m["law"].to_numpy()},
+                        index=pd.Index(b_m.astype(int), name="P [bits]"))
+
+
+def suite_note(suite: Suite) -> str:
+    """The chapter's sentence on our suite (Markdown): its best precision against the noise (or that
+    it is incomplete), and where our law misses most, with the sign of the miss (under- or
+    over-predicting the loss of training every part at that precision)."""
+    m, cms = suite.members, suite.summary
+    b_m = m.index.to_numpy(float)
+    law_m = m["law"].to_numpy(float)
+    if np.isfinite(law_m).any():
+        miss = m["loss"].to_numpy() - law_m
+        worst = int(np.nanargmax(np.abs(miss)))
+        law_txt = (f" Our law puts its minimum at P = {b_m[int(np.nanargmin(law_m))]:g} bits among the members; its "
+                   f"largest miss is at P = {b_m[worst]:g} bits (measured − law {miss[worst]:+.3f} nats/byte): the "
+                   f"product of the marginal γ's (claim P5) {'under' if miss[worst] > 0 else 'over'}-predicts the "
+                   "loss of training every part at that precision.")
+    else:
+        law_txt = " Our γ's are not fitted for this profile, so there is no law line."
+    src = "the suite's own seeds" if cms["sigma_source"] == "suite" else "the base grid's seeds"
+    return (f"*Ours:* lowest mean loss at **P = {cms['best_bits']:g} bits**"
+            + (f", {cms['margin']:.4f} nats/byte below the next; within two standard errors of it (σ = {cms['sigma']:.4f} "
+               f"from {src}): P ∈ {{" + ", ".join(f"{b:g}" for b in cms["near_best"]) + "}." if cms["complete"] else
+               f" — the suite is incomplete ({suite.n_runs} of {cms['planned']} runs).")
+            + law_txt)
+
+
+def verdicts_markdown(verdicts: Mapping[str, Verdict], claim_ids=("P6", "P7", "P8")) -> str:
+    """The chapter's verdict table (claim, the paper, here, verdict) and each verdict's reason (Markdown)."""
+    return "\n".join(["| claim | the paper | here | verdict |", "|---|---|---|---|"]
+                     + [f"| {c} | {verdicts[c].paper} | {verdicts[c].ours or '—'} | **{verdicts[c].verdict}** |"
+                        for c in claim_ids]
+                     + ["", "*Why.* " + " ".join(f"{c}: {verdicts[c].reason}." for c in claim_ids)])

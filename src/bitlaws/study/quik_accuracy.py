@@ -12,7 +12,7 @@ validation budget of the base grid (65,792 bytes = 256 windows of 257). Rows res
 
 Public names: ``QUIK_COLUMNS``, ``OUTLIER_COLUMNS``, ``SETTINGS``, ``MethodSpec``, ``method_specs``,
 ``run_quik_experiment``, ``load_quik``, ``method_table``, ``k_sweep``, ``verdict_q1``,
-``verdict_q2``, ``verdict_q3``, ``refresh_quik_verdicts``.
+``verdict_q2``, ``verdict_q3``, ``refresh_quik_verdicts``; chapter 05's tables and numbers below them.
 """
 
 from __future__ import annotations
@@ -32,7 +32,11 @@ from .claims import CLAIMS, Verdict, inputs_identity, repo_root, store_verdicts
 
 __all__ = ["QUIK_COLUMNS", "OUTLIER_COLUMNS", "SETTINGS", "MethodSpec", "method_specs", "run_quik_experiment",
            "load_quik", "method_table", "k_sweep", "verdict_q1", "verdict_q2", "verdict_q3",
-           "refresh_quik_verdicts", "PAPER"]
+           "refresh_quik_verdicts", "PAPER",
+           # the chapter's tables and sentences
+           "MAIN_METHODS", "ABLATIONS", "model_sizes", "coverage_numbers", "delta_table", "ablation_table",
+           "outlier_statistics", "outlier_summary", "outlier_numbers", "output_error_table", "tiny_verdicts",
+           "verdicts_markdown", "paper_relative_table"]
 
 QUIK_CSV = "quik_accuracy.csv"
 OUTLIER_CSV = "quik_outliers.csv"
@@ -520,3 +524,113 @@ def refresh_quik_verdicts(profile: str = "cpu", write: bool = True, root: str | 
     if write:
         store_verdicts(out, root if root is not None else data_dir())
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The chapter's tables and sentences on the byte-level models (notebooks/05-quik-accuracy.md)
+
+# The graded methods, in the order of the chapter's figure and tables
+MAIN_METHODS = ("quik_w8a8", "rtn_w8a8", "smoothquant_w8a8", "gptq_w4a16", "quik_w4a4", "rtn_w4a4", "smoothquant_w4a4")
+ABLATIONS = ("quik_w4a4", "quik_w4a4_seed1", "quik_w4a4_k0", "quik_w4a4_k1_32", "quik_w4a4_noclip", "quik_w4a4_down4",
+             "quik_w4a4_down16", "rtn_w4a4_outliers", "rtn_w4a4", "smoothquant_w4a4_a0.8", "smoothquant_w8a8_a0.8")
+# q/k/v share one input, and gate/up another: one statistic each
+_SHARED_INPUT = {"k_proj": "q/k/v_proj", "q_proj": "q/k/v_proj", "v_proj": "q/k/v_proj",
+                 "gate_proj": "gate/up_proj", "up_proj": "gate/up_proj"}
+
+
+def model_sizes(table: pd.DataFrame) -> list[str]:
+    """The size labels of :func:`method_table`, in increasing N."""
+    return list(table.drop_duplicates("size")["size"])
+
+
+def coverage_numbers(df: pd.DataFrame, profile: str) -> dict[str, int | str]:
+    """What the chapter's coverage sentence on the byte-level models quotes: ``rows``, ``checkpoints``,
+    ``sizes`` (their labels, comma-separated, increasing N), ``n_tokens`` (the D's, comma-separated,
+    bytes), ``methods`` (distinct methods) and the calibration and validation budget of
+    ``SETTINGS[profile]`` (``n_calib`` × ``calib_seq_len`` bytes, ``eval_bytes``)."""
+    setting = SETTINGS[profile]
+    sizes = model_sizes(method_table(df))
+    return {"rows": len(df), "checkpoints": len(sizes), "sizes": ", ".join(sizes),
+            "n_tokens": ", ".join(map(str, sorted(df["n_tokens"].unique()))), "methods": int(df["method"].nunique()),
+            "n_calib": setting.n_calib, "calib_seq_len": setting.calib_seq_len, "eval_bytes": setting.eval_tokens}
+
+
+def delta_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Δ loss [nats/byte] against fp, one row per method (fp, :data:`MAIN_METHODS`, then the rest
+    alphabetically) and one column per size in increasing N."""
+    sizes = model_sizes(table)
+    wide = table.pivot(index="method", columns="size", values="delta_loss")[sizes]
+    order = ["fp", *MAIN_METHODS] + sorted(set(wide.index) - {"fp", *MAIN_METHODS})
+    return wide.reindex([m for m in order if m in wide.index])
+
+
+def ablation_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Δ loss [nats/byte] of the :data:`ABLATIONS` (rows) at the sizes that have the ablations
+    (columns: those with ``quik_w4a4_down4``)."""
+    sizes = [s for s in model_sizes(table) if (table[table["size"] == s]["method"] == "quik_w4a4_down4").any()]
+    return (table[table["method"].isin(ABLATIONS) & table["size"].isin(sizes)]
+            .pivot(index="method", columns="size", values="delta_loss").reindex(list(ABLATIONS))[sizes])
+
+
+def outlier_statistics(stats: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``quik_outliers.csv`` with q/k/v and gate/up merged (they read one input each):
+    one row per (size, layer, input)."""
+    st = stats.copy()
+    st["kind"] = st["kind"].replace(_SHARED_INPUT)
+    return st.drop_duplicates(["size", "layer_index", "kind"])
+
+
+def outlier_summary(st: pd.DataFrame, sizes: list[str]) -> pd.DataFrame:
+    """max / median channel max|x| per size (rows) and input kind: its median and max over layers.
+    Args: st, :func:`outlier_statistics`; sizes, in increasing N."""
+    return st.groupby(["size", "kind"], sort=False)["absmax_ratio"].agg(["median", "max"]).unstack("kind").reindex(sizes)
+
+
+def outlier_numbers(st: pd.DataFrame) -> dict[str, float]:
+    """The largest and median outlier ratio of the ``down_proj`` inputs (``down_max``, ``down_median``)
+    and of every other input (``rest_max``, ``rest_median``), over all sizes and layers.
+    Args: st, :func:`outlier_statistics`."""
+    down = st[st["kind"] == "down_proj"]["absmax_ratio"]
+    rest = st[st["kind"] != "down_proj"]["absmax_ratio"]
+    return {"down_max": float(down.max()), "down_median": float(down.median()),
+            "rest_max": float(rest.max()), "rest_median": float(rest.median())}
+
+
+def output_error_table(stats: pd.DataFrame, sizes: list[str]) -> pd.DataFrame:
+    """QUIK W4A4's relative output error of the weights on the calibration inputs, median over
+    layers, per size (rows) and layer kind (columns)."""
+    return stats.groupby(["size", "kind"], sort=False)["rel_out_err"].median().unstack("kind").reindex(sizes)
+
+
+def tiny_verdicts(df: pd.DataFrame, profile: str) -> dict[str, Verdict]:
+    """Q1–Q3 of the byte-level models under rule 1 (:func:`verdict_q1` …), by claim id."""
+    return {"Q1": verdict_q1(df, profile), "Q2": verdict_q2(df, profile), "Q3": verdict_q3(df, profile)}
+
+
+def verdicts_markdown(verdicts: dict[str, Verdict]) -> str:
+    """The verdict table (claim, the paper, here, verdict) and each verdict's reason (Markdown)."""
+    return "\n".join(["| claim | the paper | here | verdict |", "|---|---|---|---|",
+                      *[f"| {v.claim_id} | {v.paper} | {v.ours} | **{v.verdict}** |" for v in verdicts.values()],
+                      "", *[f"*{v.claim_id}.* {v.reason.rstrip('. ')}." for v in verdicts.values()]])
+
+
+def paper_relative_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The relative increase of perplexity against the 16-bit model: the paper's LLaMA-2-7B and 70B
+    (:data:`PAPER`; plain W4A4: OPT-66B) beside ours at the largest size; NaN where the paper has none."""
+    big = model_sizes(table)[-1]
+
+    def g(m):
+        return float(table[(table["size"] == big) & (table["method"] == m)]["rel_ppl"].iloc[0])
+
+    P = PAPER
+    rows = [
+        ("W8A8 QUIK", P["quik8_7b"] / P["fp_7b"] - 1, P["quik8_70b"] / P["fp_70b"] - 1, g("quik_w8a8")),
+        ("W8A8 SmoothQuant", P["sq8_7b"] / P["fp_7b"] - 1, np.nan, g("smoothquant_w8a8")),
+        ("W4A16 GPTQ", P["gptq4_7b"] / P["fp_7b"] - 1, np.nan, g("gptq_w4a16")),
+        ("W4A4 QUIK (down_proj W8A8)", P["quik4_7b"] / P["fp_7b"] - 1, P["quik4_70b"] / P["fp_70b"] - 1, g("quik_w4a4")),
+        ("W4A4 QUIK, down_proj 4-bit", P["down4_7b"] / P["fp_7b"] - 1, P["down4_70b"] / P["fp_70b"] - 1,
+         g("quik_w4a4_down4")),
+        ("W4A4 SmoothQuant", P["sq4_7b"] / P["fp_7b"] - 1, np.nan, g("smoothquant_w4a4")),
+        ("W4A4, no outliers (RTN here; OPT in the paper)", P["opt_w4a4_k0"] / P["opt66_fp"] - 1, np.nan, g("rtn_w4a4")),
+    ]
+    return pd.DataFrame(rows, columns=["method", "paper LLaMA-2-7B", "paper LLaMA-2-70B", f"here {big}"]).set_index("method")

