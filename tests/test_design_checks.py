@@ -109,3 +109,25 @@ def test_lr_rule_check_is_within_noise_only_when_the_gap_is_under_t_times_the_pa
         assert row["gap"] == pytest.approx(gap, rel=1e-9) and row["lr_best"] == 6e-3
         assert row["se"] == pytest.approx(math.sqrt(2 * var), rel=1e-12) and row["dof"] == 3
         assert bool(row["within_noise"]) is within
+
+
+def test_what_the_chapter_reads_when_a_sweep_has_no_rows(tmp_path):
+    from bitlaws.study.design_checks import confound_coverage, confound_rows, repetition_plan
+    from bitlaws.study.sweep import plan
+
+    cov = confound_coverage("smoke", 2, root=tmp_path).set_index("experiment")
+    for e in ("lr_peak", "lr_schedule", "repetition"):
+        assert cov.loc[e, "runs_planned"] == len(plan("smoke", e)) > 0
+        assert cov.loc[e, "runs_done"] == 0 and cov.loc[e, "missing"] == cov.loc[e, "runs_planned"]
+        assert confound_rows("smoke", e, 2, root=tmp_path) is None
+    with pytest.raises(ValueError, match="one of lr_peak"):
+        confound_rows("smoke", "base_grid")
+    rp = repetition_plan("cpu")
+    assert set(map(tuple, rp[["size", "n_tokens"]].drop_duplicates().to_numpy())) == {
+        ("n27k", 8_388_608), ("n27k", 16_777_216), ("n83k", 8_388_608)}
+    for _, cell in rp.groupby(["size", "n_tokens"]):
+        whole = cell[cell["train_fraction"] == 1.0]["passes"].iloc[0]
+        assert cell.set_index("train_fraction")["passes"].to_dict() == pytest.approx(
+            {1.0: whole, 0.5: 2 * whole, 0.25: 4 * whole}, rel=1e-12)
+    assert rp[(rp["n_tokens"] == 8_388_608) & (rp["train_fraction"] == 1.0)]["passes"].iloc[0] == pytest.approx(1.82, abs=0.01)
+    assert repetition_plan("gpu").empty

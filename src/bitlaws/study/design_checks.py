@@ -25,7 +25,8 @@ from scipy import stats
 from .noise import pooled_seed_variance
 
 __all__ = ["lr_rule_check", "schedule_table", "schedule_slopes", "repetition_table", "schedule_decision",
-           "cooldown_jump", "delta_at_equal_loss", "repetition_effect"]
+           "cooldown_jump", "delta_at_equal_loss", "repetition_effect", "CONFOUND_EXPERIMENTS", "confound_rows",
+           "confound_coverage", "repetition_plan"]
 
 
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
@@ -357,3 +358,68 @@ def repetition_effect(table: pd.DataFrame, delta_sd, post_sd: float, dof: int, a
     cols = ["size", "n_tokens", "bits_post", "train_fraction", "passes", "passes_whole", "delta_whole", "delta_frac",
             "d_delta", "sd_delta", "d_loss_post", "sd_loss_post", "answer", "loss_answer"]
     return pd.DataFrame(out, columns=cols)
+
+
+# --- What a chapter reads: the rows there are, and what the sweeps declare -------------------------
+
+CONFOUND_EXPERIMENTS = ("lr_peak", "lr_schedule", "repetition")
+
+
+def confound_rows(profile: str, experiment: str, eval_version: int | None = None,
+                  root=None) -> pd.DataFrame | None:
+    """The rows of one design-check sweep at one evaluation version, or None while it has none.
+
+    Args:
+        profile, experiment, eval_version, root: as :func:`bitlaws.study.store.load_runs` (None:
+            the profile's ``EVAL_VERSION_READ``, the version its base grid is read at).
+
+    Raises:
+        ValueError: `experiment` is not one of ``CONFOUND_EXPERIMENTS``, or an unknown profile/version.
+    """
+    from .store import load_runs
+
+    if experiment not in CONFOUND_EXPERIMENTS:
+        raise ValueError(f"experiment must be one of {', '.join(CONFOUND_EXPERIMENTS)}; got {experiment!r}")
+    try:
+        return load_runs(profile, experiment=experiment, eval_version=eval_version, root=root)
+    except FileNotFoundError:
+        return None
+
+
+def confound_coverage(profile: str, eval_version: int, root=None) -> pd.DataFrame:
+    """Runs done of declared for each design-check sweep of `profile`, at `eval_version`.
+
+    Returns:
+        ``experiment``, ``runs_planned``, ``runs_done`` (complete at `eval_version`: the pre-PTQ
+        row and every RTN/GPTQ row), ``missing`` (runs_planned − runs_done).
+    """
+    from .sweep import coverage, plan
+
+    out = []
+    for e in CONFOUND_EXPERIMENTS:
+        planned = len(plan(profile, e))
+        done = coverage(profile, root, experiment=e)["runs_done_by_eval_version"].get(eval_version, 0) if planned else 0
+        out.append({"experiment": e, "runs_planned": planned, "runs_done": done, "missing": planned - done})
+    return pd.DataFrame(out)
+
+
+def repetition_plan(profile: str) -> pd.DataFrame:
+    """The cells the ``repetition`` sweep declares, with the passes over the data each run makes.
+
+    Returns:
+        ``size``, ``n_tokens``, ``train_fraction`` (1.0: the base grid's run of the cell),
+        ``passes`` (D / (training-split tokens × fraction)); empty when `profile` declares none.
+    """
+    from ..corpus import load_corpus
+    from .sweep import plan
+
+    specs = plan(profile, "repetition")
+    rows = []
+    for s in specs:
+        n_train = len(load_corpus(s.train.corpus).train)
+        for f in sorted({1.0, s.train.train_fraction}, reverse=True):
+            rows.append({"size": s.size, "n_tokens": int(s.train.n_tokens), "train_fraction": f,
+                         "passes": s.train.n_tokens / (n_train * f)})
+    cols = ["size", "n_tokens", "train_fraction", "passes"]
+    return pd.DataFrame(rows, columns=cols).drop_duplicates().sort_values(
+        ["size", "n_tokens", "train_fraction"], ascending=[True, True, False]).reset_index(drop=True)
