@@ -24,7 +24,6 @@ import pytest
 
 from bitlaws.study import ledger
 from bitlaws.study.summary import readme_block
-from bitlaws.study import ptq_degradation as pa
 from bitlaws.laws import fit as lf
 from bitlaws.laws import forms, optimal
 from bitlaws.study.claims import (
@@ -97,9 +96,7 @@ def other_machine(monkeypatch):
         for name, obj in list(vars(module).items()):
             if inspect.isfunction(obj) and obj.__module__ == module.__name__ and name not in READ_NOT_COMPUTED:
                 monkeypatch.setattr(module, name, _wrap(obj, perturb))
-    monkeypatch.setattr(pa, "_POINT_FITS", {})  # no point fit cached from an unperturbed run
     yield perturb
-    pa._POINT_FITS.clear()
 
 
 def test_stored_verdicts_are_what_the_committed_data_give():

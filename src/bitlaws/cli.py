@@ -288,6 +288,32 @@ def _cmd_fit(args) -> int:
     return 0
 
 
+def _cmd_design_power(args) -> int:
+    from .study.qat_design import write_design_power
+
+    path = write_design_power(args.profile, n_sim=args.n_sim, root=args.data_root)
+    print(f"wrote {path}")
+    return 0
+
+
+def _cmd_export_hf(args) -> int:
+    from tqdm.auto import tqdm
+
+    from .study.checkpoints import export_hf_folder
+    from .study.store import data_dir
+
+    src = (Path(args.data_root) if args.data_root else data_dir()) / "checkpoints" / args.profile
+    files = sorted(src.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no committed checkpoints under {src}; `python -m bitlaws export-checkpoints "
+                                f"--profile {args.profile}` makes them")
+    out = Path(args.out)
+    for f in tqdm(files, desc="export-hf"):
+        export_hf_folder(f, out / f.stem)
+    print(f"wrote {len(files)} Hugging Face folders under {out} (AutoModelForCausalLM.from_pretrained(folder))")
+    return 0
+
+
 def _cmd_export(args) -> int:
     from .study.checkpoints import export_checkpoints
     from .study.store import data_dir, load_runs
@@ -375,6 +401,12 @@ def main(argv: list[str] | None = None) -> int:
     p_mig = sub.add_parser("migrate-store", help="add the columns added to the observation schema since a file "
                                                  "was written (fmt_post, eval_version); changes no stored value")
     p_mig.add_argument("files", nargs="*", help="observation CSVs (default: every one of --profile)")
+    p_hf = sub.add_parser("export-hf", help="the committed checkpoints as Hugging Face folders (config, bf16 weights, "
+                                            "byte-level tokenizer, model card) that from_pretrained loads")
+    p_hf.add_argument("--out", default="build/hf", help="output folder, one subfolder per checkpoint (default build/hf)")
+    p_dp = sub.add_parser("design-power", help="power of P4's and P9's rules on candidate QAT designs, with their "
+                                               "CPU-hours (data/runs/<profile>/qat_design_power.csv)")
+    p_dp.add_argument("--n-sim", type=_count(2), default=100, help="simulated datasets per hypothesis (default 100)")
     p_fit = sub.add_parser("fit", help="fit the scaling laws to a profile's runs; writes data/fits/<profile>_<stage>.json")
     p_quik = sub.add_parser("quik", help="QUIK / RTN / SmoothQuant / GPTQ on the committed checkpoints "
                                          "(data/runs/<profile>/quik_accuracy.csv, resumable), then Q1–Q3")
@@ -382,12 +414,12 @@ def main(argv: list[str] | None = None) -> int:
     p_quik.add_argument("--limit", type=_count(0), default=None, help="at most this many new rows")
     p_fit.add_argument("--boot", type=_count(1), default=None,
                        help="bootstrap resamples per stage, ≥ 1 (default 20 smoke, 200 cpu)")
-    from .study.sweep import PROFILES
+    from .study.sweep import EXPERIMENTS, PROFILES
 
-    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig):
+    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
         p.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
                        help="which declared sweep: %(choices)s (default %(default)s)")
-    for p in (p_sweep, p_cov, p_exp, p_fit, p_quik, p_est, p_mig):
+    for p in (p_sweep, p_cov, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
         p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's)")
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")
     p_sweep.add_argument("--executor", default="local", help="local | submitit-local | slurm")
@@ -397,8 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep.add_argument("--limit", type=_count(0), default=None, help="at most this many runs (≥ 0)")
     for p in (p_sweep, p_est):
         p.add_argument("--experiments", default=None,
-                       help="comma-separated: base_grid,qat_marginal,qat_joint,qat_formats,compute_matched,lr_peak,lr_schedule,repetition "
-                            "(default: every one the profile declares)")
+                       help=f"comma-separated: {','.join(EXPERIMENTS)} (default: every one the profile declares)")
         p.add_argument("--throughput", default=None, metavar="CSV",
                        help="train_throughput.csv of bench/device_check.py (default: data/runs/<profile>/"
                             "train_throughput.csv, else the profile's rows' tokens_per_s)")
@@ -421,7 +452,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         return {"sweep": _cmd_sweep, "estimate": _cmd_estimate, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts,
                 "export-checkpoints": _cmd_export, "fit": _cmd_fit, "quik": _cmd_quik,
-                "migrate-store": _cmd_migrate}[args.cmd](args)
+                "migrate-store": _cmd_migrate, "design-power": _cmd_design_power,
+                "export-hf": _cmd_export_hf}[args.cmd](args)
     except (ValueError, FileNotFoundError, CorpusUnavailableError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

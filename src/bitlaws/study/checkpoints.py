@@ -7,6 +7,10 @@ fp32; DESIGN.md caps the folder at 30 MB). Each file carries, in its safetensors
 ``run_id``, the resolved model and training configuration (JSON) and the run's fp32 validation
 loss, so it can be rebuilt and matched to its CSV rows.
 
+``export_hf_folder`` turns one into a Hugging Face folder (``config.json``, weights, the byte-level
+tokenizer, a model card) that ``AutoModelForCausalLM.from_pretrained`` loads (a build product,
+``python -m bitlaws export-hf``).
+
 Note that bf16 rounds the fp32 weights the rows were measured on: a chapter that quantizes a
 committed checkpoint measures its own unquantized baseline from the same file.
 """
@@ -23,7 +27,8 @@ from safetensors.torch import load_file, safe_open, save_file
 
 from ..model import ModelConfig, build_model
 
-__all__ = ["checkpoint_name", "export_checkpoints", "load_checkpoint", "MAX_TOTAL_BYTES"]
+__all__ = ["checkpoint_name", "export_checkpoints", "load_checkpoint", "byte_tokenizer", "export_hf_folder",
+           "MAX_TOTAL_BYTES"]
 
 MAX_TOTAL_BYTES = 30 * 2**20
 
@@ -112,3 +117,76 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[torch.nn.Module, dict[str,
     state = {k: v.float() for k, v in load_file(path).items()}
     model.load_state_dict(state, strict=True)
     return model.eval(), meta
+
+
+def byte_tokenizer():
+    """The byte-level corpus's tokenizer as a ``transformers`` fast tokenizer: id = UTF-8 byte (0–255),
+    no special tokens, so ``tok("é").input_ids == [195, 169]`` and decoding inverts it.
+
+    Built with ``tokenizers`` (a BPE with the 256 byte symbols of GPT-2's byte-to-unicode map and no
+    merges, byte-level pre-tokenizer and decoder).
+
+    Returns:
+        A ``transformers.PreTrainedTokenizerFast``.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    symbol = bytes_to_unicode()
+    tok = Tokenizer(models.BPE(vocab={symbol[b]: b for b in range(256)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False)
+
+
+_CARD = """---
+library_name: transformers
+license: mit
+tags: [bitlaws, byte-level, scaling-laws]
+---
+
+# bitlaws {name}
+
+A byte-level Llama trained by the bitlaws study (*Scaling Laws for Precision*, Kumar et al. 2024,
+rerun small): N = {n_params:,} non-embedding parameters, D = {n_tokens:,} training bytes of
+Shakespeare (seed {seed}), bf16 weights of the fp32 run `{run_id}` (validation loss {loss} nats/byte
+in fp32). The tokenizer maps each UTF-8 byte to its id (vocabulary 256, no special tokens).
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+model = AutoModelForCausalLM.from_pretrained("{name}", torch_dtype="float32")  # as the study computes
+tok = AutoTokenizer.from_pretrained("{name}")
+out = model.generate(**tok("ROMEO:", return_tensors="pt"), max_new_tokens=80, do_sample=True)
+print(tok.decode(out[0]))
+```
+
+Made by `python -m bitlaws export-hf` from `data/checkpoints/{profile}/{file}`; the training and
+model configuration are in that file's metadata and the run's rows in `data/runs/{profile}/base_grid.csv`.
+"""
+
+
+def export_hf_folder(path: str | os.PathLike, dest: str | os.PathLike) -> Path:
+    """Write one committed checkpoint as a Hugging Face folder that ``from_pretrained`` loads.
+
+    Args:
+        path: a committed checkpoint (``data/checkpoints/<profile>/<name>.safetensors``).
+        dest: the folder to write (created; files in it are overwritten).
+
+    Returns:
+        ``dest``, holding ``config.json``, ``generation_config.json``, ``model.safetensors`` (bf16,
+        as committed), the tokenizer files of :func:`byte_tokenizer` and a ``README.md`` model card.
+
+    Raises:
+        FileNotFoundError, KeyError: as :func:`load_checkpoint`.
+    """
+    model, meta = load_checkpoint(path)
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(dest, safe_serialization=True)
+    byte_tokenizer().save_pretrained(dest)
+    card = _CARD.format(name=dest.name, n_params=int(meta["n_params"]), n_tokens=int(meta["n_tokens"]),
+                        seed=meta["seed"], run_id=meta["run_id"], loss=meta.get("loss_val_fp32", "?"),
+                        profile=Path(path).parent.name, file=Path(path).name)
+    (dest / "README.md").write_text(card, encoding="utf-8")
+    return dest

@@ -40,6 +40,7 @@ from .._io import frame_sha256, json_sha256, write_atomic
 from .summary import readme_block
 
 __all__ = [
+    "finite_or_na",
     "CLAIMS",
     "VERDICTS",
     "RULE_VERSIONS",
@@ -363,6 +364,15 @@ class Verdict:
 
 # The fields of one entry in data/verdicts.json, which is keyed by claim id.
 _STORED_FIELDS = {field.name for field in dataclasses.fields(Verdict)} - {"claim_id"}
+
+
+def finite_or_na(details: Mapping[str, object]) -> dict[str, float | str]:
+    """``details`` ready for a :class:`Verdict`: strings kept, numbers as floats, and a number that
+    could not be measured (None, NaN, ±inf) stored as ``"n/a"`` (the store keeps finite numbers only)."""
+    out: dict[str, float | str] = {}
+    for k, v in details.items():
+        out[k] = v if isinstance(v, str) else "n/a" if v is None or not math.isfinite(float(v)) else float(v)
+    return out
 
 
 def _clean_details(claim_id: str, details: Mapping[str, object]) -> dict[str, float | str]:

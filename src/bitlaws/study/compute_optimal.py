@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from ..laws import forms, optimal
-from .claims import CLAIMS, Verdict, inputs_identity, store_verdicts
-from .law_fits import PIPELINE_STAGES, _finite, current_fits, params_of, pipeline_boot_is_current
+from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, store_verdicts
+from .law_fits import PIPELINE_STAGES, current_fits, params_of, pipeline_boot_is_current
 from .low_precision_training import compute_matched_summary
 from .store import data_dir
 
@@ -251,7 +251,7 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
         return Verdict("P6", "pending", CLAIMS["P6"]["paper"],
                        f"pending; the paper's own constants are consistent with its claim ({paper_txt})",
                        _QAT_MISSING.format(missing=", ".join(missing)) + f"; {suite_txt}",
-                       profile, inputs, _finite(det))
+                       profile, inputs, finite_or_na(det))
     p = ours["p_star"]
     ci = interval(draws["p_star"]) if draws is not None else (math.nan, math.nan)
     lo, hi = (ci if all(math.isfinite(c) for c in ci) else (p, p))
@@ -288,7 +288,7 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
                    f"{suite_txt}",
                    f"{legs}. {paper_txt[0].upper() + paper_txt[1:]}; γ and n are in bits, so ours and the paper's can "
                    "be set side by side (whether they agree is what the comparison tests)",
-                   profile, inputs, _finite(det))
+                   profile, inputs, finite_or_na(det))
 
 
 def verdict_p7(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float] | None = None,
@@ -310,7 +310,7 @@ def verdict_p7(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     if ours is None:
         return Verdict("P7", "pending", CLAIMS["P7"]["paper"], f"pending; {paper_txt}",
                        _QAT_MISSING.format(missing=", ".join(missing)), profile, _optimal_inputs("P7", fits, profile),
-                       _finite(det))
+                       finite_or_na(det))
     ci = interval(draws["n_star_4_over_p_star"]) if draws is not None else (math.nan, math.nan)
     det.update({"ours_n_rises": ours["n_rises_below_p_star"], "ours_d_falls": ours["d_falls_below_p_star"],
                 "ours_n_star_4_over_p_star": ours["n_star_4_over_p_star"]})
@@ -326,7 +326,7 @@ def verdict_p7(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
                    f"{ours['n_star_4_over_p_star']:.2f} {_ci_txt(ci)}× N*(P*) (paper {paper['n_star_4_over_p_star']:.2f}×)"
                    + share,
                    f"derived, not tested: Eq. 6's form gives this direction for any constants with P* above 4 bits; "
-                   f"{paper_txt}", profile, _optimal_inputs("P7", fits, profile), _finite(det))
+                   f"{paper_txt}", profile, _optimal_inputs("P7", fits, profile), finite_or_na(det))
 
 
 def verdict_p8(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float] | None = None,
@@ -348,7 +348,7 @@ def verdict_p8(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     if ours is None:
         return Verdict("P8", "pending", CLAIMS["P8"]["paper"], f"pending; {paper_txt}",
                        _QAT_MISSING.format(missing=", ".join(missing)), profile, _optimal_inputs("P8", fits, profile),
-                       _finite(det))
+                       finite_or_na(det))
     ci = interval(draws["fixed_n_slope_per_ln_dn"]) if draws is not None else (math.nan, math.nan)
     det.update({"ours_slope_per_ln_dn": ours["fixed_n_slope_per_ln_dn"], "ours_linear_r2": ours["fixed_n_linear_r2"]})
     if draws is not None:
@@ -358,7 +358,7 @@ def verdict_p8(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
                    f"of D/N (paper {paper['fixed_n_slope_per_ln_dn']:.2f}; R² of the linear fit "
                    f"{ours['fixed_n_linear_r2']:.3f})",
                    f"derived, not tested: the growth in ln(D/N) follows from the fitted form; {paper_txt}", profile,
-                   _optimal_inputs("P8", fits, profile), _finite(det))
+                   _optimal_inputs("P8", fits, profile), finite_or_na(det))
 
 
 def optimal_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> dict[str, Verdict]:

@@ -41,7 +41,7 @@ import pandas as pd
 from .._io import write_atomic
 from ..laws import fit as lf
 from ..laws import forms
-from .claims import CLAIMS, Verdict, inputs_identity, store_verdicts
+from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, store_verdicts
 from .noise import pooled_seed_variance
 from .store import data_dir, frame_sha256, load_runs
 
@@ -73,7 +73,7 @@ __all__ = [
 # The paper fits Eq. 2 on INT3–INT6 (GPTQ); our RTN rows also have INT7/8, whose δ sits at the noise floor.
 PTQ_BITS = (3, 4, 5, 6)
 # The sweeps whose rows are training runs (``bitlaws.study.sweep.EXPERIMENTS``, and ``manual`` CLI runs).
-TRAINING_EXPERIMENTS = ("base_grid", "qat_marginal", "qat_joint", "qat_formats", "compute_matched", "manual")
+TRAINING_EXPERIMENTS = ("base_grid", "qat_marginal", "qat_seeds", "qat_joint", "qat_formats", "compute_matched", "manual")
 # Bootstrap resamples per profile (smoke: fast enough for the notebook test).
 N_BOOT = {"smoke": 20, "cpu": 200, "gpu": 200}
 BOOT_SEED = 0
@@ -563,18 +563,6 @@ def ptq_fit_is_current(record: Mapping | None, df: pd.DataFrame, method: str) ->
     return record.get("input_sha256") == want
 
 
-def _finite(details: Mapping[str, object]) -> dict[str, float | str]:
-    out = {}
-    for k, v in details.items():
-        if isinstance(v, str):
-            out[k] = v
-        elif v is None or not math.isfinite(float(v)):
-            out[k] = "n/a"
-        else:
-            out[k] = float(v)
-    return out
-
-
 def _ho_r2(rec: Mapping | None, by: str = "n_params") -> float:
     if not rec or rec.get("status") != "ok":
         return math.nan
@@ -732,7 +720,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
            "f_w_8": f8, "paper_f_w_4": PAPER_F_W_4}
     if math.isfinite(lo):
         det.update({"f_w_4_lo": lo, "f_w_4_hi": hi})
-    return Verdict("P3", verdict, CLAIMS["P3"]["paper"], ours, reason, profile, sha, _finite(det))
+    return Verdict("P3", verdict, CLAIMS["P3"]["paper"], ours, reason, profile, sha, finite_or_na(det))
 
 
 def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None = None,
@@ -797,7 +785,7 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
            "false_partly": pw["false_partly"], "n_sim": pw["n_sim"], "rule_grade": st["grade"]}
     if prod is not None and joint is not None:
         det.update(product_r2=float(prod), joint_r2=float(joint))
-    return Verdict("P5", verdict, CLAIMS["P5"]["paper"], ours, reason, profile, sha, _finite(det))
+    return Verdict("P5", verdict, CLAIMS["P5"]["paper"], ours, reason, profile, sha, finite_or_na(det))
 
 
 def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method: str = "rtn",
@@ -862,7 +850,7 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
            "power_fitted_c_w": po["power"],
            "false_positive": pw["false_positive"], "false_partly": pw["false_partly"], "n_sim": pw["n_sim"],
            "rule_grade": st["grade"], "noise_dof": float(noise.loss_dof)}
-    return Verdict("P9", verdict, CLAIMS["P9"]["paper"], ours, reason, profile, sha, _finite(det))
+    return Verdict("P9", verdict, CLAIMS["P9"]["paper"], ours, reason, profile, sha, finite_or_na(det))
 
 
 def law_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> dict[str, Verdict]:

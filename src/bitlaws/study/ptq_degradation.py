@@ -39,12 +39,12 @@ from ..laws import fit as lf
 from ..laws.forms import PAPER_CONSTANTS
 from ..laws.optimal import critical_data_size
 from ..ptq.gptq import GPTQConfig
-from .claims import CLAIMS, Verdict, inputs_identity, store_verdicts
-from .law_fits import stage_frames
+from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, store_verdicts
+from .law_fits import load_fits, ptq_fit_is_current, ptq_fit_path, stage_frames
 from .noise import noise_floor, noise_model
 from .power import p2_statistics
-from .store import data_dir, frame_sha256, load_runs
-from .sweep import plan
+from .store import data_dir, load_runs
+from .sweep import PROFILES, coverage, plan
 
 __all__ = [
     "NOISE_K",
@@ -300,29 +300,20 @@ def post_ptq_rise(tab: pd.DataFrame, noise) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
-# Point fits (no bootstrap) of the law stages, keyed by (stage, SHA-256 of the rows): the verdicts and
-# the chapter ask for the same fits several times.
-_POINT_FITS: dict[tuple[str, str], dict[str, float] | None] = {}
 _EQ2_KEYS = ("C_T", "gamma_D", "gamma_N", "gamma_post")
 _CHINCHILLA_KEYS = ("A", "B", "E", "alpha", "beta")
 
 
 def _point_fit(stage_name: str, frame: pd.DataFrame, keys: tuple[str, ...]) -> dict[str, float]:
-
-    key = (stage_name, frame_sha256(frame))
-    if key not in _POINT_FITS:
-        stage = lf.STAGES[stage_name]
-        cells = frame.drop_duplicates([c for c in stage.cell if c in frame]).shape[0] if len(frame) else 0
-        if cells < stage.n_params_fitted + 1:
-            _POINT_FITS[key] = None
-        else:
-            res = lf.fit_stage(stage, frame)
-            _POINT_FITS[key] = {**{k: float(res.params[k]) for k in keys}, "r2": float(res.r2),
-                                "n_points": float(res.n_points), "n_cells": float(res.n_cells)}
-    got = _POINT_FITS[key]
-    if got is None:
+    """A point fit (no bootstrap) of one law stage; NaN constants with too few distinct points.
+    Callers that need a fit several times compute it once and pass it on (no cache here)."""
+    stage = lf.STAGES[stage_name]
+    cells = frame.drop_duplicates([c for c in stage.cell if c in frame]).shape[0] if len(frame) else 0
+    if cells < stage.n_params_fitted + 1:
         return {**{k: math.nan for k in keys}, "r2": math.nan, "n_points": float(len(frame)), "n_cells": math.nan}
-    return dict(got)
+    res = lf.fit_stage(stage, frame)
+    return {**{k: float(res.params[k]) for k in keys}, "r2": float(res.r2), "n_points": float(res.n_points),
+            "n_cells": float(res.n_cells)}
 
 
 def eq2_fit(df: pd.DataFrame, method: str) -> dict[str, float]:
@@ -376,12 +367,15 @@ def d_crit_eq13(n_params, bits_post, chinchilla: dict[str, float], eq2: dict[str
     return critical_data_size(n, p, params)
 
 
-def critical_data_sizes(df: pd.DataFrame, method: str) -> pd.DataFrame:
+def critical_data_sizes(df: pd.DataFrame, method: str, chinchilla: dict[str, float] | None = None,
+                        eq2: dict[str, float] | None = None) -> pd.DataFrame:
     """The critical data size of one method, per (N, P_post): from the rows and from the fitted laws.
 
     Args:
         df: base-grid rows.
         method: ``ptq_method``.
+        chinchilla, eq2: ``chinchilla_fit(df)`` and ``eq2_fit(df, method)`` if the caller has them
+            (each is fitted here otherwise).
 
     Returns:
         ``post_ptq_rise`` of the method's table (P2's statistics on its own seed noise) with ``method``
@@ -391,8 +385,9 @@ def critical_data_sizes(df: pd.DataFrame, method: str) -> pd.DataFrame:
     tab = ptq_table(df, method)
     rise = post_ptq_rise(tab, noise_model(df, method))
     rise.insert(0, "method", method)
-    d = d_crit_eq13(rise["n_params"].to_numpy(float), rise["bits_post"].to_numpy(float), chinchilla_fit(df),
-                    eq2_fit(df, method))
+    d = d_crit_eq13(rise["n_params"].to_numpy(float), rise["bits_post"].to_numpy(float),
+                    chinchilla if chinchilla is not None else chinchilla_fit(df),
+                    eq2 if eq2 is not None else eq2_fit(df, method))
     rise["d_crit_eq13"] = d
     rise["d_crit_eq13_over_n"] = d / rise["n_params"].to_numpy(float)
     return rise
@@ -404,12 +399,6 @@ def _required_floor(df: pd.DataFrame, method: str = "rtn") -> dict[str, float]:
         raise ValueError("no cell has ≥ 2 seeds, so there is no noise floor to judge trends against; "
                          "run the profile's seed cells first")
     return floor
-
-
-def _finite_or_na(details: dict[str, float | str]) -> dict[str, float | str]:
-    """The verdict store keeps finite numbers only; a number we could not measure is stored as "n/a"."""
-    return {k: (v if isinstance(v, str) else float(v) if math.isfinite(float(v)) else "n/a")
-            for k, v in details.items()}
 
 
 def _grade(fracs: list[float]) -> str:
@@ -555,7 +544,7 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
                     f"{m}_false_positive": pw["false_positive"], f"{m}_false_partly": pw["false_partly"]})
     det["n_sim"] = float(n_sim)
     return Verdict("P1", verdict, CLAIMS["P1"]["paper"], ours, reason, profile,
-                   inputs_identity("P1", profile, frames={"rows": df}), _finite_or_na(det))
+                   inputs_identity("P1", profile, frames={"rows": df}), finite_or_na(det))
 
 
 def _train_split_tokens() -> float:
@@ -596,12 +585,13 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
     main = verdict_method(df)
     n_sim = N_SIM if n_sim is None else n_sim
     chin = chinchilla_fit(df)
-    crit = {m: critical_data_sizes(df, m) for m in methods_present(df)}
+    eq2 = {m: eq2_fit(df, m) for m in methods_present(df)}
+    crit = {m: critical_data_sizes(df, m, chin, eq2[m]) for m in methods_present(df)}
     per = {}
     for m in methods_present(df):
         tab, noise = ptq_table(df, m), noise_model(df, m)
         per[m] = {"stats": p2_statistics(tab, noise), "power": p2_power(tab, chin, noise, n_sim=n_sim),
-                  "power_ours": p2_power(tab, chin, noise, n_sim=n_sim, effect=eq2_fit(df, m)), "noise": noise}
+                  "power_ours": p2_power(tab, chin, noise, n_sim=n_sim, effect=eq2[m]), "noise": noise}
     v = per[main]
     st = v["stats"]
     # Rule v2 as written (RULE_HISTORY): inconclusive wherever its power with the paper's exponents is
@@ -669,7 +659,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
             if b in best:
                 det.update({f"{m}_int{b}_rise": best[b]["rise"], f"{m}_int{b}_threshold": best[b]["threshold"]})
     return Verdict("P2", verdict, CLAIMS["P2"]["paper"], ours, reason, profile,
-                   inputs_identity("P2", profile, frames={"rows": df}), _finite_or_na(det))
+                   inputs_identity("P2", profile, frames={"rows": df}), finite_or_na(det))
 
 
 def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[str, Verdict]:
@@ -685,3 +675,283 @@ def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[st
     if write:
         store_verdicts(new, data_dir())
     return new
+
+
+# ---------------------------------------------------------------------------------------------------
+# Chapter 01's prose and tables: the numbers its paragraphs glue (myst-nb ``glue``), the sentences
+# whose wording depends on the data, and the tables it shows, so the chapter's cells stay short.
+
+__all__ += ["coverage_facts", "committed_fits", "fit_status_markdown", "gptq_rtn_ratio_table", "eq2_table",
+            "D_CRIT_FORMATS", "d_crit_table", "paper_d_crit", "d_crit_facts", "chinchilla_sentence",
+            "verdict_table_markdown", "paper_vs_here_table", "training_time"]
+
+
+def _braced(values, fmt: str = "{:,}") -> str:
+    """``{a, b, c}``: a set of values as the prose writes it."""
+    return "{" + ", ".join(fmt.format(v) for v in values) + "}"
+
+
+def coverage_facts(df: pd.DataFrame, profile: str, eval_version: int, cov: dict | None = None) -> dict:
+    """The numbers of the chapter's coverage paragraph, one glue key each.
+
+    Args:
+        df: the base-grid rows the chapter reads (``load_runs(profile, experiment="base_grid")``).
+        profile: ``smoke``, ``cpu`` or ``gpu`` (its declared P_post lists and GPTQ setup are quoted).
+        eval_version: the evaluation version the chapter reads.
+        cov: ``bitlaws.study.sweep.coverage(profile)`` (read from the CSV when None).
+
+    Returns:
+        Python ints, floats and strings (glue needs Python scalars): ``cov_profile``,
+        ``cov_eval_version``, ``cov_runs_done`` (complete runs at `eval_version`), ``cov_runs_planned``,
+        ``cov_runs_v2`` (complete at version 2), ``cov_n`` and ``cov_d`` (the grid's N and D [tokens]
+        as ``{a, b}``), ``cov_dn_min``/``cov_dn_max`` (D/N), ``cov_diverged`` (rows not
+        ok), ``cov_rtn_bits``/``cov_gptq_bits`` (declared P_post), ``cov_rtn_rows``/``cov_gptq_rows``,
+        ``cov_gptq_setup`` (``gptq_setup``), the noise floor of ``verdict_method(df)``:
+        ``cov_floor_cells``, ``cov_seeds_min``/``cov_seeds_max`` (seeds per seeded cell; ``"n/a"``
+        without one), ``cov_floor_loss`` (σ of the pre-PTQ loss, nats) and ``cov_floor_delta3`` (σ of
+        δ_PTQ at INT3 per method, e.g. ``"GPTQ 0.0040, RTN 0.0051"``).
+    """
+    cov = coverage(profile) if cov is None else cov
+    ok = df[df["status"] == "ok"]
+    methods, prof = methods_present(df), PROFILES[profile]
+    floors = {m: noise_floor(df, m) for m in methods}
+    counts = ok.groupby("ptq_method").size()
+    seeds = ok[ok["ptq_method"] == "none"].groupby(["n_params", "n_tokens"])["seed"].nunique()
+    seeds = seeds[seeds > 1]
+    dn = ok["n_tokens"] / ok["n_params"]
+    return {
+        "cov_profile": profile, "cov_eval_version": int(eval_version),
+        "cov_runs_done": int(cov["runs_done_by_eval_version"][eval_version]),
+        "cov_runs_planned": int(cov["runs_planned"]),
+        "cov_runs_v2": int(cov["runs_done_by_eval_version"].get(2, 0)),
+        "cov_n": _braced(sorted(ok["n_params"].unique())), "cov_d": _braced(sorted(ok["n_tokens"].unique())),
+        "cov_dn_min": float(dn.min()), "cov_dn_max": float(dn.max()),
+        "cov_diverged": int((df["status"] != "ok").sum()),
+        "cov_rtn_bits": _braced(prof.bits_post, "{}"), "cov_gptq_bits": _braced(prof.gptq_bits, "{}"),
+        "cov_rtn_rows": int(counts.get("rtn", 0)), "cov_gptq_rows": int(counts.get("gptq", 0)),
+        "cov_gptq_setup": gptq_setup(profile),
+        "cov_floor_cells": int(floors[verdict_method(df)]["n_cells"]),
+        "cov_seeds_min": int(seeds.min()) if len(seeds) else "n/a",
+        "cov_seeds_max": int(seeds.max()) if len(seeds) else "n/a",
+        "cov_floor_loss": float(floors[verdict_method(df)]["loss"]),
+        "cov_floor_delta3": ", ".join(f"{METHOD_LABELS[m]} {floors[m].get('delta_3', math.nan):.4f}" for m in methods),
+    }
+
+
+def _fit_key(method: str) -> str:
+    """The key of a method's Eq. 2 record in ``law_fits.load_fits``: ``ptq`` (RTN) or ``ptq_<method>``."""
+    return "ptq" if method == "rtn" else f"ptq_{method}"
+
+
+def committed_fits(profile: str, rows: pd.DataFrame, methods) -> dict[str, dict | None]:
+    """Each method's committed Eq. 2 fit record (``data/fits/<profile>_ptq*.json``, with its bootstrap
+    intervals and held-out scores) where it was fitted on exactly `rows` (``ptq_fit_is_current``) and
+    its status is ok; None where it is missing or older than the rows.
+
+    Args:
+        rows: the rows the fits read (``load_runs(profile, experiment=law_fits.TRAINING_EXPERIMENTS)``).
+        methods: ``ptq_method`` values.
+    """
+    files = load_fits(profile)
+    out = {}
+    for m in methods:
+        rec = files.get(_fit_key(m))
+        out[m] = rec if ptq_fit_is_current(rec, rows, m) and rec.get("status") == "ok" else None
+    return out
+
+
+def fit_status_markdown(profile: str, records: dict[str, dict | None]) -> str:
+    """One Markdown bullet per method: its fit file is current, or missing/stale with the command that
+    rewrites it (then the chapter's constants are point refits without intervals).
+
+    Args:
+        records: ``committed_fits`` (method -> record or None).
+    """
+    def line(m: str) -> str:
+        path = ptq_fit_path(profile, m)
+        head = f"- {METHOD_LABELS[m]}: `{path.relative_to(path.parents[2])}` "
+        if records[m] is not None:
+            return head + "is current (fitted on exactly these rows)."
+        cmd = (f"`python -m bitlaws fit --profile {profile}` rewrites it)." if m == "rtn" else
+               f"`fit_ptq_method('{profile}', '{m}')` writes it).")
+        return head + ("**is missing or older than the rows**; the constants below are refitted here without "
+                       "intervals (" + cmd)
+
+    return "\n".join(line(m) for m in records)
+
+
+def _floor_at(bits: pd.Series, floor: dict[str, float]) -> pd.Series:
+    """``NOISE_K`` × the floor of δ_PTQ at each row's P_post (0 where unmeasured)."""
+    return NOISE_K * bits.map(lambda b: floor.get(f"delta_{int(b)}", 0.0))
+
+
+def gptq_rtn_ratio_table(tabs: dict[str, pd.DataFrame], floors: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """δ_GPTQ / δ_RTN cell by cell, per P_post, over the cells where RTN's δ_PTQ clears ``NOISE_K`` × its
+    seed floor at that P_post.
+
+    Args:
+        tabs: method -> ``ptq_table`` (needs ``gptq`` and ``rtn``). floors: method -> ``noise_floor``.
+
+    Returns:
+        Columns ``P_post``, ``cells``, ``median δ_GPTQ/δ_RTN``, ``min``, ``max``, one row per P_post.
+
+    Raises:
+        ValueError: `tabs` lacks the GPTQ or the RTN table.
+    """
+    if not {"gptq", "rtn"} <= set(tabs):
+        raise ValueError(f"gptq_rtn_ratio_table needs the gptq and rtn tables; got {sorted(tabs)}")
+    pair = tabs["gptq"].merge(tabs["rtn"], on=["n_params", "n_tokens", "bits_post"], suffixes=("_gptq", "_rtn"))
+    pair = pair[pair["delta_ptq_rtn"] > _floor_at(pair["bits_post"], floors["rtn"])]
+    ratio = (pair.assign(ratio=pair["delta_ptq_gptq"] / pair["delta_ptq_rtn"])
+             .groupby("bits_post")["ratio"].agg(["count", "median", "min", "max"]).reset_index())
+    return ratio.rename(columns={"bits_post": "P_post", "count": "cells", "median": "median δ_GPTQ/δ_RTN"})
+
+
+def eq2_table(df: pd.DataFrame, eq2: dict[str, dict[str, float]], records: dict[str, dict | None]) -> pd.DataFrame:
+    """Eq. 2's constants beside the paper's (Table 2): per method the Huber fit's γ_D, γ_N, γ_post with
+    the committed fit's 95 % bootstrap interval where it is current, R², held-out R² (one N left out),
+    rows fitted, and the log-linear cross-check (``fit_eq2_loglinear``, cells above the floor).
+
+    Args:
+        df: base-grid rows. eq2: method -> ``eq2_fit`` (in column order). records: ``committed_fits``.
+
+    Returns:
+        A frame of strings, one column for the paper and one per method, indexed by quantity.
+    """
+    rows = {"γ_D (D exponent)": ("gamma_D", "gamma_d"), "γ_N (N exponent)": ("gamma_N", "gamma_n"),
+            "γ_post [bits]": ("gamma_post", "gamma_post")}
+    table = {"paper (Kumar et al., Table 2)": [f"{PAPER_EQ2[k]:.3f}" for _, k in rows.values()]
+             + [f"{PAPER_EQ2['r2']:.2f}", "n/a", "n/a", "n/a", "n/a"]}
+    for m, e in eq2.items():
+        rec = records.get(m) or {}
+        ci = rec.get("ci95", {})
+        ho = rec.get("holdout", {}).get("n_params", {}).get("r2")
+        ll = fit_eq2_loglinear(ptq_table(df, m), _required_floor(df, m))
+        table[f"here, {METHOD_LABELS[m]}"] = (
+            [f"{e[k]:.3f} [{ci[k][0]:.2f}, {ci[k][1]:.2f}]" if ci.get(k) else f"{e[k]:.3f}" for k, _ in rows.values()]
+            + [f"{e['r2']:.3f}", f"{ho:.3f}" if ho is not None else "n/a (fit file stale)", f"{int(e['n_points'])}",
+               f"{ll['gamma_d']:.2f} / {ll['gamma_n']:.2f} / {ll['gamma_post']:.2f}",
+               f"{ll['r2']:.3f} ({int(ll['n_points'])} cells)"])
+    index = [*rows, "R² (of δ_PTQ, in-sample)", "held-out R² (leave one N out)", "rows fitted",
+             "log-linear γ_D / γ_N / γ_post", "log-linear R² (of ln δ)"]
+    return pd.DataFrame(table, index=index)
+
+
+# the number formats of d_crit_table's columns (a pandas Styler's ``format``)
+D_CRIT_FORMATS = {"rise": "{:.4f}", "threshold": "{:.4f}", "Eq. 13 D/N": "{:.0f}", "d_best": "{:,}"}
+
+
+def d_crit_table(crit: dict[str, pd.DataFrame], bits=(3, 4)) -> pd.DataFrame:
+    """The critical data sizes at `bits`, both estimates: from the rows (the bracket of
+    ``post_ptq_rise``, or "> largest D" without a turn-up beyond the floor) and Eq. 13 with our fits.
+
+    Args:
+        crit: method -> ``critical_data_sizes``.
+
+    Returns:
+        Columns ``method`` (label), ``bits_post``, ``n_params``, ``d_best``, ``rise``, ``threshold``,
+        ``D_crit from the rows``, ``D_crit, Eq. 13 (ours)`` (``"n/a"`` without a fit), ``Eq. 13 D/N``;
+        sorted by method, P_post, N.
+    """
+    def bracket(r) -> str:
+        if not r["significant"]:
+            return f"> {r['d_max'] / 1e6:.1f}M (no turn-up beyond the floor)"
+        return f"{r['d_crit_lo'] / 1e6:.1f}M – {r['d_crit_hi'] / 1e6:.1f}M"
+
+    dc = pd.concat(crit.values(), ignore_index=True)
+    shown = dc[dc["bits_post"].isin(bits)].copy()
+    shown["method"] = shown["method"].map(METHOD_LABELS)
+    shown["D_crit from the rows"] = shown.apply(bracket, axis=1)
+    shown["D_crit, Eq. 13 (ours)"] = shown["d_crit_eq13"].map(lambda d: f"{d / 1e6:.1f}M" if np.isfinite(d) else "n/a")
+    shown["Eq. 13 D/N"] = shown["d_crit_eq13_over_n"]
+    return shown[["method", "bits_post", "n_params", "d_best", "rise", "threshold", "D_crit from the rows",
+                  "D_crit, Eq. 13 (ours)", "Eq. 13 D/N"]].sort_values(["method", "bits_post", "n_params"])
+
+
+def paper_d_crit(n_params: float = 30e6, bits=(3, 4)) -> dict[int, float]:
+    """The paper's D_crit [tokens] at `n_params` (default its smallest model, 30M) for each P_post,
+    from Eq. 13 with its Table 2 constants (``PAPER_CONSTANTS``)."""
+    return {b: float(critical_data_size(n_params, b, PAPER_CONSTANTS)) for b in bits}
+
+
+def d_crit_facts(chin: dict[str, float]) -> dict[str, float | str]:
+    """The numbers of the chapter's paragraph under the D_crit table: ``dcrit_chinchilla``
+    (``chinchilla_sentence``) and the paper's D_crit at N = 30M (``paper_d_crit``) at INT3 and INT4,
+    in billions of tokens (``dcrit_paper3_b``, ``dcrit_paper4_b``) and as D/N (``dcrit_paper3_dn``,
+    ``dcrit_paper4_dn``)."""
+    paper = paper_d_crit(30e6, (3, 4))
+    return {"dcrit_chinchilla": chinchilla_sentence(chin),
+            **{f"dcrit_paper{b}_b": d / 1e9 for b, d in paper.items()},
+            **{f"dcrit_paper{b}_dn": d / 30e6 for b, d in paper.items()}}
+
+
+def chinchilla_sentence(chin: dict[str, float]) -> str:
+    """The sentence on our Chinchilla fit (β, B, R² from ``chinchilla_fit``), or why there is none (then
+    Eq. 13's D_crit is n/a)."""
+    n = int(chin["n_points"]) if np.isfinite(chin["n_points"]) else 0
+    if np.isfinite(chin["beta"]):
+        return (f"Chinchilla fit on our {n} high-precision runs: β = {chin['beta']:.3f}, B = {chin['B']:.4g} "
+                f"(R² {chin['r2']:.3f}).")
+    return (f"No Chinchilla fit: the {n} high-precision runs of this profile are too few to fit B and β, "
+            "so Eq. 13's D_crit is n/a above.")
+
+
+def verdict_table_markdown(*verdicts: Verdict) -> str:
+    """A Markdown table of the verdicts (claim, the paper, here, grade in bold) and the line of their
+    reasons ("Where they differ, and why")."""
+    rows = [f"| {v.claim_id} | {v.paper} | {v.ours} | **{v.verdict}** |" for v in verdicts]
+    why = " ".join(f"{v.claim_id}: {v.reason}" for v in verdicts)
+    return "\n".join(["| claim | the paper | here | verdict |", "|---|---|---|---|", *rows, "",
+                      f"*Where they differ, and why.* {why}."])
+
+
+def paper_vs_here_table(df: pd.DataFrame, profile: str, eq2: dict[str, dict[str, float]],
+                        crit: dict[str, pd.DataFrame], v1: Verdict, v2: Verdict) -> pd.DataFrame:
+    """The chapter's closing comparison, the paper's setting and results beside ours: PTQ methods, N, D,
+    the largest D/N, P_post, GPTQ calibration, Eq. 2's exponents and R², D_crit at INT3 for the smallest
+    model (Eq. 13), the P1 and P2 grades.
+
+    Args:
+        df: base-grid rows. eq2: method -> ``eq2_fit`` (in display order). crit: method ->
+            ``critical_data_sizes``. v1, v2: ``verdict_p1``, ``verdict_p2``.
+
+    Returns:
+        Columns ``the paper`` and ``here`` (strings), indexed by quantity.
+    """
+    ok = df[df["status"] == "ok"]
+    main, dc3 = verdict_method(df), paper_d_crit(bits=(3,))[3]
+    n_min = min(c["n_params"].min() for c in crit.values())
+    labels = {m: METHOD_LABELS[m] for m in eq2}
+    d_crit_ours = [f"{labels[m]} {d / 1e6:.1f}M bytes (D/N ≈ {d / n_min:.0f})" for m in eq2
+                   for d in crit[m][(crit[m]["n_params"] == n_min) & (crit[m]["bits_post"] == 3)]["d_crit_eq13"]]
+    paper = ["GPTQ (Fig. 1 left, Fig. 2, Table 2); RTN and AWQ in App. F", "30M–220M", "1.5B–26B BPE tokens",
+             "≈ 10³ (law extrapolated to 10⁵)", "INT3–INT6", "not reported",
+             f"{PAPER_EQ2['gamma_d']:.2f} / {PAPER_EQ2['gamma_n']:.2f} / {PAPER_EQ2['gamma_post']:.2f}",
+             f"{PAPER_EQ2['r2']:.2f}", f"{dc3 / 1e9:.1f}B tokens at N = 30M (D/N ≈ {dc3 / 30e6:.0f})",
+             "claim (Eq. 2, Fig. 2)", "claim (Fig. 1 left, Eq. 13)"]
+    here = [", ".join(labels.values()) + f" (verdicts on {METHOD_LABELS[main]})",
+            f"{ok['n_params'].min():,}–{ok['n_params'].max():,}",
+            f"{ok['n_tokens'].min() / 1e6:.2f}M–{ok['n_tokens'].max() / 1e6:.1f}M bytes",
+            f"{(ok['n_tokens'] / ok['n_params']).max():.0f}",
+            "RTN INT3–8, GPTQ INT" + ", ".join(str(b) for b in PROFILES[profile].gptq_bits),
+            gptq_setup(profile) or "n/a",
+            " · ".join(f"{labels[m]} {e['gamma_D']:.2f} / {e['gamma_N']:.2f} / {e['gamma_post']:.2f}"
+                       for m, e in eq2.items()),
+            " · ".join(f"{labels[m]} {e['r2']:.2f}" for m, e in eq2.items()),
+            " · ".join(d_crit_ours), v1.verdict, v2.verdict]
+    return pd.DataFrame({"the paper": paper, "here": here},
+                        index=["PTQ method", "N (non-embedding)", "D", "largest D/N", "P_post", "GPTQ calibration",
+                               "Eq. 2 γ_D / γ_N / γ_post", "Eq. 2 R²", "D_crit, INT3, smallest model (Eq. 13)",
+                               "P1 verdict", "P2 verdict"])
+
+
+def training_time(df: pd.DataFrame) -> dict[str, int | str]:
+    """The training time of the runs in `df` (each run once, its ``train_s`` column), for the chapter's
+    glue: ``train_runs``, ``train_took`` (hours with two decimals from 360 s on, else seconds: the
+    smoke profile takes seconds), ``train_threads`` and ``train_devices`` (the distinct values, sorted).
+    Evaluation and PTQ are not included."""
+    runs = df.drop_duplicates("run_id")
+    s = float(runs["train_s"].sum())
+    return {"train_runs": int(len(runs)), "train_took": f"{s / 3600:.2f} h" if s >= 360 else f"{s:.0f} s",
+            "train_threads": ", ".join(map(str, sorted(runs["threads"].unique()))),
+            "train_devices": ", ".join(sorted(runs["device"].unique()))}

@@ -1,24 +1,47 @@
-"""The kernels chapter's data and claim Q4: the benchmark CSVs of a profile and their verdict.
+"""The kernels chapter's data, its checks and claim Q4.
 
 The rows are made by ``bitlaws.kernels.benchmark`` (``bench/quik_kernels.py``,
-``bench/device_check.py``); here they are found (``csv_path``), read (``load_benchmark``) and
+``bench/device_check.py``); here they are found (``csv_path``), read (``load_benchmark``),
+summarised for the chapter (``coverage_markdown``, ``memory_table``, ``paper_comparison``) and
 judged (``verdict_q4``: the best layer-wise speed-up over bf16 on a CUDA device).
+``correctness_demo`` runs the chapter's one-layer check of the kernels against float64.
 
-Public names: ``csv_path``, ``load_benchmark``, ``verdict_q4``, ``LARGE_LAYER``,
-``Q4_REPRODUCED_8BIT``, ``Q4_PARTLY``.
+Public names: ``PROFILES``, ``bench_profile``, ``csv_path``, ``load_benchmark``,
+``coverage_markdown``, ``DEMO_OUTLIERS``, ``correctness_demo``, ``demo_prose_values``,
+``memory_table``, ``paper_comparison``, ``verdict_q4``, ``LARGE_LAYER``, ``Q4_REPRODUCED_8BIT``,
+``Q4_PARTLY``.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 
 import pandas as pd
+import torch
 
+from ..kernels import QuikLinear, int_gemm, int_gemm_ref, quik_act, quik_act_ref, unpack_int4
 from .claims import CLAIMS, Verdict, inputs_identity, pending_verdict
 from .store import data_dir
 
-__all__ = ["csv_path", "load_benchmark", "verdict_q4", "LARGE_LAYER", "Q4_REPRODUCED_8BIT", "Q4_PARTLY"]
+__all__ = ["PROFILES", "bench_profile", "csv_path", "load_benchmark", "coverage_markdown", "DEMO_OUTLIERS",
+           "correctness_demo", "demo_prose_values", "memory_table", "paper_comparison", "verdict_q4", "LARGE_LAYER",
+           "Q4_REPRODUCED_8BIT", "Q4_PARTLY"]
+
+# The chapter's profiles; `gpu` reads the `cpu` benchmark for the CPU figures (bench_profile).
+PROFILES = ("smoke", "cpu", "gpu")
+
+
+def bench_profile(profile: str) -> str:
+    """The CPU benchmark setting the chapter reads for `profile`: ``cpu`` for ``gpu``, else itself.
+
+    Raises:
+        ValueError: `profile` is none of ``PROFILES`` (the message lists them).
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"BITLAWS_PROFILE={profile!r}: this chapter knows the profiles {', '.join(PROFILES)}")
+    return "cpu" if profile == "gpu" else profile
 
 
 def csv_path(profile: str, root: str | os.PathLike | None = None) -> Path:
@@ -33,6 +56,152 @@ def load_benchmark(profile: str, root: str | os.PathLike | None = None) -> pd.Da
     """The benchmark CSV of `profile` as a pandas frame, or None if it does not exist."""
     path = csv_path(profile, root)
     return pd.read_csv(path) if path.exists() else None
+
+
+def coverage_markdown(cpu: pd.DataFrame, gpu: pd.DataFrame | None, bench: str) -> str:
+    """The chapter's coverage line: what the CPU benchmark of setting `bench` holds and whether GPU
+    rows exist (a Markdown sentence; its wording changes when they do).
+
+    Args:
+        cpu: ``load_benchmark(bench)`` (columns ``part``, ``n_out``, ``k_in``, ``m_tokens``,
+            ``device``, ``torch_version``, ``threads``). gpu: ``load_benchmark("gpu")`` or None.
+    """
+    layer = cpu[cpu["part"] == "layer"]
+    tokens = ", ".join(map(str, sorted(layer["m_tokens"].unique())))
+    text = (f"**Coverage.** CPU benchmark (`{csv_path(bench).name}`, setting `{bench}`): "
+            f"{layer[['n_out', 'k_in']].drop_duplicates().shape[0]} layer shapes × tokens "
+            f"{{{tokens}}} × {{dense, W8A8, W4A4}}, {len(cpu)} rows, timed on {', '.join(cpu['device'].unique())} "
+            f"with torch {', '.join(cpu['torch_version'].unique())}, {int(cpu['threads'].iloc[0])} thread(s). ")
+    if gpu is None:
+        return text + ("**GPU benchmark: none yet** — `data/runs/gpu/quik_kernels_gpu.csv` does not exist; "
+                       "the H200 run is still to be made.")
+    return text + f"GPU benchmark: {len(gpu)} rows on {', '.join(gpu['device'].unique())}."
+
+
+# The demonstration layer's planted outlier features (input columns 30x larger).
+DEMO_OUTLIERS = (5, 19, 42, 70)
+_U = 2.0**-24  # fp32 unit roundoff
+
+
+def correctness_demo(device: str = "cpu", triton: bool = False) -> pd.DataFrame:
+    """QuikLinear on one small layer against a float64 oracle built from the same quantized operands.
+
+    A 24 × 77 layer (K not a multiple of any block), 11 tokens in a batch of shape (1, 11, 77), the
+    input columns ``DEMO_OUTLIERS`` 30× larger; three configurations: W8A8 and W4A4 without
+    outliers, W4A4 keeping ``DEMO_OUTLIERS`` in 16 bits. The tolerance of the output is 8 fp32
+    roundings of the epilogue terms' magnitudes, 8u(|sσA| + |s(h−z)R| + |Y|), plus the outlier
+    GEMM's (k+2)u|x_o||W_o|ᵀ, u = 2^-24 (QUIK's dequantization identity, Algorithm 1).
+
+    Args:
+        device: where the Triton kernels run (``"cuda"`` compiles them; ``"cpu"`` needs
+            ``TRITON_INTERPRET=1`` set before triton is imported). triton: also run the kernels.
+
+    Returns:
+        One row per configuration (index ``config``): ``A_ref == int64`` (bool, the reference
+        integer GEMM equals the int64 product), ``ref: max |y − oracle| / tol`` (must be <= 1) and,
+        with `triton`, ``act codes, s, z: kernel == ref``, ``A_kernel == int64`` and
+        ``kernel: max |y − oracle| / tol``; last ``rel. error vs unquantized xWᵀ+b`` (the
+        quantization error, Frobenius norm relative to the unquantized layer's output).
+    """
+    gen = torch.Generator().manual_seed(0)
+    K, N, M = 77, 24, 11
+    lin = torch.nn.Linear(K, N)
+    with torch.no_grad():
+        lin.weight.copy_(torch.randn(N, K, generator=gen) / K**0.5)
+        lin.bias.copy_(torch.randn(N, generator=gen) * 0.1)
+    hot = torch.tensor(DEMO_OUTLIERS)
+    x = torch.randn(1, M, K, generator=gen)
+    x[..., hot] *= 30.0
+    x2 = x.reshape(M, K)
+    exact = torch.nn.functional.linear(x2.double(), lin.weight.detach().double(), lin.bias.detach().double())
+    none = torch.tensor([], dtype=torch.long)
+    rows = [_demo_row(QuikLinear.from_linear(lin, outliers, bits), x, exact, bits, device, triton)
+            for bits, outliers in ((8, none), (4, none), (4, hot))]
+    return pd.DataFrame(rows).set_index("config")
+
+
+def _demo_row(q: QuikLinear, x: torch.Tensor, exact: torch.Tensor, bits: int, device: str, triton: bool) -> dict:
+    M, K = x.shape[1], x.shape[2]
+    x2 = x.reshape(M, K)
+    act = quik_act_ref(x2, q.base_idx, q.outlier_idx, bits)
+    codes = (unpack_int4(act.codes, q.base_idx.numel()) if bits == 4 else act.codes).long()
+    A64 = codes @ q.weight_codes().long().t()
+    # float64 oracle from the same quantized operands
+    h = 2.0 ** (bits - 1)
+    s, z, sigma = act.scale.double(), act.zero.double(), q.w_scale.double()
+    x_hat = s[:, None] * (codes.double() + h - z[:, None])
+    x_o, w_o = x2[:, q.outlier_idx.long()].double(), q.w_outlier.double()
+    Y = x_o @ w_o.t() + q.bias.double()
+    oracle = x_hat @ (sigma[:, None] * q.weight_codes().double()).t() + Y
+    mag = ((s[:, None] * sigma[None, :] * A64.double()).abs()
+           + (s * (h - z)).abs()[:, None] * q.w_rowsum.double().abs()[None, :] + Y.abs())
+    tol = 8 * _U * mag + (q.n_outliers + 2) * _U * (x_o.abs() @ w_o.abs().t())
+    q.impl = "ref"
+    y_ref = q(x).reshape(M, -1).double()
+    row = {"config": f"W{bits}A{bits}, {q.n_outliers} outliers",
+           "A_ref == int64": torch.equal(int_gemm_ref(act.codes, q.w_codes, bits).long(), A64),
+           "ref: max |y − oracle| / tol": float(((y_ref - oracle).abs() / tol).max())}
+    if triton:  # the kernels: compiled on a GPU, in Triton's interpreter on the CPU
+        qk = copy.deepcopy(q).to(device)
+        qk.impl = "triton"
+        act_k = quik_act(x2.to(device), qk.base_idx, qk.outlier_idx, bits)
+        y_k = qk(x.to(device)).reshape(M, -1).double().cpu()
+        A_k = int_gemm(act.codes.to(device), qk.w_codes, bits).long().cpu()
+        row.update({"act codes, s, z: kernel == ref": all(torch.equal(a.cpu(), b) for a, b in zip(act_k, act)),
+                    "A_kernel == int64": torch.equal(A_k, A64),
+                    "kernel: max |y − oracle| / tol": float(((y_k - oracle).abs() / tol).max())})
+    row["rel. error vs unquantized xWᵀ+b"] = float((y_ref - exact).norm() / exact.norm())
+    return row
+
+
+def demo_prose_values(demo: pd.DataFrame) -> dict[str, float | int]:
+    """The numbers the chapter quotes from :func:`correctness_demo`, by glue name: ``demo_err_w8``,
+    ``demo_err_w4``, ``demo_err_w4_outliers`` (relative errors against the unquantized layer, in
+    the demo's row order) and ``demo_n_outliers`` (``len(DEMO_OUTLIERS)``)."""
+    err = demo["rel. error vs unquantized xWᵀ+b"]
+    return {"demo_err_w8": float(err.iloc[0]), "demo_err_w4": float(err.iloc[1]),
+            "demo_err_w4_outliers": float(err.iloc[2]), "demo_n_outliers": len(DEMO_OUTLIERS)}
+
+
+def memory_table(layer: pd.DataFrame) -> pd.DataFrame:
+    """Weight memory of each QUIK variant relative to the same layer stored in bf16.
+
+    Args:
+        layer: the benchmark's ``part == "layer"`` rows (columns ``method``, ``layer``, ``n_out``,
+            ``k_in``, ``weight_bytes``).
+
+    Returns:
+        One row per (QUIK method, shape), the input columns plus ``vs bf16 layer``
+        = weight_bytes / (2 · n_out · k_in).
+    """
+    mem = layer[layer["method"] != "dense"].drop_duplicates(["method", "n_out", "k_in"]).copy()
+    mem["vs bf16 layer"] = mem["weight_bytes"] / (2 * mem["n_out"] * mem["k_in"])
+    return mem
+
+
+def paper_comparison(cpu: pd.DataFrame) -> dict[str, float | int]:
+    """The CPU reference path's numbers that the chapter sets beside QUIK's (the "Paper vs here" table).
+
+    At the largest token count measured: ``cmp_tokens`` (that count), ``cmp_best_w8a8`` and
+    ``cmp_best_w4a4`` (the best layer speed-up over the dense fp32 layer, ×), ``cmp_gemm_ratio``
+    (the best ratio of the dense layer's latency to the W8A8 integer GEMM stage's, same shape and
+    run, ×); over all shapes, ``cmp_mem_w8a8`` and ``cmp_mem_w4a4`` (how many times less weight
+    memory than bf16, the inverse of :func:`memory_table`'s mean).
+
+    Args:
+        cpu: a CPU benchmark (``load_benchmark``; columns ``part``, ``method``, ``m_tokens``,
+            ``n_out``, ``k_in``, ``latency_ms``, ``speedup``, ``weight_bytes``).
+    """
+    layer = cpu[cpu["part"] == "layer"]
+    big = layer[layer["m_tokens"] == layer["m_tokens"].max()]
+    m = int(big["m_tokens"].iloc[0])
+    best = big.groupby("method")["speedup"].max()
+    gemm8 = cpu[(cpu["part"] == "int_gemm") & (cpu["method"] == "quik_w8a8") & (cpu["m_tokens"] == m)]
+    dense_big = big[big["method"] == "dense"].set_index(["n_out", "k_in"])["latency_ms"]
+    mem = memory_table(layer).groupby("method")["vs bf16 layer"].mean()
+    return {"cmp_tokens": m, "cmp_best_w8a8": float(best["quik_w8a8"]), "cmp_best_w4a4": float(best["quik_w4a4"]),
+            "cmp_gemm_ratio": float((dense_big / gemm8.set_index(["n_out", "k_in"])["latency_ms"]).max()),
+            "cmp_mem_w8a8": float(1 / mem["quik_w8a8"]), "cmp_mem_w4a4": float(1 / mem["quik_w4a4"])}
 
 
 # Q4's rule, provisional until the first GPU CSV exists: "large layers" are those with

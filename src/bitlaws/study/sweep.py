@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -49,7 +50,7 @@ from .store import (
     sweep_lock,
 )
 
-__all__ = ["Profile", "QATPlan", "ConfoundPlan", "Evaluation", "lr_peak", "lr_schedule", "repetition",
+__all__ = ["Profile", "QATPlan", "ConfoundPlan", "PowerPlan", "Evaluation", "lr_peak", "lr_schedule", "repetition",
            "SlurmOptions", "make_executor", "PROFILES", "spec_corpus", "select_profile",
            "MissingRowsError", "RunSpec", "EXPERIMENTS", "base_grid", "qat_marginal", "qat_joint",
            "qat_formats", "compute_matched", "declared_experiments", "plan", "run_spec", "run_sweep", "coverage", "EXECUTORS"]
@@ -140,6 +141,38 @@ class ConfoundPlan:
 
 
 @dataclass(frozen=True)
+class PowerPlan:
+    """The QAT design sized by the power simulations (issue 15, item 6;
+    ``bitlaws.study.qat_design.design_power_table``, ``data/runs/<profile>/qat_design_power.csv``).
+
+    Args:
+        marginal_seeds: seeds beyond 0 of every run of the marginal sweeps (``QATPlan``'s sizes,
+            budgets and bits; experiment ``qat_seeds``): P4's order needs them.
+        matched_sizes, matched_budgets, matched_bits: weights trained at P_w, then RTN to
+            P_post = P_w − 1 on the asymmetric min-max grid and on the symmetric absmax grid training
+            used, beside the high-precision model at the same (N, D) quantized alike (experiment
+            ``qat_matched``; seed 0): P9's test as P_train approaches P_post, on both grids.
+        factorial_cell, factorial_bits, factorial_seeds: every (P_w, P_a, P_kv) in
+            ``factorial_bits``³ but all-16 at one (size, D), at each seed (experiment ``qat_factorial``):
+            P5's interaction test on a full factorial.
+    """
+
+    marginal_seeds: tuple[int, ...]
+    matched_sizes: tuple[str, ...]
+    matched_budgets: tuple[int, ...]
+    matched_bits: tuple[int, ...]
+    factorial_cell: tuple[str, int]
+    factorial_bits: tuple[int, ...] = (4, 8, 16)
+    factorial_seeds: tuple[int, ...] = (0, 1)
+
+    def __post_init__(self) -> None:
+        if 0 in self.marginal_seeds:
+            raise ValueError("PowerPlan.marginal_seeds are the seeds beyond 0 (seed 0 is the marginal sweep's)")
+        if self.matched_bits and min(self.matched_bits) < 3:
+            raise ValueError(f"PowerPlan.matched_bits must be ≥ 3 (P_post = P_w − 1 ≥ 2); got {self.matched_bits}")
+
+
+@dataclass(frozen=True)
 class Profile:
     """A named scale of the whole study.
 
@@ -155,6 +188,7 @@ class Profile:
             smallest models trained to the largest D/N for the critical data size.
         qat: the low-precision-training sweeps (None: none declared).
         confounds: the learning-rate and repetition checks (:class:`ConfoundPlan`; None: none).
+        power_design: the QAT design sized for power (:class:`PowerPlan`; None: none).
         gptq_bits: GPTQ weight bit widths applied after each base-grid run as well (same grid
             as RTN, act-order, 128 calibration windows of the training split).
         eval_versions: the evaluation versions every run is measured at
@@ -178,6 +212,7 @@ class Profile:
     gptq_bits: tuple[int, ...] = ()
     note: str = ""
     confounds: ConfoundPlan | None = None
+    power_design: PowerPlan | None = None
     eval_versions: tuple[int, ...] = (1, 2)
     spread_eval_tokens: int = 0
     vocab_size: int | None = None
@@ -271,6 +306,12 @@ PROFILES: dict[str, Profile] = {
             cooldown_tokens=262_144,  # 64 steps
             repetition_cells=(("n27k", 8_388_608), ("n27k", 16_777_216), ("n83k", 8_388_608)),
             repetition_fractions=(0.5, 0.25), repetition_max_epochs=16.0,
+        ),
+        # Sized by the power simulations (qat_design.design_power_table; data/runs/cpu/qat_design_power.csv)
+        power_design=PowerPlan(
+            marginal_seeds=(1, 2, 3, 4),  # the fewest seeds whose P4 power is ≥ 0.8 in qat_design_power.csv
+            matched_sizes=("n27k", "n83k", "n214k", "n554k", "n1.2m"), matched_budgets=(2_097_152, 8_388_608),
+            matched_bits=(3, 4, 5, 6), factorial_cell=("n83k", 2_097_152), factorial_seeds=(0, 1),
         ),
         note="the published results: 5 sizes x 5 budgets (+ D = 16.8M at the two smallest), byte-level "
              "Shakespeare, D <= 3.65 passes",
@@ -608,6 +649,46 @@ def repetition(profile: Profile) -> list[RunSpec]:
             for size, budget in c.repetition_cells for f in c.repetition_fractions]
 
 
+def qat_seeds(profile: Profile) -> list[RunSpec]:
+    """The marginal sweeps (``qat_marginal``) again at each of ``PowerPlan.marginal_seeds``, without
+    their post-training quantizations (P4's order; issue 15, item 6)."""
+    q, pp = profile.qat, profile.power_design
+    if q is None or pp is None:
+        return []
+    return [_qat_spec("qat_seeds", profile, size, budget, _prec(*[bits if p == part else HP for p in ("w", "a", "kv")]),
+                      seed=seed)
+            for seed in pp.marginal_seeds for size in q.marginal_sizes for budget in q.marginal_budgets
+            for bits in q.marginal_bits for part in ("w", "a", "kv")]
+
+
+def qat_matched(profile: Profile) -> list[RunSpec]:
+    """Weights trained at P_w, then RTN to P_post = P_w − 1 on both grids (asymmetric min-max and the
+    symmetric absmax of training), and the high-precision model of each (N, D) quantized to every such
+    P_post alike (P9; issue 15, item 6)."""
+    pp = profile.power_design
+    if pp is None:
+        return []
+    both = lambda b: (RTNConfig(bits=b), RTNConfig(bits=b, symmetric=True))  # noqa: E731
+    out = []
+    for size in pp.matched_sizes:
+        for budget in pp.matched_budgets:
+            hp_ptq = tuple(c for b in pp.matched_bits for c in both(b - 1))
+            out.append(_qat_spec("qat_matched", profile, size, budget, _prec(HP), hp_ptq))
+            out += [_qat_spec("qat_matched", profile, size, budget, _prec(b), both(b - 1)) for b in pp.matched_bits]
+    return out
+
+
+def qat_factorial(profile: Profile) -> list[RunSpec]:
+    """Every (P_w, P_a, P_kv) in ``factorial_bits``³ but all-16, at one cell and each seed (P5)."""
+    pp = profile.power_design
+    if pp is None:
+        return []
+    size, budget = pp.factorial_cell
+    combos = [c for c in itertools.product(pp.factorial_bits, repeat=3) if min(c) < HP]
+    return [_qat_spec("qat_factorial", profile, size, budget, _prec(*c), seed=seed)
+            for seed in pp.factorial_seeds for c in combos]
+
+
 _BUILDERS: dict[str, Callable[[Profile], list[RunSpec]]] = {
     "base_grid": base_grid,
     "qat_marginal": qat_marginal,
@@ -617,6 +698,9 @@ _BUILDERS: dict[str, Callable[[Profile], list[RunSpec]]] = {
     "lr_peak": lr_peak,
     "lr_schedule": lr_schedule,
     "repetition": repetition,
+    "qat_seeds": qat_seeds,
+    "qat_matched": qat_matched,
+    "qat_factorial": qat_factorial,
 }
 EXPERIMENTS = tuple(_BUILDERS)
 

@@ -1,0 +1,190 @@
+"""The QAT design sized for power (issue 15, item 6): before a sweep of tens of CPU-hours is
+declared, the power of the rules it feeds on candidate designs, by the simulations of
+:mod:`bitlaws.study.power` on our seed noise and fitted constants, beside each design's cost at the
+tokens/s measured here. P4 reads the marginal sweeps (``power.p4_power``), P9 the matched QAT→PTQ
+cells with P_post = P_w − 1 (``power.p9_power``); P10's own count of the FP/INT pairs it would need
+is in its verdict. ``design_power_table`` is what ``python -m bitlaws design-power`` writes to
+``data/runs/<profile>/qat_design_power.csv``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..laws import forms
+from .._io import frame_sha256
+from .power import N_SIM, p4_power, p9_power
+
+__all__ = ["Candidate", "CANDIDATES", "candidate_frames", "candidate_cells", "candidate_hours", "design_power_table",
+           "write_design_power"]
+
+_PARTS = ("w", "a", "kv")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One design a rule could be run on.
+
+    Args:
+        claim: ``"P4"`` (the three marginal sweeps: each part alone at each P) or ``"P9"`` (weights
+            trained at P_w, then RTN to P_post = P_w − 1, beside the high-precision model at P_post).
+        name: a short label. sizes: model sizes (``bitlaws.model`` names). budgets: D [tokens].
+        bits: the training widths P. seeds: seeds per (N, D, P) cell (and of the high-precision twins).
+    """
+
+    claim: str
+    name: str
+    sizes: tuple[str, ...]
+    budgets: tuple[int, ...]
+    bits: tuple[int, ...]
+    seeds: int
+
+    def __post_init__(self) -> None:
+        if self.claim not in ("P4", "P9"):
+            raise ValueError(f"Candidate.claim must be 'P4' or 'P9'; got {self.claim!r}")
+        if self.seeds < 1 or not self.sizes or not self.budgets or not self.bits:
+            raise ValueError(f"Candidate {self.name!r}: needs ≥ 1 seed and non-empty sizes, budgets and bits")
+        if self.claim == "P9" and min(self.bits) < 3:
+            raise ValueError(f"Candidate {self.name!r}: P9 needs P_w ≥ 3 (P_post = P_w − 1 ≥ 2); got {self.bits}")
+
+    @property
+    def qat_runs(self) -> int:
+        """Low-precision training runs of the design (P4: one per part)."""
+        return (3 if self.claim == "P4" else 1) * len(self.sizes) * len(self.budgets) * len(self.bits) * self.seeds
+
+
+_AS_RUN = (("n27k", "n83k", "n214k"), (1_048_576, 2_097_152), (3, 4, 5, 6, 8, 12))
+_WIDE = (("n27k", "n83k", "n214k", "n554k", "n1.2m"), (2_097_152, 8_388_608), (3, 4, 5, 6))
+
+# The designs the table compares: the marginal sweeps as run (1 seed) and with more seeds, and the
+# issue's design (all five sizes, D up to 8.4M, P ∈ 3–6) for P4 and for P9's matched grid.
+CANDIDATES: tuple[Candidate, ...] = (
+    *(Candidate("P4", f"marginal sweeps as run, {k} seed{'s' * (k > 1)}", *_AS_RUN, k) for k in (1, 2, 3, 5)),
+    *(Candidate("P4", f"5 sizes, D 2.1M/8.4M, P 3-6, {k} seed{'s' * (k > 1)}", *_WIDE, k) for k in (1, 2)),
+    *(Candidate("P9", f"5 sizes, D 2.1M/8.4M, P_w 3-6, P_post = P_w - 1, {k} seed{'s' * (k > 1)}", *_WIDE, k)
+      for k in (1, 2)),
+)
+
+
+def _n_params(size: str) -> float:
+    from ..model import get_size, hand_count_n_params
+
+    return float(hand_count_n_params(get_size(size)))
+
+
+def candidate_frames(c: Candidate) -> dict[str, pd.DataFrame]:
+    """P4's simulated design: the ``neff_w``, ``neff_a``, ``neff_kv`` frames of ``c`` (one row per
+    run; ``loss_val`` is a placeholder the simulation replaces), as ``law_fits.stage_frames`` gives them."""
+    out = {}
+    for x in _PARTS:
+        rows = [{"run_id": f"{x}-{z}-{d}-{b}-{s}", "n_params": _n_params(z), "n_tokens": float(d), "bits_w": 16,
+                 "bits_a": 16, "bits_kv": 16, f"bits_{x}": b, "seed": s, "loss_val": 1.0}
+                for z, d, b, s in itertools.product(c.sizes, c.budgets, c.bits, range(c.seeds))]
+        out[f"neff_{x}"] = pd.DataFrame(rows)
+    return out
+
+
+def candidate_cells(c: Candidate, eq2: dict[str, float]) -> pd.DataFrame:
+    """P9's simulated design: ``power.p9_cells``' columns for the matched grid of ``c`` (P_post =
+    P_w − 1, ``seeds`` runs on each side), with δ_hp from Eq. 2 with ``eq2`` (C_T, γ_D, γ_N, γ_post:
+    our RTN fit), which the simulation uses only to set the scale of the paper's C_T."""
+    rows = []
+    for z, d, b in itertools.product(c.sizes, c.budgets, c.bits):
+        n = _n_params(z)
+        hp = float(forms.delta_ptq(n, float(d), float(b - 1), eq2))
+        rows.append({"n_params": n, "n_tokens": float(d), "bits_post": b - 1, "bits_w": b, "delta_low": hp,
+                     "k_low": c.seeds, "delta_hp": hp, "k_hp": c.seeds, "closest": True})
+    return pd.DataFrame(rows)
+
+
+def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None) -> float:
+    """CPU-hours to train ``c``'s low-precision runs and the high-precision twins beyond seed 0 (seed 0
+    is the base grid's), at the measured tokens/s (``budget.default_throughput``; fake-quantized runs
+    at its ``qat_factor``), evaluation included as ``budget.estimate`` counts it. NaN without a throughput."""
+    from .budget import default_throughput
+    from .sweep import PROFILES, _model
+
+    prof = PROFILES[profile]
+    tp = throughput or default_throughput(profile)
+    if tp is None:
+        return math.nan
+    secs = 0.0
+    for z, d in itertools.product(c.sizes, c.budgets):
+        tps = tp.tokens_per_s(_model(z, prof), prof.train.seq_len)
+        per_cell = c.qat_runs / (len(c.sizes) * len(c.budgets))
+        secs += per_cell * (d / (tps * tp.qat_factor)) + (c.seeds - 1) * d / tps
+        secs += (per_cell + c.seeds - 1) * prof.train.eval_tokens * 2 / (3 * tps)
+    return secs / 3600
+
+
+def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = CANDIDATES, n_sim: int = N_SIM,
+                       seed: int = 0, progress: bool = False) -> pd.DataFrame:
+    """The power of P4's and P9's rules on each candidate design, with its cost.
+
+    Reads the profile's committed rows for the seed noise (``noise.noise_model``, RTN) and the
+    fits for the constants the simulations hold (Chinchilla for P4, Eq. 2 of RTN for P9).
+
+    Returns:
+        One row per candidate: ``claim``, ``design``, ``sizes``, ``budgets``, ``bits`` (";"-joined),
+        ``seeds``, ``qat_runs``, ``cpu_hours``, ``power``, ``power_partly``, ``false_positive``,
+        ``n_sim``, ``loss_sd`` (the seed σ used, nats), ``inputs_sha256`` (of the training rows read).
+
+    Raises:
+        FileNotFoundError: no rows or no fits for ``profile`` (``python -m bitlaws fit``).
+        ValueError: a fit the simulations need is missing.
+    """
+    from tqdm.auto import tqdm
+
+    from .law_fits import TRAINING_EXPERIMENTS, load_fits, params_of
+    from .noise import noise_model
+    from .store import load_runs
+
+    df = load_runs(profile, experiment=TRAINING_EXPERIMENTS)
+    fits = load_fits(profile)
+    chin, eq2 = params_of(fits.get("chinchilla")), params_of(fits.get("ptq"))
+    if chin is None or eq2 is None:
+        raise ValueError(f"design_power_table needs the chinchilla and ptq fits of {profile!r}; run "
+                         f"`python -m bitlaws fit --profile {profile}`")
+    noise = noise_model(df, "rtn")
+    read = frame_sha256(df)
+    out = []
+    for c in tqdm(candidates, desc="design power", disable=not progress):
+        if c.claim == "P4":
+            pw = p4_power(candidate_frames(c), chin, noise, n_sim=n_sim, seed=seed)
+        else:
+            pw = p9_power(candidate_cells(c, eq2), eq2, noise, n_sim=n_sim, seed=seed)
+        out.append({"claim": c.claim, "design": c.name, "sizes": ";".join(c.sizes),
+                    "budgets": ";".join(map(str, c.budgets)), "bits": ";".join(map(str, c.bits)), "seeds": c.seeds,
+                    "qat_runs": c.qat_runs, "cpu_hours": candidate_hours(c, profile), "power": pw["power"],
+                    "power_partly": pw["power_partly"], "false_positive": pw["false_positive"],
+                    "n_sim": pw["n_sim"], "loss_sd": noise.loss_sd, "inputs_sha256": read})
+    return pd.DataFrame(out)
+
+
+def write_design_power(profile: str = "cpu", n_sim: int = 100, progress: bool = True,
+                       root: str | None = None) -> Path:
+    """``design_power_table`` written to ``data/runs/<profile>/qat_design_power.csv`` (atomically),
+    each row with ``experiment`` (``qat_design_power``), ``profile``, ``git_sha`` and ``timestamp``.
+
+    Returns:
+        The path written.
+    """
+    import datetime as dt
+
+    from .._io import git_sha, write_atomic
+    from .store import data_dir
+
+    tab = design_power_table(profile, n_sim=n_sim, progress=progress)
+    tab.insert(0, "profile", profile)
+    tab.insert(0, "experiment", "qat_design_power")
+    tab["git_sha"] = git_sha()
+    tab["timestamp"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    path = (Path(root) if root is not None else data_dir()) / "runs" / profile / "qat_design_power.csv"
+    write_atomic(path, tab.to_csv(index=False))
+    return path

@@ -1,0 +1,97 @@
+"""The QAT design sized for power (issue 15, item 6): the declared runs are the design the issue
+asks for, and the candidate designs the power table simulates are the ones it names.
+
+Oracles: run counts from the declaration's own arithmetic, Eq. 2 in closed form, the sweep
+estimator's hours for the same runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from bitlaws.laws import forms
+from bitlaws.model import get_size, hand_count_n_params
+from bitlaws.study import qat_design as qd
+from bitlaws.study.sweep import PROFILES, PowerPlan, qat_factorial, qat_matched, qat_seeds
+
+
+def _profile(**plan):
+    base = dict(marginal_seeds=(1, 2), matched_sizes=("n27k", "n83k"), matched_budgets=(1_048_576,),
+                matched_bits=(3, 4), factorial_cell=("n27k", 1_048_576), factorial_bits=(4, 8, 16),
+                factorial_seeds=(0, 1))
+    return dataclasses.replace(PROFILES["cpu"], power_design=PowerPlan(**{**base, **plan}))
+
+
+def test_power_plan_refuses_seed_zero_and_p_post_below_two():
+    with pytest.raises(ValueError, match="seeds beyond 0"):
+        _profile(marginal_seeds=(0, 1))
+    with pytest.raises(ValueError, match="P_post = P_w − 1 ≥ 2"):
+        _profile(matched_bits=(2, 3))
+
+
+def test_matched_runs_quantize_to_one_bit_below_on_both_grids():
+    specs = qat_matched(_profile())
+    hp = [s for s in specs if s.precision.is_high_precision]
+    low = [s for s in specs if not s.precision.is_high_precision]
+    assert len(hp) == 2 and len(low) == 4  # 2 sizes × 1 budget; × P_w ∈ {3, 4}
+    for s in low:
+        bw = int(s.precision.w.fmt.removeprefix("int"))
+        assert {(c.bits, c.symmetric) for c in s.ptq} == {(bw - 1, False), (bw - 1, True)}
+        assert s.precision.a is None and s.precision.kv is None and s.train.seed == 0
+    for s in hp:  # the twin is quantized to every P_post of its (N, D), on both grids
+        assert {(c.bits, c.symmetric) for c in s.ptq} == {(b, sym) for b in (2, 3) for sym in (False, True)}
+
+
+def test_factorial_is_every_combination_but_all_sixteen():
+    specs = qat_factorial(_profile())
+    assert len(specs) == (27 - 1) * 2
+    combos = {(s.train.seed, s.precision.w and s.precision.w.fmt, s.precision.a and s.precision.a.fmt,
+               s.precision.kv and s.precision.kv.fmt) for s in specs}
+    assert len(combos) == len(specs)  # no duplicate
+    assert not any(s.precision.is_high_precision for s in specs)
+
+
+def test_qat_seeds_repeat_the_marginal_sweeps_without_ptq():
+    prof = _profile()
+    q = prof.qat
+    specs = qat_seeds(prof)
+    per_seed = len(q.marginal_sizes) * len(q.marginal_budgets) * len(q.marginal_bits) * 3
+    assert len(specs) == 2 * per_seed and {s.train.seed for s in specs} == {1, 2}
+    assert all(not s.ptq for s in specs) and len({s.run_id for s in specs}) == len(specs)
+
+
+def test_candidates_build_the_design_they_name():
+    c = qd.Candidate("P4", "t", ("n27k", "n83k"), (1_048_576,), (3, 4), seeds=2)
+    frames = qd.candidate_frames(c)
+    for x in ("w", "a", "kv"):
+        f = frames[f"neff_{x}"]
+        assert len(f) == 2 * 1 * 2 * 2 and f["run_id"].is_unique
+        others = [y for y in ("w", "a", "kv") if y != x]
+        assert set(f[f"bits_{x}"]) == {3, 4} and all((f[f"bits_{y}"] == 16).all() for y in others)
+    assert c.qat_runs == 3 * 2 * 1 * 2 * 2
+    eq2 = {"C_T": 0.005, "gamma_D": 0.7, "gamma_N": 0.3, "gamma_post": 0.65}
+    p9 = qd.Candidate("P9", "t", ("n27k",), (1_048_576, 2_097_152), (3, 5), seeds=1)
+    cells = qd.candidate_cells(p9, eq2)
+    assert list(cells["bits_post"]) == [2, 4, 2, 4] and (cells["bits_w"] - cells["bits_post"] == 1).all()
+    n = hand_count_n_params(get_size("n27k"))
+    want = eq2["C_T"] * np.exp(-2 / eq2["gamma_post"]) * 1_048_576 ** eq2["gamma_D"] / n ** eq2["gamma_N"]
+    assert cells["delta_hp"].iloc[0] == pytest.approx(want, rel=1e-12)
+    assert float(forms.delta_ptq(n, 2_097_152, 4, eq2)) == pytest.approx(cells["delta_hp"].iloc[3], rel=1e-12)
+    with pytest.raises(ValueError, match="P9 needs P_w ≥ 3"):
+        qd.Candidate("P9", "bad", ("n27k",), (1,), (2,), 1)
+    with pytest.raises(ValueError, match="'P4' or 'P9'"):
+        qd.Candidate("P5", "bad", ("n27k",), (1,), (4,), 1)
+
+
+def test_candidate_hours_agree_with_the_sweep_estimator():
+    """The marginal sweeps as run cost what `python -m bitlaws estimate` says they cost (the same
+    throughput; evaluation counted alike up to the PTQ evaluations of the weight-only runs)."""
+    from bitlaws.study.budget import default_throughput, estimate
+
+    tp = default_throughput("cpu")
+    as_run = next(c for c in qd.CANDIDATES if c.claim == "P4" and c.seeds == 1 and "as run" in c.name)
+    est = estimate("cpu", tp, ["qat_marginal"]).set_index("experiment").loc["qat_marginal", "hours"]
+    assert qd.candidate_hours(as_run, "cpu", tp) == pytest.approx(est, rel=0.05)
