@@ -489,3 +489,198 @@ def test_converged_reads_the_objective_gradient_and_starts():
     off = theta + np.array([0.5, 0.0, 0.0, 0.0])
     obj = float(lf._objective_many(stage, data, off[None, :], lf.HUBER_DELTA)[0])
     assert not lf._converged(stage, data, lf.HUBER_DELTA, off, obj, 1, 1)  # away from the optimum
+
+
+# --- what chapter 03 shows: the text and tables of bitlaws.study.law_fits, and its figures -------
+
+def test_ci_text_and_holdout_text_quote_a_fit_with_its_interval():
+    from bitlaws.study import law_fits as lfs
+
+    rec = {"status": "ok", "params": {"alpha": 0.316228, "E": 1.5}, "ci95": {"alpha": [0.29, 0.35]},
+           "holdout": {"n_params": {"r2": 0.98123, "mse": 2.1e-5, "n_folds": 5}, "n_tokens": {"r2": None}}}
+    assert lfs.ci_text(rec, "alpha") == "0.316 [0.29, 0.35]"
+    assert lfs.ci_text(rec, "E") == "1.5"
+    assert lfs.ci_text(rec, "alpha", "{:.1f}") == "0.3 [0.3, 0.3]"
+    assert lfs.ci_text(None, "alpha") == "—" and lfs.ci_text({"status": "skipped"}, "alpha") == "—"
+    assert lfs.holdout_text(rec, "n_params") == "R² 0.981, MSE 2.1e-05 (5 folds)"
+    assert lfs.holdout_text(rec, "n_tokens") == "—" and lfs.holdout_text(None, "n_params") == "—"
+
+
+def test_negative_r2_text_explains_a_form_worse_than_the_mean():
+    from bitlaws.study import law_fits as lfs
+
+    forms_ = {"neff": {"label": "N_eff", "val_r2": 0.95, "train_r2": 0.99, "val_mse": 1e-4, "paper_val_r2": 0.82},
+              "untied": {"label": "N_eff + D_eff untied", "val_r2": -532.4, "train_r2": 0.981, "val_mse": 0.5,
+                         "paper_val_r2": 0.84},
+              "tied": {"label": "N_eff + D_eff tied", "val_r2": -20.0, "train_r2": 0.975, "val_mse": 0.1,
+                       "paper_val_r2": 0.80}}
+    text = lfs.negative_r2_text({"status": "ok", "forms": forms_})
+    assert text.startswith("**Negative held-out R².** N_eff + D_eff untied scores -532 on held-out sizes with an "
+                           "in-sample R² of 0.981; N_eff + D_eff tied scores -20")
+    assert "held-out mean squared error is about 0.3 against 0.0001 for N_eff." in text  # median of 0.5 and 0.1
+    assert "Each carries the D_eff term" in text
+    assert text.endswith("The paper scores them between 0.80 and 0.84 on its larger grid.")
+    forms_["tied"]["label"] = "additive power law"  # not every negative form has D_eff: no word on it
+    assert "Each carries" not in lfs.negative_r2_text({"status": "ok", "forms": forms_})
+    positive = {"neff": forms_["neff"]}
+    assert lfs.negative_r2_text({"status": "ok", "forms": positive}) == ""
+    assert lfs.negative_r2_text(None) == "" and lfs.negative_r2_text({"status": "skipped"}) == ""
+
+
+def test_ptq_crosscheck_text_quotes_the_estimates_that_exist():
+    from bitlaws.study import law_fits as lfs
+
+    loglin = {"gamma_d": 0.512, "gamma_n": 0.433, "gamma_post": 1.234, "r2": 0.876, "n_points": 7}
+    both = lfs.ptq_crosscheck_text((1.456, 0.91, 12), loglin)
+    assert both.startswith("Cross-checks from chapter 1")
+    assert "γ_post = **1.46 bits** (R² 0.91, 12 points); least squares" in both
+    assert "γ_D = **0.51**, γ_N = **0.43**, γ_post = **1.23** (R² on ln δ 0.88, 7 cells)." in both
+    few = {**loglin, "n_points": 5}
+    assert "least squares" not in lfs.ptq_crosscheck_text((1.456, 0.91, 12), few)
+    assert lfs.ptq_crosscheck_text((math.nan, math.nan, 0), {"n_points": 0}) == (
+        "Chapter 1's estimates of the exponents have too few cells above the noise floor here.")
+
+
+def test_stage_tables_say_what_is_fitted_and_what_is_pending():
+    from bitlaws.study import law_fits as lfs
+
+    fits = {"chinchilla": {"status": "ok", "n_points": 46, "n_cells": 20, "n_groups": 46, "params": {},
+                           "n_refined": 8, "n_at_best": 6, "n_boot_ok": 199, "n_boot": 200},
+            "neff_w": {"status": "skipped", "reason": "needs the P_w sweep"}}
+    frames = {s: pd.DataFrame({"x": range(3)}) for s in lfs.FIT_ORDER}
+    md = lfs.stages_markdown(fits, frames, current=False, profile="cpu").splitlines()
+    assert md[2].endswith("| 3 | fitted on 46 rows (20 distinct points, 46 runs) |")
+    assert md[5].startswith("| `neff_w` |") and md[5].endswith("| 3 | not fitted: needs the P_w sweep |")
+    assert md[-3].startswith("| `table1` |") and md[-3].endswith("| 3 | no fit file |")
+    assert md[-1].endswith("`python -m bitlaws fit --profile cpu` refreshes them.")
+    assert lfs.stages_markdown(fits, frames, current=True, profile="cpu").endswith("(their input hashes match).")
+    t = lfs.fitting_table(fits)
+    assert t.loc["chinchilla", "reached the best"] == 6 and t.loc["chinchilla", "bootstrap"] == "199/200"
+    assert t.loc["neff_w", "bootstrap"] == "—"
+    later = lfs.later_stages_markdown(fits).splitlines()
+    assert later[2].startswith("| `neff_w` |") and "| pending — needs the P_w sweep |" in later[2]
+    assert later[2].endswith(f"| γ_w = {PC['gamma_w']}, n_w = {PC['n_w']} |")
+    assert "| pending — no fit file |" in later[-1]
+
+
+def test_constant_tables_set_ours_beside_the_papers():
+    from bitlaws.study import law_fits as lfs
+
+    rec = {"status": "ok", "params": {"gamma_D": 0.5, "gamma_N": 0.45, "gamma_post": 1.2, "C_T": 3.0}, "r2": 0.9123,
+           "ci95": {"gamma_post": [1.0, 1.4]}}
+    t = lfs.ptq_constants_table(rec)
+    assert t.loc["γ_post [bits]", "ours (RTN, Eq. 2 fit)"] == "1.2 [1, 1.4]"
+    assert t.loc["R² of δ_PTQ (in sample)", "ours (RTN, Eq. 2 fit)"] == "0.912"
+    assert t.loc["γ_D", "paper (GPTQ, Table 2)"] == f"{PC['gamma_D']:.4g}"
+    assert (lfs.ptq_constants_table(None)["ours (RTN, Eq. 2 fit)"] == "—").all()
+    c = lfs.chinchilla_table({"chinchilla": {"status": "ok", "params": {**CHIN, "alpha": 0.3, "beta": 0.3}}})
+    assert c.loc["α", "ours, α = β tied"] == "0.3" and c.loc["α", "ours, free"] == "—"
+    assert c.loc["α", "Hoffmann et al."] == f"{forms.REFERENCE_FITS['hoffmann']['alpha']:.4g}"
+
+
+def test_synthetic_recovery_finds_the_papers_constants_and_refuses_negative_noise():
+    from bitlaws.study import law_fits as lfs
+
+    s = lfs.synthetic_recovery(noise=0.003, seed=0)
+    assert list(s.index) == ["w", "a", "kv"]
+    assert np.allclose(s["γ (truth)"], [PC["gamma_w"], PC["gamma_a"], PC["gamma_kv"]])
+    assert np.allclose(s["γ (fitted)"], s["γ (truth)"], rtol=0.15)
+    assert np.allclose(s["f(4 bits), fitted"], s["f(4 bits), truth"], atol=0.03)
+    assert s.loc["w", "f(4 bits), truth"] == pytest.approx(0.696, abs=1e-3)
+    with pytest.raises(ValueError, match="noise .* must be >= 0; got -0.1"):
+        lfs.synthetic_recovery(noise=-0.1)
+
+
+def test_verdicts_markdown_tabulates_the_claims_and_their_reasons():
+    from bitlaws.study import law_fits as lfs
+    from bitlaws.study.claims import Verdict
+
+    v = {"P3": Verdict("P3", "partly", "f_w(4) = 0.70", "0.96", "outside the interval", "cpu", "", {}),
+         "P5": Verdict("P5", "pending", "product of marginals", "", "no joint runs", "", "", {})}
+    assert lfs.verdicts_markdown(v, ("P3", "P5")).splitlines() == [
+        "| claim | the paper | here | verdict |", "|---|---|---|---|",
+        "| P3 | f_w(4) = 0.70 | 0.96 | **partly** |", "| P5 | product of marginals | — | **pending** |", "",
+        "*Why.* P3: outside the interval. P5: no joint runs."]
+
+
+def test_chinchilla_and_ptq_figures_draw_the_rows_and_the_fits():
+    import matplotlib
+
+    matplotlib.use("agg")
+    from bitlaws.study import figures
+
+    params = {**CHIN, "alpha": 0.34, "beta": 0.28}
+    rows = pd.DataFrame({"n_params": [1e6, 1e6, 1e6, 4e6, 4e6], "n_tokens": [1e7, 1e7, 4e7, 1e7, 4e7],
+                         "loss_val": [2.0, 2.2, 1.9, 1.8, 1.7]})
+    ax = figures.laws.chinchilla_figure(rows, params, None).axes[0]
+    points, curve = ax.get_lines()[:2]
+    assert np.allclose(points.get_xdata(), [1e7, 4e7]) and np.allclose(points.get_ydata(), [2.1, 1.9])  # seed means
+    assert np.allclose(curve.get_ydata(), forms.chinchilla_loss(1e6, curve.get_xdata(), params))
+    assert len(ax.get_lines()) == 4 and ax.get_xscale() == "log"  # points and tied fit per size, no free fit
+    eq2 = {"C_T": 1.0, "gamma_D": 0.5, "gamma_N": 0.5, "gamma_post": 1.0}
+    ptq_rows = pd.DataFrame({"n_params": [1e6, 1e6], "n_tokens": [1e6, 1e6], "bits_post": [3, 4],
+                             "loss_base": [2.0, 2.0], "loss_val": [2.05, 1.99]})
+    ax = figures.laws.ptq_fit_figure(ptq_rows, eq2).axes[0]
+    (int3,) = [ln for ln in ax.get_lines() if ln.get_label() == "INT3"]
+    assert np.allclose(int3.get_xdata(), [math.exp(-3)]) and np.allclose(int3.get_ydata(), [0.05])
+    assert not [ln for ln in ax.get_lines() if ln.get_label() == "INT4" and len(ln.get_xdata())]  # δ ≤ 0: not drawn
+    empty = figures.laws.ptq_fit_figure(ptq_rows, None).axes[0]
+    assert [t.get_text() for t in empty.texts] == ["no Eq. 2 fit for this profile"]
+
+
+def test_size_span_is_the_ratio_of_the_largest_to_the_smallest_model():
+    from bitlaws.study import law_fits as lfs
+
+    frames = {"chinchilla": pd.DataFrame({"n_params": [26_784, 1_205_888, 83_280]})}
+    assert lfs.size_span(frames) == pytest.approx(1_205_888 / 26_784) and round(lfs.size_span(frames)) == 45
+    with pytest.raises(ValueError, match="chinchilla stage has no rows"):
+        lfs.size_span({"chinchilla": pd.DataFrame({"n_params": []})})
+
+
+def test_joint_all_recovers_every_constant_from_staged_starts():
+    """Noiseless runs from Table 2's law (high precision and each part alone at 3–8 bits, the paper's
+    N and D): every constant fitted at once, started 10 % off, comes back to the truth."""
+    import itertools
+
+    import pandas as pd
+
+    from bitlaws.laws import fit as F
+    from bitlaws.laws import forms as fm
+
+    truth = fm.PAPER_CONSTANTS
+    rows = []
+    for n, d in itertools.product((30e6, 60e6, 110e6, 220e6), (1.5e9, 3e9, 6e9, 13e9)):
+        rows.append({"n_params": n, "n_tokens": d, "bits_w": 16, "bits_a": 16, "bits_kv": 16})
+        for x, b in itertools.product(("w", "a", "kv"), (4, 5, 6, 8)):
+            rows.append({"n_params": n, "n_tokens": d, "bits_w": 16, "bits_a": 16, "bits_kv": 16, f"bits_{x}": b})
+    frame = pd.DataFrame(rows)
+    frame["loss_val"] = fm.qat_loss(frame["n_params"], frame["n_tokens"], frame["bits_w"], frame["bits_a"],
+                                    frame["bits_kv"], truth)
+    stage = F.STAGES["joint_all"]
+    keys = [k.removeprefix("log_") for k in stage.param_names]
+    off = {k: truth[k] * 1.1 for k in keys}
+    res = F.fit_stage(stage, frame, extra_starts=F.staged_start(stage, off))
+    for k in keys:
+        assert res.params[k] == pytest.approx(truth[k], rel=2e-3), k
+    assert res.params["beta"] == res.params["alpha"]  # α = β tied, as the paper
+    with pytest.raises(KeyError, match="no value for gamma_kv"):
+        F.staged_start(stage, {k: v for k, v in off.items() if k != "gamma_kv"})
+
+
+def test_joint_all_markdown_reads_the_record():
+    import pandas as pd
+
+    from bitlaws.study import law_fits as lfs
+
+    rec = {"status": "ok", "params": {"A": 2.0, "alpha": 0.5}, "staged": {"A": 1.0, "alpha": 0.5},
+           "shift": {"A": 1.0, "alpha": 0.0}, "objective": 0.75, "objective_staged": 1.0, "n_points": 3,
+           "n_refined": 5, "n_at_best": 1, "input_sha256": "x"}
+    t = lfs.joint_all_table(rec)
+    assert list(t.index) == ["A", "alpha"] and t.loc["A", "joint"] == 2.0
+    empty = pd.DataFrame(columns=["obs_id", "experiment", "status", "ptq_method", "n_params", "n_tokens",
+                                  "bits_w", "bits_a", "bits_kv", "loss_val", "run_id", "seed"])
+    text = lfs.joint_all_markdown(rec, empty)
+    assert "lowers the summed Huber objective by 25%" in text and "Only 1 of the 5 refined starts" in text
+    assert "other rows" in text  # the record's hash is not these rows'
+    assert "has not been made" in lfs.joint_all_markdown({"status": "skipped", "reason": "r"}, empty)
+    assert lfs.joint_all_table(None) is None

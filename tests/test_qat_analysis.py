@@ -253,3 +253,113 @@ def test_p4_rule_v2_reads_the_order_probability_over_the_bootstrap():
     # a record made from other rows is not read: the point fits' order is graded, and the reason says so
     stale = {**paper, "pipeline_boot": {**_boot(df, draws(a_least, 0.01)), "input_sha256": {}}}
     assert qa.verdict_p4(stale, df, "cpu").verdict == "reproduced"
+
+
+# --- what chapter 02 says in words, and its figures ---------------------------------------------
+
+def test_sweep_facts_quote_the_cpu_design_and_count_diverged_rows():
+    df = frame()
+    df.loc[df.index[3], "status"] = "diverged"  # a low-precision row
+    df.loc[0, "status"] = "diverged"  # a base-grid row: not a low-precision sweep, not counted
+    facts = qa.sweep_facts("cpu", df)
+    assert facts == {"qat_sizes": "n27k, n83k, n214k", "qat_budgets": "{1,048,576, 2,097,152}",
+                     "qat_bits": "{3, 4, 5, 6, 8, 12}", "qat_diverged": 1}
+    with pytest.raises(ValueError, match="unknown profile 'laptop'; known: smoke, cpu, gpu"):
+        qa.sweep_facts("laptop", df)
+
+
+def test_sweep_facts_refuse_a_profile_without_low_precision_sweeps(monkeypatch):
+    import dataclasses
+
+    from bitlaws.study import sweep
+
+    monkeypatch.setitem(sweep.PROFILES, "smoke", dataclasses.replace(sweep.PROFILES["smoke"], qat=None))
+    with pytest.raises(ValueError, match="'smoke' declares no low-precision sweeps"):
+        qa.sweep_facts("smoke", frame())
+
+
+def test_coverage_markdown_lists_each_sweep():
+    covs = {"qat_marginal": {"runs_done": 50, "runs_planned": 54, "obs_done": 51, "obs_planned": 55}}
+    text = qa.coverage_markdown("cpu", covs)
+    assert text.startswith("**Coverage** of the `cpu` low-precision sweeps")
+    assert text.endswith("\n\n- `qat_marginal`: 50 of 54 runs, 51 of 55 observations")
+
+
+def _summary(**kw):
+    s = {"complete": True, "planned": 13, "sigma_source": "suite", "spread": 1.004, "best_bits": 6.0,
+         "margin": 0.0123, "sigma": 0.0101, "near_best": [6.0, 8.0]}
+    return {**s, **kw}
+
+
+def test_compute_matched_text_reads_the_minimum_against_the_noise():
+    two = qa.compute_matched_text(_summary(), "cpu", 13)
+    assert two.startswith("All 13 runs are in (4 members × 3 seeds, and the 16-bit reference from the base grid; "
+                          "N·P spread 1.004×). The lowest mean loss is at **P = 6 bits**, 0.0123 nats/byte")
+    assert "σ = 0.0101 nats/byte (the pooled spread of the suite's own seeds)" in two
+    assert "P ∈ {6, 8}: the suite does not single out one minimum among them." in two
+    one = qa.compute_matched_text(_summary(near_best=[6.0], sigma_source="base_grid"), "cpu", 13)
+    assert "P ∈ {6}: the minimum stands clear of the noise." in one and "the base grid's seed spread" in one
+    part = qa.compute_matched_text(_summary(complete=False), "cpu", 5)
+    assert part.startswith("**Incomplete:** 5 of 13 runs (the 16-bit reference included) are in")
+    assert all(t.endswith("sets the suite beside our fitted law.") for t in (two, one, part))
+
+
+def test_paper_vs_here_sets_the_fitted_factors_beside_table_2():
+    c = forms.PAPER_CONSTANTS
+    t = qa.paper_vs_here(_fits(2.0, 0.5, 2.0, 1.0, 1.0, 2.0))
+    assert list(t.index) == ["w", "a", "kv"]
+    assert t.loc["w", "γ paper [bits]"] == c["gamma_w"] and t.loc["w", "γ ours [bits]"] == 2.0
+    assert t.loc["w", "f(4) paper"] == pytest.approx(0.696, abs=1e-3)
+    assert t.loc["w", "f(4) ours"] == pytest.approx(1 - np.exp(-2 + 0.5))
+    assert t.loc["kv", "f(8) ours"] == pytest.approx(1 - np.exp(-8 + 2.0))
+    missing = qa.paper_vs_here({})
+    assert missing[["γ ours [bits]", "n ours", "f(4) ours", "f(8) ours"]].isna().all().all()
+    assert missing.loc["a", "f(8) paper"] == pytest.approx(t.loc["a", "f(8) paper"])
+
+
+def test_verdict_lines_quote_grade_ours_and_reason():
+    from bitlaws.study.claims import Verdict
+
+    v = Verdict("P4", "partly", "activations most sensitive", "f_a < f_kv < f_w", "the order holds in 90 %", "cpu",
+                "", {})
+    assert qa.verdict_markdown(v) == "**Verdict P4: partly.** Ours: f_a < f_kv < f_w. the order holds in 90 %."
+    empty = Verdict("P10", "pending", "FP beats INT", "", "no runs yet", "", "", {})
+    assert qa.verdict_markdown(empty) == "**Verdict P10: pending.** Ours: —. no runs yet."
+    assert qa.claims_markdown({"P4": v, "P10": empty}) == (
+        "- **P4** (partly): paper — activations most sensitive; here — f_a < f_kv < f_w\n"
+        "- **P10** (pending): paper — FP beats INT; here — no runs yet")
+
+
+def test_marginal_figure_draws_each_parts_loss_increase():
+    import matplotlib
+
+    matplotlib.use("agg")
+    from bitlaws.study import figures
+
+    m = qa.marginal_table(frame())
+    fig = figures.training.marginal_figure(m, (4, 8))
+    axes = fig.axes
+    assert [a.get_xlabel() for a in axes] == ["$P_\\mathrm{w}$ [bits] (weights)", "$P_\\mathrm{a}$ [bits] "
+                                              "(activations)", "$P_\\mathrm{kv}$ [bits] (KV cache)"]
+    # the activations panel: one line per size (then the zero line), y = 0.80 / P
+    lines = axes[1].get_lines()
+    assert np.allclose(lines[0].get_xdata(), [4, 8]) and np.allclose(lines[0].get_ydata(), [0.2, 0.1])
+    assert [ln.get_label() for ln in lines[:2]] == ["N = 1K", "N = 3K"]
+
+
+def test_compute_matched_figure_draws_seed_means_with_their_standard_errors():
+    import matplotlib
+
+    matplotlib.use("agg")
+    from bitlaws.study import figures
+
+    t = pd.DataFrame({"status": "ok", "bits": [4, 4, 8, 8], "loss_val": [2.0, 2.2, 1.9, 1.9],
+                      "n_params": [4000, 4000, 2000, 2000]})
+    fig = figures.training.compute_matched_figure(t, {"sigma": 0.1})
+    ax = fig.axes[0]
+    mean = ax.get_lines()[1]
+    assert np.allclose(mean.get_xdata(), [4, 8]) and np.allclose(mean.get_ydata(), [2.1, 1.9])
+    (bars,) = [c for c in ax.collections]
+    half = [abs(seg[1, 1] - seg[0, 1]) / 2 for seg in bars.get_segments()]
+    assert np.allclose(half, 0.1 / np.sqrt(2))
+    assert [a.get_text() for a in ax.texts] == ["N = 4K", "N = 2K"]

@@ -274,7 +274,7 @@ def _cmd_migrate(args) -> int:
 
 
 def _cmd_fit(args) -> int:
-    from .study.law_fits import pipeline_bootstrap, run_fits
+    from .study.law_fits import joint_all_fit, pipeline_bootstrap, run_fits
 
     for stage, rec in run_fits(args.profile, n_boot=args.boot, root=args.data_root).items():
         if rec["status"] == "ok" and "params" in rec:
@@ -285,6 +285,10 @@ def _cmd_fit(args) -> int:
     rec = pipeline_bootstrap(args.profile, n_boot=args.boot, root=args.data_root, progress=True)
     print(f"pipeline_boot: {rec['status']}, {rec['n_ok']} of {rec['n_boot']} resamples refitted every stage"
           + (f" — {rec['reason']}" if rec.get("reason") else ""))
+    rec = joint_all_fit(args.profile, root=args.data_root)
+    print(f"joint_all: {rec['status']}" + (f", objective {rec['objective']:.4g} against {rec['objective_staged']:.4g} "
+                                          f"at the staged constants, converged {rec['converged']}"
+                                          if rec["status"] == "ok" else f" — {rec['reason']}"))
     return 0
 
 

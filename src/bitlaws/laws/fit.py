@@ -62,6 +62,7 @@ __all__ = [
     "Stage",
     "FitResult",
     "STAGES",
+    "staged_start",
     "huber",
     "prepare",
     "fit_stage",
@@ -303,6 +304,51 @@ def _neff_joint_stage() -> Stage:
     )
 
 
+_NEFF_NAMES = ("gamma_w", "n_w", "gamma_a", "n_a", "gamma_kv", "n_kv")
+
+
+def _all_joint_stage() -> Stage:
+    names = ("log_A", "log_B", "log_E", "alpha") + _NEFF_NAMES
+
+    def natural(theta):
+        t = np.atleast_2d(theta)
+        out = {"A": np.exp(t[:, [0]]), "B": np.exp(t[:, [1]]), "E": np.exp(t[:, [2]]), "alpha": t[:, [3]],
+               "beta": t[:, [3]]}
+        out.update({k: t[:, [4 + i]] for i, k in enumerate(_NEFF_NAMES)})
+        return out
+
+    def loss(data, c):
+        return forms.qat_loss(data["n_params"], data["n_tokens"], data["bits_w"], data["bits_a"], data["bits_kv"], c)
+
+    grid = {"log_A": [5.0], "log_B": [5.0], "log_E": [0.0], "alpha": [0.5]}
+    for x in ("w", "a", "kv"):
+        grid[f"gamma_{x}"], grid[f"n_{x}"] = [1.0, 2.5], [0.0, 1.5]
+    return Stage(
+        name="joint_all",
+        equation="Eqs. 3–4 with Chinchilla (α = β): A, B, E, α and every γ_x, n_x fitted at once on the "
+                 "high-precision and low-precision runs (started from the staged fits)",
+        param_names=names, grid=grid,
+        bounds={**{k: _CHIN_BOUNDS[k] for k in names[:4]},
+                **{k: ((0.05, 20.0) if k.startswith("gamma") else (-5.0, 10.0)) for k in _NEFF_NAMES}},
+        natural=natural, loss=loss, needs=("bits_w", "bits_a", "bits_kv"), n_refine=None,
+        cell=("n_params", "n_tokens", "bits_w", "bits_a", "bits_kv"),
+    )
+
+
+def staged_start(stage: Stage, constants: Mapping[str, float]) -> np.ndarray:
+    """(1, p) the raw start of ``stage`` at natural ``constants`` (``log_X`` from X), e.g. the staged
+    fits' constants as the start of ``joint_all``.
+
+    Raises:
+        KeyError: a constant the stage fits is missing (the message names it).
+    """
+    missing = [k for k in stage.param_names if k.removeprefix("log_") not in constants]
+    if missing:
+        raise KeyError(f"staged_start: no value for {', '.join(missing)} of stage {stage.name!r}")
+    return np.array([[math.log(constants[k[4:]]) if k.startswith("log_") else float(constants[k])
+                      for k in stage.param_names]])
+
+
 def _ptq_natural(theta):
     t = np.atleast_2d(theta)
     return {"C_T": np.exp(t[:, [0]]), "gamma_D": t[:, [1]], "gamma_N": t[:, [2]], "gamma_post": t[:, [3]]}
@@ -372,6 +418,7 @@ STAGES: dict[str, Stage] = {
     "neff_a": _neff_stage("a"),
     "neff_kv": _neff_stage("kv"),
     "neff_joint": _neff_joint_stage(),
+    "joint_all": _all_joint_stage(),
     "ptq": _ptq_stage(linear=False),
     "ptq_linear": _ptq_stage(linear=True),
     "unified": _unified_stage(),

@@ -1,27 +1,17 @@
 """The claims ledger and the verdict store.
 
-The book gives a verdict on every claim of the two papers it reproduces (DESIGN.md, "Claims
-ledger"): Kumar et al. 2024, "Scaling Laws for Precision" (P1-P10), and Ashkboos et al. 2023,
-"QUIK" (Q1-Q4). ``CLAIMS`` fixes the ledger: what each claim says, the paper's own number or
-direction, the chapter that tests it and the command that regenerates its data. Verdicts are
-computed by the chapters' functions from the data, never typed by hand, and are stored in
-``data/verdicts.json``; the README and the book's introduction render them as one table.
+``CLAIMS`` fixes the ledger of the two papers (Kumar et al. 2024, P1–P10; Ashkboos et al. 2023,
+Q1–Q4; DESIGN.md, "Claims ledger"): what each claim says, the paper's number or direction, the
+chapter that tests it and the command that regenerates its data. Verdicts are computed by the
+chapters' functions from the data, never typed, stored in ``data/verdicts.json`` and rendered as
+one table by the README and the book's introduction. The decision rules (``rule_p1`` …,
+``power_gate``, ``sign_test_p``) take the statistics the chapters compute and return a grade;
+``bitlaws.study.power`` runs the same rules on simulated data.
 
-Across machines computed floats differ in the last bits (BLAS builds, CPUs), so a verdict's
-identity (``inputs_sha256``, from ``inputs_identity``) hashes only what was *read* — the rows, the
-fit records' own input hashes, typed constants — and the claim's rule version; stored and
-recomputed verdicts are compared by ``verdict_differences``: grades, identities and strings
-exactly, numbers within ``DETAIL_RTOL``. ``store_verdicts`` is the one refresh path: a recomputed
-verdict that agrees with the stored one leaves the stored one (and the README's ledger) as it is.
-
-The decision rules (``rule_p1`` …, ``power_gate``, ``sign_test_p``) take the statistics that the
-chapters compute and return a grade; ``bitlaws.study.power`` runs the same rules on simulated data.
-
-Public names: ``CLAIMS``, ``VERDICTS``, ``RULE_VERSIONS``, ``DETAIL_RTOL``, ``POWER_MIN``, ``ALPHA``,
-the ``rule_*`` functions, ``power_gate``, ``sign_test_p``, ``Verdict``,
-``pending_verdict``, ``repo_root``, ``inputs_identity``, ``verdict_differences``,
-``merge_verdicts``, ``load_verdicts``, ``save_verdicts``, ``update_verdict``, ``store_verdicts``,
-``ledger_markdown``, ``update_readme``.
+Computed floats differ across machines in the last bits, so a verdict's identity
+(``inputs_identity``) hashes only what was *read* (rows, fit records' input hashes, typed constants)
+and the rule version; ``verdict_differences`` compares grades, identities and strings exactly,
+numbers within ``DETAIL_RTOL``. ``store_verdicts`` is the one refresh path.
 """
 
 from __future__ import annotations

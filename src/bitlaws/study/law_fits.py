@@ -1,29 +1,15 @@
-"""The law-fitting chapter on our runs: which rows feed which fit, ``run_fits``, and the verdicts P3, P5, P9.
+"""The law-fitting chapter (03) on our runs: which rows feed which fit, ``run_fits``, verdicts P3, P5, P9.
 
-This module sits on top of :mod:`bitlaws.laws` (numpy/scipy fitters) and the run store
-(:mod:`bitlaws.study.store`):
-
-* ``stage_frames`` picks each stage's rows from a profile's observations, by their bit columns
-  (so any experiment that trains in low precision feeds the right stage, whatever it is called);
-* ``run_fits`` fits every stage that has enough data, in the paper's order (Chinchilla → N_eff
-  constants → PTQ constants → C_x), with bootstrap intervals and held-out scores, and writes
-  ``data/fits/<profile>_<stage>.json`` with the SHA-256 of its input rows; a stage without enough
-  data is written with ``status: "skipped"`` and the reason;
-* ``verdict_p3``, ``verdict_p5``, ``verdict_p9`` and ``refresh_law_verdicts`` turn fits into
-  verdicts (P6–P8, from the same fits: ``bitlaws.study.compute_optimal``).
-
-Verdict rules (the paper's numbers are from ``book/papers/precision-scaling-laws.md``):
-
-* P3 — the N_eff form (Eq. 3) fitted on P_w sweeps: its precision term must be significant at
-  fixed (N, D) with no lack of fit against the seed noise (two F-tests), and the paper's f_w(4)
-  must lie in our bootstrap interval, which must tell an effect from none: both reproduced, one
-  partly (``verdict_p3``).
-* P5 — on runs with several parts in low precision: the product of the measured marginals against
-  their sum, both out of sample, with an interaction test and the rule's power (``verdict_p5``).
-* P9 — QAT→PTQ pairs: a sign test where δ_PTQ is measurable and an F-test of Eq. 9's
-  robustness term over Eq. 2 without it, with the rule's power by simulation (``verdict_p9``).
-
-Each is ``pending`` while its data do not exist, with the reason.
+On top of :mod:`bitlaws.laws` (numpy/scipy fitters) and the run store (:mod:`bitlaws.study.store`):
+``stage_frames`` picks each stage's rows from a profile's observations by their bit columns (so
+any experiment that trains in low precision feeds the right stage); ``run_fits`` fits every stage
+with enough data in the paper's order (Chinchilla → N_eff constants → PTQ constants → C_x), with
+bootstrap intervals and held-out scores, into ``data/fits/<profile>_<stage>.json`` with the SHA-256
+of its input rows (a stage without enough data is written ``skipped``, with the reason);
+``pipeline_bootstrap`` refits every stage per resample of runs, so derived quantities carry the
+whole pipeline's uncertainty. ``verdict_p3``, ``verdict_p5``, ``verdict_p9`` state their rules in
+their docstrings (the paper's numbers from ``book/papers/precision-scaling-laws.md``); each is
+``pending`` while its data do not exist. P6–P8 read the same fits (``bitlaws.study.compute_optimal``).
 """
 
 from __future__ import annotations
@@ -68,6 +54,21 @@ __all__ = [
     "PIPELINE_STAGES",
     "pipeline_bootstrap",
     "pipeline_boot_is_current",
+    "joint_all_fit",
+    "joint_all_table",
+    "joint_all_markdown",
+    "ci_text",
+    "holdout_text",
+    "stages_markdown",
+    "fitting_table",
+    "chinchilla_table",
+    "ptq_constants_table",
+    "ptq_crosscheck_text",
+    "later_stages_markdown",
+    "negative_r2_text",
+    "synthetic_recovery",
+    "verdicts_markdown",
+    "size_span",
 ]
 
 # The paper fits Eq. 2 on INT3–INT6 (GPTQ); our RTN rows also have INT7/8, whose δ sits at the noise floor.
@@ -484,6 +485,102 @@ def pipeline_boot_is_current(record: Mapping | None, df: pd.DataFrame) -> bool:
     return record.get("input_sha256") == {s: _sha(frames[s]) for s in PIPELINE_STAGES}
 
 
+# --- every constant at once (issue 14, item 3) -----------------------------------------------------
+
+JOINT_ALL_SOURCES = ("chinchilla", "neff_w", "neff_a", "neff_kv", "neff_joint")
+
+
+def _joint_all_rows(df: pd.DataFrame) -> pd.DataFrame:
+    frames = stage_frames(df)
+    return pd.concat([frames[s] for s in JOINT_ALL_SOURCES], ignore_index=True).drop_duplicates("obs_id")
+
+
+def joint_all_table(rec: Mapping | None) -> pd.DataFrame | None:
+    """The staged and the joint constants side by side (``joint_all_fit``'s record), largest relative
+    shift first; None without an ``ok`` record."""
+    if not rec or rec.get("status") != "ok":
+        return None
+    t = pd.DataFrame({"staged": rec["staged"], "joint": rec["params"], "shift": rec["shift"]})
+    t.index.name = "constant"
+    return t.reindex(t["shift"].abs().sort_values(ascending=False).index)
+
+
+def joint_all_markdown(rec: Mapping | None, df: pd.DataFrame) -> str:
+    """What the joint fit says about the staged constants, in a paragraph (chapter 03)."""
+    if not rec or rec.get("status") != "ok":
+        why = (rec or {}).get("reason") or "no record yet"
+        return f"The joint fit of every constant has not been made ({why}; `python -m bitlaws fit` makes it)."
+    stale = rec.get("input_sha256") != _sha(_joint_all_rows(df))
+    t = joint_all_table(rec)
+    big = [f"{k} {r.staged:.3g} → {r.joint:.3g}" for k, r in t.head(3).iterrows()]
+    drop = 1 - rec["objective"] / rec["objective_staged"] if rec["objective_staged"] > 0 else math.nan
+    agree = rec["n_at_best"] >= 2
+    return (("(This record was fitted on other rows than these; rerun `python -m bitlaws fit`.) " if stale else "")
+            + f"Fitting all {len(t)} constants at once on the same {rec['n_points']} runs, started from the staged "
+            f"values, lowers the summed Huber objective by {drop:.0%} and moves the constants, most of all "
+            f"{'; '.join(big)}. "
+            + (f"The {rec['n_refined']} refined starts agree on the optimum, so the joint constants are identified "
+               "on our design and the staged ones are biased by holding Chinchilla fixed."
+               if agree else
+               f"Only {rec['n_at_best']} of the {rec['n_refined']} refined starts reaches the best objective, so the "
+               "joint optimum is not identified on our design: the data cannot pin every constant at once, and "
+               "the staged constants carry more uncertainty than their per-stage intervals (which hold Chinchilla "
+               "fixed) show. The pipeline bootstrap of chapter 04 refits every stage per resample for that reason; "
+               "P3, P4 and P6 read its intervals, not the staged point values."))
+
+
+def joint_all_fit(profile: str = "cpu", *, root: str | os.PathLike | None = None, write: bool = True,
+                  frame: pd.DataFrame | None = None, fits: Mapping[str, dict] | None = None) -> dict:
+    """Fit the Chinchilla and every N_eff constant at once (``laws.fit.STAGES["joint_all"]``), started
+    from the staged fits, on every training run without PTQ: the staged pipeline holds the
+    Chinchilla constants fixed while it fits γ_x, n_x, which biases them when the two trade off; the
+    joint fit says by how much on our runs. Reported beside the staged constants, not graded.
+
+    Args:
+        profile: the profile whose rows and staged fit records are read.
+        root: a ``data/`` folder (default ``data_dir()``); written to ``fits/<profile>_joint_all.json``.
+        write: write the record. frame, fits: use these rows / records instead (tests).
+
+    Returns:
+        The record: ``status`` (``ok`` or ``skipped`` with ``reason``), ``params`` (the joint
+        constants), ``staged`` (the staged ones), ``shift`` (joint − staged, relative to |staged|),
+        ``objective``, ``objective_staged`` (the joint objective at the staged constants: ≥
+        ``objective``), ``r2``, ``n_points``, ``n_cells``, ``converged`` (false when the refined starts
+        do not agree on the optimum: the constants are not identified jointly), ``n_refined``,
+        ``n_at_best``, ``input_sha256``.
+    """
+    df = frame if frame is not None else load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
+    fits = load_fits(profile, root) if fits is None else fits
+    rows = _joint_all_rows(df)
+    stage = lf.STAGES["joint_all"]
+    base = {"profile": profile, "stage": "joint_all", "equation": stage.equation, "input_sha256": _sha(rows),
+            "n_points": int(len(rows))}
+    staged = {}
+    for s_ in PIPELINE_STAGES:
+        p = params_of(fits.get(s_))
+        if p is None:
+            rec = {**base, "status": "skipped", "reason": f"needs the staged {s_} fit first (python -m bitlaws fit)"}
+            break
+        staged.update(p)
+    else:
+        start = lf.staged_start(stage, staged)
+        res = lf.fit_stage(stage, rows, extra_starts=start)
+        natural = {**staged, "beta": staged["alpha"]}
+        resid = np.log(lf.predict(stage, rows, natural)) - np.log(rows[stage.target].to_numpy(float))
+        at_staged = float(lf.huber(resid).sum())
+        keys = [k.removeprefix("log_") for k in stage.param_names]
+        rec = {**base, "status": "ok", "reason": "", "params": {k: float(res.params[k]) for k in keys},
+               "staged": {k: float(staged[k]) for k in keys},
+               "shift": {k: (float(res.params[k]) - staged[k]) / abs(staged[k]) if staged[k] else math.nan
+                         for k in keys},
+               "objective": float(res.objective), "objective_staged": at_staged, "r2": float(res.r2),
+               "n_cells": int(res.n_cells), "converged": bool(res.converged), "n_refined": int(res.n_refined),
+               "n_at_best": int(res.n_at_best)}
+    if write:
+        _write_json(fits_path(profile, "joint_all", root), rec)
+    return rec
+
+
 # --- Eq. 2 for one post-training method (the PTQ chapter's GPTQ fit) ------------------------------
 
 def ptq_fit_path(profile: str, method: str, root: str | os.PathLike | None = None) -> Path:
@@ -776,6 +873,10 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
               + "; " + ("the product and the sum differ by more than the noise" if st["distinguishable"] else
                         "at our effect sizes the product and the sum predict the same within the noise, so 'multiply' "
                         "cannot be told from 'add'")
+              + (f" (the {'sum' if st['rmse_add'] < st['rmse_mult'] else 'product'} is closer, rms "
+                 f"{min(st['rmse_add'], st['rmse_mult']):.4f} against {max(st['rmse_add'], st['rmse_mult']):.4f} nats/byte"
+                 + (", an additive reading rather than the paper's 'multiply'" if st['rmse_add'] < st['rmse_mult'] else "")
+                 + ", but not by more than the noise)" if not st["distinguishable"] else "")
               + f"; with the paper's constants multiplying, the rule says reproduced in {pw['power']:.0%} of simulated "
               f"datasets on this design. One (N, D) cell and one seed per mixed run; the seed noise has "
               f"{noise.loss_dof} degrees of freedom")
@@ -894,3 +995,264 @@ def refresh_law_verdicts(profile: str = "cpu", write: bool = True, refit: bool =
     if write:
         store_verdicts(new, data_dir())
     return new
+
+
+# ---------------------------------------------------------------------------------------------
+# What chapter 03 shows: the stage tables, a fitted constant with its interval, the cross-checks
+# of Eq. 2, the word on a negative held-out R², the synthetic recovery check and the verdicts.
+
+_LATER_STAGES = ("neff_w", "neff_a", "neff_kv", "neff_joint", "unified", "table1")
+_CHINCHILLA_KEYS = ("alpha", "beta", "A", "B", "E")
+_PTQ_KEYS = ("gamma_D", "gamma_N", "gamma_post", "C_T")
+
+
+def ci_text(record: Mapping | None, key: str, fmt: str = "{:.3g}") -> str:
+    """A fitted constant with its bootstrap 95 % interval: ``"0.316 [0.29, 0.35]"``.
+
+    Args:
+        record: a stage's fit record (:func:`load_fits`), or None. key: a name in its ``params``.
+        fmt: the format of the value and of both ends of the interval.
+
+    Returns:
+        The text; ``"—"`` for a missing or unfitted stage; the value alone without an interval.
+    """
+    if not record or record.get("status") != "ok":
+        return "—"
+    ci = record.get("ci95", {}).get(key)
+    return fmt.format(record["params"][key]) + (f" [{fmt.format(ci[0])}, {fmt.format(ci[1])}]" if ci else "")
+
+
+def holdout_text(record: Mapping | None, by: str) -> str:
+    """A stage's held-out score leaving one value of `by` out (``n_params`` or ``n_tokens``):
+    ``"R² 0.981, MSE 2.1e-05 (5 folds)"``, or ``"—"`` where there is none."""
+    ho = (record or {}).get("holdout", {}).get(by)
+    if not ho or ho.get("r2") is None:
+        return "—"
+    return f"R² {ho['r2']:.3f}, MSE {ho['mse']:.2g} ({ho['n_folds']} folds)"
+
+
+def _status_line(record: Mapping | None, n_rows: int) -> str:
+    if record is None:
+        return "no fit file"
+    if record["status"] != "ok":
+        return f"not fitted: {record['reason']}"
+    if "n_cells" not in record:  # the Table 1 comparison: a ranking of several forms, not one fit
+        return f"fitted on {record.get('n_points', n_rows)} rows (each form of Table 1)"
+    return f"fitted on {record['n_points']} rows ({record['n_cells']} distinct points, {record['n_groups']} runs)"
+
+
+def stages_markdown(fits: Mapping[str, dict], frames: Mapping[str, pd.DataFrame], current: bool, profile: str) -> str:
+    """The chapter's first table: each stage (``FIT_ORDER`` and ``table1``), its form, the rows it
+    takes (Table 1 takes the ``neff_w`` rows) and its status, then whether the fit files match the rows.
+
+    Args:
+        fits: :func:`load_fits`. frames: :func:`stage_frames`. current: :func:`fits_are_current`.
+        profile: named in the refresh command when the fits are stale.
+
+    Returns:
+        Markdown.
+    """
+    lines = ["| stage | form | rows it takes | status |", "|---|---|---|---|"]
+    for s in (*FIT_ORDER, "table1"):
+        n = len(frames.get(s, frames["neff_w"] if s == "table1" else []))
+        form = lf.STAGES[s].equation if s in lf.STAGES else fits.get(s, {}).get("equation", "")
+        lines.append(f"| `{s}` | {form} | {n} | {_status_line(fits.get(s), len(frames['neff_w']))} |")
+    lines += ["", "The fits were made from exactly these rows (their input hashes match)." if current else
+              "**The fit files are older than the rows** (an input hash differs): `python -m bitlaws fit "
+              f"--profile {profile}` refreshes them."]
+    return "\n".join(lines)
+
+
+def fitting_table(fits: Mapping[str, dict]) -> pd.DataFrame:
+    """How each stage was fitted: its constants, grid starts, L-BFGS-B runs, how many reached the best
+    objective and the bootstrap resamples that converged (``"—"`` for an unfitted stage). Index: stage."""
+    rows = []
+    for s in FIT_ORDER:
+        st, rec = lf.STAGES[s], fits.get(s, {})
+        ok = rec.get("status") == "ok"
+        runs = st.n_refine or st.n_starts
+        rows.append({"stage": s, "fitted": ", ".join(st.param_names), "grid starts": st.n_starts,
+                     "L-BFGS-B runs": rec.get("n_refined", runs) if ok else runs,
+                     "reached the best": rec.get("n_at_best") if ok else "—",
+                     "bootstrap": f"{rec['n_boot_ok']}/{rec['n_boot']}" if ok else "—"})
+    return pd.DataFrame(rows).set_index("stage")
+
+
+def chinchilla_table(fits: Mapping[str, dict]) -> pd.DataFrame:
+    """Our Chinchilla constants (tied and free, with intervals and held-out scores) beside Kumar et
+    al.'s Table 2, Hoffmann et al. and Besiroglu et al. (value ± standard error). Cells are text."""
+    ref, pc = forms.REFERENCE_FITS, forms.PAPER_CONSTANTS
+    none = ["—", "—"]
+
+    def ours(stage):
+        rec = fits.get(stage)
+        held_out = [holdout_text(rec, "n_params"), holdout_text(rec, "n_tokens")]
+        return [ci_text(rec, k) for k in _CHINCHILLA_KEYS] + held_out
+
+    return pd.DataFrame({
+        "ours, α = β tied": ours("chinchilla"),
+        "ours, free": ours("chinchilla_free"),
+        "Kumar et al. (Table 2)": [f"{pc[k]:.4g}" for k in _CHINCHILLA_KEYS] + none,
+        "Hoffmann et al.": [f"{ref['hoffmann'][k]:.4g}" for k in _CHINCHILLA_KEYS] + none,
+        "Besiroglu et al.": [f"{ref['epoch'][k]:.4g} ± {ref['epoch'][k + '_se']:.2g}"
+                             for k in _CHINCHILLA_KEYS] + none,
+    }, index=["α", "β", "A", "B", "E [nats]", "held out: one size", "held out: one budget"])
+
+
+def ptq_constants_table(record: Mapping | None) -> pd.DataFrame:
+    """Our Eq. 2 constants (RTN, with intervals, in-sample R² and held-out scores) beside the paper's
+    Table 2 (GPTQ, R² = 0.97 from its Fig. 2). Cells are text; ``record`` is the ``ptq`` fit or None."""
+    ok = bool(record) and record.get("status") == "ok"
+    return pd.DataFrame({
+        "ours (RTN, Eq. 2 fit)": [ci_text(record, k) for k in _PTQ_KEYS]
+        + [f"{record['r2']:.3f}" if ok else "—", holdout_text(record, "n_params"), holdout_text(record, "n_tokens")],
+        "paper (GPTQ, Table 2)": [f"{forms.PAPER_CONSTANTS[k]:.4g}" for k in _PTQ_KEYS]
+        + ["0.97 (Fig. 2)", "—", "—"],
+    }, index=["γ_D", "γ_N", "γ_post [bits]", "C_T", "R² of δ_PTQ (in sample)", "held out: one size",
+              "held out: one budget"])
+
+
+def ptq_crosscheck_text(slope: tuple[float, float, int], loglin: Mapping[str, float]) -> str:
+    """Chapter 1's two estimates of Eq. 2's exponents, in words, beside the Huber fit.
+
+    Args:
+        slope: :func:`bitlaws.study.ptq_degradation.fit_gamma_post` (γ_post, R², points).
+        loglin: :func:`bitlaws.study.ptq_degradation.fit_eq2_loglinear` (``gamma_d``, ``gamma_n``,
+            ``gamma_post``, ``r2``, ``n_points``); it is quoted from 6 cells with a finite γ_D.
+
+    Returns:
+        Markdown: the estimates that exist, or a sentence saying there are too few cells for either.
+    """
+    checks = []
+    if np.isfinite(slope[0]):
+        checks.append(f"a common slope of ln δ against P_post with one intercept per (N, D) gives γ_post = "
+                      f"**{slope[0]:.2f} bits** (R² {slope[1]:.2f}, {slope[2]} points)")
+    if loglin["n_points"] >= 6 and np.isfinite(loglin["gamma_d"]):
+        checks.append(f"least squares of ln δ on (ln D, ln N, P_post) gives γ_D = **{loglin['gamma_d']:.2f}**, "
+                      f"γ_N = **{loglin['gamma_n']:.2f}**, γ_post = **{loglin['gamma_post']:.2f}** "
+                      f"(R² on ln δ {loglin['r2']:.2f}, {int(loglin['n_points'])} cells)")
+    if not checks:
+        return "Chapter 1's estimates of the exponents have too few cells above the noise floor here."
+    return ("Cross-checks from chapter 1, on seed-averaged cells whose δ exceeds twice the seed-noise floor (a "
+            "censored sample, so they need not agree exactly with the Huber fit on every row): "
+            + "; ".join(checks) + ".")
+
+
+# the paper's side of each later stage (Kumar et al., Table 2, Figs. 5 and 7, Table 1)
+_PAPER_LATER = {
+    "neff_w": "γ_w = {gamma_w}, n_w = {n_w}",
+    "neff_a": "γ_a = {gamma_a}, n_a = {n_a}",
+    "neff_kv": "γ_kv = {gamma_kv}, n_kv = {n_kv}",
+    "neff_joint": "joint fit R² = 0.901; product of marginals R² = 0.897 (Fig. 5)",
+    "unified": "R² = 0.904 over > 1000 points (Fig. 7); C_x not reported",
+    "table1": "held-out R²: N_eff 0.82, N_eff + D_eff untied 0.84, additive power law 0.71",
+}
+
+
+def later_stages_markdown(fits: Mapping[str, dict]) -> str:
+    """The low-precision stages (N_eff, the joint fit, the unified law, Table 1): what each fits, our
+    constants with intervals and R² (Table 1: each form's held-out R²) or why it is pending, and
+    the paper's. Returns a Markdown table."""
+    lines = ["| stage | what it fits | ours | paper |", "|---|---|---|---|"]
+    for s in _LATER_STAGES:
+        rec = fits.get(s, {})
+        if rec.get("status") == "ok" and s != "table1":
+            ours = "; ".join(f"{k} = {ci_text(rec, k)}" for k in rec["params"]) + f"; R² {rec['r2']:.3f}"
+        elif rec.get("status") == "ok":
+            ours = "; ".join(f"{v['label']}: {v['val_r2']:.3f}" for v in rec["forms"].values())
+        else:
+            ours = f"pending — {rec.get('reason', 'no fit file')}"
+        what = lf.STAGES[s].equation if s in lf.STAGES else rec.get("equation", "")
+        lines.append(f"| `{s}` | {what} | {ours} | {_PAPER_LATER[s].format(**forms.PAPER_CONSTANTS)} |")
+    return "\n".join(lines)
+
+
+def negative_r2_text(table1: Mapping | None) -> str:
+    """A word on the forms of Table 1's record whose held-out R² is below zero, or ``""`` if none is.
+
+    Names each such form with its held-out and in-sample R², compares the median of their held-out
+    MSE with the best form's, says (when every one carries D_eff) why that term extrapolates badly,
+    and quotes the paper's held-out R² range for them.
+
+    Args:
+        table1: the ``table1`` record (:func:`load_fits`; ``forms``: name -> ``label``, ``val_r2``,
+            ``train_r2``, ``val_mse``, ``paper_val_r2``), or None.
+
+    Returns:
+        Markdown, or ``""`` (no record, not fitted, or no negative held-out R²).
+    """
+    if not table1 or table1.get("status") != "ok":
+        return ""
+    all_forms = table1["forms"].values()
+    neg = [v for v in all_forms if v["val_r2"] is not None and v["val_r2"] < 0]
+    if not neg:
+        return ""
+    best = max(all_forms, key=lambda v: v["val_r2"] if v["val_r2"] is not None else -np.inf)
+    return ("**Negative held-out R².** "
+            + "; ".join(f"{v['label']} scores {v['val_r2']:.0f} on held-out sizes with an in-sample R² of "
+                        f"{v['train_r2']:.3f}" for v in neg)
+            + ". A held-out R² below zero means the form predicts the runs of the left-out model size worse than "
+            f"their mean would: these forms' held-out mean squared error is about "
+            f"{np.median([v['val_mse'] for v in neg]):.3g} against {best['val_mse']:.3g} for {best['label']}. "
+            + ("Each carries the D_eff term (precision shrinking the effective data): fitted with one size left "
+               "out, it extrapolates far off on the left-out size, which the in-sample fit cannot show. "
+               if all("D_eff" in v["label"] for v in neg) else "")
+            + f"The paper scores them between {min(v['paper_val_r2'] for v in neg):.2f} and "
+            f"{max(v['paper_val_r2'] for v in neg):.2f} on its larger grid.")
+
+
+def synthetic_recovery(noise: float = 0.003, seed: int = 0) -> pd.DataFrame:
+    """The marginal N_eff stages fitted on synthetic runs drawn from the paper's Table 2 law at the
+    paper's scale (N = 30M–220M, D = 1.5B–13B tokens, P_x = 3–8 bits; activations 4–10), with the
+    Chinchilla constants held at the truth, as the pipeline holds them.
+
+    Args:
+        noise: the multiplicative noise, a standard deviation of ln L (0.003 = 0.3 %).
+        seed: the NumPy generator's seed.
+
+    Returns:
+        One row per part (index ``part``: w, a, kv): γ and n, truth and fitted, f(4 bits) of both and R².
+
+    Raises:
+        ValueError: a negative `noise`.
+    """
+    if not noise >= 0:
+        raise ValueError(f"noise is a standard deviation of ln L and must be >= 0; got {noise}")
+    rng = np.random.default_rng(seed)
+    truth = forms.PAPER_CONSTANTS
+    chin_truth = {k: truth[k] for k in _CHINCHILLA_KEYS}
+    out = []
+    for x, bits in (("w", (3, 4, 5, 6, 8)), ("a", (4, 5, 6, 8, 10)), ("kv", (3, 4, 5, 6, 8))):
+        grid = pd.DataFrame([(n, d, b) for n in (30e6, 60e6, 110e6, 220e6) for d in (1.5e9, 3e9, 6e9, 13e9)
+                             for b in bits], columns=["n_params", "n_tokens", f"bits_{x}"])
+        loss = forms.qat_loss(grid["n_params"], grid["n_tokens"], grid.get("bits_w", 16), grid.get("bits_a", 16),
+                              grid.get("bits_kv", 16), truth)
+        grid["loss_val"] = np.asarray(loss) * np.exp(noise * rng.standard_normal(len(grid)))
+        res = lf.fit_stage(f"neff_{x}", grid, fixed=chin_truth)
+        g, n = res.params[f"gamma_{x}"], res.params[f"n_{x}"]
+        out.append({"part": x, "γ (truth)": truth[f"gamma_{x}"], "γ (fitted)": g, "n (truth)": truth[f"n_{x}"],
+                    "n (fitted)": n,
+                    "f(4 bits), truth": float(forms.precision_factor(4, truth[f"gamma_{x}"], truth[f"n_{x}"])),
+                    "f(4 bits), fitted": float(forms.precision_factor(4, g, n)), "R²": res.r2})
+    return pd.DataFrame(out).set_index("part")
+
+
+def verdicts_markdown(verdicts: Mapping[str, Verdict], claim_ids=("P3", "P5", "P9")) -> str:
+    """The chapter's verdict table (claim, the paper, here, verdict) and a *Why.* line of reasons."""
+    v = verdicts
+    return "\n".join(["| claim | the paper | here | verdict |", "|---|---|---|---|"]
+                     + [f"| {c} | {v[c].paper} | {v[c].ours or '—'} | **{v[c].verdict}** |" for c in claim_ids]
+                     + ["", "*Why.* " + " ".join(f"{c}: {v[c].reason}." for c in claim_ids)])
+
+
+def size_span(frames: Mapping[str, pd.DataFrame]) -> float:
+    """How far the model sizes of the high-precision runs reach: largest N / smallest N of the
+    ``chinchilla`` stage's rows (:func:`stage_frames`), e.g. 45.0 for 26,784 to 1,205,888.
+
+    Raises:
+        ValueError: the stage has no rows.
+    """
+    n = frames["chinchilla"]["n_params"]
+    if not len(n):
+        raise ValueError("size_span: the chinchilla stage has no rows (no high-precision runs)")
+    return float(n.max() / n.min())

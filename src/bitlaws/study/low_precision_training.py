@@ -24,12 +24,14 @@ from .claims import CLAIMS, Verdict, inputs_identity, power_gate, rule_p4, store
 from .law_fits import TRAINING_EXPERIMENTS, load_fits, stage_frames
 from .noise import noise_floor
 from .store import data_dir, load_runs
-from .sweep import PROFILES
+from .sweep import PROFILES, coverage, declared_experiments
 
 __all__ = ["PARTS", "SENSITIVITY_BITS", "training_rows", "marginal_table", "fitted_factors",
            "paper_factors", "empirical_order", "verdict_p4", "formats_table", "verdict_p10",
            "PAPER_FP_WEIGHT", "paper_fp_int_effect", "p10_power",
-           "compute_matched_table", "compute_matched_summary", "qat_verdicts", "refresh_qat_verdicts"]
+           "compute_matched_table", "compute_matched_summary", "qat_verdicts", "refresh_qat_verdicts",
+           "QAT_EXPERIMENTS", "qat_coverage", "coverage_markdown", "sweep_facts", "verdict_markdown",
+           "empirical_order_table", "compute_matched_text", "paper_vs_here", "claims_markdown"]
 
 PARTS = ("w", "a", "kv")
 SENSITIVITY_BITS = (4, 5, 6, 7, 8)
@@ -541,3 +543,134 @@ def refresh_qat_verdicts(profile: str = "cpu", write: bool = True) -> dict[str, 
     if write:
         store_verdicts(new, data_dir())
     return new
+
+
+# ---------------------------------------------------------------------------------------------
+# What chapter 02 says in words: the coverage note, the sweep's facts for its prose, the verdict
+# lines, the compute-matched reading and the "Paper vs here" table (the chapter displays them).
+
+QAT_EXPERIMENTS = ("qat_marginal", "qat_joint", "qat_formats", "compute_matched")
+_PART_LABELS = {"w": "weights", "a": "activations", "kv": "KV cache"}
+
+
+def qat_coverage(profile: str, data_root=None) -> dict[str, dict]:
+    """How much of each declared low-precision sweep of `profile` is in its CSV.
+
+    Returns:
+        experiment -> :func:`bitlaws.study.sweep.coverage` (``runs_done``, ``runs_planned``,
+        ``obs_done``, ``obs_planned``, ...), for the :data:`QAT_EXPERIMENTS` the profile declares.
+    """
+    declared = declared_experiments(profile)
+    return {e: coverage(profile, data_root, experiment=e) for e in QAT_EXPERIMENTS if e in declared}
+
+
+def coverage_markdown(profile: str, covs: Mapping[str, Mapping]) -> str:
+    """The chapter's coverage note: one bullet per sweep, runs and observations done of planned.
+
+    Args:
+        profile: the profile's name. covs: :func:`qat_coverage`.
+
+    Returns:
+        Markdown, e.g. ``"**Coverage** of the `cpu` low-precision sweeps (...):\\n\\n- `qat_marginal`:
+        54 of 54 runs, 54 of 54 observations"``.
+    """
+    lines = [f"- `{e}`: {c['runs_done']} of {c['runs_planned']} runs, {c['obs_done']} of {c['obs_planned']} "
+             "observations" for e, c in covs.items()]
+    return (f"**Coverage** of the `{profile}` low-precision sweeps (the resumable runner carries an unfinished "
+            "sweep across sessions; every figure below uses what is in the CSVs):\n\n" + "\n".join(lines))
+
+
+def sweep_facts(profile: str, df: pd.DataFrame) -> dict[str, str | int]:
+    """The numbers the chapter's prose quotes about its marginal sweep, ready to glue.
+
+    Returns:
+        ``qat_sizes`` (``"n27k, n83k"``), ``qat_budgets`` (``"{1,000,000, 2,000,000}"``, bytes),
+        ``qat_bits`` (``"{3, 4, 8}"``) and ``qat_diverged`` (low-precision rows whose status is not
+        ``ok``, an int).
+
+    Raises:
+        ValueError: `profile` is unknown, or declares no low-precision sweeps (its ``qat`` is None).
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+    q = PROFILES[profile].qat
+    if q is None:
+        raise ValueError(f"profile {profile!r} declares no low-precision sweeps; profiles with one: "
+                         f"{', '.join(p for p, v in PROFILES.items() if v.qat is not None)}")
+    diverged = int((df["experiment"].isin(QAT_EXPERIMENTS) & (df["status"] != "ok")).sum())
+    return {"qat_sizes": ", ".join(q.marginal_sizes),
+            "qat_budgets": "{" + ", ".join(f"{d:,}" for d in q.marginal_budgets) + "}",
+            "qat_bits": "{" + ", ".join(map(str, q.marginal_bits)) + "}",
+            "qat_diverged": diverged}
+
+
+def verdict_markdown(verdict: Verdict) -> str:
+    """One verdict as the chapter states it: ``**Verdict P4: partly.** Ours: … . <reason>.``"""
+    return f"**Verdict {verdict.claim_id}: {verdict.verdict}.** Ours: {verdict.ours or '—'}. {verdict.reason}."
+
+
+def empirical_order_table(marginal: pd.DataFrame):
+    """:func:`empirical_order` of a :func:`marginal_table`, styled for the chapter (parts named, signed
+    4-decimal nats/byte, with its caption). Returns a pandas ``Styler``."""
+    emp = empirical_order(marginal).rename(columns=_PART_LABELS)
+    return emp.style.format("{:+.4f}").set_caption(
+        "Measured mean loss increase [nats/byte] per part and bit width, over the cells where all three parts "
+        "ran; the widths of the claim (4–8 bits) that were swept — the 3- and 12-bit runs are in the figure above")
+
+
+def compute_matched_text(summary: Mapping, profile: str, n_runs: int) -> str:
+    """What the compute-matched suite says, in words (the chapter's paragraph under its figure).
+
+    Complete suite: the best P, its margin over the next member, σ and where it came from, and the
+    members within two standard errors of the lowest (more than one: no single minimum). Incomplete:
+    how many runs are in. Both end by pointing to the P6 verdict of the compute-optimal chapter.
+
+    Args:
+        summary: :func:`compute_matched_summary`. profile: its profile (for the design's members
+            and seeds). n_runs: the rows of :func:`compute_matched_table` (the incomplete case).
+
+    Returns:
+        Markdown.
+    """
+    q = PROFILES[profile].qat
+    if summary["complete"]:
+        src = ("the pooled spread of the suite's own seeds" if summary["sigma_source"] == "suite" else
+               "the base grid's seed spread (the suite has one seed per member)")
+        near = summary["near_best"]
+        text = (f"All {summary['planned']} runs are in ({len(q.cm_cells)} members × {len(q.cm_seeds)} seeds, and the "
+                f"16-bit reference from the base grid; N·P spread {summary['spread']:.3f}×). The lowest mean loss is "
+                f"at **P = {summary['best_bits']:g} bits**, {summary['margin']:.4f} nats/byte below the next member. "
+                f"With σ = {summary['sigma']:.4f} nats/byte ({src}), the members within two standard errors of the "
+                "difference from the lowest are P ∈ {" + ", ".join(f"{b:g}" for b in near) + "}"
+                + (": the suite does not single out one minimum among them." if len(near) > 1 else
+                   ": the minimum stands clear of the noise."))
+    else:
+        text = (f"**Incomplete:** {n_runs} of {summary['planned']} runs (the 16-bit reference included) are in, so "
+                "the suite does not yet say where its minimum is; the sweep resumes where it stopped.")
+    return text + (" The verdict on P6 (in the compute-optimal chapter) weighs the complete suite together with the "
+                   "P* of our fitted constants, and sets the suite beside our fitted law.")
+
+
+def paper_vs_here(fits: Mapping[str, dict]) -> pd.DataFrame:
+    """γ_x and n_x of each part, ours (the ``neff_{w,a,kv}`` fits; NaN where a fit is missing) beside
+    the paper's Table 2, and f_x(4), f_x(8) of both.
+
+    Returns:
+        One row per part (index ``part``: w, a, kv), columns ``γ paper [bits]``, ``n paper``,
+        ``γ ours [bits]``, ``n ours``, ``f(4) paper``, ``f(4) ours``, ``f(8) paper``, ``f(8) ours``.
+    """
+    c, pf, of = forms.PAPER_CONSTANTS, paper_factors((4, 8)), fitted_factors(fits, (4, 8))
+    rows = []
+    for part in PARTS:
+        p = (fits.get(f"neff_{part}") or {}).get("params") or {}
+        rows.append({"part": part, "γ paper [bits]": c[f"gamma_{part}"], "n paper": c[f"n_{part}"],
+                     "γ ours [bits]": p.get(f"gamma_{part}", np.nan), "n ours": p.get(f"n_{part}", np.nan),
+                     "f(4) paper": pf.loc[4, part], "f(4) ours": of.loc[4, part] if of is not None else np.nan,
+                     "f(8) paper": pf.loc[8, part], "f(8) ours": of.loc[8, part] if of is not None else np.nan})
+    return pd.DataFrame(rows).set_index("part")
+
+
+def claims_markdown(verdicts: Mapping[str, Verdict], claim_ids=("P4", "P10")) -> str:
+    """One bullet per claim: ``- **P4** (partly): paper — …; here — …`` (here: ours, else the reason)."""
+    return "\n".join(f"- **{c}** ({verdicts[c].verdict}): paper — {verdicts[c].paper}; here — "
+                     f"{verdicts[c].ours or verdicts[c].reason}" for c in claim_ids)

@@ -1,30 +1,17 @@
-"""The post-training-quantization study: δ_PTQ tables, the seed-noise floor, verdicts on P1 and P2.
+"""The post-training-quantization study (chapter 01): δ_PTQ tables, the seed noise, verdicts P1 and P2.
 
-Claims (Kumar et al. 2024, Eq. 2, Fig. 1 left, Fig. 2):
+Claims (Kumar et al. 2024, Eq. 2, Fig. 1 left, Fig. 2): **P1** δ_PTQ grows with D at fixed N,
+shrinks with N at fixed D and grows exponentially as P_post falls; **P2** past a critical data size
+D_crit the post-PTQ loss L(N, D) + δ_PTQ turns upward in D.
 
-* **P1** — δ_PTQ grows with D at fixed N, shrinks with N at fixed D, and grows exponentially as
-  P_post falls.
-* **P2** — past a critical data size D_crit, more pretraining makes the *quantized* model worse:
-  the post-PTQ loss L(N, D) + δ_PTQ turns upward in D.
-
-A trend counts only where it exceeds the **noise floor**: the standard deviation across seeds of
-the same cell (same N, D, P_post), taken as the largest over the seed cells, for each PTQ method
-separately. A change must be larger than ``NOISE_K`` times that floor. Everything here takes a
-results frame (see :mod:`bitlaws.study.store`) and returns plain numbers, so the chapter, the tests and
-``python -m bitlaws verdicts`` compute the same verdicts.
-
-**Which method carries the verdict.** The paper's main PTQ results (Fig. 1 left, Fig. 2, Table 2)
-use GPTQ; its Appendix F (Fig. 11) replicates them with round-to-nearest. So the verdicts on P1 and
-P2 are computed on the ``gptq`` rows, and the ``rtn`` rows are a replication, reported beside them
-(see ``verdict_p1`` and ``verdict_p2`` for the rules). A profile without GPTQ rows is judged on its
-RTN rows, and the verdict says so.
-
-**The critical data size.** Two estimates per (method, N, P_post): from the rows, the grid point
-where the post-PTQ loss is lowest and the bracket of grid points around it (``post_ptq_rise``);
-from the fitted laws, Eq. 13 with our Chinchilla constants (B, β) and our Eq. 2 constants of that
-method (``critical_data_sizes``). The fits are point fits of :mod:`bitlaws.laws` (Huber on log
-loss, the ``chinchilla`` and ``ptq`` stages of :mod:`bitlaws.study.law_fits`), deterministic for
-given rows; the committed fit files add bootstrap intervals and held-out scores.
+The verdicts read the GPTQ rows (the paper's main PTQ results; its App. F replicates them with
+RTN, reported beside them); their rules (``verdict_p1``, ``verdict_p2``) read the statistics of
+:mod:`bitlaws.study.power` against the seed-noise model of :mod:`bitlaws.study.noise`. D_crit has two
+estimates per (method, N, P_post): the grid bracket around the lowest post-PTQ loss by P2's own
+statistics (``post_ptq_rise``), and Eq. 13 with our fitted Chinchilla and Eq. 2 constants
+(``critical_data_sizes``; point fits of :mod:`bitlaws.laws`). Everything takes a results frame and
+returns plain numbers, so the chapter, the tests and ``python -m bitlaws verdicts`` agree; the
+chapter's tables and sentences are the functions at the end of the module.
 """
 
 from __future__ import annotations
