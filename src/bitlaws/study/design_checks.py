@@ -10,6 +10,8 @@ Three questions a referee asks before trusting any trend in δ_PTQ with D:
   whole, half and quarter training split.
 
 Each reads only committed rows (``load_runs``); the seed noise is the base grid's pooled variance.
+The decisions a chapter states come from ``schedule_decision``, ``cooldown_jump``,
+``delta_at_equal_loss`` and ``repetition_effect``, each with its test in its docstring.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from scipy import stats
 
 from .noise import pooled_seed_variance
 
-__all__ = ["lr_rule_check", "schedule_table", "schedule_slopes", "repetition_table"]
+__all__ = ["lr_rule_check", "schedule_table", "schedule_slopes", "repetition_table", "schedule_decision",
+           "cooldown_jump", "delta_at_equal_loss", "repetition_effect", "CONFOUND_EXPERIMENTS", "confound_rows",
+           "confound_coverage", "repetition_plan"]
 
 
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
@@ -99,7 +103,8 @@ def schedule_table(sched: pd.DataFrame, base: pd.DataFrame | None = None, method
         b = _ok(base)
         b = b[b["seed"] == 0]
         pre = b[b["ptq_method"] == "none"][["run_id", "loss_val"]].rename(columns={"loss_val": "loss_pre"})
-        q = b[(b["ptq_method"] == method) & b["size"].isin(set(sched["size"]))].merge(pre, on="run_id")
+        q = b[(b["ptq_method"] == method) & b["size"].isin(set(sched["size"]))
+              & b["bits_post"].isin(set(sched.loc[sched["ptq_method"] == method, "bits_post"]))].merge(pre, on="run_id")
         frames.append(q.assign(schedule="cosine", d_branch=q["n_tokens"].astype(int)))
     cols = ["size", "n_params", "schedule", "d_branch", "n_tokens", "bits_post", "loss_pre", "delta_ptq"]
     if not frames:
@@ -179,3 +184,242 @@ def _fractions(rows: pd.DataFrame) -> dict[str, float]:
     for profile in rows["profile"].unique():
         out |= {s.run_id: s.train.train_fraction for s in plan(profile, "repetition")}
     return out
+
+
+# --- The decisions the chapter states (notebooks/07-design-checks.md) ------------------------------
+
+def _t(dof: float, alpha: float) -> float:
+    return float(stats.t.ppf(1 - alpha / 2, dof)) if dof >= 1 else math.nan
+
+
+def schedule_decision(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Which explanation of δ_PTQ's growth with D the schedule runs support, per (size, bits).
+
+    The rule (written before the rows): over the D that the constant-LR runs span, fit
+    log δ = a + s·log D per schedule (``schedule_slopes``, the cosine rows cut to that span).
+    *Grows*: the constant-LR slope exceeds 0 by a two-sided t-test at level `alpha` with
+    n − 2 degrees of freedom. *Differs*: |s_constant − s_cosine| > t·√(se_c² + se_cos²), t at
+    min(n_c, n_cos) − 2 degrees of freedom (conservative). The noise is the regressions' residual
+    scatter, which holds the seed noise of single runs. Answer: ``tokens`` (grows, does not differ:
+    δ grows with D without a decay), ``decay`` (does not grow, differs: the growth needs the decay),
+    ``both`` (grows, but less than under the cosine), ``cannot tell`` (anything else, or fewer than
+    3 constant-LR D with δ > 0: add constant-LR runs at more D).
+
+    Args:
+        table: ``schedule_table`` output (``constant`` and ``cosine`` rows needed).
+        alpha: the level of both tests.
+
+    Returns:
+        ``size``, ``bits_post``, ``slope_constant``, ``se_constant``, ``n_constant``, ``slope_cosine``,
+        ``se_cosine``, ``n_cosine``, ``d_lo``, ``d_hi`` (the span), ``grows``, ``differs``, ``answer``.
+
+    Raises:
+        ValueError: `table` lacks a column ``schedule_table`` makes.
+    """
+    need = {"size", "schedule", "d_branch", "bits_post", "delta_ptq"}
+    if not need <= set(table.columns):
+        raise ValueError(f"schedule_decision needs schedule_table's columns {sorted(need)}; "
+                         f"missing {sorted(need - set(table.columns))}")
+    out = []
+    for (size, b), g in table.groupby(["size", "bits_post"]):
+        const = g[g["schedule"] == "constant"]
+        if const.empty:
+            continue
+        lo, hi = int(const["d_branch"].min()), int(const["d_branch"].max())
+        cos = g[(g["schedule"] == "cosine") & g["d_branch"].between(lo, hi)]
+        sl = schedule_slopes(pd.concat([const, cos])).set_index("schedule")
+        row = {"size": size, "bits_post": int(b), "d_lo": lo, "d_hi": hi}
+        for k in ("constant", "cosine"):
+            r = sl.loc[k] if k in sl.index else None
+            row[f"slope_{k}"] = float(r["slope"]) if r is not None else math.nan
+            row[f"se_{k}"] = float(r["slope_se"]) if r is not None else math.nan
+            row[f"n_{k}"] = int(r["n"]) if r is not None else 0
+        s_c, se_c, n_c = row["slope_constant"], row["se_constant"], row["n_constant"]
+        s_k, se_k, n_k = row["slope_cosine"], row["se_cosine"], row["n_cosine"]
+        grows = bool(n_c >= 3 and se_c > 0 and s_c / se_c > _t(n_c - 2, alpha))
+        if n_c >= 3 and n_k >= 3 and np.isfinite(s_k):
+            differs = bool(abs(s_c - s_k) > _t(min(n_c, n_k) - 2, alpha) * math.hypot(se_c, se_k))
+        else:
+            differs = False
+        if n_c < 3 or not np.isfinite(s_k):
+            answer = "cannot tell"
+        else:
+            answer = {(True, False): "tokens", (False, True): "decay", (True, True): "both"}.get((grows, differs),
+                                                                                                "cannot tell")
+        out.append(row | {"grows": grows, "differs": differs, "answer": answer})
+    return pd.DataFrame(out)
+
+
+def cooldown_jump(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """How much a WSD cooldown multiplies δ_PTQ over the constant-LR run it branches from.
+
+    The rule: per (size, bits), the log ratios r_i = log(δ_wsd / δ_constant) at each branch point
+    D_i (both δ > 0); their mean, its standard error s/√k over the k branch points, and a two-sided
+    t-test of mean = 0 at level `alpha` with k − 1 degrees of freedom (``raises``: the cooldown
+    raises δ beyond the scatter of the ratios, which holds the seed noise of both runs).
+
+    Returns:
+        ``size``, ``bits_post``, ``k``, ``ratio`` (exp of the mean log ratio), ``ratio_lo``,
+        ``ratio_hi`` (its 1 − `alpha` t-interval, exponentiated), ``raises``; NaN and False with k < 2.
+    """
+    out = []
+    for (size, b), g in table.groupby(["size", "bits_post"]):
+        c = g[g["schedule"] == "constant"].set_index("n_tokens")["delta_ptq"]
+        w = g[g["schedule"] == "wsd"].set_index("d_branch")["delta_ptq"]
+        both = pd.concat([c.rename("c"), w.rename("w")], axis=1, join="inner")
+        both = both[(both["c"] > 0) & (both["w"] > 0)]
+        r = np.log(both["w"].to_numpy(float) / both["c"].to_numpy(float))
+        k = len(r)
+        if k >= 2:
+            m, se = float(r.mean()), float(r.std(ddof=1) / math.sqrt(k))
+            half = _t(k - 1, alpha) * se
+            lo, hi, raises = math.exp(m - half), math.exp(m + half), bool(m - half > 0)
+        else:
+            m, lo, hi, raises = (float(r[0]) if k else math.nan), math.nan, math.nan, False
+        out.append({"size": size, "bits_post": int(b), "k": k, "ratio": math.exp(m) if np.isfinite(m) else math.nan,
+                    "ratio_lo": lo, "ratio_hi": hi, "raises": raises})
+    return pd.DataFrame(out)
+
+
+def delta_at_equal_loss(table: pd.DataFrame, schedules: tuple[str, ...] = ("constant", "wsd", "cosine")
+                        ) -> pd.DataFrame:
+    """δ_PTQ of each schedule at the same pre-PTQ loss: log δ interpolated linearly in the loss.
+
+    Per (size, bits), the target loss is the middle of the range of pre-PTQ losses that every
+    schedule in `schedules` reaches (the overlap of their [min, max]); each schedule's log δ is
+    interpolated there between its two runs that bracket it (rows with δ ≤ 0 dropped). A schedule
+    that does more to δ than the loss it reaches shows a larger δ at the same loss.
+
+    Returns:
+        ``size``, ``bits_post``, ``loss_target`` [nats/token], ``schedule``, ``delta_ptq`` at it;
+        no rows for a (size, bits) whose schedules' loss ranges do not overlap or where a schedule
+        has fewer than 2 runs.
+    """
+    out = []
+    for (size, b), g in table.groupby(["size", "bits_post"]):
+        g = g[g["delta_ptq"] > 0]
+        parts = {s: g[g["schedule"] == s].sort_values("loss_pre") for s in schedules}
+        if any(len(p) < 2 for p in parts.values()):
+            continue
+        lo = max(float(p["loss_pre"].min()) for p in parts.values())
+        hi = min(float(p["loss_pre"].max()) for p in parts.values())
+        if lo > hi:
+            continue
+        target = 0.5 * (lo + hi)
+        for s, p in parts.items():
+            d = math.exp(float(np.interp(target, p["loss_pre"], np.log(p["delta_ptq"]))))
+            out.append({"size": size, "bits_post": int(b), "loss_target": target, "schedule": s, "delta_ptq": d})
+    return pd.DataFrame(out, columns=["size", "bits_post", "loss_target", "schedule", "delta_ptq"])
+
+
+def repetition_effect(table: pd.DataFrame, delta_sd, post_sd: float, dof: int, alpha: float = 0.05) -> pd.DataFrame:
+    """Does training on a fraction of the split (more passes over the data) change δ_PTQ and the
+    post-PTQ loss at the same (N, D)?
+
+    The rule: for each (size, D, bits) and each fraction f < 1, the differences Δδ = δ_f − δ_1 and
+    ΔL = L_post,f − L_post,1 of two single-seed runs; each counts when it exceeds t·σ_diff, t the
+    two-sided Student-t quantile at level `alpha` with `dof` degrees of freedom (the seed noise's),
+    σ_diff = √(σ_δ(δ_1)² + σ_δ(δ_f)²) for δ (``NoiseModel.delta_sd``: absolute + relative parts)
+    and √2·σ_post for the loss. ``answer``: ``raises`` / ``lowers`` (Δδ beyond the noise, by sign),
+    ``no effect`` (within it).
+
+    Args:
+        table: ``repetition_table`` output. delta_sd: callable, δ → σ of one run's δ [nats].
+        post_sd: σ of one run's post-PTQ loss [nats]. dof: degrees of freedom of that noise.
+        alpha: the level.
+
+    Returns:
+        ``size``, ``n_tokens``, ``bits_post``, ``train_fraction``, ``passes``, ``passes_whole``,
+        ``delta_whole``, ``delta_frac``, ``d_delta``, ``sd_delta``, ``d_loss_post``, ``sd_loss_post``,
+        ``answer``, ``loss_answer``; empty when `table` has no fraction < 1 beside a whole-split row.
+
+    Raises:
+        ValueError: `dof` < 1 (no seed noise to test against).
+    """
+    if dof < 1:
+        raise ValueError(f"repetition_effect needs the seed noise's degrees of freedom ≥ 1, got {dof}")
+    t = _t(dof, alpha)
+    out = []
+    for (size, d, b), g in table.groupby(["size", "n_tokens", "bits_post"]):
+        whole = g[g["train_fraction"] == 1.0]
+        if whole.empty:
+            continue
+        w = whole.iloc[0]
+        for _, r in g[g["train_fraction"] < 1.0].iterrows():
+            dd, dl = float(r["delta_ptq"] - w["delta_ptq"]), float(r["loss_post"] - w["loss_post"])
+            sd = float(math.hypot(float(delta_sd(w["delta_ptq"])), float(delta_sd(r["delta_ptq"]))))
+            sl = math.sqrt(2) * post_sd
+            out.append({"size": size, "n_tokens": int(d), "bits_post": int(b), "train_fraction": float(r["train_fraction"]),
+                        "passes": float(r["passes"]), "passes_whole": float(w["passes"]),
+                        "delta_whole": float(w["delta_ptq"]), "delta_frac": float(r["delta_ptq"]), "d_delta": dd,
+                        "sd_delta": sd, "d_loss_post": dl, "sd_loss_post": sl,
+                        "answer": ("raises" if dd > 0 else "lowers") if abs(dd) > t * sd else "no effect",
+                        "loss_answer": ("raises" if dl > 0 else "lowers") if abs(dl) > t * sl else "no effect"})
+    cols = ["size", "n_tokens", "bits_post", "train_fraction", "passes", "passes_whole", "delta_whole", "delta_frac",
+            "d_delta", "sd_delta", "d_loss_post", "sd_loss_post", "answer", "loss_answer"]
+    return pd.DataFrame(out, columns=cols)
+
+
+# --- What a chapter reads: the rows there are, and what the sweeps declare -------------------------
+
+CONFOUND_EXPERIMENTS = ("lr_peak", "lr_schedule", "repetition")
+
+
+def confound_rows(profile: str, experiment: str, eval_version: int | None = None,
+                  root=None) -> pd.DataFrame | None:
+    """The rows of one design-check sweep at one evaluation version, or None while it has none.
+
+    Args:
+        profile, experiment, eval_version, root: as :func:`bitlaws.study.store.load_runs` (None:
+            the profile's ``EVAL_VERSION_READ``, the version its base grid is read at).
+
+    Raises:
+        ValueError: `experiment` is not one of ``CONFOUND_EXPERIMENTS``, or an unknown profile/version.
+    """
+    from .store import load_runs
+
+    if experiment not in CONFOUND_EXPERIMENTS:
+        raise ValueError(f"experiment must be one of {', '.join(CONFOUND_EXPERIMENTS)}; got {experiment!r}")
+    try:
+        return load_runs(profile, experiment=experiment, eval_version=eval_version, root=root)
+    except FileNotFoundError:
+        return None
+
+
+def confound_coverage(profile: str, eval_version: int, root=None) -> pd.DataFrame:
+    """Runs done of declared for each design-check sweep of `profile`, at `eval_version`.
+
+    Returns:
+        ``experiment``, ``runs_planned``, ``runs_done`` (complete at `eval_version`: the pre-PTQ
+        row and every RTN/GPTQ row), ``missing`` (runs_planned − runs_done).
+    """
+    from .sweep import coverage, plan
+
+    out = []
+    for e in CONFOUND_EXPERIMENTS:
+        planned = len(plan(profile, e))
+        done = coverage(profile, root, experiment=e)["runs_done_by_eval_version"].get(eval_version, 0) if planned else 0
+        out.append({"experiment": e, "runs_planned": planned, "runs_done": done, "missing": planned - done})
+    return pd.DataFrame(out)
+
+
+def repetition_plan(profile: str) -> pd.DataFrame:
+    """The cells the ``repetition`` sweep declares, with the passes over the data each run makes.
+
+    Returns:
+        ``size``, ``n_tokens``, ``train_fraction`` (1.0: the base grid's run of the cell),
+        ``passes`` (D / (training-split tokens × fraction)); empty when `profile` declares none.
+    """
+    from ..corpus import load_corpus
+    from .sweep import plan
+
+    specs = plan(profile, "repetition")
+    rows = []
+    for s in specs:
+        n_train = len(load_corpus(s.train.corpus).train)
+        for f in sorted({1.0, s.train.train_fraction}, reverse=True):
+            rows.append({"size": s.size, "n_tokens": int(s.train.n_tokens), "train_fraction": f,
+                         "passes": s.train.n_tokens / (n_train * f)})
+    cols = ["size", "n_tokens", "train_fraction", "passes"]
+    return pd.DataFrame(rows, columns=cols).drop_duplicates().sort_values(
+        ["size", "n_tokens", "train_fraction"], ascending=[True, True, False]).reset_index(drop=True)

@@ -8,11 +8,11 @@ named figure functions per chapter, so a chapter draws a figure in one line.
 
 from __future__ import annotations
 
-from . import compute, formats, kernels, laws, ptq, quik, training
+from . import compute, confounds, formats, kernels, laws, ptq, quik, training
 from .quik import smol_k_figure, smol_methods_figure, smol_outlier_figure
 from .style import (BITS_RANGE, COLORS, MARKERS, apply_style, bits_color, human, label, log_axis, size_color,
                     token_unit, use_units)
 
 __all__ = ["COLORS", "MARKERS", "BITS_RANGE", "apply_style", "bits_color", "label", "log_axis", "size_color", "human",
            "use_units", "token_unit", "smol_methods_figure", "smol_k_figure", "smol_outlier_figure",
-           "formats", "ptq", "training", "laws", "compute", "quik", "kernels"]
+           "formats", "ptq", "training", "laws", "compute", "quik", "kernels", "confounds"]

@@ -1,0 +1,133 @@
+"""The design checks' decisions (bitlaws.study.design_checks) on constructed rows whose answer is known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from bitlaws.study.design_checks import (cooldown_jump, delta_at_equal_loss, lr_rule_check, repetition_effect,
+                                         schedule_decision)
+
+D = np.array([2.0 ** k for k in range(19, 24)])  # 0.5M ... 8.4M
+WIGGLE = np.array([0.03, -0.05, 0.02, 0.04, -0.04])  # fixed residuals in log δ: slopes get a finite SE
+
+
+def _series(schedule, slope, size="n27k", bits=3, d=D, wiggle=WIGGLE, level=1e-3):
+    delta = level * (d / d[0]) ** slope * np.exp(wiggle[: len(d)])
+    return pd.DataFrame({"size": size, "schedule": schedule, "d_branch": d.astype(int), "n_tokens": d.astype(int),
+                         "bits_post": bits, "delta_ptq": delta, "loss_pre": 2.5 - 0.1 * np.log2(d / d[0])})
+
+
+def test_schedule_decision_names_each_explanation_and_its_slopes():
+    cases = {"tokens": (1.0, 1.0), "decay": (0.0, 1.0), "both": (0.5, 1.5)}
+    for want, (s_const, s_cos) in cases.items():
+        t = pd.concat([_series("constant", s_const), _series("cosine", s_cos)])
+        row = schedule_decision(t).iloc[0]
+        assert row["answer"] == want, (want, row.to_dict())
+        x, y = np.log(D), np.log(t[t["schedule"] == "constant"]["delta_ptq"].to_numpy())
+        assert row["slope_constant"] == pytest.approx(stats.linregress(x, y).slope, rel=1e-12)
+        assert row["slope_constant"] == pytest.approx(s_const, abs=0.03)  # the wiggle moves it a little
+        assert (row["d_lo"], row["d_hi"], row["n_constant"]) == (int(D[0]), int(D[-1]), 5)
+
+
+def test_schedule_decision_cuts_the_cosine_to_the_constant_span_and_needs_three_points():
+    long = np.array([2.0 ** k for k in range(19, 26)])
+    cos = _series("cosine", 1.0, d=long, wiggle=np.r_[WIGGLE, 0.0, 0.0])
+    cos.loc[cos["d_branch"] > D[-1], "delta_ptq"] = 10.0  # beyond the span: must not be read
+    row = schedule_decision(pd.concat([_series("constant", 1.0), cos])).iloc[0]
+    assert row["n_cosine"] == 5 and row["slope_cosine"] == pytest.approx(1.0, abs=0.03)
+    short = schedule_decision(pd.concat([_series("constant", 1.0, d=D[:2]), cos])).iloc[0]
+    assert short["answer"] == "cannot tell" and not short["grows"]
+    with pytest.raises(ValueError, match="missing"):
+        schedule_decision(cos.drop(columns="d_branch"))
+
+
+def test_cooldown_jump_is_the_geometric_mean_ratio_with_a_t_interval():
+    c = _series("constant", 1.0)
+    w = c.assign(schedule="wsd", n_tokens=c["n_tokens"] + 262_144,
+                 delta_ptq=2.0 * c["delta_ptq"] * np.exp(WIGGLE / 10))
+    row = cooldown_jump(pd.concat([c, w])).iloc[0]
+    r = np.log(2.0) + WIGGLE / 10
+    half = stats.t.ppf(0.975, 4) * r.std(ddof=1) / math.sqrt(5)
+    assert row["k"] == 5 and row["ratio"] == pytest.approx(math.exp(r.mean()), rel=1e-12)
+    assert row["ratio_lo"] == pytest.approx(math.exp(r.mean() - half), rel=1e-12) and row["raises"]
+    flat = w.assign(delta_ptq=c["delta_ptq"].to_numpy() * np.exp([0.5, -0.5, 0.3, -0.3, 0.0]))
+    row = cooldown_jump(pd.concat([c, flat])).iloc[0]
+    assert row["ratio"] == pytest.approx(1.0, abs=1e-12) and not row["raises"]
+
+
+def test_delta_at_equal_loss_interpolates_log_delta_exactly_when_it_is_linear_in_the_loss():
+    frames = []
+    for s, a, losses in (("constant", -9.0, [2.4, 2.2, 2.0]), ("cosine", -8.0, [2.5, 2.1, 1.8]),
+                         ("wsd", -8.5, [2.3, 2.1, 1.95])):
+        loss = np.array(losses)
+        frames.append(pd.DataFrame({"size": "n27k", "bits_post": 3, "schedule": s, "loss_pre": loss,
+                                    "delta_ptq": np.exp(a - 3.0 * (loss - 2.0)), "d_branch": 1, "n_tokens": 1}))
+    out = delta_at_equal_loss(pd.concat(frames)).set_index("schedule")
+    target = 0.5 * (2.0 + 2.3)  # the overlap of [2.0, 2.4], [1.8, 2.5], [1.95, 2.3]
+    assert out["loss_target"].tolist() == pytest.approx([target] * 3, rel=1e-12)
+    for s, a in (("constant", -9.0), ("cosine", -8.0), ("wsd", -8.5)):
+        assert out.loc[s, "delta_ptq"] == pytest.approx(math.exp(a - 3.0 * (target - 2.0)), rel=1e-12)
+    apart = pd.concat([frames[0], frames[1].assign(loss_pre=frames[1]["loss_pre"] - 1.0)])
+    assert delta_at_equal_loss(apart, ("constant", "cosine")).empty  # the losses never meet
+
+
+def test_repetition_effect_compares_each_fraction_with_the_whole_split_against_the_noise():
+    rows = pd.DataFrame({"size": "n27k", "n_tokens": 8_388_608, "bits_post": 3,
+                         "train_fraction": [1.0, 0.5, 0.25], "passes": [1.8, 3.6, 7.2],
+                         "loss_pre": 1.8, "loss_post": [1.90, 1.91, 2.00], "delta_ptq": [0.10, 0.1005, 0.20]})
+    out = repetition_effect(rows, lambda d: 0.01, post_sd=0.01, dof=1000).set_index("train_fraction")
+    t = stats.t.ppf(0.975, 1000)
+    assert out.loc[0.5, "d_delta"] == pytest.approx(0.0005) and out.loc[0.5, "answer"] == "no effect"
+    assert out.loc[0.25, "answer"] == "raises" and out.loc[0.25, "loss_answer"] == "raises"
+    assert out.loc[0.25, "sd_delta"] == pytest.approx(math.sqrt(2) * 0.01, rel=1e-12)
+    assert 0.1 > t * math.sqrt(2) * 0.01  # the rule's threshold, as the answers above read it
+    low = rows.assign(delta_ptq=[0.10, 0.10, 0.02])
+    assert repetition_effect(low, lambda d: 0.01, 0.01, 1000)["answer"].tolist() == ["no effect", "lowers"]
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        repetition_effect(rows, lambda d: 0.01, 0.01, 0)
+
+
+def _runs(size, d, lr, loss, seed=0, n=26_784):
+    return {"status": "ok", "ptq_method": "none", "size": size, "n_params": n, "n_tokens": d, "seed": seed,
+            "lr_peak": lr, "loss_val": loss}
+
+
+def test_lr_rule_check_is_within_noise_only_when_the_gap_is_under_t_times_the_pair_sd():
+    seeds = [_runs("n27k", 1_000, 3e-3, 2.0 + e, seed=i) for i, e in enumerate([-0.01, 0.0, 0.01])]
+    seeds += [_runs("n27k", 2_000, 3e-3, 1.5 + e, seed=i) for i, e in enumerate([-0.02, 0.02])]
+    base = pd.DataFrame(seeds)
+    var = (0.01 ** 2 * 2 + 0.02 ** 2 * 2) / 3  # pooled: 2 + 1 degrees of freedom
+    limit = stats.t.ppf(0.975, 3) * math.sqrt(2 * var)
+    for gap, within in ((0.5 * limit, True), (1.5 * limit, False)):
+        lr = pd.DataFrame([_runs("n27k", 1_000, 1.5e-3, 2.1), _runs("n27k", 1_000, 6e-3, 1.99 - gap)])
+        row = lr_rule_check(base, lr).iloc[0]
+        assert row["gap"] == pytest.approx(gap, rel=1e-9) and row["lr_best"] == 6e-3
+        assert row["se"] == pytest.approx(math.sqrt(2 * var), rel=1e-12) and row["dof"] == 3
+        assert bool(row["within_noise"]) is within
+
+
+def test_what_the_chapter_reads_when_a_sweep_has_no_rows(tmp_path):
+    from bitlaws.study.design_checks import confound_coverage, confound_rows, repetition_plan
+    from bitlaws.study.sweep import plan
+
+    cov = confound_coverage("smoke", 2, root=tmp_path).set_index("experiment")
+    for e in ("lr_peak", "lr_schedule", "repetition"):
+        assert cov.loc[e, "runs_planned"] == len(plan("smoke", e)) > 0
+        assert cov.loc[e, "runs_done"] == 0 and cov.loc[e, "missing"] == cov.loc[e, "runs_planned"]
+        assert confound_rows("smoke", e, 2, root=tmp_path) is None
+    with pytest.raises(ValueError, match="one of lr_peak"):
+        confound_rows("smoke", "base_grid")
+    rp = repetition_plan("cpu")
+    assert set(map(tuple, rp[["size", "n_tokens"]].drop_duplicates().to_numpy())) == {
+        ("n27k", 8_388_608), ("n27k", 16_777_216), ("n83k", 8_388_608)}
+    for _, cell in rp.groupby(["size", "n_tokens"]):
+        whole = cell[cell["train_fraction"] == 1.0]["passes"].iloc[0]
+        assert cell.set_index("train_fraction")["passes"].to_dict() == pytest.approx(
+            {1.0: whole, 0.5: 2 * whole, 0.25: 4 * whole}, rel=1e-12)
+    assert rp[(rp["n_tokens"] == 8_388_608) & (rp["train_fraction"] == 1.0)]["passes"].iloc[0] == pytest.approx(1.82, abs=0.01)
+    assert repetition_plan("gpu").empty
