@@ -131,3 +131,20 @@ def test_what_the_chapter_reads_when_a_sweep_has_no_rows(tmp_path):
             {1.0: whole, 0.5: 2 * whole, 0.25: 4 * whole}, rel=1e-12)
     assert rp[(rp["n_tokens"] == 8_388_608) & (rp["train_fraction"] == 1.0)]["passes"].iloc[0] == pytest.approx(1.82, abs=0.01)
     assert repetition_plan("gpu").empty
+
+
+def test_equal_passes_effect_pairs_runs_with_the_same_passes():
+    from bitlaws.study.design_checks import equal_passes_effect
+
+    table = pd.DataFrame({"size": ["n27k"] * 4, "n_tokens": [8, 8, 16, 16], "train_fraction": [1.0, 0.5, 1.0, 0.5],
+                          "passes": [1.0, 2.0, 2.0, 4.0], "bits_post": [3] * 4, "delta_ptq": [0.10, 0.15, 0.25, 0.26]})
+    out = equal_passes_effect(table, lambda d: 0.01 + 0 * d, dof=10**6)
+    # only (8, half) and (16, whole) share 2 passes; δ 0.15 → 0.25 against t·√2·0.01 = 0.0277
+    assert len(out) == 1
+    r = out.iloc[0]
+    assert (r.d_small, r.d_large, r.answer) == (8, 16, "raises")
+    assert r.d_delta == pytest.approx(0.10) and r.sd_delta == pytest.approx(0.01 * 2 ** 0.5)
+    quiet = equal_passes_effect(table.assign(delta_ptq=[0.10, 0.15, 0.16, 0.26]), lambda d: 0.01 + 0 * d, dof=10**6)
+    assert quiet.iloc[0].answer == "no effect"  # 0.01 < 0.0277
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        equal_passes_effect(table, lambda d: 0.01, dof=0)

@@ -25,7 +25,8 @@ from scipy import stats
 from .noise import pooled_seed_variance
 
 __all__ = ["lr_rule_check", "schedule_table", "schedule_slopes", "repetition_table", "schedule_decision",
-           "cooldown_jump", "delta_at_equal_loss", "repetition_effect", "CONFOUND_EXPERIMENTS", "confound_rows",
+           "cooldown_jump", "delta_at_equal_loss", "repetition_effect", "equal_passes_effect",
+           "repetition_evidence", "CONFOUND_EXPERIMENTS", "confound_rows",
            "confound_coverage", "repetition_plan"]
 
 
@@ -358,6 +359,66 @@ def repetition_effect(table: pd.DataFrame, delta_sd, post_sd: float, dof: int, a
     cols = ["size", "n_tokens", "bits_post", "train_fraction", "passes", "passes_whole", "delta_whole", "delta_frac",
             "d_delta", "sd_delta", "d_loss_post", "sd_loss_post", "answer", "loss_answer"]
     return pd.DataFrame(out, columns=cols)
+
+
+def equal_passes_effect(table: pd.DataFrame, delta_sd, dof: int, alpha: float = 0.05) -> pd.DataFrame:
+    """At the same passes over the data, does more D change δ_PTQ? The other half of the repetition
+    question (``repetition_effect`` holds D and varies the passes).
+
+    The rule: for each (size, bits) and each pair of runs with the same passes (to 3 decimals) and
+    different D, Δδ = δ(larger D) − δ(smaller D) of two single-seed runs counts when it exceeds
+    t·√(σ_δ(δ_1)² + σ_δ(δ_2)²), t the two-sided Student-t quantile at `alpha` with `dof` degrees
+    of freedom. ``answer``: ``raises`` / ``lowers`` / ``no effect``.
+
+    Args:
+        table: ``repetition_table`` output. delta_sd: callable, δ → σ of one run's δ [nats].
+        dof: degrees of freedom of that noise. alpha: the level.
+
+    Returns:
+        ``size``, ``bits_post``, ``passes``, ``d_small``, ``d_large``, ``delta_small``, ``delta_large``,
+        ``d_delta``, ``sd_delta``, ``answer``; empty without such a pair.
+
+    Raises:
+        ValueError: `dof` < 1.
+    """
+    if dof < 1:
+        raise ValueError(f"equal_passes_effect needs the seed noise's degrees of freedom ≥ 1, got {dof}")
+    t = _t(dof, alpha)
+    out = []
+    keyed = table.assign(_p=table["passes"].round(3))
+    for (size, b, _), g in keyed.groupby(["size", "bits_post", "_p"]):
+        g = g.sort_values("n_tokens")
+        lo = g.iloc[0]
+        for _, r in g.iloc[1:].iterrows():
+            dd = float(r["delta_ptq"] - lo["delta_ptq"])
+            sd = float(math.hypot(float(delta_sd(lo["delta_ptq"])), float(delta_sd(r["delta_ptq"]))))
+            out.append({"size": size, "bits_post": int(b), "passes": float(r["passes"]), "d_small": int(lo["n_tokens"]),
+                        "d_large": int(r["n_tokens"]), "delta_small": float(lo["delta_ptq"]),
+                        "delta_large": float(r["delta_ptq"]), "d_delta": dd, "sd_delta": sd,
+                        "answer": ("raises" if dd > 0 else "lowers") if abs(dd) > t * sd else "no effect"})
+    return pd.DataFrame(out, columns=["size", "bits_post", "passes", "d_small", "d_large", "delta_small", "delta_large",
+                                      "d_delta", "sd_delta", "answer"])
+
+
+def repetition_evidence(base: pd.DataFrame, rep: pd.DataFrame, method: str = "gptq") -> dict[str, pd.DataFrame]:
+    """Both repetition comparisons for one PTQ method, each P_post against the seed noise measured at
+    that P_post (``noise.noise_model(base, method, bits=(b,))``: δ's relative noise is ~9 % at INT3,
+    several times that pooled over every width).
+
+    Returns:
+        ``passes``: ``repetition_effect`` (same D, more passes); ``tokens``: ``equal_passes_effect``
+        (same passes, more D); each with the rows of every P_post of the sweep.
+    """
+    from .noise import noise_model
+
+    table = repetition_table(base, rep, method)
+    out = {"passes": [], "tokens": []}
+    for b in sorted(table["bits_post"].unique()):
+        nm = noise_model(base, method, bits=(int(b),))
+        tb = table[table["bits_post"] == b]
+        out["passes"].append(repetition_effect(tb, nm.delta_sd, nm.post_sd, nm.loss_dof))
+        out["tokens"].append(equal_passes_effect(tb, nm.delta_sd, nm.loss_dof))
+    return {k: pd.concat(v, ignore_index=True) if v else pd.DataFrame() for k, v in out.items()}
 
 
 # --- What a chapter reads: the rows there are, and what the sweeps declare -------------------------

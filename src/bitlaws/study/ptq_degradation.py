@@ -544,63 +544,24 @@ def _train_split_tokens() -> float:
         return math.nan
 
 
-def repetition_effects(table: pd.DataFrame, noise, bits: int = 3) -> list[dict]:
-    """P2's repetition evidence: from ``design_checks.repetition_table`` (one method, seed 0), each
-    pair of runs that differs in one thing only — the passes at the same (N, D), or D at the same
-    (N, passes) — and whether δ_PTQ differs beyond the noise of two single runs.
-
-    Args:
-        table: ``bitlaws.study.design_checks.repetition_table(base, rep, method)``.
-        noise: the method's ``noise.noise_model`` at the same P_post (``bits=(bits,)``); σ(δ) of one
-            run is ``noise.delta_sd(δ)``.
-        bits: the P_post compared.
-
-    Returns:
-        One dict per pair: ``kind`` (``passes``: same D; ``tokens``: same passes), ``size``,
-        ``d_1``, ``d_2``, ``passes_1``, ``passes_2`` (the second has more of what varies), ``delta_1``,
-        ``delta_2``, ``diff`` (δ_2 − δ_1), ``threshold`` (t_{0.975, ν}·sqrt(σ²(δ_1) + σ²(δ_2))) and
-        ``beyond`` (|diff| > threshold).
-    """
-    from .noise import t_quantile
-
-    t = t_quantile(noise.loss_dof)
-    tab = table[table["bits_post"] == bits].assign(p_key=lambda x: x["passes"].round(3))
-    out = []
-
-    def pair(kind, a, b):
-        d1, d2 = float(a["delta_ptq"]), float(b["delta_ptq"])
-        thr = t * math.hypot(float(noise.delta_sd(d1)), float(noise.delta_sd(d2))) if math.isfinite(t) else math.inf
-        out.append({"kind": kind, "size": a["size"], "d_1": int(a["n_tokens"]), "d_2": int(b["n_tokens"]),
-                    "passes_1": float(a["passes"]), "passes_2": float(b["passes"]), "delta_1": d1, "delta_2": d2,
-                    "diff": d2 - d1, "threshold": thr, "beyond": bool(abs(d2 - d1) > thr)})
-
-    for _, g in tab.groupby(["size", "n_tokens"]):
-        g = g.sort_values("passes")
-        for i in range(1, len(g)):
-            pair("passes", g.iloc[0], g.iloc[i])
-    for _, g in tab.groupby(["size", "p_key"]):
-        g = g.sort_values("n_tokens")
-        for i in range(1, len(g)):
-            pair("tokens", g.iloc[0], g.iloc[i])
-    return out
-
-
-def _repetition_text(effects: list[dict], n_params: float | None) -> str:
-    if not effects:
+def _repetition_text(ev: dict[str, pd.DataFrame] | None, bits: int = 3) -> str:
+    if not ev or not len(ev["passes"]) + len(ev["tokens"]):
         return ("the declared repetition sweep (the same cells on a half and a quarter of the split) has no rows "
                 "yet, so repetition is not separated from D")
     parts = []
-    for kind, what in (("passes", "at the same D, more passes"), ("tokens", "at the same passes, more D")):
-        e = [x for x in effects if x["kind"] == kind]
-        if e:
-            up = sum(x["beyond"] and x["diff"] > 0 for x in e)
-            ex = "; ".join(f"δ {x['delta_1']:.3f} → {x['delta_2']:.3f} ("
-                           + (f"D = {_fmt_m(x['d_1'])}, {x['passes_1']:.1f} → {x['passes_2']:.1f} passes"
-                              if kind == "passes" else
-                              f"{x['passes_1']:.1f} passes, D = {_fmt_m(x['d_1'])} → {_fmt_m(x['d_2'])}") + ")"
-                           for x in e)
-            parts.append(f"{what} raised δ_PTQ beyond the noise of two single runs in {up}/{len(e)} pairs ({ex})")
-    return ("the repetition sweep (INT3, seed 0, one run per cell; σ(δ) from the INT3 seeds): " + "; ".join(parts))
+    p_, t_ = (ev[k][ev[k]["bits_post"] == bits] if len(ev[k]) else ev[k] for k in ("passes", "tokens"))
+    if len(p_):
+        ex = "; ".join(f"δ {r.delta_whole:.3f} → {r.delta_frac:.3f} (D = {_fmt_m(r.n_tokens)}, {r.passes_whole:.1f} → "
+                       f"{r.passes:.1f} passes)" for r in p_.itertuples())
+        parts.append(f"at the same D, more passes raised δ_PTQ beyond the noise of two single runs in "
+                     f"{int((p_['answer'] == 'raises').sum())}/{len(p_)} pairs ({ex})")
+    if len(t_):
+        ex = "; ".join(f"δ {r.delta_small:.3f} → {r.delta_large:.3f} ({r.passes:.1f} passes, D = {_fmt_m(r.d_small)} → "
+                       f"{_fmt_m(r.d_large)})" for r in t_.itertuples())
+        parts.append(f"at the same passes, more D raised it beyond the noise in "
+                     f"{int((t_['answer'] == 'raises').sum())}/{len(t_)} pairs ({ex})")
+    return (f"the repetition sweep (INT{bits}, seed 0, one run per cell; σ(δ) from the INT{bits} seeds, "
+            "``design_checks.repetition_evidence``): " + "; ".join(parts))
 
 
 def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
@@ -619,8 +580,8 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     against γ_D = 0) is below ``POWER_MIN``, whatever the series show: then the paper's law puts the
     turn-up beyond our D, and a rise we see is not the paper's effect at the paper's scale. The power if our own fitted Eq. 2 were true is reported beside it.
     With ``repetition`` (the ``repetition`` sweep's rows), the reason reports whether more passes at
-    the same D, and more D at the same passes, raise δ_PTQ beyond the noise (``repetition_effects``;
-    reported, not graded).
+    the same D, and more D at the same passes, raise δ_PTQ at INT3 beyond the noise
+    (``bitlaws.study.design_checks.repetition_evidence``; reported, not graded).
     RTN is reported as a replication. D_crit from Eq. 13 with our fitted constants
     (``critical_data_sizes``) is reported, not graded.
 
@@ -677,13 +638,13 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     rising = [x for x in st["series"] if x["rising"]] or [max(st["series"], key=lambda x: x["rise"] - x["threshold"])]
     passes = ", ".join(f"{x['d_best'] / split:.2f}–{x['d_max'] / split:.2f}" for x in rising[:2]) \
         if math.isfinite(split) else "n/a"
-    effects = []
+    evidence = None
     if repetition is not None and len(repetition):
-        from .design_checks import repetition_table
+        from .design_checks import repetition_evidence
 
-        effects = repetition_effects(repetition_table(df, repetition, main), noise_model(df, main, bits=(3,)))
+        evidence = repetition_evidence(df, repetition, main)
     reason = (f"It rests on few series: the rises sit at D ≥ {_fmt_m(min(x['d_best'] for x in rising))}, "
-              f"{passes} passes over the training split; {_repetition_text(effects, None)}; the seed noise "
+              f"{passes} passes over the training split; {_repetition_text(evidence)}; the seed noise "
               f"has {v['noise'].loss_dof} degrees of freedom ({v['noise'].n_cells} seeded cells; t = {st['threshold_t']:.2f}). "
               f"With the paper's exponents our design would see a turn-up in {v['power']['power']:.0%} of simulated "
               f"datasets ({v['power_ours']['power']:.0%} with our steeper Eq. 2 fit)"
@@ -712,11 +673,11 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                             f"{m}_int{b}_d_crit_eq13": r["d_crit_eq13"]})
             if b in best:
                 det.update({f"{m}_int{b}_rise": best[b]["rise"], f"{m}_int{b}_threshold": best[b]["threshold"]})
-    for kind in ("passes", "tokens"):
-        e = [x for x in effects if x["kind"] == kind]
-        if e:
+    for kind, e in (evidence or {}).items():
+        e = e[e["bits_post"] == 3] if len(e) else e
+        if len(e):
             det.update({f"repetition_{kind}_pairs": float(len(e)),
-                        f"repetition_{kind}_up": float(sum(x["beyond"] and x["diff"] > 0 for x in e))})
+                        f"repetition_{kind}_up": float((e["answer"] == "raises").sum())})
     frames = {"rows": df} if repetition is None else {"rows": df, "repetition": repetition}
     return Verdict("P2", verdict, CLAIMS["P2"]["paper"], ours, reason, profile,
                    inputs_identity("P2", profile, frames=frames), finite_or_na(det))
