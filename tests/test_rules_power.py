@@ -234,21 +234,21 @@ def _p4_frames() -> dict[str, pd.DataFrame]:
     return {k: pd.DataFrame(v) for k, v in rows.items()}
 
 
-CHIN = {"A": 84.0, "B": 1560.0, "E": 1.26, "alpha": 0.55, "beta": 0.55}  # of the order of our cpu fit
+CHIN_CPU = {"A": 84.0, "B": 1560.0, "E": 1.26, "alpha": 0.55, "beta": 0.55}  # of the order of our cpu fit
 
 
 def test_p4_power_both_ways():
     frames = _p4_frames()
     quiet = NoiseModel(**{**NOISE.__dict__, "loss_sd": 2e-4})
-    pw = power.p4_power(frames, CHIN, quiet, n_sim=30, seed=0)
+    pw = power.p4_power(frames, CHIN_CPU, quiet, n_sim=30, seed=0)
     # the paper's f_a(3) ≤ 0 (γ_a·n_a = 3.11 bits): the 6 activation runs at 3 bits leave the design
     assert pw["rows_dropped"] == 6.0 and pw["n_sim"] == 30.0
     assert pw["power"] >= 0.8 and pw["false_positive"] <= 0.1
     # with 3× our seed σ (0.016 nats) the same design cannot resolve the order at 95 %
     loud = NoiseModel(**{**NOISE.__dict__, "loss_sd": 5e-2})
-    assert power.p4_power(frames, CHIN, loud, n_sim=30, seed=0)["power"] < 0.5
+    assert power.p4_power(frames, CHIN_CPU, loud, n_sim=30, seed=0)["power"] < 0.5
     # no noise estimate: no power
-    assert math.isnan(power.p4_power(frames, CHIN, NoiseModel(**{**NOISE.__dict__, "loss_sd": math.nan}))["power"])
+    assert math.isnan(power.p4_power(frames, CHIN_CPU, NoiseModel(**{**NOISE.__dict__, "loss_sd": math.nan}))["power"])
 
 
 def test_shift_bootstrap_is_exact_on_separated_draws():
