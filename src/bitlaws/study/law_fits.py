@@ -941,7 +941,8 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
     reason = (f"rule v2: (a) sign test {'met' if st['p_sign'] < 0.05 else 'not met'}, (b) robustness term "
               f"{'met' if st['p_robustness'] < 0.05 else 'not met'}; power on our design {pw['power']:.0%} with the "
               "paper's exponents, γ_w, n_w and C_w = 1 (C_w is not printed; Eq. 10 is its C_w = 1 case), "
-              f"{po['power']:.0%} with our fitted C_w = {st['c_w']:.2f} in its place. Training "
+              f"{po['power']:.0%} with our fitted C_w = {st['c_w']:.2f} in its place (reported, not used: power at "
+              "the effect one observed is no test, as a weaker effect seen would always read underpowered). Training "
               "fake-quantizes with symmetric absmax, PTQ with asymmetric min-max, so a model trained at P_w sees a "
               "different grid after training. The seed noise has "
               f"{noise.loss_dof} degrees of freedom ({noise.n_cells} seeded cells)")
