@@ -148,3 +148,14 @@ def test_equal_passes_effect_pairs_runs_with_the_same_passes():
     assert quiet.iloc[0].answer == "no effect"  # 0.01 < 0.0277
     with pytest.raises(ValueError, match="degrees of freedom"):
         equal_passes_effect(table, lambda d: 0.01, dof=0)
+
+
+def test_schedule_decision_needs_equivalence_for_tokens_and_drops_undetectable_delta():
+    # the same slopes, but a constant-LR series too short and noisy to show equivalence: cannot tell
+    noisy = pd.concat([_series("constant", 1.0, d=D[:3], wiggle=np.array([0.5, -0.6, 0.4])), _series("cosine", 1.0)])
+    row = schedule_decision(noisy).iloc[0]
+    assert not row["differs"] and not row["equivalent"] and row["answer"] == "cannot tell"
+    # a δ at the floor is not a point: with it left out only 4 of 5 remain in each series
+    t = pd.concat([_series("constant", 1.0), _series("cosine", 1.0)])
+    row = schedule_decision(t, floor=float(t["delta_ptq"].min()) * 1.0001).iloc[0]
+    assert row["n_constant"] == 4 and row["n_cosine"] == 4

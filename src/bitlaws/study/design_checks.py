@@ -25,7 +25,7 @@ from scipy import stats
 from .noise import pooled_seed_variance
 
 __all__ = ["lr_rule_check", "schedule_table", "schedule_slopes", "repetition_table", "schedule_decision",
-           "cooldown_jump", "delta_at_equal_loss", "repetition_effect", "equal_passes_effect",
+           "cooldown_jump", "delta_at_equal_loss", "repetition_effect", "SCHEDULE_MARGIN", "equal_passes_effect",
            "repetition_evidence", "CONFOUND_EXPERIMENTS", "confound_rows",
            "confound_coverage", "repetition_plan"]
 
@@ -193,26 +193,36 @@ def _t(dof: float, alpha: float) -> float:
     return float(stats.t.ppf(1 - alpha / 2, dof)) if dof >= 1 else math.nan
 
 
-def schedule_decision(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+# ``tokens`` needs the constant-LR slope shown to be at least (1 − this) of the cosine's.
+SCHEDULE_MARGIN = 0.5
+
+
+def schedule_decision(table: pd.DataFrame, alpha: float = 0.05, floor: float = 0.0) -> pd.DataFrame:
     """Which explanation of δ_PTQ's growth with D the schedule runs support, per (size, bits).
 
     The rule (written before the rows): over the D that the constant-LR runs span, fit
     log δ = a + s·log D per schedule (``schedule_slopes``, the cosine rows cut to that span).
     *Grows*: the constant-LR slope exceeds 0 by a two-sided t-test at level `alpha` with
     n − 2 degrees of freedom. *Differs*: |s_constant − s_cosine| > t·√(se_c² + se_cos²), t at
-    min(n_c, n_cos) − 2 degrees of freedom (conservative). The noise is the regressions' residual
-    scatter, which holds the seed noise of single runs. Answer: ``tokens`` (grows, does not differ:
-    δ grows with D without a decay), ``decay`` (does not grow, differs: the growth needs the decay),
-    ``both`` (grows, but less than under the cosine), ``cannot tell`` (anything else, or fewer than
-    3 constant-LR D with δ > 0: add constant-LR runs at more D).
+    min(n_c, n_cos) − 2 degrees of freedom (conservative). *Equivalent*: not differing is no
+    evidence of equality, so ``tokens`` also needs the lower end of the difference's interval,
+    (s_c − s_cos) − t·√(se_c² + se_cos²), above −``SCHEDULE_MARGIN``·s_cos (the growth without a
+    decay shown to be at least half the cosine's). The noise is the regressions' residual scatter,
+    which holds the seed noise of single runs; δ at or below ``floor`` (e.g. t·σ₀ of the seed-noise
+    model: below detection) is left out of the slopes. Answer: ``tokens`` (grows, equivalent),
+    ``decay`` (does not grow, differs), ``both`` (grows, differs, less than under the cosine),
+    ``cannot tell`` (anything else, or fewer than 3 constant-LR D with δ above the floor: add
+    constant-LR runs at more D). (Version 2: version 1, before a referee's reading, answered
+    ``tokens`` whenever the difference was not significant, with 1 degree of freedom.)
 
     Args:
         table: ``schedule_table`` output (``constant`` and ``cosine`` rows needed).
-        alpha: the level of both tests.
+        alpha: the level of the tests. floor: δ at or below it is below detection [nats].
 
     Returns:
         ``size``, ``bits_post``, ``slope_constant``, ``se_constant``, ``n_constant``, ``slope_cosine``,
-        ``se_cosine``, ``n_cosine``, ``d_lo``, ``d_hi`` (the span), ``grows``, ``differs``, ``answer``.
+        ``se_cosine``, ``n_cosine``, ``d_lo``, ``d_hi`` (the span), ``grows``, ``differs``,
+        ``equivalent``, ``answer``.
 
     Raises:
         ValueError: `table` lacks a column ``schedule_table`` makes.
@@ -223,6 +233,7 @@ def schedule_decision(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
                          f"missing {sorted(need - set(table.columns))}")
     out = []
     for (size, b), g in table.groupby(["size", "bits_post"]):
+        g = g[g["delta_ptq"] > floor]
         const = g[g["schedule"] == "constant"]
         if const.empty:
             continue
@@ -239,15 +250,22 @@ def schedule_decision(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         s_k, se_k, n_k = row["slope_cosine"], row["se_cosine"], row["n_cosine"]
         grows = bool(n_c >= 3 and se_c > 0 and s_c / se_c > _t(n_c - 2, alpha))
         if n_c >= 3 and n_k >= 3 and np.isfinite(s_k):
-            differs = bool(abs(s_c - s_k) > _t(min(n_c, n_k) - 2, alpha) * math.hypot(se_c, se_k))
+            half = _t(min(n_c, n_k) - 2, alpha) * math.hypot(se_c, se_k)
+            differs = bool(abs(s_c - s_k) > half)
+            equivalent = bool((s_c - s_k) - half > -SCHEDULE_MARGIN * abs(s_k))
         else:
-            differs = False
+            differs = equivalent = False
         if n_c < 3 or not np.isfinite(s_k):
             answer = "cannot tell"
+        elif grows and equivalent and not differs:
+            answer = "tokens"
+        elif not grows and differs:
+            answer = "decay"
+        elif grows and differs and s_c < s_k:
+            answer = "both"
         else:
-            answer = {(True, False): "tokens", (False, True): "decay", (True, True): "both"}.get((grows, differs),
-                                                                                                "cannot tell")
-        out.append(row | {"grows": grows, "differs": differs, "answer": answer})
+            answer = "cannot tell"
+        out.append(row | {"grows": grows, "differs": differs, "equivalent": equivalent, "answer": answer})
     return pd.DataFrame(out)
 
 
