@@ -672,15 +672,19 @@ def test_joint_all_markdown_reads_the_record():
 
     from bitlaws.study import law_fits as lfs
 
-    rec = {"status": "ok", "params": {"A": 2.0, "alpha": 0.5}, "staged": {"A": 1.0, "alpha": 0.5},
-           "shift": {"A": 1.0, "alpha": 0.0}, "objective": 0.75, "objective_staged": 1.0, "n_points": 3,
-           "n_refined": 5, "n_at_best": 1, "input_sha256": "x"}
+    staged = {"A": 1.0, "alpha": 0.5, "gamma_w": 2.0, "n_w": 0.0, "gamma_a": 2.0, "n_a": 0.0, "gamma_kv": 2.0, "n_kv": 0.0}
+    joint = {**staged, "A": 2.0, "gamma_a": 4.0}
+    rec = {"status": "ok", "params": joint, "staged": staged,
+           "shift": {k: (joint[k] - v) / abs(v) if v else 0.0 for k, v in staged.items()}, "objective": 0.75,
+           "objective_staged": 1.0, "n_points": 3, "n_refined": 5, "n_at_best": 1, "input_sha256": "x"}
     t = lfs.joint_all_table(rec)
-    assert list(t.index) == ["A", "alpha"] and t.loc["A", "joint"] == 2.0
+    assert list(t.index[:2]) == ["A", "gamma_a"] and t.loc["A", "joint"] == 2.0
     empty = pd.DataFrame(columns=["obs_id", "experiment", "status", "ptq_method", "n_params", "n_tokens",
                                   "bits_w", "bits_a", "bits_kv", "loss_val", "run_id", "seed"])
     text = lfs.joint_all_markdown(rec, empty)
-    assert "lowers the summed Huber objective by 25%" in text and "Only 1 of the 5 refined starts" in text
+    assert "the staged constants exceed by 33%" in text and "(1 of 5 at the best)" in text
+    # f_a(4) = 1 − e^(−4/γ_a): 0.86 staged, 0.63 joint
+    assert "f_a(4) 0.86 → 0.63" in text and "f_w(4) 0.86 → 0.86" in text
     assert "other rows" in text  # the record's hash is not these rows'
     assert "has not been made" in lfs.joint_all_markdown({"status": "skipped", "reason": "r"}, empty)
     assert lfs.joint_all_table(None) is None
