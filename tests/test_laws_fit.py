@@ -688,3 +688,11 @@ def test_joint_all_markdown_reads_the_record():
     assert "other rows" in text  # the record's hash is not these rows'
     assert "has not been made" in lfs.joint_all_markdown({"status": "skipped", "reason": "r"}, empty)
     assert lfs.joint_all_table(None) is None
+
+
+def test_last_above_interpolates_where_the_power_crosses():
+    from bitlaws.study.law_fits import _last_above
+
+    assert _last_above({0.5: 0.9, 1.0: 0.8, 1.5: 0.4}, 0.5) == pytest.approx(1.0 + 0.5 * 0.3 / 0.4)
+    assert _last_above({0.5: 0.9, 1.0: 0.8}, 0.5) == 1.0  # never below: the grid's end
+    assert math.isnan(_last_above({0.5: 0.4, 1.0: 0.2}, 0.5))  # never above

@@ -936,6 +936,12 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
     # the power if the bracket had our fitted C_w (reported, not graded: the rule reads C_w = 1)
     po = p9_power(cells, rec["fixed"], noise, n_sim=n_sim, c_w=st["c_w"]) \
         if math.isfinite(st["c_w"]) and st["c_w"] > 0 else {"power": math.nan}
+    # The power depends on C_w, which the paper does not print: the largest C_w (the weakest bracket)
+    # at which the design still has POWER_MIN, by the power on a grid of C_w (reported, not graded).
+    from .claims import POWER_MIN
+
+    curve = {c: p9_power(cells, rec["fixed"], noise, n_sim=n_sim, c_w=c)["power"] for c in P9_C_W_GRID}
+    c_star = _last_above(curve, POWER_MIN)
     verdict = power_gate(st["grade"], pw["power"])
     ours = (f"where the high-precision δ_PTQ is measurable and P_w is nearest P_post, low-precision-trained models "
             f"degrade less in {int(st['n_less'])}/{int(st['n_measurable'])} cells (sign test p = {st['p_sign']:.2f}); "
@@ -947,17 +953,37 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
               f"{'met' if st['p_robustness'] < 0.05 else 'not met'}; power on our design {pw['power']:.0%} with the "
               "paper's exponents, γ_w, n_w and C_w = 1 (C_w is not printed; Eq. 10 is its C_w = 1 case), "
               f"{po['power']:.0%} with our fitted C_w = {st['c_w']:.2f} in its place (reported, not used: power at "
-              "the effect one observed is no test, as a weaker effect seen would always read underpowered). Training "
+              "the effect one observed is no test, as a weaker effect seen would always read underpowered); the design "
+              f"keeps {POWER_MIN:.0%} power up to C_w ≈ {c_star:.2f} (power over C_w = "
+              + ", ".join(f"{c:g}: {v:.0%}" for c, v in curve.items())
+              + f"), so the grade holds only if the paper's C_w is at most {c_star:.2f}; these powers are upper bounds, "
+              "as the simulation holds the upstream constants at their generating values. Training "
               "fake-quantizes with symmetric absmax, PTQ with asymmetric min-max, so a model trained at P_w sees a "
               "different grid after training. The seed noise has "
               f"{noise.loss_dof} degrees of freedom ({noise.n_cells} seeded cells)")
     det = {**{k: st[k] for k in ("n_measurable", "n_less", "p_sign", "c_w", "p_robustness", "r2_without",
                                   "r2_with", "r2_gain", "n_cells")},
            "unified_r2": float(rec["r2"]), "power": pw["power"], "power_partly": pw["power_partly"],
-           "power_fitted_c_w": po["power"],
+           "power_fitted_c_w": po["power"], "c_w_power_min": c_star,
            "false_positive": pw["false_positive"], "false_partly": pw["false_partly"], "n_sim": pw["n_sim"],
            "rule_grade": st["grade"], "noise_dof": float(noise.loss_dof)}
     return Verdict("P9", verdict, CLAIMS["P9"]["paper"], ours, reason, profile, sha, finite_or_na(det))
+
+
+# C_w at which P9's power is simulated to find where it falls below POWER_MIN (C_w = 1 is Eq. 10's case).
+P9_C_W_GRID = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+
+
+def _last_above(curve: Mapping[float, float], level: float) -> float:
+    """The largest x at which the (decreasing) ``curve`` x -> power is still ≥ ``level``, by linear
+    interpolation between grid points; the grid's ends when it never or always is."""
+    xs = sorted(curve)
+    if not curve[xs[0]] >= level:
+        return math.nan
+    for a, b in zip(xs, xs[1:]):
+        if curve[b] < level:
+            return a + (b - a) * (curve[a] - level) / (curve[a] - curve[b])
+    return xs[-1]
 
 
 def law_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> dict[str, Verdict]:
