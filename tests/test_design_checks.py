@@ -137,13 +137,18 @@ def test_equal_passes_effect_pairs_runs_with_the_same_passes():
     from bitlaws.study.design_checks import equal_passes_effect
 
     table = pd.DataFrame({"size": ["n27k"] * 4, "n_tokens": [8, 8, 16, 16], "train_fraction": [1.0, 0.5, 1.0, 0.5],
-                          "passes": [1.0, 2.0, 2.0, 4.0], "bits_post": [3] * 4, "delta_ptq": [0.10, 0.15, 0.25, 0.26]})
-    out = equal_passes_effect(table, lambda d: 0.01 + 0 * d, dof=10**6)
+                          "passes": [1.0, 2.0, 2.0, 4.0], "bits_post": [3] * 4, "delta_ptq": [0.10, 0.15, 0.25, 0.26],
+                          "loss_post": [2.0, 2.0, 2.05, 2.0]})
+    out = equal_passes_effect(table, lambda d: 0.01 + 0 * d, dof=10**6, post_sd=0.02)
     # only (8, half) and (16, whole) share 2 passes; δ 0.15 → 0.25 against t·√2·0.01 = 0.0277
     assert len(out) == 1
     r = out.iloc[0]
     assert (r.d_small, r.d_large, r.answer) == (8, 16, "raises")
     assert r.d_delta == pytest.approx(0.10) and r.sd_delta == pytest.approx(0.01 * 2 ** 0.5)
+    # the post-PTQ loss: +0.05 against t·√2·0.02 = 0.0554: no effect; without post_sd, none either
+    assert r.d_loss_post == pytest.approx(0.05) and r.loss_answer == "no effect"
+    assert equal_passes_effect(table.assign(loss_post=[2.0, 2.0, 2.06, 2.0]), lambda d: 0.01 + 0 * d, dof=10**6,
+                               post_sd=0.02).iloc[0].loss_answer == "raises"
     quiet = equal_passes_effect(table.assign(delta_ptq=[0.10, 0.15, 0.16, 0.26]), lambda d: 0.01 + 0 * d, dof=10**6)
     assert quiet.iloc[0].answer == "no effect"  # 0.01 < 0.0277
     with pytest.raises(ValueError, match="degrees of freedom"):

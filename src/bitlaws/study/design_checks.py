@@ -379,7 +379,8 @@ def repetition_effect(table: pd.DataFrame, delta_sd, post_sd: float, dof: int, a
     return pd.DataFrame(out, columns=cols)
 
 
-def equal_passes_effect(table: pd.DataFrame, delta_sd, dof: int, alpha: float = 0.05) -> pd.DataFrame:
+def equal_passes_effect(table: pd.DataFrame, delta_sd, dof: int, alpha: float = 0.05,
+                        post_sd: float = math.nan) -> pd.DataFrame:
     """At the same passes over the data, does more D change δ_PTQ? The other half of the repetition
     question (``repetition_effect`` holds D and varies the passes).
 
@@ -390,11 +391,13 @@ def equal_passes_effect(table: pd.DataFrame, delta_sd, dof: int, alpha: float = 
 
     Args:
         table: ``repetition_table`` output. delta_sd: callable, δ → σ of one run's δ [nats].
-        dof: degrees of freedom of that noise. alpha: the level.
+        dof: degrees of freedom of that noise. alpha: the level. post_sd: σ of one run's post-PTQ
+            loss [nats]; the post-PTQ loss (what P2 grades) is tested alike against √2·post_sd.
 
     Returns:
         ``size``, ``bits_post``, ``passes``, ``d_small``, ``d_large``, ``delta_small``, ``delta_large``,
-        ``d_delta``, ``sd_delta``, ``answer``; empty without such a pair.
+        ``d_delta``, ``sd_delta``, ``answer``, ``loss_small``, ``loss_large``, ``d_loss_post``,
+        ``loss_answer`` (``no effect`` too without ``post_sd``); empty without such a pair.
 
     Raises:
         ValueError: `dof` < 1.
@@ -410,12 +413,17 @@ def equal_passes_effect(table: pd.DataFrame, delta_sd, dof: int, alpha: float = 
         for _, r in g.iloc[1:].iterrows():
             dd = float(r["delta_ptq"] - lo["delta_ptq"])
             sd = float(math.hypot(float(delta_sd(lo["delta_ptq"])), float(delta_sd(r["delta_ptq"]))))
+            dl = float(r["loss_post"] - lo["loss_post"])
+            sl = math.sqrt(2) * post_sd
             out.append({"size": size, "bits_post": int(b), "passes": float(r["passes"]), "d_small": int(lo["n_tokens"]),
                         "d_large": int(r["n_tokens"]), "delta_small": float(lo["delta_ptq"]),
                         "delta_large": float(r["delta_ptq"]), "d_delta": dd, "sd_delta": sd,
-                        "answer": ("raises" if dd > 0 else "lowers") if abs(dd) > t * sd else "no effect"})
+                        "answer": ("raises" if dd > 0 else "lowers") if abs(dd) > t * sd else "no effect",
+                        "loss_small": float(lo["loss_post"]), "loss_large": float(r["loss_post"]), "d_loss_post": dl,
+                        "loss_answer": ("raises" if dl > 0 else "lowers") if abs(dl) > t * sl else "no effect"})
     return pd.DataFrame(out, columns=["size", "bits_post", "passes", "d_small", "d_large", "delta_small", "delta_large",
-                                      "d_delta", "sd_delta", "answer"])
+                                      "d_delta", "sd_delta", "answer", "loss_small", "loss_large", "d_loss_post",
+                                      "loss_answer"])
 
 
 def repetition_evidence(base: pd.DataFrame, rep: pd.DataFrame, method: str = "gptq") -> dict[str, pd.DataFrame]:
@@ -435,7 +443,7 @@ def repetition_evidence(base: pd.DataFrame, rep: pd.DataFrame, method: str = "gp
         nm = noise_model(base, method, bits=(int(b),))
         tb = table[table["bits_post"] == b]
         out["passes"].append(repetition_effect(tb, nm.delta_sd, nm.post_sd, nm.loss_dof))
-        out["tokens"].append(equal_passes_effect(tb, nm.delta_sd, nm.loss_dof))
+        out["tokens"].append(equal_passes_effect(tb, nm.delta_sd, nm.loss_dof, post_sd=nm.post_sd))
     return {k: pd.concat(v, ignore_index=True) if v else pd.DataFrame() for k, v in out.items()}
 
 

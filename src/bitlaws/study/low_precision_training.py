@@ -214,7 +214,9 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
                      "with the paper's γ_x, n_x on our Chinchilla constants and seed noise, and it grades "
                      f"{pw['false_positive']:.0%} of datasets with equally sensitive parts reproduced "
                      f"({int(pw['n_sim'])} simulated datasets each; the {int(pw['rows_dropped'])} runs where the "
-                     "paper's f_x ≤ 0, activations at 3 bits, are left out of the simulation)")
+                     "paper's f_x ≤ 0, activations at 3 bits, are left out of the simulation). The power is an upper "
+                     "bound: the simulation holds the Chinchilla constants at their generating values and starts "
+                     "each fit there, so its spread is smaller than the bootstrap's, which refits Chinchilla")
         reason = ("rule v3 reads the order's probability over the pipeline bootstrap (≥ 95 % to count); "
                   + power_txt + ". " + reason)
     else:

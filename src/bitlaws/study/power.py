@@ -551,7 +551,8 @@ def p5_power(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel
 
 def _shift_bootstrap(theta: Mapping[str, np.ndarray], bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """P4's bootstrap probabilities for each simulated dataset, with the simulation's own sampling
-    deviations standing in for its bootstrap: the draws of dataset s are θ_s + (θ_j − mean θ), j ≠ s.
+    deviations standing in for its bootstrap: the draws of dataset s are θ_s + (θ_j − mean θ) over
+    every dataset j (s's own deviation included).
 
     Args:
         theta: part -> (n_sim, 2) fitted (γ_x, n_x) of each simulated dataset (NaN rows: failed fits).

@@ -551,15 +551,19 @@ def _repetition_text(ev: dict[str, pd.DataFrame] | None, bits: int = 3) -> str:
     parts = []
     p_, t_ = (ev[k][ev[k]["bits_post"] == bits] if len(ev[k]) else ev[k] for k in ("passes", "tokens"))
     if len(p_):
-        ex = "; ".join(f"δ {r.delta_whole:.3f} → {r.delta_frac:.3f} (D = {_fmt_m(r.n_tokens)}, {r.passes_whole:.1f} → "
+        ex = "; ".join(f"δ {r.delta_whole:.3f} → {r.delta_frac:.3f} ({r.size}, D = {_fmt_m(r.n_tokens)}, {r.passes_whole:.1f} → "
                        f"{r.passes:.1f} passes)" for r in p_.itertuples())
         parts.append(f"at the same D, more passes raised δ_PTQ beyond the noise of two single runs in "
                      f"{int((p_['answer'] == 'raises').sum())}/{len(p_)} pairs ({ex})")
     if len(t_):
-        ex = "; ".join(f"δ {r.delta_small:.3f} → {r.delta_large:.3f} ({r.passes:.1f} passes, D = {_fmt_m(r.d_small)} → "
+        ex = "; ".join(f"δ {r.delta_small:.3f} → {r.delta_large:.3f} ({r.size}, {r.passes:.1f} passes, D = {_fmt_m(r.d_small)} → "
                        f"{_fmt_m(r.d_large)})" for r in t_.itertuples())
         parts.append(f"at the same passes, more D raised it beyond the noise in "
-                     f"{int((t_['answer'] == 'raises').sum())}/{len(t_)} pairs ({ex})")
+                     f"{int((t_['answer'] == 'raises').sum())}/{len(t_)} pairs ({ex}), while the post-PTQ loss, which "
+                     f"P2 grades, rose beyond the noise in {int((t_['loss_answer'] == 'raises').sum())}/{len(t_)} ("
+                     + "; ".join(f"{r.loss_small:.4f} → {r.loss_large:.4f}" for r in t_.itertuples())
+                     + ": once the passes are held, the turn-up is "
+                     + ("still seen" if (t_["loss_answer"] == "raises").any() else "not detectable") + ")")
     return (f"the repetition sweep (INT{bits}, seed 0, one run per cell; σ(δ) from the INT{bits} seeds, "
             "``design_checks.repetition_evidence``): " + "; ".join(parts))
 
@@ -648,7 +652,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
               f"has {v['noise'].loss_dof} degrees of freedom ({v['noise'].n_cells} seeded cells; t = {st['threshold_t']:.2f}). "
               f"With the paper's exponents our design would see a turn-up in {v['power']['power']:.0%} of simulated "
               f"datasets ({v['power_ours']['power']:.0%} with our steeper Eq. 2 fit)"
-              + (", so a rise here is not the paper's effect at the paper's scale and the grade is inconclusive "
+              + (", so a rise here is not what the paper's exponents predict at our scale and the grade is inconclusive "
                  f"whatever the data show (the rule's own grade: {st['grade']}). " if verdict == "inconclusive" else ". ")
               + f"Our largest D/N is ≈ {dn_max:.0f} bytes per parameter (the paper counts BPE tokens, several bytes "
               "each); with Table 2's constants (Eq. 13) the paper's INT3 turn-up for N = 30M comes at D_crit ≈ "
