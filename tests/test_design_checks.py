@@ -164,3 +164,10 @@ def test_schedule_decision_needs_equivalence_for_tokens_and_drops_undetectable_d
     t = pd.concat([_series("constant", 1.0), _series("cosine", 1.0)])
     row = schedule_decision(t, floor=float(t["delta_ptq"].min()) * 1.0001).iloc[0]
     assert row["n_constant"] == 4 and row["n_cosine"] == 4
+
+
+def test_schedule_decision_keeps_its_columns_when_nothing_is_left():
+    t = pd.concat([_series("constant", 1.0), _series("cosine", 1.0)])
+    empty = schedule_decision(t, floor=1.0)  # every δ below the floor: no series
+    assert empty.empty and {"answer", "slope_constant", "n_cosine"} <= set(empty.columns)
+    assert len(schedule_decision(t, floor=float("nan"))) == 1  # no noise measured: nothing left out

@@ -231,6 +231,7 @@ def schedule_decision(table: pd.DataFrame, alpha: float = 0.05, floor: float = 0
     if not need <= set(table.columns):
         raise ValueError(f"schedule_decision needs schedule_table's columns {sorted(need)}; "
                          f"missing {sorted(need - set(table.columns))}")
+    floor = floor if math.isfinite(floor) else 0.0  # no seed noise measured: nothing is below detection
     out = []
     for (size, b), g in table.groupby(["size", "bits_post"]):
         g = g[g["delta_ptq"] > floor]
@@ -266,7 +267,9 @@ def schedule_decision(table: pd.DataFrame, alpha: float = 0.05, floor: float = 0
         else:
             answer = "cannot tell"
         out.append(row | {"grows": grows, "differs": differs, "equivalent": equivalent, "answer": answer})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=["size", "bits_post", "d_lo", "d_hi", "slope_constant", "se_constant", "n_constant",
+                                      "slope_cosine", "se_cosine", "n_cosine", "grows", "differs", "equivalent",
+                                      "answer"])
 
 
 def cooldown_jump(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
