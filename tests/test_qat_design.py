@@ -95,3 +95,11 @@ def test_candidate_hours_agree_with_the_sweep_estimator():
     as_run = next(c for c in qd.CANDIDATES if c.claim == "P4" and c.seeds == 1 and "as run" in c.name)
     est = estimate("cpu", tp, ["qat_marginal"]).set_index("experiment").loc["qat_marginal", "hours"]
     assert qd.candidate_hours(as_run, "cpu", tp) == pytest.approx(est, rel=0.05)
+
+
+def test_design_power_reads_and_writes_under_its_data_root(tmp_path, capsys):
+    from bitlaws import cli
+
+    # an empty data root: the rows are read from there (none), so it fails at once and names the folder
+    assert cli.main(["design-power", "--profile", "cpu", "--data-root", str(tmp_path), "--n-sim", "2"]) == 2
+    assert str(tmp_path) in capsys.readouterr().err

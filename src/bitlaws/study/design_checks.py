@@ -24,7 +24,7 @@ from scipy import stats
 
 from .noise import pooled_seed_variance
 
-__all__ = ["lr_rule_check", "schedule_table", "schedule_slopes", "repetition_table", "schedule_decision",
+__all__ = ["table_view", "lr_rule_check", "schedule_table", "schedule_slopes", "repetition_table", "schedule_decision",
            "cooldown_jump", "delta_at_equal_loss", "repetition_effect", "SCHEDULE_MARGIN", "equal_passes_effect",
            "repetition_evidence", "CONFOUND_EXPERIMENTS", "confound_rows",
            "confound_coverage", "repetition_plan"]
@@ -513,3 +513,13 @@ def repetition_plan(profile: str) -> pd.DataFrame:
     cols = ["size", "n_tokens", "train_fraction", "passes"]
     return pd.DataFrame(rows, columns=cols).drop_duplicates().sort_values(
         ["size", "n_tokens", "train_fraction"], ascending=[True, True, False]).reset_index(drop=True)
+
+
+def table_view(df: pd.DataFrame, cols: list[str], digits: int = 3):
+    """``df[cols]`` as the chapter shows it: no index, floats to ``digits`` significant places, and
+    booleans as yes/no, so a table of a dozen columns fits the page (a pandas ``Styler``)."""
+    view = df[cols].copy()
+    for c in view.columns:
+        if view[c].dtype == bool:
+            view[c] = view[c].map({True: "yes", False: "no"})
+    return view.style.hide(axis="index").format(precision=digits, thousands=",", na_rep="—")

@@ -124,7 +124,7 @@ def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None) -> floa
 
 
 def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = CANDIDATES, n_sim: int = N_SIM,
-                       seed: int = 0, progress: bool = False) -> pd.DataFrame:
+                       seed: int = 0, progress: bool = False, root: str | None = None) -> pd.DataFrame:
     """The power of P4's and P9's rules on each candidate design, with its cost.
 
     Reads the profile's committed rows for the seed noise (``noise.noise_model``, RTN) and the
@@ -145,8 +145,8 @@ def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = C
     from .noise import noise_model
     from .store import load_runs
 
-    df = load_runs(profile, experiment=TRAINING_EXPERIMENTS)
-    fits = load_fits(profile)
+    df = load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
+    fits = load_fits(profile, root)
     chin, eq2 = params_of(fits.get("chinchilla")), params_of(fits.get("ptq"))
     if chin is None or eq2 is None:
         raise ValueError(f"design_power_table needs the chinchilla and ptq fits of {profile!r}; run "
@@ -169,8 +169,9 @@ def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = C
 
 def write_design_power(profile: str = "cpu", n_sim: int = 100, progress: bool = True,
                        root: str | None = None) -> Path:
-    """``design_power_table`` written to ``data/runs/<profile>/qat_design_power.csv`` (atomically),
-    each row with ``experiment`` (``qat_design_power``), ``profile``, ``git_sha`` and ``timestamp``.
+    """``design_power_table`` of the rows and fits under ``root`` (default ``data_dir()``), written to
+    ``<root>/runs/<profile>/qat_design_power.csv`` (atomically), each row with ``experiment``
+    (``qat_design_power``), ``profile``, ``git_sha`` and ``timestamp``.
 
     Returns:
         The path written.
@@ -180,11 +181,12 @@ def write_design_power(profile: str = "cpu", n_sim: int = 100, progress: bool = 
     from .._io import git_sha, write_atomic
     from .store import data_dir
 
-    tab = design_power_table(profile, n_sim=n_sim, progress=progress)
+    tab = design_power_table(profile, n_sim=n_sim, progress=progress, root=root)
     tab.insert(0, "profile", profile)
     tab.insert(0, "experiment", "qat_design_power")
     tab["git_sha"] = git_sha()
     tab["timestamp"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     path = (Path(root) if root is not None else data_dir()) / "runs" / profile / "qat_design_power.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, tab.to_csv(index=False))
     return path
