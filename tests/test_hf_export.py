@@ -29,7 +29,7 @@ def test_hf_folder_loads_the_committed_model(tmp_path):
 
     out = export_hf_folder(CKPT, tmp_path / CKPT.stem)
     assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= {p.name for p in out.iterdir()}
-    model = AutoModelForCausalLM.from_pretrained(out, torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(out)
     ref, meta = load_checkpoint(CKPT)
     ids = tok("ROMEO: é\n", return_tensors="pt").input_ids

@@ -155,7 +155,7 @@ in fp32). The tokenizer maps each UTF-8 byte to its id (vocabulary 256, no speci
 
 ```python
 from transformers import AutoModelForCausalLM, AutoTokenizer
-model = AutoModelForCausalLM.from_pretrained("{name}", torch_dtype="float32")  # as the study computes
+model = AutoModelForCausalLM.from_pretrained("{name}", dtype="float32")  # as the study computes
 tok = AutoTokenizer.from_pretrained("{name}")
 out = model.generate(**tok("ROMEO:", return_tensors="pt"), max_new_tokens=80, do_sample=True)
 print(tok.decode(out[0]))
