@@ -1,4 +1,4 @@
-"""Command line: ``python -m bitlaws {train,sweep,estimate,coverage,verdicts,export-checkpoints,fit,quik} ...``
+"""Command line: ``python -m bitlaws {train,sweep,estimate,coverage,verdicts,export-checkpoints,export-hf,fit,quik,migrate-store,design-power} ...``
 
 Configuration is overridden with dotted flags, as minGPT does::
 
