@@ -1,4 +1,5 @@
-"""Command line: ``python -m bitlaws {train,sweep,estimate,coverage,verdicts,export-checkpoints,export-hf,fit,quik,migrate-store,design-power} ...``
+"""Command line: ``python -m bitlaws COMMAND ...``, COMMAND one of train, sweep, estimate, coverage,
+verdicts, export-checkpoints, export-hf, fit, quik, migrate-store, design-power.
 
 Configuration is overridden with dotted flags, as minGPT does::
 
