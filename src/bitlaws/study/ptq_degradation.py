@@ -689,11 +689,10 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
 
 def repetition_rows(profile: str) -> pd.DataFrame | None:
     """The ``repetition`` sweep's rows of ``profile`` at the evaluation version the base grid is read
-    at, or None before any exist."""
-    try:
-        return load_runs(profile, experiment="repetition")
-    except FileNotFoundError:
-        return None
+    at, or None before any exist (``design_checks.confound_rows``)."""
+    from .design_checks import confound_rows
+
+    return confound_rows(profile, "repetition")
 
 
 def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[str, Verdict]:
