@@ -103,3 +103,55 @@ def test_design_power_reads_and_writes_under_its_data_root(tmp_path, capsys):
     # an empty data root: the rows are read from there (none), so it fails at once and names the folder
     assert cli.main(["design-power", "--profile", "cpu", "--data-root", str(tmp_path), "--n-sim", "2"]) == 2
     assert str(tmp_path) in capsys.readouterr().err
+
+
+# --- Monte Carlo intervals on simulated power (power.mc_interval) and the seed choice -----------------
+
+def test_mc_interval_is_wilsons_score_interval():
+    from bitlaws.study.power import mc_interval
+
+    z = 1.959963984540054  # the normal 97.5 % quantile
+    # zero successes: Wilson's upper end is z² / (n + z²) exactly
+    lo, hi = mc_interval(0.0, 100)
+    assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(z * z / (100 + z * z), rel=1e-9)
+    # the closed form at k = 24 of 100
+    p, n = 0.24, 100
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert mc_interval(p, n) == pytest.approx((centre - half, centre + half), rel=1e-9)
+    assert np.isnan(mc_interval(float("nan"), 100)).all()
+    for bad in ((1.2, 100), (0.5, 0), (0.5, 10.5), (0.123, 100)):
+        with pytest.raises(ValueError):
+            mc_interval(*bad)
+
+
+def _design_rows(powers: dict[int, float], n_sim=100):
+    import pandas as pd
+
+    return pd.DataFrame([{"claim": "P4", "design": f"marginal sweeps as run, {k} seeds", "seeds": k, "qat_runs": 108 * k,
+                          "cpu_hours": 5.0 * k, "power": p, "power_partly": p, "false_positive": 0.0, "n_sim": n_sim}
+                         for k, p in powers.items()])
+
+
+def test_seed_choice_reads_the_interval_not_only_the_point():
+    # 3 seeds reach 0.8 as a point (0.82) but its interval does not clear 0.8; 5 seeds do (0.95)
+    tab = _design_rows({1: 0.2, 3: 0.82, 5: 0.95})
+    c = qd.seed_choice(tab, target=0.8)
+    assert c["simulated"] == [1, 3, 5] and c["by_point"] == 3 and c["by_interval"] == 5
+    text = qd.seed_choice_sentence(c, declared_seeds=5)
+    assert "is 5 (0.95" in text and "2, 4 not simulated" in text and "declares 5" in text
+    none = qd.seed_choice(_design_rows({1: 0.1, 2: 0.3}))
+    assert none["by_point"] is None and "No simulated seed count" in qd.seed_choice_sentence(none, 2)
+
+
+def test_as_run_agreement_z_is_the_two_sample_binomial_z():
+    tab = _design_rows({1: 0.24})
+    a = qd.as_run_agreement(tab, {"power": 0.16, "n_sim": 200.0})
+    se = np.sqrt(0.24 * 0.76 / 100 + 0.16 * 0.84 / 200)
+    assert a["z"] == pytest.approx((0.24 - 0.16) / se, rel=1e-12)
+    assert "agree within Monte Carlo error" in qd.agreement_sentence(a)
+    far = qd.as_run_agreement(tab, {"power": 0.02, "n_sim": 200.0})
+    assert far["z"] > 1.96 and "differ beyond" in qd.agreement_sentence(far)
+    assert np.isnan(qd.as_run_agreement(tab, None)["z"])
+    view = qd.design_power_view(tab)
+    assert list(view["power [95% MC]"]) == ["0.24 [0.17, 0.33]"]

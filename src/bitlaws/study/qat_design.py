@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,10 +19,11 @@ import pandas as pd
 
 from ..laws import forms
 from .._io import frame_sha256
-from .power import N_SIM, p4_power, p9_power
+from .power import N_SIM, mc_interval, p4_power, p9_power
 
 __all__ = ["Candidate", "CANDIDATES", "candidate_frames", "candidate_cells", "candidate_hours", "design_power_table",
-           "write_design_power"]
+           "write_design_power", "load_design_power", "design_power_view", "as_run_agreement",
+           "agreement_sentence", "seed_choice", "seed_choice_sentence"]
 
 _PARTS = ("w", "a", "kv")
 
@@ -190,3 +191,109 @@ def write_design_power(profile: str = "cpu", n_sim: int = 100, progress: bool = 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, tab.to_csv(index=False))
     return path
+
+
+def load_design_power(profile: str = "cpu", root: str | None = None) -> pd.DataFrame | None:
+    """The committed ``qat_design_power.csv`` of a profile (``write_design_power``), or None if absent."""
+    from .store import data_dir
+
+    path = (Path(root) if root is not None else data_dir()) / "runs" / profile / "qat_design_power.csv"
+    return pd.read_csv(path) if path.exists() else None
+
+
+def _rate_text(rate: float, n_sim: float) -> str:
+    lo, hi = mc_interval(rate, n_sim)
+    return "—" if not math.isfinite(lo) else f"{rate:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def design_power_view(tab: pd.DataFrame) -> pd.DataFrame:
+    """The design-power table as a chapter shows it: each simulated rate with its Monte Carlo 95 %
+    interval (``power.mc_interval``: Wilson, from ``n_sim`` datasets), so two candidates' powers
+    are compared with the simulation's own error in view.
+
+    Args:
+        tab: ``design_power_table``'s rows (or the committed CSV, ``load_design_power``).
+
+    Returns:
+        Columns ``claim``, ``design``, ``QAT runs``, ``CPU-h``, ``power [95% MC]``,
+        ``reproduced or partly``, ``false positive``, ``n_sim`` — one row per candidate, as in ``tab``.
+    """
+    rate = {c: [_rate_text(r, n) for r, n in zip(tab[c], tab["n_sim"])]
+            for c in ("power", "power_partly", "false_positive")}
+    return pd.DataFrame({"claim": tab["claim"], "design": tab["design"], "QAT runs": tab["qat_runs"],
+                         "CPU-h": tab["cpu_hours"].round(1), "power [95% MC]": rate["power"],
+                         "reproduced or partly": rate["power_partly"], "false positive": rate["false_positive"],
+                         "n_sim": tab["n_sim"].astype(int)})
+
+
+def as_run_agreement(tab: pd.DataFrame, p4_power_record: dict | None) -> dict[str, float]:
+    """Do two Monte Carlo estimates of P4's power on the design as run agree?
+
+    The design table's "marginal sweeps as run, 1 seed" row and the power stored with the fits
+    (``pipeline_boot``'s ``p4_power``, from ``law_fits.pipeline_bootstrap``) simulate the same rule on
+    the same rows with different generator seeds and dataset counts. They should differ by Monte Carlo
+    error only: ``z`` is their difference over its binomial standard error
+    (sqrt(p₁(1 − p₁)/n₁ + p₂(1 − p₂)/n₂)); |z| < 1.96 is agreement at 95 %.
+
+    Args:
+        tab: the design-power rows. p4_power_record: the stored ``p4_power`` dict (``power``, ``n_sim``).
+
+    Returns:
+        ``table_power``, ``table_n``, ``table_lo``, ``table_hi``, ``fits_power``, ``fits_n``, ``fits_lo``,
+        ``fits_hi``, ``z``; NaN where either estimate is missing.
+    """
+    row = tab[(tab["claim"] == "P4") & (tab["seeds"] == 1) & tab["design"].str.contains("as run")]
+    nan = math.nan
+    p1, n1 = (float(row["power"].iloc[0]), float(row["n_sim"].iloc[0])) if len(row) else (nan, nan)
+    rec = p4_power_record or {}
+    p2, n2 = float(rec.get("power", nan)), float(rec.get("n_sim", nan))
+    se = math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2) if all(map(math.isfinite, (p1, n1, p2, n2))) else nan
+    z = (p1 - p2) / se if math.isfinite(se) and se > 0 else nan
+    (l1, h1), (l2, h2) = mc_interval(p1, n1), mc_interval(p2, n2)
+    return {"table_power": p1, "table_n": n1, "table_lo": l1, "table_hi": h1,
+            "fits_power": p2, "fits_n": n2, "fits_lo": l2, "fits_hi": h2, "z": z}
+
+
+def agreement_sentence(agree: Mapping[str, float] | None) -> str:
+    """``as_run_agreement``'s numbers in a sentence for the chapter (each power with its 95 % MC interval)."""
+    if not agree or not all(math.isfinite(agree[k]) for k in ("table_power", "fits_power", "z")):
+        return "One of the two estimates is missing, so they cannot be compared yet."
+    same = "agree within Monte Carlo error" if abs(agree["z"]) < 1.96 else "differ beyond Monte Carlo error"
+    return (f"The table gives {agree['table_power']:.2f} [{agree['table_lo']:.2f}, {agree['table_hi']:.2f}] from "
+            f"{agree['table_n']:.0f} datasets, the fits {agree['fits_power']:.2f} [{agree['fits_lo']:.2f}, "
+            f"{agree['fits_hi']:.2f}] from {agree['fits_n']:.0f}: they {same} (z = {agree['z']:.2f}).")
+
+
+def seed_choice(tab: pd.DataFrame, target: float = 0.8) -> dict:
+    """The fewest seeds of the marginal sweeps as run whose simulated P4 power reaches ``target``.
+
+    Args:
+        tab: the design-power rows. target: the power wanted.
+
+    Returns:
+        ``simulated`` (the seed counts in the table, sorted), ``by_point`` (the fewest whose power ≥
+        ``target``), ``by_interval`` (the fewest whose MC interval's lower end ≥ ``target``; the
+        stricter reading), each None if no count reaches it, and ``power``: seeds -> (power, lo, hi).
+    """
+    rows = tab[(tab["claim"] == "P4") & tab["design"].str.contains("as run")].sort_values("seeds")
+    power = {int(r.seeds): (float(r.power), *mc_interval(float(r.power), float(r.n_sim))) for r in rows.itertuples()}
+    by_point = next((k for k, v in power.items() if v[0] >= target), None)
+    by_interval = next((k for k, v in power.items() if v[1] >= target), None)
+    return {"simulated": sorted(power), "by_point": by_point, "by_interval": by_interval, "power": power,
+            "target": target}
+
+
+def seed_choice_sentence(choice: Mapping, declared_seeds: int) -> str:
+    """``seed_choice`` beside the seeds the profile declares (seed 0 plus ``PowerPlan.marginal_seeds``)."""
+    sims = ", ".join(map(str, choice["simulated"]))
+    k = choice["by_interval"] or choice["by_point"]
+    if k is None:
+        return (f"No simulated seed count ({sims}) reaches power {choice['target']:.1f}; the profile declares "
+                f"{declared_seeds} seeds.")
+    p, lo, hi = choice["power"][k]
+    how = "whose interval lies above" if choice["by_interval"] == k else "whose point estimate reaches"
+    gap = [n for n in range(1, max(choice["simulated"]) + 1) if n not in choice["simulated"]]
+    missing = f"; {', '.join(map(str, gap))} not simulated, so fewer might do" if gap and min(gap) < k else ""
+    return (f"Of the simulated seed counts {sims}, the fewest {how} {choice['target']:.1f} is {k} "
+            f"({p:.2f} [{lo:.2f}, {hi:.2f}]{missing}); the profile declares {declared_seeds} "
+            f"(seed 0 and `qat_seeds`).")
