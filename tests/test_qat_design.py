@@ -82,8 +82,8 @@ def test_candidates_build_the_design_they_name():
     assert float(forms.delta_ptq(n, 2_097_152, 4, eq2)) == pytest.approx(cells["delta_hp"].iloc[3], rel=1e-12)
     with pytest.raises(ValueError, match="P9 needs P_w ≥ 3"):
         qd.Candidate("P9", "bad", ("n27k",), (1,), (2,), 1)
-    with pytest.raises(ValueError, match="'P4' or 'P9'"):
-        qd.Candidate("P5", "bad", ("n27k",), (1,), (4,), 1)
+    with pytest.raises(ValueError, match="'P4', 'P5' or 'P9'"):
+        qd.Candidate("P7", "bad", ("n27k",), (1,), (4,), 1)
 
 
 def test_candidate_hours_agree_with_the_sweep_estimator():
@@ -155,3 +155,15 @@ def test_as_run_agreement_z_is_the_two_sample_binomial_z():
     assert np.isnan(qd.as_run_agreement(tab, None)["z"])
     view = qd.design_power_view(tab)
     assert list(view["power [95% MC]"]) == ["0.24 [0.17, 0.33]"]
+
+
+def test_p5_factorial_candidate_counts_and_its_design():
+    c = qd.Candidate("P5", "factorial", ("n83k",), (2_097_152,), (4, 8, 16), 2)
+    assert c.qat_runs == 2 * (27 - 1)  # every (w, a, kv) in {4, 8, 16}³ but all-16, at 2 seeds
+    d = qd.candidate_p5_design(c, hp_seeds=5)
+    # mixed runs: 2 parts low (3 pairs × 2² widths = 12) or 3 (2³ = 8), at each seed
+    assert len(d) == 2 * (12 + 8) and set(d["n_low"]) == {2.0, 3.0} and set(d["k_hp"]) == {5.0}
+    low = d[["bits_w", "bits_a", "bits_kv"]].to_numpy() < 16
+    assert ((d[["k_w", "k_a", "k_kv"]].to_numpy() == 2.0) == low).all()
+    with pytest.raises(ValueError, match="'P4', 'P5' or 'P9'"):
+        qd.Candidate("P6", "x", ("n27k",), (1,), (4,), 1)

@@ -19,10 +19,10 @@ import pandas as pd
 
 from ..laws import forms
 from .._io import frame_sha256
-from .power import N_SIM, mc_interval, p4_power, p9_power
+from .power import N_SIM, mc_interval, p4_power, p5_power, p9_power
 
-__all__ = ["Candidate", "CANDIDATES", "candidate_frames", "candidate_cells", "candidate_hours", "design_power_table",
-           "write_design_power", "load_design_power", "design_power_view", "as_run_agreement",
+__all__ = ["Candidate", "CANDIDATES", "candidate_frames", "candidate_cells", "candidate_p5_design", "candidate_hours",
+           "design_power_table", "write_design_power", "load_design_power", "design_power_view", "as_run_agreement",
            "agreement_sentence", "seed_choice", "seed_choice_sentence"]
 
 _PARTS = ("w", "a", "kv")
@@ -33,8 +33,10 @@ class Candidate:
     """One design a rule could be run on.
 
     Args:
-        claim: ``"P4"`` (the three marginal sweeps: each part alone at each P) or ``"P9"`` (weights
-            trained at P_w, then RTN to P_post = P_w − 1, beside the high-precision model at P_post).
+        claim: ``"P4"`` (the three marginal sweeps: each part alone at each P), ``"P9"`` (weights
+            trained at P_w, then RTN to P_post = P_w − 1, beside the high-precision model at P_post)
+            or ``"P5"`` (every (P_w, P_a, P_kv) in ``bits``³ but all-16 at each (N, D): the marginals
+            and the mixed runs of a full factorial).
         name: a short label. sizes: model sizes (``bitlaws.model`` names). budgets: D [tokens].
         bits: the training widths P. seeds: seeds per (N, D, P) cell (and of the high-precision twins).
     """
@@ -47,8 +49,8 @@ class Candidate:
     seeds: int
 
     def __post_init__(self) -> None:
-        if self.claim not in ("P4", "P9"):
-            raise ValueError(f"Candidate.claim must be 'P4' or 'P9'; got {self.claim!r}")
+        if self.claim not in ("P4", "P5", "P9"):
+            raise ValueError(f"Candidate.claim must be 'P4', 'P5' or 'P9'; got {self.claim!r}")
         if self.seeds < 1 or not self.sizes or not self.budgets or not self.bits:
             raise ValueError(f"Candidate {self.name!r}: needs ≥ 1 seed and non-empty sizes, budgets and bits")
         if self.claim == "P9" and min(self.bits) < 3:
@@ -56,8 +58,11 @@ class Candidate:
 
     @property
     def qat_runs(self) -> int:
-        """Low-precision training runs of the design (P4: one per part)."""
-        return (3 if self.claim == "P4" else 1) * len(self.sizes) * len(self.budgets) * len(self.bits) * self.seeds
+        """Low-precision training runs of the design (P4: one per part; P5: the factorial's cells)."""
+        cells = len(self.sizes) * len(self.budgets) * self.seeds
+        if self.claim == "P5":
+            return cells * (len(self.bits) ** 3 - (forms.HIGH_PRECISION_BITS in self.bits))
+        return (3 if self.claim == "P4" else 1) * cells * len(self.bits)
 
 
 _AS_RUN = (("n27k", "n83k", "n214k"), (1_048_576, 2_097_152), (3, 4, 5, 6, 8, 12))
@@ -70,6 +75,8 @@ CANDIDATES: tuple[Candidate, ...] = (
     *(Candidate("P4", f"5 sizes, D 2.1M/8.4M, P 3-6, {k} seed{'s' * (k > 1)}", *_WIDE, k) for k in (1, 2)),
     *(Candidate("P9", f"5 sizes, D 2.1M/8.4M, P_w 3-6, P_post = P_w - 1, {k} seed{'s' * (k > 1)}", *_WIDE, k)
       for k in (1, 2)),
+    *(Candidate("P5", f"factorial (w, a, kv) in {{4, 8, 16}}^3 at n83k, D 2.1M, {k} seed{'s' * (k > 1)}",
+                ("n83k",), (2_097_152,), (4, 8, 16), k) for k in (1, 2, 3)),
 )
 
 
@@ -104,6 +111,24 @@ def candidate_cells(c: Candidate, eq2: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def candidate_p5_design(c: Candidate, hp_seeds: int) -> pd.DataFrame:
+    """P5's simulated design: ``power.p5_design``'s columns for the factorial of ``c`` — one row per
+    mixed run (≥ 2 parts below 16 bits) and seed, each marginal averaged over ``c.seeds`` seeds, the
+    high-precision mean over ``hp_seeds`` (the base grid's seeds at that cell). Losses are
+    placeholders the simulation replaces."""
+    hi = forms.HIGH_PRECISION_BITS
+    rows = []
+    for z, d, combo, s in itertools.product(c.sizes, c.budgets, itertools.product(c.bits, repeat=3), range(c.seeds)):
+        low = sum(b < hi for b in combo)
+        if low < 2:
+            continue
+        rows.append({"n_params": _n_params(z), "n_tokens": float(d), "loss_mix": 1.0, "loss_hp": 1.0,
+                     "k_hp": float(hp_seeds), **{f"bits_{x}": float(b) for x, b in zip(_PARTS, combo)},
+                     **{f"loss_{x}": 1.0 for x in _PARTS},
+                     **{f"k_{x}": float(c.seeds if b < hi else 0) for x, b in zip(_PARTS, combo)}, "n_low": float(low)})
+    return pd.DataFrame(rows)
+
+
 def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None) -> float:
     """CPU-hours to train ``c``'s low-precision runs and the high-precision twins beyond seed 0 (seed 0
     is the base grid's), at the measured tokens/s (``budget.default_throughput``; fake-quantized runs
@@ -124,9 +149,18 @@ def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None) -> floa
     return secs / 3600
 
 
+def _hp_seeds(df: pd.DataFrame, c: Candidate) -> int:
+    """Seeds of the high-precision runs at ``c``'s (N, D) cells in ``df`` (at least 1)."""
+    n = {_n_params(z) for z in c.sizes}
+    hp = df[(df["ptq_method"] == "none") & (df["status"] == "ok") & df["n_params"].astype(float).isin(n)
+            & df["n_tokens"].astype(float).isin([float(d) for d in c.budgets])]
+    hp = hp[sum((pd.to_numeric(hp[f"bits_{x}"]) >= forms.HIGH_PRECISION_BITS) for x in _PARTS) == 3]
+    return max(1, int(hp.groupby(["n_params", "n_tokens"])["seed"].nunique().min())) if len(hp) else 1
+
+
 def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = CANDIDATES, n_sim: int = N_SIM,
                        seed: int = 0, progress: bool = False, root: str | None = None) -> pd.DataFrame:
-    """The power of P4's and P9's rules on each candidate design, with its cost.
+    """The power of P4's, P5's and P9's rules on each candidate design, with its cost.
 
     Reads the profile's committed rows for the seed noise (``noise.noise_model``, RTN) and the
     fits for the constants the simulations hold (Chinchilla for P4, Eq. 2 of RTN for P9).
@@ -158,6 +192,8 @@ def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = C
     for c in tqdm(candidates, desc="design power", disable=not progress):
         if c.claim == "P4":
             pw = p4_power(candidate_frames(c), chin, noise, n_sim=n_sim, seed=seed)
+        elif c.claim == "P5":
+            pw = p5_power(candidate_p5_design(c, _hp_seeds(df, c)), chin, noise, n_sim=n_sim, seed=seed)
         else:
             pw = p9_power(candidate_cells(c, eq2), eq2, noise, n_sim=n_sim, seed=seed)
         out.append({"claim": c.claim, "design": c.name, "sizes": ";".join(c.sizes),

@@ -1,0 +1,135 @@
+"""P5's residual covariance (rule version 3): mixed runs of one (N, D) share their marginal runs and
+high-precision mean, and ``power.p5_covariance`` must be the covariance that sharing implies.
+
+Oracle: ``p5_design`` is linear in the runs' losses, so bumping one run's loss by 1 gives one column
+of the map M from run noise to residuals; with independent run noise of variance σ² the residuals'
+covariance is exactly σ²·M·Mᵀ, computed here without the covariance code's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bitlaws.laws import forms
+from bitlaws.study import power
+
+CHIN = {"A": 40.0, "B": 300.0, "E": 1.2, "alpha": 0.3, "beta": 0.3}
+COMBOS = ((4, 4, 16), (4, 8, 8), (8, 4, 8), (4, 4, 4), (8, 8, 4), (16, 4, 4), (4, 4, 4))  # (4,4,4) twice: 2 seeds
+
+
+def _rows() -> pd.DataFrame:
+    """Two (N, D) cells: 3 and 2 high-precision seeds, marginals at 4 and 8 bits (the 4-bit weight
+    marginal with 2 seeds at the first cell), the mixed runs of COMBOS at each."""
+    rows = []
+    for n, d, k_hp in ((83e3, 2 ** 21, 3), (27e3, 2 ** 20, 2)):
+        rows += [{"n_params": n, "n_tokens": d, "bits_w": 16, "bits_a": 16, "bits_kv": 16, "seed": s} for s in range(k_hp)]
+        for x in ("w", "a", "kv"):
+            for b in (4, 8):
+                seeds = (0, 1) if (x, b, n) == ("w", 4, 83e3) else (0,)
+                rows += [{"n_params": n, "n_tokens": d, "bits_w": 16, "bits_a": 16, "bits_kv": 16, f"bits_{x}": b,
+                          "seed": s} for s in seeds]
+        rows += [{"n_params": n, "n_tokens": d, "bits_w": c[0], "bits_a": c[1], "bits_kv": c[2], "seed": i}
+                 for i, c in enumerate(COMBOS)]
+    f = pd.DataFrame(rows).assign(status="ok", ptq_method="none")
+    consts = {**forms.PAPER_CONSTANTS, **CHIN}
+    loss = forms.qat_loss(f["n_params"].to_numpy(float), f["n_tokens"].to_numpy(float), f["bits_w"].to_numpy(float),
+                          f["bits_a"].to_numpy(float), f["bits_kv"].to_numpy(float), consts)
+    return f.assign(loss_val=np.asarray(loss, float))
+
+
+def _residual_map(rows: pd.DataFrame, form: str, bump: float) -> np.ndarray:
+    """Columns: d(residual of each mixed run)/d(loss of run j), by bumping run j's loss."""
+    def residual(f):
+        d = power.p5_design(f)
+        add, mult = power._p5_predictions(d, CHIN)
+        return d["loss_mix"].to_numpy(float) - (add if form == "add" else mult)
+
+    base = residual(rows)
+    cols = []
+    for j in range(len(rows)):
+        f = rows.copy()
+        f.loc[f.index[j], "loss_val"] += bump
+        cols.append((residual(f) - base) / bump)
+    return np.column_stack(cols)
+
+
+def test_additive_covariance_is_exactly_what_the_shared_runs_imply():
+    rows = _rows()
+    d = power.p5_design(rows)
+    assert len(d) == 2 * len(COMBOS) and d["k_w"].max() == 2.0 and set(d["k_hp"]) == {3.0, 2.0}
+    m = _residual_map(rows, "add", 1.0)
+    v = power.p5_covariance(d)
+    np.testing.assert_allclose(v, m @ m.T, rtol=0, atol=1e-9)
+    # off the diagonal: runs of different cells share nothing, runs of one cell share the hp mean
+    assert v[0, len(COMBOS)] == 0.0 and np.all(v[:len(COMBOS), :len(COMBOS)] != 0.0)
+
+
+def test_product_covariance_is_its_linearisation():
+    rows = _rows()
+    d = power.p5_design(rows)
+    m = _residual_map(rows, "mult", 1e-6)
+    v = power.p5_covariance(d, power._p5_weights(d, CHIN))
+    np.testing.assert_allclose(v, m @ m.T, rtol=1e-4, atol=1e-6)
+    assert not np.allclose(v, power.p5_covariance(d), atol=1e-3)  # the product's weights are not all 1
+
+
+def test_chi2_of_independent_noise_has_mean_n():
+    # with run noise as the model assumes, χ² = rᵀV⁻¹r/σ² is χ²(n): its mean over draws is n
+    rows, sigma = _rows(), 0.01
+    d0 = power.p5_design(rows)
+    m = _residual_map(rows, "add", 1.0)
+    v = power.p5_covariance(d0)
+    rng = np.random.default_rng(0)
+    r = m @ (sigma * rng.standard_normal((m.shape[1], 4000)))
+    chi2 = np.einsum("ij,ij->j", r, np.linalg.solve(v, r)) / sigma ** 2
+    n = len(d0)
+    assert chi2.mean() == pytest.approx(n, abs=4 * np.sqrt(2 * n / 4000))
+    naive = (r ** 2 / np.diag(v)[:, None]).sum(axis=0) / sigma ** 2  # v2's independent residuals: same mean ...
+    assert naive.var() > 1.3 * chi2.var()  # ... but a wider spread, so v2's F-test was miscalibrated
+
+
+def test_rule_p5_grades_and_the_noise_check():
+    from bitlaws.study import claims
+
+    assert claims.rule_p5(0.5, 0.01, 0.5) == "reproduced"
+    assert claims.rule_p5(0.5, 0.20, 0.5) == "partly"
+    assert claims.rule_p5(0.01, 0.01, 0.5) == "not reproduced"
+    assert claims.rule_p5(0.5, 0.01, 0.01) == "inconclusive"  # residuals tighter than the noise allows
+    assert claims.rule_p5(0.5, 0.01, float("nan")) == "inconclusive"
+
+
+def test_residuals_tighter_than_the_noise_model_make_p5_inconclusive():
+    from bitlaws.study.noise import NoiseModel
+
+    rows = _rows()
+    rng = np.random.default_rng(3)
+    quiet = rows.assign(loss_val=rows["loss_val"] + 0.001 * rng.standard_normal(len(rows)))
+    model = dict(loss_dof=30, post_sd=0.015, post_dof=30, delta_abs=2e-4, delta_rel=0.07, delta_dof=30,
+                 n_cells=4, n_groups=12)
+    d = power.p5_design(quiet)
+    honest = power.p5_statistics(d, CHIN, NoiseModel(loss_sd=0.001, **model))
+    inflated = power.p5_statistics(d, CHIN, NoiseModel(loss_sd=0.015, **model))
+    assert honest["noise_check"] >= 0.05 and honest["grade"] != "inconclusive"
+    assert inflated["noise_check"] < 1e-6 and inflated["grade"] == "inconclusive"
+    # the statistics scale as 1/σ²: the same residuals, 15× the σ
+    assert inflated["chi2_add"] == pytest.approx(honest["chi2_add"] / 225, rel=1e-9)
+
+
+def test_delta_chi2_is_two_delta_v_inverse_r_minus_lambda():
+    # Δχ² on the additive covariance is linear in the residual: 2·δᵀV⁻¹r − λ, δ = mult − add
+    from bitlaws.study.noise import NoiseModel
+
+    rows = _rows()
+    rows = rows.assign(loss_val=rows["loss_val"] + 0.01 * np.random.default_rng(4).standard_normal(len(rows)))
+    d = power.p5_design(rows)
+    nm = NoiseModel(loss_sd=0.01, loss_dof=30, post_sd=0.01, post_dof=30, delta_abs=2e-4, delta_rel=0.07,
+                    delta_dof=30, n_cells=4, n_groups=12)
+    st = power.p5_statistics(d, CHIN, nm)
+    add, mult = power._p5_predictions(d, CHIN)
+    v = power.p5_covariance(d)
+    delta, r = mult - add, d["loss_mix"].to_numpy(float) - add
+    lam = delta @ np.linalg.solve(v, delta) / 0.01 ** 2
+    assert st["separation_chi2"] == pytest.approx(lam, rel=1e-9)
+    assert st["delta_chi2"] == pytest.approx(2 * delta @ np.linalg.solve(v, r) / 0.01 ** 2 - lam, rel=1e-9, abs=1e-9)
