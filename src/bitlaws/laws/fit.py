@@ -1,45 +1,17 @@
 """Fitting the precision scaling laws: Besiroglu et al.'s recipe, stage by stage as Kumar et al.
 
-The recipe (Besiroglu et al. 2024, "Chinchilla Scaling: A replication attempt", §2; its notebook
-``data_analysis.ipynb``), applied to every stage:
-
-* the model predicts the loss; the residual is ``log L̂ − log L`` (Chinchilla's own fit predicts
-  ``log L̂ = LSE(a − α log N, b − β log D, e)``: A = e^a, B = e^b, E = e^e are fitted in logs);
-* the objective is the **sum** (not the mean) of Huber losses of the residuals, δ = 1e-3;
-* L-BFGS-B from a **grid of initialisations**, keeping the best. The grid is screened first (the
-  objective at every grid point, one vectorised evaluation), and L-BFGS-B runs from the
-  ``n_refine`` best points; ``Stage.n_refine = None`` runs it from every point. Gradients are
-  exact, by complex steps through the forms of ``bitlaws.laws.forms``;
-* uncertainty by **bootstrap over runs** (``run_id`` groups: all rows of a resampled run come
-  along), each refit started at the full-data optimum; 95% intervals are percentiles, SEs the
-  bootstrap standard deviations;
-* held-out error: leave one model size (or one data budget) out, fit the rest, predict it; R²
-  and MSE are pooled over the held-out predictions.
-
-The optimiser runs with BLAS limited to one thread (threadpoolctl, around ``fit_stage``,
-``bootstrap`` and ``holdout``): its linear algebra is a (p, n) matrix-vector product per step, far
-too small to share, and multi-threaded OpenBLAS oversubscribes a busy machine (measured on 2 cores
-beside two training runs: an L-BFGS-B step ~6 ms instead of ~0.1 ms, the Chinchilla refit 36.9 s
-instead of 2.7 s).
-
-The piecewise pipeline of the paper (Appendix K; ``book/papers/precision-scaling-laws.md``
-§8) is a list of ``STAGES``, each fitting a few constants with the earlier stages' constants held
-fixed (``fixed=``):
-
-1. ``chinchilla`` (α = β tied, as the paper) / ``chinchilla_free`` on high-precision runs;
-2. ``neff_w`` — γ_w, n_w on P_w sweeps (Eq. 3);
-3. ``neff_a``, ``neff_kv`` — γ_a, n_a and γ_kv, n_kv on their sweeps (Eq. 4, marginal fits);
-   ``neff_joint`` fits all six on runs with several parts in low precision (Fig. 5, joint);
-4. ``ptq`` — C_T, γ_D, γ_N, γ_post on high-precision models quantized after training (Eq. 2),
-   fitted through the post-PTQ loss (δ_PTQ itself can be ≤ 0 at high P_post, so no log of it is
-   ever taken); ``ptq_linear`` fits δ_PTQ on a linear scale instead;
-5. ``unified`` — C_w, C_a, C_kv on low-precision-trained models quantized after training
-   (Eq. 9), through the post-PTQ loss.
-
-Every stage takes a pandas frame with the results columns (``n_params``, ``n_tokens``,
-``loss_val``, ``bits_w``, ``bits_a``, ``bits_kv``, ``bits_post``, ``run_id`` and, for the PTQ
-stages, ``loss_base``: the same run's loss before PTQ). Missing ``bits_*`` columns mean 16 (high
-precision). numpy/scipy only.
+The recipe (Besiroglu et al. 2024, §2): the summed Huber loss (δ = 1e-3) of the log-loss
+residuals, minimised by L-BFGS-B from the best points of a screened grid of starts, with exact
+gradients by complex steps; intervals from a bootstrap over runs; held-out error by leaving one
+model size (or data budget) out. ``STAGES`` is the paper's piecewise pipeline (Appendix K):
+``chinchilla``, ``chinchilla_free``, ``neff_w``, ``neff_a``, ``neff_kv``, ``neff_joint``
+(Eqs. 3–4), ``ptq``, ``ptq_linear`` (Eq. 2) and ``unified`` (Eq. 9), each holding the earlier
+stages' constants fixed (``fixed=``); ``joint_all`` fits A, B, E, α and every γ_x, n_x at once.
+Entry points: ``fit_stage``, ``bootstrap``, ``holdout``, ``predict``; the choices are set out in
+book/methods.md, "Fitting the laws". A stage takes a pandas frame with the results columns
+``n_params``, ``n_tokens``, ``loss_val``, ``bits_w``, ``bits_a``, ``bits_kv``, ``bits_post``,
+``run_id`` and, for the PTQ stages, ``loss_base`` (the same run's loss before PTQ); a missing
+``bits_*`` column means 16 (high precision). numpy/scipy only.
 """
 
 from __future__ import annotations
@@ -81,7 +53,13 @@ _SCREEN_CELLS = 4_000_000  # grid points × data points per vectorised screening
 
 
 def _one_blas_thread(fn):
-    """Run `fn` with every BLAS library (numpy's, scipy's) limited to one thread (module docstring)."""
+    """Run `fn` with every BLAS library (numpy's, scipy's) limited to one thread (threadpoolctl).
+
+    Used around ``fit_stage``, ``bootstrap`` and ``holdout``: the optimiser's linear algebra is a
+    (p, n) matrix-vector product per step, far too small to share, and multi-threaded OpenBLAS
+    oversubscribes a busy machine (measured on 2 cores beside two training runs: an L-BFGS-B step
+    took ~6 ms instead of ~0.1 ms, the Chinchilla refit 36.9 s instead of 2.7 s).
+    """
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         with threadpool_limits(limits=1, user_api="blas"):

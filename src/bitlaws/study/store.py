@@ -1,19 +1,16 @@
-"""Tidy result rows with provenance, atomic CSV writes, and load helpers.
+"""Tidy result rows with provenance: journaled appends, checked reads, and load helpers.
 
-One row is one observation (DESIGN.md, "Results"): a trained model evaluated before PTQ
-(``ptq_method = "none"``, ``bits_post = 16``) or after one post-training quantization. Keys:
+One row is one observation: a trained model evaluated before PTQ (``ptq_method = "none"``,
+``bits_post = 16``) or after one post-training quantization. ``run_id`` hashes the training
+configuration (model, train, training precision, corpus); ``obs_id`` hashes ``run_id`` and the
+post-training configuration, and sweeps resume by it. Every column is in ``data/README.md``.
 
-* ``run_id`` — hash of the training configuration (model, train, training precision, corpus);
-* ``obs_id`` — hash of ``run_id`` and the post-training configuration. Sweeps resume by it.
-
-Every column is documented in ``data/README.md``. The store (DESIGN.md, "Results") keeps every row:
-
-* every read checks the file against its schema (columns, types, non-empty identifiers and status)
-  and refuses a damaged one with :class:`StoreError`, naming the file and the line;
-* rows are appended, never rewritten, under an exclusive lock on the file, with a journal so that
+* :func:`read_rows` checks a file against its schema (columns, types, non-empty identifiers and
+  status) and refuses a damaged one with :class:`StoreError`, naming the file and the line;
+* :func:`append_rows` appends, never rewrites, under an exclusive lock on the file, with a journal:
   a writer killed mid-append leaves the rows before it intact and its own partial lines ignored;
-* numbers are written exactly: integers as integers, floats as the shortest text that reads back
-  to the same float (``%.6g`` where six digits suffice, as the committed rows were written);
+* numbers are written exactly (:func:`format_float`: ``%.6g`` where six digits round-trip, as the
+  committed rows were written, more digits where needed); :func:`migrate_schema` is the one rewrite;
 * a sweep holds a lock on its data root (:func:`sweep_lock`), so a second one is refused.
 """
 

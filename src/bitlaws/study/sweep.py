@@ -1,19 +1,18 @@
 """Declarative sweeps, profiles and a resumable runner with local and SLURM executors.
 
 A sweep is a list of :class:`RunSpec`: one training run (model, budget, seed) and the
-post-training quantizations done right after it, so no later step needs its checkpoint. The runner
+post-training quantizations done right after it, so no later step needs its checkpoint.
+:func:`run_sweep`, holding the data root's lock (:func:`bitlaws.study.store.sweep_lock`),
 
 1. reads the observation CSV and skips every run whose observations (``obs_id``) are all there;
-2. trains the rest, cheapest first, each in a run folder holding a resumable checkpoint;
-3. appends each finished run's rows (and its loss curve) in one atomic write.
+2. trains the rest, new and interrupted runs first, then re-evaluations, each group cheapest
+   first, each in a run folder holding a resumable checkpoint;
+3. appends each finished run's loss curve, then its rows (journaled appends; rows last, as
+   ``obs_id`` is the resume key). So a sweep killed at any moment (even by SIGKILL) resumes without
+   losing or duplicating a row, and a run restarts from its last checkpoint, bit-identical.
 
-So a sweep killed at any moment (even by SIGKILL) resumes without losing or duplicating a row,
-and an interrupted training run restarts from its last checkpoint, ending bit-identical to an
-unbroken run.
-
-Executors: ``local`` (in this process for one worker, else a process pool), ``submitit-local``
-(submitit's local executor, for testing the cluster path) and ``slurm`` (submitit on a cluster; GPUs,
-partition, account, memory and time per job from :class:`SlurmOptions`).
+Executors (``EXECUTORS``): ``local`` (in this process for one worker, else a process pool),
+``submitit-local`` (testing the cluster path) and ``slurm`` (submitit; :class:`SlurmOptions`).
 """
 
 from __future__ import annotations
