@@ -3,7 +3,7 @@
 Training checkpoints are build products (``runs/<profile>/<run_id>/``). The models that later
 chapters reuse without retraining (GPTQ on the base grid, QUIK, live demos) are exported once to
 ``data/checkpoints/<profile>/<size>_D<n_tokens>_s<seed>.safetensors`` in bf16 (half the bytes of
-fp32; DESIGN.md caps the folder at 30 MB). Each file carries, in its safetensors metadata, the
+fp32, so the folder stays small enough to commit). Each file carries, in its safetensors metadata, the
 ``run_id``, the resolved model and training configuration (JSON) and the run's fp32 validation
 loss, so it can be rebuilt and matched to its CSV rows.
 

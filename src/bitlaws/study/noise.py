@@ -2,7 +2,7 @@
 
 One function for every chapter: ``noise_floor`` takes the base grid's cells that were trained
 with several seeds and returns, per measure, the largest seed standard deviation over them (a
-conservative σ of one run). A trend counts only where it exceeds it (DESIGN.md, "Noise floor").
+conservative σ of one run). A trend counts only where it exceeds it (book/methods.md, "The noise floor").
 ``noise_model`` is what the rules read (issue 14): pooled σ with their real degrees of freedom,
 δ_PTQ's noise as an absolute plus a relative part, and ``t_quantile`` for thresholds.
 """

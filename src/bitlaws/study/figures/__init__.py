@@ -3,7 +3,7 @@ named figure functions per chapter, so a chapter draws a figure in one line.
 
 ``from bitlaws.study import figures`` gives the style names directly (``figures.apply_style()``,
 ``figures.label("n_tokens")``) and each chapter's module as an attribute (``figures.ptq``,
-``figures.quik``, ...). Figures carry no titles: the caption in the book is the title (DESIGN.md).
+``figures.quik``, ...). Figures carry no titles: the caption in the book is the title.
 """
 
 from __future__ import annotations

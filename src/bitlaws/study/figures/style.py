@@ -4,7 +4,7 @@ Every chapter calls ``apply_style()`` once, takes a method's colour from ``COLOR
 marker from ``MARKERS`` (so RTN, GPTQ, QUIK, ... look the same in every figure), colours a
 post-training bit width with ``bits_color`` and labels its axes with ``label``, whose units follow
 the corpus's tokenizer (``use_units``: bytes for the byte-level default, tokens for a BPE). Figures
-carry no titles: the caption in the book is the title (DESIGN.md, "Figures").
+carry no titles: the caption in the book is the title.
 
 Public names: ``COLORS``, ``MARKERS``, ``BITS_RANGE``, ``apply_style``, ``bits_color``, ``label``,
 ``log_axis``, ``size_color``, ``human``, ``use_units``, ``token_unit``.
