@@ -300,18 +300,19 @@ def agreement_sentence(agree: Mapping[str, float] | None) -> str:
             f"{agree['fits_hi']:.2f}] from {agree['fits_n']:.0f}: they {same} (z = {agree['z']:.2f}).")
 
 
-def seed_choice(tab: pd.DataFrame, target: float = 0.8) -> dict:
-    """The fewest seeds of the marginal sweeps as run whose simulated P4 power reaches ``target``.
+def seed_choice(tab: pd.DataFrame, target: float = 0.8, claim: str = "P4", design: str = "as run") -> dict:
+    """The fewest seeds of one family of candidates (``claim``'s designs whose name contains
+    ``design``: P4's marginal sweeps as run by default) whose simulated power reaches ``target``.
 
     Args:
-        tab: the design-power rows. target: the power wanted.
+        tab: the design-power rows. target: the power wanted. claim, design: the family.
 
     Returns:
         ``simulated`` (the seed counts in the table, sorted), ``by_point`` (the fewest whose power ≥
         ``target``), ``by_interval`` (the fewest whose MC interval's lower end ≥ ``target``; the
         stricter reading), each None if no count reaches it, and ``power``: seeds -> (power, lo, hi).
     """
-    rows = tab[(tab["claim"] == "P4") & tab["design"].str.contains("as run")].sort_values("seeds")
+    rows = tab[(tab["claim"] == claim) & tab["design"].str.contains(design, regex=False)].sort_values("seeds")
     power = {int(r.seeds): (float(r.power), *mc_interval(float(r.power), float(r.n_sim))) for r in rows.itertuples()}
     by_point = next((k for k, v in power.items() if v[0] >= target), None)
     by_interval = next((k for k, v in power.items() if v[1] >= target), None)
@@ -319,8 +320,9 @@ def seed_choice(tab: pd.DataFrame, target: float = 0.8) -> dict:
             "target": target}
 
 
-def seed_choice_sentence(choice: Mapping, declared_seeds: int) -> str:
-    """``seed_choice`` beside the seeds the profile declares (seed 0 plus ``PowerPlan.marginal_seeds``)."""
+def seed_choice_sentence(choice: Mapping, declared_seeds: int, sweep: str = "qat_seeds") -> str:
+    """``seed_choice`` beside the seeds the profile declares (for P4: seed 0 plus
+    ``PowerPlan.marginal_seeds``, the ``qat_seeds`` sweep; for P5: ``factorial_seeds``)."""
     sims = ", ".join(map(str, choice["simulated"]))
     k = choice["by_interval"] or choice["by_point"]
     if k is None:
@@ -332,4 +334,4 @@ def seed_choice_sentence(choice: Mapping, declared_seeds: int) -> str:
     missing = f"; {', '.join(map(str, gap))} not simulated, so fewer might do" if gap and min(gap) < k else ""
     return (f"Of the simulated seed counts {sims}, the fewest {how} {choice['target']:.1f} is {k} "
             f"({p:.2f} [{lo:.2f}, {hi:.2f}]{missing}); the profile declares {declared_seeds} "
-            f"(seed 0 and `qat_seeds`).")
+            f"({'seed 0 and ' if sweep == 'qat_seeds' else ''}`{sweep}`).")
