@@ -33,7 +33,7 @@ import platform
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 import torch
@@ -56,6 +56,7 @@ __all__ = [
     "probe_csv",
     "sweep_lock",
     "migrate_schema",
+    "rewrite_rows",
     "StoreError",
     "data_dir",
     "PROFILE_NAMES",
@@ -581,6 +582,77 @@ def migrate_schema(path: str | os.PathLike) -> int:
             raise StoreError(f"{path}: the migrated file would not read back to the old cells; nothing was written")
         write_atomic(path, blob, mode=0o644)
         return len(out)
+    finally:
+        os.close(fd)
+
+
+# (header, rows as column -> text) -> None when the file needs nothing, else (new header, the rows in
+# the same order, the columns whose cells the rewrite may change)
+RowRewrite = Callable[[list[str], list[dict[str, str]]], tuple[list[str], list[dict[str, str]], set[str]] | None]
+
+
+def rewrite_rows(path: str | os.PathLike, rewrite: RowRewrite, key: str = "obs_id") -> int:
+    """Rewrite the rows of the results file at `path` by `rewrite`: a schema migration of a file
+    that is not a sweep's observation file (those have :func:`migrate_schema`), e.g. the QUIK rows.
+
+    Under the file's exclusive lock, `rewrite` gets the header and every row as text; what it
+    returns is written out, checked to read back with the same rows in the same order and every
+    cell of a column it does not name as changed as its old text, and only then replaces the file
+    (atomically). A column may be dropped only if named as changed.
+
+    Args:
+        path: a results CSV.
+        rewrite: see ``RowRewrite`` above; it may raise :class:`StoreError` to refuse a row.
+        key: the file's key column (unique, never empty).
+
+    Returns:
+        The number of rows rewritten; 0 when `rewrite` returns None or the file is empty (nothing
+        is written then).
+
+    Raises:
+        FileNotFoundError: no file at `path`.
+        StoreError: a damaged file, a sweep journal (a cut append), or a rewrite that would change
+            a cell it does not name, add or drop rows; nothing is written.
+    """
+    path = Path(path)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if _journal(path).exists():
+            raise StoreError(f"{path}: an append was cut short (journal {_journal(path).name}); read it once with "
+                             f"the command that writes it (it repairs the file), then migrate")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        header, records = _parse(path, data, None, key)
+        if header is None:
+            return 0
+        old = [dict(zip(header, r)) for r in records]
+        out = rewrite(list(header), [dict(r) for r in old])
+        if out is None:
+            return 0
+        new_header, rows, changed = out
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(new_header)
+        writer.writerows([row[c] for c in new_header] for row in rows)
+        blob = buf.getvalue().encode("utf-8")
+        h2, back = _parse(path, blob, None, key)
+        dropped = [c for c in header if c not in h2 and c not in changed]
+        if dropped or len(back) != len(old):
+            raise StoreError(f"{path}: the rewrite would drop the columns {dropped} or change the number of rows "
+                             f"({len(old)} → {len(back)}); nothing was written")
+        j = {c: i for i, c in enumerate(h2)}
+        kept = [c for c in header if c not in changed]
+        for line, (before, after) in enumerate(zip(old, back), start=2):
+            for c in kept:
+                if after[j[c]] != before[c]:
+                    raise StoreError(f"{path}, line {line}: the rewrite would change column {c!r} "
+                                     f"({before[c]!r} → {after[j[c]]!r}), which it does not name as changed; "
+                                     f"nothing was written")
+        write_atomic(path, blob, mode=0o644)
+        return len(back)
     finally:
         os.close(fd)
 
