@@ -411,8 +411,11 @@ def test_migrate_quik_columns_maps_the_old_values_and_is_idempotent(tmp_path):
     new = _committed_quik_csv().read_bytes()
     old = _old_quik_text(_committed_quik_csv())
     assert "gptq_bf16" in old and ",bf16," in old and "fmt_post" not in old
-    path = tmp_path / "quik_accuracy.csv"
+    path = tmp_path / "runs" / "smoke" / "quik_accuracy.csv"
+    path.parent.mkdir(parents=True)
     path.write_text(old)
+    with pytest.raises(StoreError, match=r"lacks the columns \['fmt_post'\].*migrate-store"):  # before any work
+        qa.run_quik_experiment("smoke", root=tmp_path, progress=False)
     assert qa.migrate_quik_columns(path) == len(old.splitlines()) - 1
     assert path.read_bytes() == new  # exactly the committed file
     assert qa.migrate_quik_columns(path) == 0 and path.read_bytes() == new  # idempotent

@@ -229,8 +229,8 @@ def migrate_quik_columns(path: str | Path) -> int:
         for line, r in enumerate(rows, start=2):
             if any(r[b] != "16" for b in ("bits_w", "bits_a", "bits_kv")):
                 raise StoreError(f"{path}, line {line}: trained at bits_w/a/kv = {r['bits_w']}/{r['bits_a']}/"
-                                 f"{r['bits_kv']}; the QUIK rows are of 16-bit checkpoints, whose training "
-                                 f"format is none")
+                                 f"{r['bits_kv']}; the QUIK rows are of 16-bit checkpoints (training format "
+                                 f"none); nothing was written")
             post = "none" if r["ptq_method"] == "bf16" else r["fmt_w"]
             want_w = "none" if r["bits_post"] == "16" else f"int{r['bits_post']}"
             want_a = "none" if r["bits_a_post"] == "16" else f"int{r['bits_a_post']}"
@@ -240,7 +240,8 @@ def migrate_quik_columns(path: str | Path) -> int:
                                  f"{want_w!r} / {want_a!r}); nothing was written")
             r.update(fmt_post=post, fmt_w="none", fmt_a="none",
                      ptq_method=_OLD_PTQ_METHOD.get(r["ptq_method"], r["ptq_method"]))
-        order = [c for c in QUIK_COLUMNS if c in header or c == "fmt_post"] + [c for c in header if c not in QUIK_COLUMNS]
+        order = ([c for c in QUIK_COLUMNS if c in header or c == "fmt_post"]
+                 + [c for c in header if c not in QUIK_COLUMNS])  # columns beyond the schema kept, last
         return order, rows, {"fmt_post", "fmt_w", "fmt_a", "ptq_method"}
 
     return rewrite_rows(path, rewrite)
