@@ -522,8 +522,10 @@ def migrate_schema(path: str | os.PathLike) -> int:
         The number of rows migrated (0 when the file already has the columns).
 
     Raises:
+        FileNotFoundError: no file at `path`.
         StoreError: a damaged file, a file with other missing columns, a PTQ row whose run has no
-            unquantized row, or a sweep journal (a cut append: read the file once with a sweep first).
+            unquantized row, or a sweep journal (a cut append: run the sweep once first); nothing is
+            written.
     """
     path = Path(path)
 
