@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import csv
+import io
 import math
 import shutil
 
@@ -331,13 +333,117 @@ def test_smoke_experiment_resumes_and_gives_verdicts(tmp_path):
     assert n == 3
     df, _ = qa.load_quik("smoke", tmp_path)
     assert list(df["method"]) == ["fp", "quik_w8a8", "quik_w4a4"]
-    assert df["obs_id"].is_unique and set(df["ptq_method"]) <= {"bf16", "quik"}
+    assert df["obs_id"].is_unique and set(df["ptq_method"]) <= {"none", "quik"}
+    # the observation files' convention: training columns = the 16-bit checkpoint, the PTQ in fmt_post/bits_post
+    fp, w4 = (df[df["method"] == m].iloc[0] for m in ("fp", "quik_w4a4"))
+    assert (fp["ptq_method"], fp["fmt_post"], fp["bits_post"], fp["fmt_w"], fp["bits_w"]) == ("none", "none", 16,
+                                                                                              "none", 16)
+    assert (w4["ptq_method"], w4["fmt_post"], w4["bits_post"], w4["bits_a_post"]) == ("quik", "int4", 4, 4)
+    assert (w4["fmt_w"], w4["fmt_a"], w4["bits_w"], w4["bits_a"]) == ("none", "none", 16, 16)
     assert qa.run_quik_experiment("smoke", root=tmp_path, progress=False, limit=2) == 2  # resumes
     df, _ = qa.load_quik("smoke", tmp_path)
     assert len(df) == 5 and df["obs_id"].is_unique
     df = df.iloc[:3]
     v = qa.verdict_q1(df, "smoke")
     assert v.verdict == "pending"  # RTN and SmoothQuant rows are missing
+
+
+def test_row_fields_say_training_in_fmt_w_and_the_ptq_in_fmt_post():
+    """Every method's row: fmt_w/fmt_a/fmt_kv and bits_* are the checkpoint's training precision (none / 16),
+    fmt_post/bits_post the post-training weight format, ptq_method none for the unquantized row."""
+    from bitlaws.study import quik_accuracy as qa
+
+    fields = {s.key: qa._row_fields(s) for s in qa.method_specs(ablations=True)}
+    for key, f in fields.items():
+        assert {c: f[c] for c in ("fmt_w", "fmt_a", "fmt_kv", "bits_w", "bits_a", "bits_kv")} == {
+            "fmt_w": "none", "fmt_a": "none", "fmt_kv": "none", "bits_w": 16, "bits_a": 16, "bits_kv": 16}, key
+        assert f["fmt_post"] == ("none" if f["bits_post"] == 16 else f"int{f['bits_post']}"), key
+        assert f["bits_post"] == f["bits_w_post"], key
+        assert "bf16" not in f.values(), key
+    assert {k: (f["ptq_method"], f["fmt_post"], f["bits_post"], f["bits_a_post"]) for k, f in fields.items()
+            if k in ("fp", "quik_w4a4", "quik_w8a8", "rtn_w4a4", "smoothquant_w8a8", "gptq_w4a16")} == {
+        "fp": ("none", "none", 16, 16), "quik_w4a4": ("quik", "int4", 4, 4), "quik_w8a8": ("quik", "int8", 8, 8),
+        "rtn_w4a4": ("rtn_wa", "int4", 4, 4), "smoothquant_w8a8": ("smoothquant", "int8", 8, 8),
+        "gptq_w4a16": ("gptq", "int4", 4, 16)}
+
+
+def _committed_quik_csv():
+    from bitlaws.study.claims import repo_root
+
+    return repo_root() / "data" / "runs" / "cpu" / "quik_accuracy.csv"
+
+
+def test_committed_quik_obs_ids_are_the_hashes_of_their_methods():
+    """Every committed obs_id is _obs_id(run_id, its method's spec, the cpu setting), recomputed now:
+    the columns' convention changed no id."""
+    import pandas as pd
+
+    from bitlaws.study import quik_accuracy as qa
+
+    df = pd.read_csv(_committed_quik_csv(), dtype=str)
+    specs = {s.key: s for s in qa.method_specs(ablations=True)}
+    assert set(df["method"]) == set(specs)
+    got = [qa._obs_id(r.run_id, specs[r.method], qa.SETTINGS["cpu"]) for r in df.itertuples()]
+    assert got == list(df["obs_id"])
+    assert list(df["experiment"]) == [specs[m].experiment for m in df["method"]]
+
+
+def _old_quik_text(path) -> str:
+    """The committed QUIK file as written before 2026-12-01: no fmt_post, the post-training weight format
+    in fmt_w (bf16 on the unquantized row), the activations' in fmt_a, ptq_method bf16 / gptq_bf16."""
+    rows = list(csv.DictReader(open(path, newline="")))
+    header = [c for c in rows[0] if c != "fmt_post"]
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(header)
+    for r in rows:
+        r["fmt_w"] = "bf16" if r["ptq_method"] == "none" else r["fmt_post"]
+        r["fmt_a"] = "none" if r["bits_a_post"] == "16" else "int" + r["bits_a_post"]
+        r["ptq_method"] = {"none": "bf16", "gptq": "gptq_bf16"}.get(r["ptq_method"], r["ptq_method"])
+        w.writerow([r[c] for c in header])
+    return out.getvalue()
+
+
+def test_migrate_quik_columns_maps_the_old_values_and_is_idempotent(tmp_path):
+    from bitlaws.study import quik_accuracy as qa
+    from bitlaws.study.store import StoreError, read_rows
+
+    new = _committed_quik_csv().read_bytes()
+    old = _old_quik_text(_committed_quik_csv())
+    assert "gptq_bf16" in old and ",bf16," in old and "fmt_post" not in old
+    path = tmp_path / "runs" / "smoke" / "quik_accuracy.csv"
+    path.parent.mkdir(parents=True)
+    path.write_text(old)
+    with pytest.raises(StoreError, match=r"lacks the columns \['fmt_post'\].*migrate-store"):  # before any work
+        qa.run_quik_experiment("smoke", root=tmp_path, progress=False)
+    assert qa.migrate_quik_columns(path) == len(old.splitlines()) - 1
+    assert path.read_bytes() == new  # exactly the committed file
+    assert qa.migrate_quik_columns(path) == 0 and path.read_bytes() == new  # idempotent
+    assert list(read_rows(path, qa.QUIK_COLUMNS, "obs_id").columns) == qa.QUIK_COLUMNS
+    # a row whose old fmt_a disagrees with its bits_a_post is refused, and nothing is written
+    bad = old.replace(",int4,int4,none,16,16,16,quik,", ",int4,int8,none,16,16,16,quik,", 1)
+    assert bad != old
+    path.write_text(bad)
+    with pytest.raises(StoreError, match=r"line \d+: fmt_w 'int4' / fmt_a 'int8' disagree"):
+        qa.migrate_quik_columns(path)
+    assert path.read_text() == bad
+
+
+def test_migrate_store_migrates_the_quik_file_with_its_own_rule(tmp_path, capsys):
+    """`python -m bitlaws migrate-store --profile cpu` over a copy of the committed rows, QUIK's in the old
+    form: every file comes out as committed (before, the QUIK file stopped the command)."""
+    from bitlaws.cli import main
+
+    src = _committed_quik_csv().parent
+    dst = tmp_path / "runs" / "cpu"
+    dst.mkdir(parents=True)
+    for f in src.glob("*.csv"):
+        shutil.copy(f, dst / f.name)
+    old = _old_quik_text(src / "quik_accuracy.csv")
+    (dst / "quik_accuracy.csv").write_text(old)
+    assert main(["migrate-store", "--profile", "cpu", "--data-root", str(tmp_path)]) == 0
+    assert f"quik_accuracy.csv: {len(old.splitlines()) - 1} rows migrated" in capsys.readouterr().out
+    assert {f.name: f.read_bytes() for f in dst.glob("*.csv")} == {f.name: f.read_bytes() for f in src.glob("*.csv")}
 
 
 # --------------------------------------------------------------------------- OPT and Falcon module names

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from bitlaws.study.store import (COLUMNS, CURVE_COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, StoreError, _cell, _parse,
-                                 append_rows, format_float, frame_sha256, provenance, read_rows, stable_hash)
+                                 append_rows, format_float, frame_sha256, migrate_schema, provenance, read_rows,
+                                 rewrite_rows, stable_hash)
 
 
 def row(obs_id: str, loss_val: float = 1.0, **changes) -> dict:
@@ -234,3 +235,55 @@ def test_load_runs_checks_the_profile(tmp_path):
     # a declared profile without rows: the message names the command that makes them
     with pytest.raises(FileNotFoundError, match=r"python -m bitlaws sweep --profile gpu"):
         load_runs("gpu", root=tmp_path)
+
+
+def test_rewrite_rows_changes_only_the_columns_it_names(tmp_path):
+    path = tmp_path / "rows.csv"
+    append_rows(path, [row("a", 1.25), row("b", 2.5)])
+    before = path.read_bytes()
+
+    def rename(header, rows, changed=("ptq_method",), drop=False):
+        for r in rows:
+            r["ptq_method"], r["quant_scheme"] = "renamed", "touched"
+        return header, rows[:1] if drop else rows, set(changed)
+
+    with pytest.raises(StoreError, match=r"line 2: the rewrite would change column 'quant_scheme' \('none' → 'touched'\)"):
+        rewrite_rows(path, rename)
+    with pytest.raises(StoreError, match=r"number of rows \(2 → 1\)"):
+        rewrite_rows(path, lambda h, rs: rename(h, rs, ("ptq_method", "quant_scheme"), drop=True))
+    assert path.read_bytes() == before  # refused: nothing written
+    assert rewrite_rows(path, lambda h, rs: None) == 0 and path.read_bytes() == before
+    assert rewrite_rows(path, lambda h, rs: rename(h, rs, ("ptq_method", "quant_scheme"))) == 2
+    back = read_rows(path, COLUMNS, "obs_id")
+    assert list(back["ptq_method"]) == ["renamed"] * 2 and list(back["loss_val"]) == [1.25, 2.5]
+    assert path.read_bytes() == before.replace(b",16,16,16,none,none,none,16,", b",16,16,16,renamed,touched,none,16,")
+
+
+def test_migrate_schema_gives_the_committed_base_grid_back_from_its_old_form(tmp_path):
+    """The committed base grid's version-1 rows, written as before fmt_post and eval_version (a PTQ row's
+    format in fmt_w), migrate to exactly their committed text; a second migration changes nothing."""
+    text = (Path(__file__).resolve().parents[1] / "data" / "runs" / "cpu" / "base_grid.csv").read_text()
+    rows = [r for r in csv.DictReader(io.StringIO(text, newline="")) if r["eval_version"] == "1"]
+    header = list(rows[0])
+
+    def write(cols, rs):
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(cols)
+        w.writerows([r[c] for c in cols] for r in rs)
+        return buf.getvalue()
+
+    new = write(header, rows)
+    old_rows = [{**r, "fmt_w": r["fmt_post"] if r["ptq_method"] != "none" else r["fmt_w"]} for r in rows]
+    assert any(r["fmt_w"] != n["fmt_w"] for r, n in zip(old_rows, rows))  # some PTQ rows change back
+    path = tmp_path / "base_grid.csv"
+    path.write_text(write([c for c in header if c not in ("fmt_post", "eval_version")], old_rows))
+    assert migrate_schema(path) == len(rows)
+    assert path.read_text() == new
+    assert migrate_schema(path) == 0 and path.read_text() == new
+    orphan = write([c for c in header if c not in ("fmt_post", "eval_version")],
+                   [r for r in old_rows if r["ptq_method"] != "none"][:2])
+    path.write_text(orphan)
+    with pytest.raises(StoreError, match=r"line 2: PTQ row of run '\w+', which has no unquantized row"):
+        migrate_schema(path)
+    assert path.read_text() == orphan

@@ -253,12 +253,13 @@ def _cmd_coverage(args) -> int:
 
 
 def _cmd_migrate(args) -> int:
+    from .study.quik_accuracy import QUIK_COLUMNS, QUIK_CSV, migrate_quik_columns
     from .study.store import COLUMNS, SCHEMA_ADDED, data_dir, migrate_schema, read_rows, sweep_lock
 
     root = Path(args.data_root) if args.data_root else data_dir()
     old_schema = set(COLUMNS) - set(SCHEMA_ADDED)
 
-    def is_observation_file(f: Path) -> bool:  # the sweeps' files; the QUIK and benchmark files differ
+    def is_observation_file(f: Path) -> bool:  # the sweeps' files and QUIK's; the benchmark files differ
         with f.open(encoding="utf-8") as fh:
             return old_schema <= set(fh.readline().rstrip("\n").split(","))
 
@@ -267,8 +268,9 @@ def _cmd_migrate(args) -> int:
         and is_observation_file(f))
     with sweep_lock(root):  # no sweep may append while a file is replaced
         for f in files:
-            n = migrate_schema(f)
-            read_rows(f, COLUMNS, "obs_id")  # the migrated file meets the schema
+            quik = f.name == QUIK_CSV  # QUIK's rows have their own schema and migration
+            n = migrate_quik_columns(f) if quik else migrate_schema(f)
+            read_rows(f, QUIK_COLUMNS if quik else COLUMNS, "obs_id")  # the migrated file meets the schema
             print(f"{f}: {n} rows migrated" if n else f"{f}: already has the columns")
     return 0
 

@@ -27,12 +27,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .store import COLUMNS, SCHEMA_ADDED, append_rows, data_dir, provenance, read_rows, stable_hash
+from .store import (COLUMNS, StoreError, append_rows, data_dir, provenance, read_rows, rewrite_rows,
+                    stable_hash)
 from .claims import CLAIMS, Verdict, inputs_identity, repo_root, store_verdicts
 
 __all__ = ["QUIK_COLUMNS", "OUTLIER_COLUMNS", "SETTINGS", "MethodSpec", "method_specs", "run_quik_experiment",
            "load_quik", "method_table", "k_sweep", "verdict_q1", "verdict_q2", "verdict_q3",
-           "refresh_quik_verdicts", "PAPER",
+           "refresh_quik_verdicts", "migrate_quik_columns", "PAPER",
            # the chapter's tables and sentences
            "MAIN_METHODS", "ABLATIONS", "model_sizes", "coverage_numbers", "delta_table", "ablation_table",
            "outlier_statistics", "outlier_summary", "outlier_numbers", "output_error_table", "tiny_verdicts",
@@ -43,8 +44,11 @@ OUTLIER_CSV = "quik_outliers.csv"
 EXTRA_COLUMNS = ["method", "bits_w_post", "bits_a_post", "bits_down", "n_outliers", "n_outliers_down",
                  "outlier_frac", "clip", "alpha", "weight_method", "modules", "calib_seed", "n_calib",
                  "calib_seq_len", "eval_tokens", "quant_s", "eval_s"]
-# The sweep schema as the QUIK files were first written (without the columns added since) + their own.
-QUIK_COLUMNS = [c for c in COLUMNS if c not in SCHEMA_ADDED] + EXTRA_COLUMNS
+# The sweep schema without ``eval_version`` (the QUIK files never had it) + their own columns.
+QUIK_COLUMNS = [c for c in COLUMNS if c != "eval_version"] + EXTRA_COLUMNS
+# The committed checkpoints are the base grid's seed-0 models, trained in high precision: the
+# training columns of every QUIK row (data/README.md, "Observation columns").
+_TRAINED = {"fmt_w": "none", "fmt_a": "none", "fmt_kv": "none", "bits_w": 16, "bits_a": 16, "bits_kv": 16}
 OUTLIER_COLUMNS = ["stat_id", "experiment", "obs_id", "run_id", "profile", "size", "n_params", "n_tokens", "layer_index",
                    "layer", "kind", "in_features", "absmax_max", "absmax_median", "absmax_ratio", "n_outliers",
                    "outlier_share", "bits_w_post", "rel_out_err", "git_sha", "timestamp"]
@@ -158,28 +162,27 @@ def _apply(model, spec: MethodSpec, calib, absmax):
 
 
 def _row_fields(spec: MethodSpec) -> dict:
-    """The method-describing columns of a row."""
+    """The columns of a row that describe its checkpoint's training (``_TRAINED``) and `spec`."""
     c = spec.cfg
-    # ptq_method names are this harness's own, so that no row here is mistaken for a base-grid
-    # observation (bitlaws.study.law_fits.stage_frames picks rows by ptq_method "none" / "rtn"):
-    # the fp row is the bf16 checkpoint, RTN here quantizes activations too.
-    kind = {"none": "bf16", "gptq": "gptq_bf16", "smoothquant": "smoothquant", "quik": "quik"}[spec.kind]
+    # ptq_method: none, gptq (weight-only, as the base grid's), quik, smoothquant, rtn_wa (round to
+    # nearest, weights and activations: not the base grid's weight-only rtn)
+    kind = {"none": "none", "gptq": "gptq", "smoothquant": "smoothquant", "quik": "quik"}[spec.kind]
     if spec.kind == "quik" and c.weight_method == "rtn":
         kind = "rtn_wa"
-    f = {"method": spec.key, "ptq_method": kind,
-         "group_size": 0, "fmt_kv": "none", "calib_seed": spec.calib_seed, "alpha": np.nan, "clip": np.nan,
+    f = {**_TRAINED, "method": spec.key, "ptq_method": kind,
+         "group_size": 0, "calib_seed": spec.calib_seed, "alpha": np.nan, "clip": np.nan,
          "n_outliers": 0, "n_outliers_down": 0, "outlier_frac": 0.0, "bits_down": 16, "weight_method": "none",
          "modules": "none"}
     if spec.kind == "none":
-        f.update(fmt_w="bf16", fmt_a="none", bits_post=16, bits_w_post=16, bits_a_post=16, quant_scheme="none")
+        f.update(fmt_post="none", bits_post=16, bits_w_post=16, bits_a_post=16, quant_scheme="none")
     elif spec.kind == "gptq":
-        f.update(fmt_w=f"int{c.bits}", fmt_a="none", bits_post=c.bits, bits_w_post=c.bits, bits_a_post=16,
+        f.update(fmt_post=f"int{c.bits}", bits_post=c.bits, bits_w_post=c.bits, bits_a_post=16,
                  bits_down=c.bits, quant_scheme=c.quant_scheme, weight_method="gptq", modules="nn.Linear",
                  clip=c.mse)
     else:
         q = c.quik_config() if spec.kind == "smoothquant" else c
         frac = q.n_outliers if isinstance(q.n_outliers, float) else np.nan
-        f.update(fmt_w=f"int{q.bits_w}", fmt_a=f"int{q.bits_a}", bits_post=q.bits_w, bits_w_post=q.bits_w,
+        f.update(fmt_post=f"int{q.bits_w}", bits_post=q.bits_w, bits_w_post=q.bits_w,
                  bits_a_post=q.bits_a, bits_down=q.bits_down, clip=q.clip, weight_method=q.weight_method,
                  modules="QuikLinear", outlier_frac=frac,
                  quant_scheme=(f"w{q.bits_w}a{q.bits_a}_sym_per_channel_asym_per_token_down{q.bits_down}"
@@ -187,6 +190,61 @@ def _row_fields(spec: MethodSpec) -> dict:
         if spec.kind == "smoothquant":
             f.update(alpha=c.alpha, quant_scheme=f["quant_scheme"] + f"_smooth{c.alpha:g}")
     return f
+
+
+# What ptq_method held before the QUIK rows took the observation files' convention (2026-12-01)
+_OLD_PTQ_METHOD = {"bf16": "none", "gptq_bf16": "gptq"}
+
+
+def migrate_quik_columns(path: str | Path) -> int:
+    """Rewrite a ``quik_accuracy.csv`` written before 2026-12-01 to the columns' convention of the
+    observation files (``fmt_w``/``fmt_a`` the training formats, the post-training one in ``fmt_post``).
+
+    Per row: ``fmt_post`` (new, before ``bits_post``) = the old ``fmt_w`` (``int4``, ``int8``; ``none``
+    for the unquantized row, whose old ``fmt_w`` was ``bf16``); ``fmt_w`` = ``fmt_a`` = ``none`` (the
+    checkpoints were trained in high precision; the old ``fmt_a``, the activations' post-training
+    format, is ``int{bits_a_post}``, which stays); ``ptq_method`` ``bf16`` → ``none``, ``gptq_bf16`` →
+    ``gptq``. Every other cell, ``obs_id`` and ``run_id`` included, keeps its text
+    (:func:`bitlaws.study.store.rewrite_rows` checks it before the file is replaced).
+
+    Args:
+        path: a ``quik_accuracy.csv``.
+
+    Returns:
+        The number of rows migrated; 0 for a file that already has ``fmt_post`` (nothing written).
+
+    Raises:
+        FileNotFoundError: no file at `path`.
+        StoreError: a damaged file, one that lacks a QUIK column, a row trained below 16 bits, or an old
+            ``fmt_w`` / ``fmt_a`` that disagrees with ``bits_post`` / ``bits_a_post``; nothing is written.
+    """
+    path = Path(path)
+
+    def rewrite(header: list[str], rows: list[dict[str, str]]):
+        if "fmt_post" in header:
+            return None
+        missing = [c for c in QUIK_COLUMNS if c not in header and c != "fmt_post"]
+        if missing:
+            raise StoreError(f"{path}: lacks the QUIK columns {missing}; not a quik_accuracy.csv")
+        for line, r in enumerate(rows, start=2):
+            if any(r[b] != "16" for b in ("bits_w", "bits_a", "bits_kv")):
+                raise StoreError(f"{path}, line {line}: trained at bits_w/a/kv = {r['bits_w']}/{r['bits_a']}/"
+                                 f"{r['bits_kv']}; the QUIK rows are of 16-bit checkpoints (training format "
+                                 f"none); nothing was written")
+            post = "none" if r["ptq_method"] == "bf16" else r["fmt_w"]
+            want_w = "none" if r["bits_post"] == "16" else f"int{r['bits_post']}"
+            want_a = "none" if r["bits_a_post"] == "16" else f"int{r['bits_a_post']}"
+            if (post, r["fmt_a"]) != (want_w, want_a):
+                raise StoreError(f"{path}, line {line}: fmt_w {r['fmt_w']!r} / fmt_a {r['fmt_a']!r} disagree with "
+                                 f"bits_post {r['bits_post']} / bits_a_post {r['bits_a_post']} (expected "
+                                 f"{want_w!r} / {want_a!r}); nothing was written")
+            r.update(fmt_post=post, fmt_w="none", fmt_a="none",
+                     ptq_method=_OLD_PTQ_METHOD.get(r["ptq_method"], r["ptq_method"]))
+        order = ([c for c in QUIK_COLUMNS if c in header or c == "fmt_post"]
+                 + [c for c in header if c not in QUIK_COLUMNS])  # columns beyond the schema kept, last
+        return order, rows, {"fmt_post", "fmt_w", "fmt_a", "ptq_method"}
+
+    return rewrite_rows(path, rewrite)
 
 
 def run_quik_experiment(profile: str = "cpu", root: str | Path | None = None, progress: bool = True,
@@ -252,7 +310,7 @@ def run_quik_experiment(profile: str = "cpu", root: str | Path | None = None, pr
         common = {"run_id": run_id, "profile": profile, "corpus": "shakespeare", "size": meta["size"],
                   "seed": int(meta["seed"]), "n_params": int(meta["n_params"]), "n_tokens": int(meta["n_tokens"]),
                   "d_model": base.config.hidden_size, "n_layers": base.config.num_hidden_layers,
-                  "bits_w": 16, "bits_a": 16, "bits_kv": 16, "n_calib": st.n_calib,
+                  "n_calib": st.n_calib,
                   "calib_seq_len": st.calib_seq_len, "eval_tokens": st.eval_tokens}
         calibs, absmaxes = {}, {}
         fp_obs = _obs_id(run_id, specs[0], st)

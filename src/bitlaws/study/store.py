@@ -30,7 +30,7 @@ import platform
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 import torch
@@ -53,6 +53,7 @@ __all__ = [
     "probe_csv",
     "sweep_lock",
     "migrate_schema",
+    "rewrite_rows",
     "StoreError",
     "data_dir",
     "PROFILE_NAMES",
@@ -502,9 +503,9 @@ def append_rows(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns
 def migrate_schema(path: str | os.PathLike) -> int:
     """Add the columns of :data:`SCHEMA_ADDED` to an observation file written before them.
 
-    The one rewrite the store allows, and it changes no stored value: every old cell is kept as
-    its text, and the file is checked to read back to the same old cells (minus the new columns)
-    before it replaces the old one (atomically, under the file's lock). The new cells:
+    It changes no stored value: every old cell but a PTQ row's ``fmt_w`` is kept as its text, which
+    :func:`rewrite_rows` checks before the file is replaced (atomically, under the file's lock). The
+    new cells:
 
     * ``eval_version`` = 1 (those rows were measured on the first ``eval_tokens`` of the split);
     * ``fmt_post`` = the PTQ format: the old ``fmt_w`` of a PTQ row (``int3`` …), ``none`` on an
@@ -518,35 +519,22 @@ def migrate_schema(path: str | os.PathLike) -> int:
         The number of rows migrated (0 when the file already has the columns).
 
     Raises:
+        FileNotFoundError: no file at `path`.
         StoreError: a damaged file, a file with other missing columns, a PTQ row whose run has no
-            unquantized row, or a sweep journal (a cut append: read the file once with a sweep first).
+            unquantized row, or a sweep journal (a cut append: run the sweep once first); nothing is
+            written.
     """
     path = Path(path)
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if _journal(path).exists():
-            raise StoreError(f"{path}: an append was cut short (journal {_journal(path).name}); run the sweep "
-                             f"once to repair it, then migrate")
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        data = b"".join(chunks)
-        header, records = _parse(path, data, None, "obs_id")
-        if header is None:
-            return 0
+
+    def rewrite(header: list[str], rows: list[dict[str, str]]):
         added = [c for c in SCHEMA_ADDED if c not in header]
         if not added:
-            return 0
+            return None
         missing = [c for c in COLUMNS if c not in header and c not in SCHEMA_ADDED]
         if missing:
             raise StoreError(f"{path}: lacks {missing} besides the added columns; not an observation file")
-        idx = {c: i for i, c in enumerate(header)}
-        trained_fmt = {r[idx["run_id"]]: r[idx["fmt_w"]] for r in records if r[idx["ptq_method"]] == "none"}
-        new_header = [c for c in COLUMNS if c in header or c in added] + [c for c in header if c not in COLUMNS]
-        out = []
-        for line, r in enumerate(records, start=2):
-            cell = dict(zip(header, r))
+        trained_fmt = {r["run_id"]: r["fmt_w"] for r in rows if r["ptq_method"] == "none"}
+        for line, cell in enumerate(rows, start=2):
             if "fmt_post" in added:
                 if cell["ptq_method"] == "none":
                     cell["fmt_post"] = "none"
@@ -557,27 +545,79 @@ def migrate_schema(path: str | os.PathLike) -> int:
                     cell["fmt_post"], cell["fmt_w"] = cell["fmt_w"], trained_fmt[cell["run_id"]]
             if "eval_version" in added:
                 cell["eval_version"] = "1"
-            out.append([cell[c] for c in new_header])
+        new_header = [c for c in COLUMNS if c in header or c in added] + [c for c in header if c not in COLUMNS]
+        return new_header, rows, set(added) | ({"fmt_w"} if "fmt_post" in added else set())
+
+    return rewrite_rows(path, rewrite)
+
+
+# (header, rows as column -> text) -> None when the file needs nothing, else (new header, the rows in
+# the same order, the columns whose cells the rewrite may change)
+RowRewrite = Callable[[list[str], list[dict[str, str]]], tuple[list[str], list[dict[str, str]], set[str]] | None]
+
+
+def rewrite_rows(path: str | os.PathLike, rewrite: RowRewrite, key: str = "obs_id") -> int:
+    """Rewrite the rows of the results file at `path` by `rewrite`: a schema migration, the one
+    rewrite the store allows (:func:`migrate_schema`, ``bitlaws.study.quik_accuracy.migrate_quik_columns``).
+
+    Under the file's exclusive lock, `rewrite` gets the header and every row as text; what it
+    returns is written out, checked to read back with the same rows in the same order and every
+    cell of a column it does not name as changed as its old text, and only then replaces the file
+    (atomically). A column may be dropped only if named as changed.
+
+    Args:
+        path: a results CSV.
+        rewrite: see ``RowRewrite`` above; it may raise :class:`StoreError` to refuse a row.
+        key: the file's key column (unique, never empty).
+
+    Returns:
+        The number of rows rewritten; 0 when `rewrite` returns None or the file is empty (nothing
+        is written then).
+
+    Raises:
+        FileNotFoundError: no file at `path`.
+        StoreError: a damaged file, a sweep journal (a cut append), or a rewrite that would change
+            a cell it does not name, add or drop rows; nothing is written.
+    """
+    path = Path(path)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if _journal(path).exists():
+            raise StoreError(f"{path}: an append was cut short (journal {_journal(path).name}); run the command "
+                             f"that writes the file once (its next append cuts the partial lines off), then migrate")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        header, records = _parse(path, data, None, key)
+        if header is None:
+            return 0
+        old = [dict(zip(header, r)) for r in records]
+        out = rewrite(list(header), [dict(r) for r in old])
+        if out is None:
+            return 0
+        new_header, rows, changed = out
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(new_header)
-        writer.writerows(out)
+        writer.writerows([row[c] for c in new_header] for row in rows)
         blob = buf.getvalue().encode("utf-8")
-        # The identity check: dropping the added columns (and restoring fmt_w) gives the old bytes.
-        h2, back = _parse(path, blob, None, "obs_id")
+        h2, back = _parse(path, blob, None, key)
+        dropped = [c for c in header if c not in h2 and c not in changed]
+        if dropped or len(back) != len(old):
+            raise StoreError(f"{path}: the rewrite would drop the columns {dropped} or change the number of rows "
+                             f"({len(old)} → {len(back)}); nothing was written")
         j = {c: i for i, c in enumerate(h2)}
-        old_buf = io.StringIO()
-        w2 = csv.writer(old_buf, lineterminator="\n")
-        w2.writerow(header)
-        for r in back:
-            cell = {c: r[j[c]] for c in h2}
-            if "fmt_post" in added and cell["ptq_method"] != "none":
-                cell["fmt_w"] = cell["fmt_post"]
-            w2.writerow([cell[c] for c in header])
-        if old_buf.getvalue().encode("utf-8") != data:
-            raise StoreError(f"{path}: the migrated file would not read back to the old cells; nothing was written")
+        kept = [c for c in header if c not in changed]
+        for line, (before, after) in enumerate(zip(old, back), start=2):
+            for c in kept:
+                if after[j[c]] != before[c]:
+                    raise StoreError(f"{path}, line {line}: the rewrite would change column {c!r} "
+                                     f"({before[c]!r} → {after[j[c]]!r}), which it does not name as changed; "
+                                     f"nothing was written")
         write_atomic(path, blob, mode=0o644)
-        return len(out)
+        return len(back)
     finally:
         os.close(fd)
 

@@ -21,9 +21,8 @@ __all__ = ["COLORS", "MARKERS", "BITS_RANGE", "apply_style", "bits_color", "labe
 # Okabe & Ito's colour-blind-safe palette, plus two darker tones for the model parts so that
 # they never share a colour with a method that may appear beside them.
 COLORS: dict[str, str] = {
-    # post-training methods (the `ptq_method` column; `none` is the unquantized bf16/fp32 model)
+    # post-training methods (the `ptq_method` column; `none` is the unquantized model)
     "none": "#000000",
-    "bf16": "#000000",
     "rtn": "#E69F00",
     "gptq": "#0072B2",
     "quik": "#009E73",
@@ -37,7 +36,6 @@ COLORS: dict[str, str] = {
 
 MARKERS: dict[str, str] = {
     "none": "o",
-    "bf16": "o",
     "rtn": "s",
     "gptq": "^",
     "quik": "D",
