@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -259,6 +260,19 @@ def test_p2_rule(known_fits):
     assert v.details["gptq_smallest_n_rising"] == 1.0 and v.details["rtn_int3_d_crit_hi"] == "n/a"
     assert v.details["gptq_int3_rise"] > v.details["gptq_int3_threshold"] > 0
     assert v.details["gptq_int3_d_crit_eq13"] == pytest.approx(float(pa.d_crit_eq13(NS[0], 3, CHIN, EQ2)), rel=1e-12)
+
+
+def test_p2_without_a_chinchilla_fit_says_its_power_was_not_computed(monkeypatch):
+    # too few (N, D) points for the Chinchilla law (the smoke profile): P2's power simulation has no
+    # law to start from; the text says so instead of "power nan%"
+    monkeypatch.setattr(pa, "eq2_fit", lambda df, method: {**EQ2, "r2": 1.0, "n_points": 1.0, "n_cells": 1.0})
+    monkeypatch.setattr(pa, "chinchilla_fit", lambda df: {**{k: math.nan for k in CHIN}, "r2": math.nan,
+                                                          "n_points": 4.0, "n_cells": math.nan})
+    v = pa.verdict_p2(make_frame({"gptq": _turn_up({NS[0]}), "rtn": _turn_up(set())}), "test", n_sim=10)
+    assert v.verdict == "inconclusive" and v.details["gptq_power"] == "n/a"
+    assert v.ours.count("power not computed: its simulation starts from our Chinchilla fit") == 2  # GPTQ, RTN
+    assert "Its power was not computed" in v.reason and "the rule's own grade: reproduced" in v.reason
+    assert not re.search(r"\bnan\b", v.ours + v.reason, flags=re.IGNORECASE), v.ours + v.reason
 
 
 # --- the GPTQ fit file -----------------------------------------------------------------------------

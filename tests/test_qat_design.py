@@ -167,3 +167,29 @@ def test_p5_factorial_candidate_counts_and_its_design():
     assert ((d[["k_w", "k_a", "k_kv"]].to_numpy() == 2.0) == low).all()
     with pytest.raises(ValueError, match="'P4', 'P5' or 'P9'"):
         qd.Candidate("P6", "x", ("n27k",), (1,), (4,), 1)
+
+
+def test_run_seconds_trains_at_the_fake_quant_rate_and_evaluates_at_the_plain_rate():
+    from bitlaws.study.budget import assumed_throughput, flops_per_token, run_seconds
+
+    m, t = get_size("n27k"), 256
+    plain = assumed_throughput(1e-6)  # 10^6 FLOP/s at every size
+    slow = dataclasses.replace(plain, qat_factor=0.25)
+    tps = 1e6 / flops_per_token(m, t)  # tokens/s
+    assert run_seconds(plain, m, t, 3000, 600, quantized=False) == pytest.approx(3000 / tps + 200 / tps, rel=1e-12)
+    assert run_seconds(slow, m, t, 3000, 600, quantized=True) == pytest.approx(12000 / tps + 200 / tps, rel=1e-12)
+    assert run_seconds(slow, m, t, 3000, 600, quantized=False) == run_seconds(plain, m, t, 3000, 600, quantized=True)
+
+
+def test_candidate_hours_are_run_seconds_summed_over_the_design():
+    from bitlaws.study.budget import assumed_throughput, run_seconds
+    from bitlaws.study.sweep import _model
+
+    tp = dataclasses.replace(assumed_throughput(1e-6), qat_factor=0.5)
+    c = qd.Candidate("P4", "two seeds", ("n27k", "n83k"), (1_048_576,), (4, 8), 2)
+    prof = PROFILES["cpu"]
+    e = 2 * prof.train.eval_tokens
+    want = sum(3 * 2 * 2 * run_seconds(tp, _model(z, prof), prof.train.seq_len, 1_048_576, e, quantized=True)
+               + 1 * run_seconds(tp, _model(z, prof), prof.train.seq_len, 1_048_576, e, quantized=False)
+               for z in c.sizes)  # per size: 3 parts × 2 bits × 2 seeds fake-quantized, 1 twin beyond seed 0
+    assert qd.candidate_hours(c, "cpu", tp) == pytest.approx(want / 3600, rel=1e-12)

@@ -25,9 +25,9 @@ import sys
 import typing
 from pathlib import Path
 
-from .corpus import CorpusUnavailableError
-from .model import LADDER, SMOKE_LADDER, ModelConfig, get_size
-from .train import TrainConfig, resolve_device
+# Only light imports here: `--help` and argument errors answer at once. Each command imports the
+# heavy parts (torch, transformers, pandas, scipy) it needs inside its function.
+from .study import PROFILE_NAMES
 
 __all__ = ["main", "apply_overrides"]
 
@@ -143,9 +143,11 @@ def _parse_bits(text: str) -> list[int]:
 
 
 def _cmd_train(args, overrides: dict[str, str]) -> int:
+    from .model import ModelConfig, get_size
     from .ptq.rtn import RTNConfig
     from .study.store import append_rows
     from .study.sweep import RunSpec, run_spec
+    from .train import TrainConfig, resolve_device
 
     unknown = [k for k in overrides if k.split(".")[0] not in ("model", "train", "ptq")]
     if unknown:
@@ -240,15 +242,26 @@ def _cmd_sweep(args) -> int:
     cov = run_sweep(args.profile, executor=args.executor, workers=args.workers, threads=args.threads,
                     data_root=args.data_root, run_root=args.run_root, limit=args.limit, progress=not args.quiet,
                     experiments=exps, slurm=slurm)
-    print(json.dumps(cov))
+    from .study.sweep import coverage_table
+
+    covs = list(cov.get("experiments", {}).values())
+    print(f"coverage of profile {args.profile!r} after the sweep:\n{coverage_table(covs)}" if covs else json.dumps(cov))
     return 0
 
 
 def _cmd_coverage(args) -> int:
-    from .study.sweep import coverage, declared_experiments
+    from .study.store import data_dir
+    from .study.sweep import coverage, coverage_table, declared_experiments
 
-    for exp in declared_experiments(args.profile):
-        print(json.dumps(coverage(args.profile, args.data_root, exp)))
+    covs = [coverage(args.profile, args.data_root, exp) for exp in declared_experiments(args.profile)]
+    if args.json:
+        for cov in covs:
+            print(json.dumps(cov))
+        return 0
+    root = Path(args.data_root) if args.data_root else data_dir()
+    print(f"profile {args.profile!r}, rows under {root / 'runs' / args.profile}: done/planned, in all evaluation "
+          "versions and at each (vN); a run counts once all its observations are there")
+    print(coverage_table(covs))
     return 0
 
 
@@ -377,28 +390,59 @@ def _cmd_quik(args) -> int:
 
 
 def _train_epilog() -> str:
+    """`train --help`'s list of every option and default (imports torch: built only for that help)."""
+    from .model import SIZE_LADDERS, ModelConfig
+    from .train import TrainConfig
+
     def fields(obj, prefix):
         return "\n".join(f"  --{prefix}.{f.name}={getattr(obj, f.name)!r}" for f in dataclasses.fields(obj))
 
+    ladders = "\n".join(f"      {name}: {', '.join(sizes)}" for name, sizes in SIZE_LADDERS.items())
     return ("options and defaults (any field, dotted):\n"
-            f"  --model.size=NAME   one of {', '.join([*LADDER, *SMOKE_LADDER])} (sets every model field)\n"
+            f"  --model.size=NAME   sets every model field; NAME from one of the ladders\n{ladders}\n"
             f"{fields(ModelConfig(), 'model')}\n{fields(TrainConfig(), 'train')}\n"
             "  --ptq.bits=3,4,5,6,7,8   RTN bit widths after training ('none' for no PTQ)\n"
             "train.lr=None applies the width rule 3e-3·(64/d_model)^0.5.")
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose ``epilog`` may be a function, called only when the help is printed."""
+
+    def format_help(self) -> str:
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
+
+
+def _check_data_root(args) -> None:
+    """A given ``--data-root`` must be an existing folder; only ``sweep`` starts a new one (README:
+    retrain into a fresh folder). Raises FileNotFoundError (none there) or ValueError (a file), naming it."""
+    root = getattr(args, "data_root", None)
+    if root is None or args.cmd == "sweep":
+        return
+    path = Path(root)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--data-root {path} is a file, not a folder")
+    if not path.exists():
+        raise FileNotFoundError(f"--data-root {path}: no such folder ({args.cmd} reads a data/ folder: give an "
+                                "existing one, or leave the option out for the repository's data/; only "
+                                "`sweep` makes a new one)")
+
+
 def main(argv: list[str] | None = None) -> int:
     # the module docstring, as plain text (no reStructuredText literals) for --help
-    parser = argparse.ArgumentParser(prog="python -m bitlaws", description=__doc__.replace("``", "").replace("::", ":"),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    parser = _Parser(prog="python -m bitlaws", description=__doc__.replace("``", "").replace("::", ":"),
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     p_train = sub.add_parser("train", help="train one model, then RTN it; dotted --model./--train./--ptq. overrides",
-                             epilog=_train_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+                             epilog=_train_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     p_train.add_argument("--out", default="runs", help="folder for the checkpoint, config JSON and rows CSV")
     p_sweep = sub.add_parser("sweep", help="run a profile's sweep, resumably")
     p_est = sub.add_parser("estimate", help="device-hours of a profile's sweeps from a measured tokens/s (runs nothing)")
     p_est.add_argument("--missing", action="store_true", help="only the runs not yet in the CSVs")
-    p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed")
+    p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed: runs and observations "
+                                            "done/planned per experiment and evaluation version")
+    p_cov.add_argument("--json", action="store_true", help="one JSON record per experiment instead of the table")
     p_ver = sub.add_parser("verdicts", help="recompute data/verdicts.json from the committed CSVs")
     p_ver.add_argument("--check", action="store_true",
                        help="write nothing; exit 1 if a recomputed verdict differs from the stored one "
@@ -420,13 +464,12 @@ def main(argv: list[str] | None = None) -> int:
     p_quik.add_argument("--limit", type=_count(0), default=None, help="at most this many new rows")
     p_fit.add_argument("--boot", type=_count(1), default=None,
                        help="bootstrap resamples per stage, ≥ 1 (default 20 smoke, 200 cpu)")
-    from .study.sweep import EXPERIMENTS, PROFILES
-
     for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
-        p.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
+        p.add_argument("--profile", default="cpu", choices=sorted(PROFILE_NAMES),
                        help="which declared sweep: %(choices)s (default %(default)s)")
     for p in (p_sweep, p_cov, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
-        p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's)")
+        p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's); "
+                       + ("made if it is not there" if p is p_sweep else "must exist"))
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")
     p_sweep.add_argument("--executor", default="local", help="local | submitit-local | slurm")
     p_sweep.add_argument("--workers", type=_count(1), default=1)
@@ -435,7 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep.add_argument("--limit", type=_count(0), default=None, help="at most this many runs (≥ 0)")
     for p in (p_sweep, p_est):
         p.add_argument("--experiments", default=None,
-                       help=f"comma-separated: {','.join(EXPERIMENTS)} (default: every one the profile declares)")
+                       help="comma-separated experiment names (default: every one the profile declares; "
+                            "`coverage` lists them)")
         p.add_argument("--throughput", default=None, metavar="CSV",
                        help="train_throughput.csv of bench/device_check.py (default: data/runs/<profile>/"
                             "train_throughput.csv, else the profile's rows' tokens_per_s)")
@@ -456,11 +500,19 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_train(args, _split_overrides(rest))
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        _check_data_root(args)
         return {"sweep": _cmd_sweep, "estimate": _cmd_estimate, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts,
                 "export-checkpoints": _cmd_export, "fit": _cmd_fit, "quik": _cmd_quik,
                 "migrate-store": _cmd_migrate, "design-power": _cmd_design_power,
                 "export-hf": _cmd_export_hf}[args.cmd](args)
-    except (ValueError, FileNotFoundError, CorpusUnavailableError) as exc:
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:  # a corpus that cannot be had offline (its module is loaded if it raised)
+        from .corpus import CorpusUnavailableError
+
+        if not isinstance(exc, CorpusUnavailableError):
+            raise
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a write fault (read-only folder, a file where a folder should be, disk full)

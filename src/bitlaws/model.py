@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
-__all__ = ["ModelConfig", "LADDER", "SMOKE_LADDER", "COMPUTE_MATCHED", "GPU_LADDER", "GPU_COMPUTE_MATCHED", "build_model", "count_n_params", "hand_count_n_params", "get_size"]
+__all__ = ["ModelConfig", "LADDER", "SMOKE_LADDER", "COMPUTE_MATCHED", "GPU_LADDER", "GPU_COMPUTE_MATCHED", "SIZE_LADDERS", "build_model", "count_n_params", "hand_count_n_params", "get_size"]
 
 
 @dataclass(frozen=True)
@@ -172,14 +172,24 @@ GPU_COMPUTE_MATCHED: dict[str, ModelConfig] = {
 }
 
 
+# Every named size, by ladder: what `get_size` accepts and `python -m bitlaws train --help` lists.
+SIZE_LADDERS: dict[str, dict[str, ModelConfig]] = {
+    "cpu": LADDER,
+    "smoke": SMOKE_LADDER,
+    "cpu compute-matched": COMPUTE_MATCHED,
+    "gpu": GPU_LADDER,
+    "gpu compute-matched": GPU_COMPUTE_MATCHED,
+}
+
+
 def get_size(name: str) -> ModelConfig:
-    """A model size by name (``LADDER``, ``SMOKE_LADDER``, ``COMPUTE_MATCHED``, ``GPU_LADDER`` or
-    ``GPU_COMPUTE_MATCHED``).
+    """A model size by name, from any ladder of ``SIZE_LADDERS`` (``LADDER``, ``SMOKE_LADDER``,
+    ``COMPUTE_MATCHED``, ``GPU_LADDER``, ``GPU_COMPUTE_MATCHED``).
 
     Raises:
         ValueError: unknown name; the message lists the allowed ones.
     """
-    sizes = {**LADDER, **SMOKE_LADDER, **COMPUTE_MATCHED, **GPU_LADDER, **GPU_COMPUTE_MATCHED}
+    sizes = {k: cfg for ladder in SIZE_LADDERS.values() for k, cfg in ladder.items()}
     if name not in sizes:
         raise ValueError(f"unknown model size {name!r}; allowed: {sorted(sizes)}")
     return sizes[name]

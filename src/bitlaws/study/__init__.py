@@ -7,3 +7,7 @@ sweeps (``sweep``), the run store (``store``, ``checkpoints``), the claims and t
 ``low_precision_training``, ``law_fits``, ``compute_optimal``, ``quik_accuracy``,
 ``quik_realmodel``, ``quik_kernels``) and the figures' style (``figures``).
 """
+
+# The profiles whose rows the store holds: the keys of ``bitlaws.study.sweep.PROFILES`` (a test checks).
+# Here, not in ``sweep``, so the command line lists them without importing torch.
+PROFILE_NAMES = ("cpu", "gpu", "smoke")

@@ -4,9 +4,9 @@ A :class:`Throughput` is a model FLOP rate measured at a few model sizes (traini
 × tokens/s, so one measurement transfers across sizes by interpolation in log N), read from the
 lent device's ``train_throughput.csv`` (``bench/device_check.py``), from a profile's committed rows
 (their ``tokens_per_s``), measured here in a few steps, or assumed. :func:`estimate` adds up the
-hours of every run of a profile: training tokens at that rate (slower by the measured factor for
-fake-quantized runs) plus one evaluation forward (a third of a training step's FLOPs) per
-observation; GPTQ's solves are not counted.
+hours of every run of a profile (:func:`run_seconds`): training tokens at that rate (slower by the
+measured factor for fake-quantized runs) plus one evaluation forward (a third of a training step's
+FLOPs) per observation; GPTQ's solves are not counted.
 
 Training FLOPs per token (Kaplan et al. 2020, Eq. 2.1, with the untied lm_head):
 ``6·(N + V·C) + 6·L·T·C`` for N non-embedding parameters, vocabulary V, width C, L layers, context T.
@@ -27,7 +27,8 @@ import pandas as pd
 from ..model import ModelConfig, hand_count_n_params
 
 __all__ = ["Throughput", "flops_per_token", "throughput_from_csv", "throughput_from_rows", "assumed_throughput",
-           "measure_throughput", "default_throughput", "estimate", "format_estimate", "ASSUMED_GPU_TFLOPS"]
+           "measure_throughput", "default_throughput", "run_seconds", "estimate", "format_estimate",
+           "ASSUMED_GPU_TFLOPS"]
 
 # Only for the book's table while no GPU throughput is committed: an assumed sustained bf16 model
 # FLOP rate, about a third of an H100/H200's dense bf16 peak (989 TFLOP/s). Never used silently:
@@ -80,6 +81,28 @@ class Throughput:
         order = np.argsort(self.flops)
         x, y = np.log(np.asarray(self.flops)[order]), np.log(np.asarray(self.flops_per_s)[order])
         return float(np.exp(np.interp(math.log(f), x, y))) / f
+
+
+def run_seconds(throughput: Throughput, model: ModelConfig, seq_len: int, n_tokens: int, eval_tokens: float,
+                quantized: bool) -> float:
+    """Seconds of one training run at `throughput`: `n_tokens` of training at the model's tokens/s
+    (times ``throughput.qat_factor`` for a fake-quantized run), then `eval_tokens` of evaluation
+    forwards at the unquantized tokens/s, a forward costing a third of a training step's FLOPs.
+
+    The one per-run formula of :func:`estimate` and ``qat_design.candidate_hours``.
+
+    Args:
+        throughput: see :class:`Throughput`. model, seq_len: the run's shape and context T.
+        n_tokens: training tokens D (counting repeats). eval_tokens: every token evaluated, summed
+            over the run's observations and evaluation versions.
+        quantized: the run trains with fake-quantized weights, activations or KV cache.
+
+    Returns:
+        Seconds (float, > 0 for a positive D).
+    """
+    tps = throughput.tokens_per_s(model, seq_len)
+    train_tps = tps * throughput.qat_factor if quantized else tps
+    return n_tokens / train_tps + eval_tokens / (3 * tps)
 
 
 def _from_points(points: list[tuple[float, float]], source: str, device: str, qat_factor: float = 1.0) -> Throughput:
@@ -242,11 +265,9 @@ def estimate(profile: str, throughput: Throughput, experiments: Sequence[str] | 
             specs = [s for s in specs if not all(o in have for o in s.obs_ids)]
         secs = tokens = flops = 0.0
         for s in specs:
-            tps = throughput.tokens_per_s(s.model, s.train.seq_len)
-            if not s.precision.is_high_precision:
-                tps *= throughput.qat_factor
             d = s.train.tokens_trained
-            secs += d / tps + s.train.eval_tokens * (1 + len(s.ptq)) / (3 * tps)
+            secs += run_seconds(throughput, s.model, s.train.seq_len, d, s.train.eval_tokens * (1 + len(s.ptq)),
+                                quantized=not s.precision.is_high_precision)
             tokens += d
             flops += d * flops_per_token(s.model, s.train.seq_len)
         out.append({"experiment": exp, "runs": len(specs), "train_tokens": int(tokens), "train_flops": flops,

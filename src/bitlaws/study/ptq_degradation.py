@@ -420,6 +420,10 @@ def method_trends(df: pd.DataFrame, method: str) -> dict:
             "floor": floor, "grade": _grade([d.frac, n.frac, b.frac])}
 
 
+# Why P2's power can be NaN (``power.p2_power`` simulates from our Chinchilla fit).
+_P2_NO_POWER = "its simulation starts from our Chinchilla fit, and these runs have too few distinct (N, D) points for one"
+
+
 def _fmt_m(x: float) -> str:
     """A token count in words: 16.8M, 524k."""
     if not math.isfinite(x):
@@ -634,8 +638,9 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         pw, po = per[m]["power"], per[m]["power_ours"]
         return (head + (f"; Eq. 13 with our fitted constants at N = {int(t['n_params'].min()):,}: D_crit ≈ {eq13}"
                         if eq13 else "; Eq. 13: no fit (too few points)")
-                + f"; power {pw['power']:.0%} with the paper's exponents ({po['power']:.0%} if our Eq. 2 fit were "
-                  f"true), false-positive rate {pw['false_positive']:.0%}")
+                + (f"; power {pw['power']:.0%} with the paper's exponents ({po['power']:.0%} if our Eq. 2 fit were "
+                   f"true), false-positive rate {pw['false_positive']:.0%}" if math.isfinite(pw["power"])
+                   else f"; power not computed: {_P2_NO_POWER}"))
 
     ours = ". ".join([describe(main)] + [describe(m) + " (replication)" for m in per if m != main])
     d_crit = float(critical_data_size(30e6, 3, PAPER_CONSTANTS))
@@ -647,13 +652,19 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         from .design_checks import repetition_evidence
 
         evidence = repetition_evidence(df, repetition, main)
+    if math.isfinite(v["power"]["power"]):
+        power_text = (f"With the paper's exponents our design would see a turn-up in {v['power']['power']:.0%} of "
+                      f"simulated datasets ({v['power_ours']['power']:.0%} with our steeper Eq. 2 fit)"
+                      + (", so a rise here is not what the paper's exponents predict at our scale and the grade is "
+                         f"inconclusive whatever the data show (the rule's own grade: {st['grade']}). "
+                         if verdict == "inconclusive" else ". "))
+    else:
+        power_text = (f"Its power was not computed ({_P2_NO_POWER}), so the grade is inconclusive whatever the data "
+                      f"show (the rule's own grade: {st['grade']}). ")
     reason = (f"It rests on few series: the rises sit at D ≥ {_fmt_m(min(x['d_best'] for x in rising))}, "
               f"{passes} passes over the training split; {_repetition_text(evidence)}; the seed noise "
               f"has {v['noise'].loss_dof} degrees of freedom ({v['noise'].n_cells} seeded cells; t = {st['threshold_t']:.2f}). "
-              f"With the paper's exponents our design would see a turn-up in {v['power']['power']:.0%} of simulated "
-              f"datasets ({v['power_ours']['power']:.0%} with our steeper Eq. 2 fit)"
-              + (", so a rise here is not what the paper's exponents predict at our scale and the grade is inconclusive "
-                 f"whatever the data show (the rule's own grade: {st['grade']}). " if verdict == "inconclusive" else ". ")
+              + power_text
               + f"Our largest D/N is ≈ {dn_max:.0f} bytes per parameter (the paper counts BPE tokens, several bytes "
               "each); with Table 2's constants (Eq. 13) the paper's INT3 turn-up for N = 30M comes at D_crit ≈ "
               f"{d_crit / 1e9:.1f}B tokens, D/N ≈ {d_crit / 30e6:.0f}")

@@ -131,9 +131,9 @@ def candidate_p5_design(c: Candidate, hp_seeds: int) -> pd.DataFrame:
 
 def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None) -> float:
     """CPU-hours to train ``c``'s low-precision runs and the high-precision twins beyond seed 0 (seed 0
-    is the base grid's), at the measured tokens/s (``budget.default_throughput``; fake-quantized runs
-    at its ``qat_factor``), evaluation included as ``budget.estimate`` counts it. NaN without a throughput."""
-    from .budget import default_throughput
+    is the base grid's), at the measured tokens/s (``budget.default_throughput``), each run timed by
+    ``budget.run_seconds`` as ``budget.estimate`` times it, with two evaluations. NaN without a throughput."""
+    from .budget import default_throughput, run_seconds
     from .sweep import PROFILES, _model
 
     prof = PROFILES[profile]
@@ -141,11 +141,12 @@ def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None) -> floa
     if tp is None:
         return math.nan
     secs = 0.0
+    per_cell = c.qat_runs / (len(c.sizes) * len(c.budgets))
+    eval_tokens = prof.train.eval_tokens * 2  # two evaluations of each run
     for z, d in itertools.product(c.sizes, c.budgets):
-        tps = tp.tokens_per_s(_model(z, prof), prof.train.seq_len)
-        per_cell = c.qat_runs / (len(c.sizes) * len(c.budgets))
-        secs += per_cell * (d / (tps * tp.qat_factor)) + (c.seeds - 1) * d / tps
-        secs += (per_cell + c.seeds - 1) * prof.train.eval_tokens * 2 / (3 * tps)
+        m = _model(z, prof)
+        secs += per_cell * run_seconds(tp, m, prof.train.seq_len, d, eval_tokens, quantized=True)
+        secs += (c.seeds - 1) * run_seconds(tp, m, prof.train.seq_len, d, eval_tokens, quantized=False)
     return secs / 3600
 
 

@@ -40,6 +40,7 @@ from .._io import (  # frame_sha256 re-exported: the inputs' hash of fits and ve
     git_sha,
     write_atomic,
 )
+from . import PROFILE_NAMES  # re-exported: the profiles whose rows the store holds
 
 __all__ = [
     "COLUMNS",
@@ -74,8 +75,6 @@ COLUMNS = [
     # provenance
     "threads", "git_sha", "device", "torch_version", "transformers_version", "timestamp",
 ]
-# The profiles whose rows the store holds: the keys of ``bitlaws.study.sweep.PROFILES`` (a test checks).
-PROFILE_NAMES = ("cpu", "gpu", "smoke")
 
 # Evaluation versions (data/README.md, "Evaluation versions"): how ``loss_val`` was measured.
 # 1: the first ``eval_tokens`` of the validation split (for Shakespeare, one play, Henry V);

@@ -52,7 +52,8 @@ from .store import (
 __all__ = ["Profile", "QATPlan", "ConfoundPlan", "PowerPlan", "Evaluation", "lr_peak", "lr_schedule", "repetition",
            "SlurmOptions", "make_executor", "PROFILES", "spec_corpus", "select_profile",
            "MissingRowsError", "RunSpec", "EXPERIMENTS", "base_grid", "qat_marginal", "qat_joint",
-           "qat_formats", "compute_matched", "declared_experiments", "plan", "run_spec", "run_sweep", "coverage", "EXECUTORS"]
+           "qat_formats", "compute_matched", "declared_experiments", "plan", "run_spec", "run_sweep", "coverage",
+           "coverage_table", "EXECUTORS"]
 
 EXECUTORS = ("local", "submitit-local", "slurm")
 HP = 16  # "bits" of a high-precision (unquantized) part in the sweep declarations
@@ -977,14 +978,52 @@ def coverage(profile: str, data_root: str | os.PathLike | None = None, experimen
     have = set(read_rows(obs_csv, COLUMNS, "obs_id").get("obs_id", []))
     runs_done = sum(all(o in have for o in s.obs_ids) for s in specs)
     planned = [o for s in specs for o in s.obs_ids]
-    by_version, obs_by_version = {}, {}
+    by_version, obs_by_version, obs_planned_by_version = {}, {}, {}
     for ev in (specs[0].evals if specs else ()):
         ids = [[s.obs_id(p, ev) for p in (None, *s.ptq)] for s in specs]
         by_version[ev.version] = sum(all(o in have for o in run) for run in ids)
         obs_by_version[ev.version] = sum(o in have for run in ids for o in run)
+        obs_planned_by_version[ev.version] = sum(len(run) for run in ids)
     return {"profile": profile, "experiment": experiment, "runs_planned": len(specs), "runs_done": runs_done,
             "obs_planned": len(planned), "obs_done": sum(o in have for o in planned),
-            "runs_done_by_eval_version": by_version, "obs_done_by_eval_version": obs_by_version}
+            "runs_done_by_eval_version": by_version, "obs_done_by_eval_version": obs_by_version,
+            "obs_planned_by_eval_version": obs_planned_by_version}
+
+
+def coverage_table(covs: Sequence[dict[str, Any]]) -> str:
+    """:func:`coverage` records (one per experiment) as a text table: one line per experiment with its
+    runs and observations done/planned, in all and at each evaluation version (a run counts at a
+    version once every one of its observations is there), and a ``total`` line.
+
+    Raises:
+        ValueError: no records.
+    """
+    if not covs:
+        raise ValueError("coverage_table needs at least one coverage record")
+    versions = sorted({int(v) for c in covs for v in c["runs_done_by_eval_version"]})
+
+    def cells(runs_done, runs_planned, obs_done, obs_planned, by_runs, by_obs, by_obs_planned) -> dict[str, str]:
+        row = {"runs": f"{runs_done}/{runs_planned}", "observations": f"{obs_done}/{obs_planned}"}
+        for v in versions:
+            row[f"v{v} runs"] = f"{by_runs.get(v, 0)}/{runs_planned}"
+            row[f"v{v} observations"] = f"{by_obs.get(v, 0)}/{by_obs_planned.get(v, 0)}"
+        return row
+
+    def by(c, key) -> dict[int, int]:
+        return {int(v): n for v, n in c.get(key, {}).items()}
+
+    keys = ("runs_done_by_eval_version", "obs_done_by_eval_version", "obs_planned_by_eval_version")
+    rows = [{"experiment": c["experiment"], **cells(c["runs_done"], c["runs_planned"], c["obs_done"], c["obs_planned"],
+                                                    *(by(c, k) for k in keys))} for c in covs]
+    total = {k: sum(c[k] for c in covs) for k in ("runs_done", "runs_planned", "obs_done", "obs_planned")}
+    sums = [{v: sum(by(c, k).get(v, 0) for c in covs) for v in versions} for k in keys]
+    rows.append({"experiment": "total", **cells(total["runs_done"], total["runs_planned"], total["obs_done"],
+                                                total["obs_planned"], *sums)})
+    cols = list(rows[0])
+    widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in cols}
+    lines = [[k.ljust(widths[k]) if k == "experiment" else k.rjust(widths[k]) for k in cols]]
+    lines += [[r[k].ljust(widths[k]) if k == "experiment" else r[k].rjust(widths[k]) for k in cols] for r in rows]
+    return "\n".join("  ".join(line) for line in lines)
 
 
 def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: int = 1,
