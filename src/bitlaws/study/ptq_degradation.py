@@ -766,8 +766,8 @@ def _argmin_text(per: dict, main: str) -> str:
         return "no seeded cells, so no 95 % set for the minimum's D"
     return (f"at {ARGMIN_LEVEL:.0%} the minimum of the series with the largest rise lies at D ∈ "
             + " and ".join(parts)
-            + f" (a seed bootstrap of {ARGMIN_BOOT} draws: seeds resampled within each seeded cell, one-seed cells "
-              "drawn from the pooled σ_post; reported, not graded)")
+            + f", by a seed bootstrap of {ARGMIN_BOOT} draws (seeds resampled within each seeded cell, one-seed cells "
+              "drawn from the pooled σ_post), reported, not graded")
 
 
 def _bpe_text(bpe: dict | None, dn_max: float) -> str:
@@ -775,8 +775,8 @@ def _bpe_text(bpe: dict | None, dn_max: float) -> str:
     if bpe is None:
         return "the paper counts BPE tokens, several bytes each"
     return (f"≈ {dn_max / bpe['bytes_per_token']:.0f} tokens per parameter of {bpe['tokenizer']}'s BPE tokenizer, "
-            f"{bpe['bytes_per_token']:.2f} bytes per token on our validation windows ({bpe['source']}): a conversion "
-            "of the same text, not a claim that our models saw tokens; the paper counts BPE tokens")
+            f"{bpe['bytes_per_token']:.2f} bytes per token on our validation windows, read from {bpe['source']}: a "
+            "conversion of the same text, not a claim that our models saw tokens; the paper counts BPE tokens")
 
 
 def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
