@@ -397,7 +397,8 @@ def p2_argmin_set(df: pd.DataFrame, method: str, n_params: int, bits_post: int, 
 
     A seed bootstrap (``argmin_shares``; ``ARGMIN_DRAW``) of the series' cells gives the share of
     draws in which each D has the lowest mean; the set is the smallest covering ≥ ``level`` of the
-    draws (``argmin_set``). Reported beside P2's grade, which it does not change.
+    draws (``argmin_set``). Reported beside P2's grade, which it does not change. Source: issue 14
+    (a referee's request); the paper (Kumar et al. 2024, Fig. 1 left) gives no interval on the turn-up.
 
     Args:
         df: base-grid rows (``status``, ``ptq_method``, ``n_params``, ``n_tokens``, ``bits_post``,
@@ -435,7 +436,8 @@ def bpe_conversion(profile: str = BPE_PROFILE) -> dict[str, float | int | str]:
     """Bytes per token of a real BPE tokenizer on our own validation text, read from the SmolLM2 rows
     (``data/runs/<profile>/quik_smollm.csv``, ``bitlaws.study.quik_smollm.load_smollm_rows``): the
     same evaluation windows tokenized by SmolLM2's tokenizer. A conversion of our byte counts into
-    tokens of that tokenizer, not a claim that our byte-level models saw tokens.
+    tokens of that tokenizer, not a claim that our byte-level models saw tokens. Kumar et al. (2024)
+    count D in BPE tokens; our byte-level D counts bytes (DESIGN.md, "Definitions").
 
     Returns:
         ``tokenizer`` (the model whose tokenizer it is, from the ``model`` column), ``corpus``,
