@@ -275,6 +275,107 @@ def test_p2_without_a_chinchilla_fit_says_its_power_was_not_computed(monkeypatch
     assert not re.search(r"\bnan\b", v.ours + v.reason, flags=re.IGNORECASE), v.ours + v.reason
 
 
+# --- P2's minimum with its 95 % set, and D/N in BPE tokens (reported beside the grade) --------------
+
+def test_argmin_shares_a_clear_minimum_is_a_set_of_one():
+    # one-seed cells 100 σ apart: every draw's minimum is the middle cell
+    shares = pa.argmin_shares([[1.0], [0.0], [1.0]], sigma=0.01, n_boot=500)
+    assert shares.tolist() == [0.0, 1.0, 0.0]
+    assert pa.argmin_set(shares).tolist() == [1]
+
+
+def test_argmin_shares_two_equal_means_are_both_in_the_set():
+    # σ = 0: every draw ties between the equal cells, and a tie is split exactly
+    shares = pa.argmin_shares([[1.0], [1.0], [2.0]], sigma=0.0, n_boot=100)
+    assert shares.tolist() == [0.5, 0.5, 0.0] and pa.argmin_set(shares).tolist() == [0, 1]
+    # with noise: equal means share the draws (binomial 4σ band), both in the set, the others out
+    n = 4000
+    shares = pa.argmin_shares([[0.5], [0.0], [0.0], [0.5]], sigma=0.01, n_boot=n)
+    assert shares[0] == shares[3] == 0.0 and abs(shares[1] - 0.5) < 4 * math.sqrt(0.25 / n)
+    assert pa.argmin_set(shares).tolist() == [1, 2]
+    # equal seeds in two cells: resampled means tie whenever the same seeds are drawn; both in the set
+    seeds = np.array([0.0, 0.1, 0.2])
+    shares = pa.argmin_shares([seeds, seeds.copy(), [1.0]], sigma=0.01, n_boot=n)
+    assert shares.sum() == pytest.approx(1.0, abs=1e-12) and shares[2] == 0.0
+    assert abs(shares[0] - 0.5) < 4 * math.sqrt(0.25 / n) and pa.argmin_set(shares).tolist() == [0, 1]
+
+
+def test_argmin_shares_draw_as_documented():
+    from scipy import stats
+
+    n = 20000
+    band = lambda p: 4 * math.sqrt(p * (1 - p) / n)  # noqa: E731 — four binomial standard errors
+    # a one-seed cell is drawn as its value + σ·z: P(0.9 + 0.1·z < 1.0) = Φ(1); a constant seeded cell never moves
+    p = float(stats.norm.cdf(1.0))
+    shares = pa.argmin_shares([np.array([1.0, 1.0, 1.0]), [0.9]], sigma=0.1, n_boot=n, seed=3)
+    assert abs(shares[1] - p) < band(p)
+    # a seeded cell resamples k of its k seeds with replacement: mean of two draws from {0, 1} is
+    # below 0.6 unless both are 1, so it wins with probability 3/4
+    shares = pa.argmin_shares([np.array([0.0, 1.0]), np.array([0.6, 0.6])], sigma=math.nan, n_boot=n, seed=4)
+    assert abs(shares[0] - 0.75) < band(0.75)
+
+
+def test_argmin_set_is_the_smallest_cover_and_bad_input_is_named():
+    assert pa.argmin_set([0.50, 0.46, 0.04]).tolist() == [0, 1]
+    assert pa.argmin_set([0.04, 0.96]).tolist() == [1]
+    assert pa.argmin_set([0.2] * 5).tolist() == [0, 1, 2, 3, 4]
+    assert pa.argmin_set([0.25] * 4, level=0.5).tolist() == [0, 1]  # equal shares: the earlier cells first
+    with pytest.raises(ValueError, match="level"):
+        pa.argmin_set([1.0], level=0.0)
+    with pytest.raises(ValueError, match="shares"):
+        pa.argmin_set([0.5, -0.1])
+    with pytest.raises(ValueError, match="sigma"):
+        pa.argmin_shares([[1.0], [2.0]], sigma=math.nan)
+    with pytest.raises(ValueError, match="cell 1"):
+        pa.argmin_shares([[1.0], []], sigma=0.1)
+    with pytest.raises(ValueError, match="at least one cell"):
+        pa.argmin_shares([], sigma=0.1)
+
+
+def test_p2_argmin_set_on_a_turn_up_and_in_the_verdict(known_fits):
+    df = make_frame({"gptq": _turn_up({NS[0]}), "rtn": _turn_up(set())})
+    a = pa.p2_argmin_set(df, "gptq", NS[0], 3)
+    tab = pa.ptq_table(df, "gptq")
+    series = tab[(tab["n_params"] == NS[0]) & (tab["bits_post"] == 3)].sort_values("n_tokens")
+    assert a["n_tokens"].tolist() == list(DS) and a["loss_post"].tolist() == pytest.approx(series["loss_post"].tolist())
+    # seeds 0–2 at SEED_CELL are resampled; every other cell has one seed and is drawn from σ_post
+    assert a["draw"].tolist() == ["seeds" if (NS[0], d) == SEED_CELL else "parametric" for d in DS]
+    assert a["n_seeds"].tolist() == [3 if (NS[0], d) == SEED_CELL else 1 for d in DS]
+    # the minimum at the second-largest D is far beyond the 1e-5 seed noise: a set of one
+    assert a.loc[a["in_set"], "n_tokens"].tolist() == [DS[-2]] and a["share"].tolist() == [0.0, 0.0, 1.0, 0.0]
+    v = pa.verdict_p2(df, "test", n_sim=10)
+    assert (v.details["gptq_argmin_n_params"], v.details["gptq_argmin_bits_post"]) == (NS[0], 3.0)
+    assert v.details["gptq_argmin_set"] == str(DS[-2]) and v.details["gptq_argmin_set_size"] == 1.0
+    assert v.details[f"gptq_argmin_share_d{DS[-2]}"] == 1.0 and "at 95% the minimum" in v.reason
+    with pytest.raises(ValueError, match="n_params=7"):
+        pa.p2_argmin_set(df, "gptq", 7, 3)
+
+
+def test_bpe_conversion_reads_the_committed_csv_and_its_windows_sum_to_it():
+    conv = pa.bpe_conversion()
+    from bitlaws.study.claims import repo_root
+
+    runs = repo_root() / "data" / "runs" / "cpu"
+    rows = pd.read_csv(runs / "quik_smollm.csv")
+    assert set(rows["bytes_per_token"]) == {conv["bytes_per_token"]}
+    assert conv["tokenizer"] in rows["model"].iloc[0] and conv["corpus"] == "shakespeare"
+    win = pd.read_csv(runs / "quik_smollm_windows.csv")
+    for _, w in win.groupby("obs_id"):  # every method's windows: the same text, summed exactly
+        assert (int(w["n_bytes"].sum()), int(w["n_tokens"].sum())) == (conv["eval_bytes"], conv["eval_tokens"])
+    assert conv["bytes_per_token"] == pytest.approx(conv["eval_bytes"] / conv["eval_tokens"], rel=1e-12)
+
+
+def test_p2_reports_d_over_n_in_bpe_tokens_only_for_the_same_text(known_fits):
+    conv = pa.bpe_conversion()
+    df = make_frame({"gptq": _turn_up({NS[0]})})
+    v = pa.verdict_p2(df.assign(corpus=conv["corpus"]), "test", n_sim=10)
+    assert v.details["max_d_over_n_bpe"] == pytest.approx(v.details["max_d_over_n"] / conv["bytes_per_token"],
+                                                          rel=1e-12)
+    assert v.details["bpe_tokenizer"] == conv["tokenizer"] and "not a claim that our models saw tokens" in v.reason
+    v = pa.verdict_p2(df.assign(corpus="tinystories"), "test", n_sim=10)  # another text: no conversion
+    assert v.details["max_d_over_n_bpe"] == "n/a" and "several bytes each" in v.reason
+
+
 # --- the GPTQ fit file -----------------------------------------------------------------------------
 
 def test_fit_ptq_method_writes_its_own_file(tmp_path, monkeypatch):

@@ -51,6 +51,16 @@ __all__ = [
     "fit_gamma_post",
     "fit_eq2_loglinear",
     "post_ptq_rise",
+    "ARGMIN_BOOT",
+    "ARGMIN_SEED",
+    "ARGMIN_LEVEL",
+    "ARGMIN_DRAW",
+    "argmin_shares",
+    "argmin_set",
+    "p2_named_series",
+    "p2_argmin_set",
+    "BPE_PROFILE",
+    "bpe_conversion",
     "eq2_fit",
     "chinchilla_fit",
     "d_crit_eq13",
@@ -285,6 +295,181 @@ def post_ptq_rise(tab: pd.DataFrame, noise) -> pd.DataFrame:
                     "d_max": int(x["d_max"]), "rise": x["rise"], "threshold": x["threshold"], "significant": sig,
                     "d_crit_lo": lo, "d_crit_hi": hi})
     return pd.DataFrame(out, columns=cols)
+
+
+# --- P2's minimum with its 95 % set, and D/N in BPE tokens (both reported, not graded) --------------
+
+# The seed bootstrap of the D at the minimum post-PTQ loss: draws, generator seed, coverage.
+ARGMIN_BOOT = 2000
+ARGMIN_SEED = 0
+ARGMIN_LEVEL = 0.95
+ARGMIN_DRAW = ("seeds resampled with replacement within each cell that has several; a one-seed cell drawn "
+               "as its value + σ_post·z (the pooled noise model's σ of one run's post-PTQ loss)")
+
+
+def argmin_shares(cells, sigma: float, n_boot: int = ARGMIN_BOOT, seed: int = ARGMIN_SEED) -> np.ndarray:
+    """The share of bootstrap draws in which each cell of a series has the lowest mean.
+
+    Each draw takes, per cell, the mean of k values resampled with replacement from its k seeds
+    (k ≥ 2), or its one value plus ``sigma``·z with z ~ N(0, 1) (k = 1, a parametric draw); the
+    cell with the lowest mean wins the draw, and a tie (equal means, e.g. the same seeds drawn in
+    two cells with equal values) splits it equally.
+
+    Args:
+        cells: a sequence of 1-D float arrays, one per cell (e.g. per D of a (N, P_post) series),
+            each the per-seed values [nats].
+        sigma: σ of one run's value [nats] (``NoiseModel.post_sd``); only read for one-seed cells.
+        n_boot: draws (≥ 1). seed: the generator's seed (numpy ``default_rng``).
+
+    Returns:
+        (len(cells),) float64 shares, each in [0, 1], summing to 1.
+
+    Raises:
+        ValueError: no cells, an empty or non-finite cell, n_boot < 1, or a one-seed cell with
+            ``sigma`` not finite and ≥ 0.
+    """
+    arrays = [np.asarray(c, dtype=float).ravel() for c in cells]
+    if not arrays:
+        raise ValueError("argmin_shares needs at least one cell; got none")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be ≥ 1, got {n_boot}")
+    for i, y in enumerate(arrays):
+        if not len(y) or not np.isfinite(y).all():
+            raise ValueError(f"cell {i} must hold ≥ 1 finite value; got {y.tolist()}")
+    if any(len(y) == 1 for y in arrays) and not (math.isfinite(sigma) and sigma >= 0):
+        raise ValueError(f"a one-seed cell is drawn from sigma, which must be finite and ≥ 0; got {sigma}")
+    rng = np.random.default_rng(seed)
+    means = np.empty((n_boot, len(arrays)))
+    for j, y in enumerate(arrays):
+        if len(y) == 1:
+            means[:, j] = y[0] + sigma * rng.standard_normal(n_boot)
+        else:  # sorted indices: the same multiset of seeds sums in the same order, so equal means tie exactly
+            idx = np.sort(rng.integers(0, len(y), size=(n_boot, len(y))), axis=1)
+            means[:, j] = y[idx].mean(axis=1)
+    low = means == means.min(axis=1, keepdims=True)
+    return (low / low.sum(axis=1, keepdims=True)).mean(axis=0)
+
+
+def argmin_set(shares, level: float = ARGMIN_LEVEL) -> np.ndarray:
+    """The smallest set of cells whose shares cover ≥ ``level`` (largest shares first; among equal
+    shares the earlier cell first).
+
+    Args:
+        shares: (n,) float shares (``argmin_shares``). level: the coverage, in (0, 1].
+
+    Returns:
+        The cells' indices, ascending (int64).
+
+    Raises:
+        ValueError: ``level`` outside (0, 1], or shares not finite and ≥ 0 with a positive sum.
+    """
+    s = np.asarray(shares, dtype=float).ravel()
+    if not 0.0 < level <= 1.0:
+        raise ValueError(f"level must be in (0, 1], got {level}")
+    if not len(s) or not np.isfinite(s).all() or (s < 0).any() or s.sum() <= 0:
+        raise ValueError(f"shares must be finite, ≥ 0 and sum to more than 0; got {s.tolist()}")
+    order = np.argsort(-s, kind="stable")
+    covered = np.cumsum(s[order]) / s.sum()
+    n = int(np.searchsorted(covered, level - 1e-12)) + 1  # 1e-12: shares are sums of 1/n_boot
+    return np.sort(order[:min(n, len(s))])
+
+
+def p2_named_series(stats: dict) -> dict:
+    """The series P2's verdict names for one method: the largest rise less its threshold.
+
+    Args:
+        stats: ``bitlaws.study.power.p2_statistics``.
+
+    Returns:
+        That entry of ``stats["series"]``.
+
+    Raises:
+        ValueError: no series.
+    """
+    if not stats["series"]:
+        raise ValueError("p2_statistics found no (N, P_post) series")
+    return max(stats["series"], key=lambda x: x["rise"] - x["threshold"])
+
+
+def p2_argmin_set(df: pd.DataFrame, method: str, n_params: int, bits_post: int, noise=None,
+                  n_boot: int = ARGMIN_BOOT, seed: int = ARGMIN_SEED, level: float = ARGMIN_LEVEL) -> pd.DataFrame:
+    """The D values that could be the minimum of one (N, P_post) series' mean post-PTQ loss, at ``level``.
+
+    A seed bootstrap (``argmin_shares``; ``ARGMIN_DRAW``) of the series' cells gives the share of
+    draws in which each D has the lowest mean; the set is the smallest covering ≥ ``level`` of the
+    draws (``argmin_set``). Reported beside P2's grade, which it does not change. Source: issue 14
+    (a referee's request); the paper (Kumar et al. 2024, Fig. 1 left) gives no interval on the turn-up.
+
+    Args:
+        df: base-grid rows (``status``, ``ptq_method``, ``n_params``, ``n_tokens``, ``bits_post``,
+            ``seed``, ``loss_val``, and the training bits where present).
+        method: ``ptq_method``. n_params, bits_post: the series.
+        noise: ``noise_model(df, method)`` (computed here when None); its ``post_sd`` draws one-seed cells.
+
+    Returns:
+        One row per D, ascending: ``n_tokens`` [tokens], ``n_seeds``, ``draw`` (``seeds`` or
+        ``parametric``), ``loss_post`` (mean over seeds, nats), ``share`` (of the draws in which it is
+        the minimum), ``in_set`` (bool).
+
+    Raises:
+        ValueError: no ok rows of that series (or any error of ``argmin_shares``).
+    """
+    ok = df[(df["status"] == "ok") & (df["ptq_method"] == method) & (df["n_params"] == n_params)
+            & (df["bits_post"] == bits_post)]
+    if ok.empty:
+        raise ValueError(f"no ok rows with ptq_method={method!r}, n_params={n_params}, bits_post={bits_post}")
+    noise = noise_model(df, method) if noise is None else noise
+    cells = [(int(d), g["loss_val"].to_numpy(float)) for d, g in ok.groupby("n_tokens")]
+    shares = argmin_shares([y for _, y in cells], noise.post_sd, n_boot, seed)
+    chosen = set(argmin_set(shares, level).tolist())
+    return pd.DataFrame({"n_tokens": [d for d, _ in cells], "n_seeds": [len(y) for _, y in cells],
+                         "draw": ["parametric" if len(y) == 1 else "seeds" for _, y in cells],
+                         "loss_post": [float(y.mean()) for _, y in cells], "share": shares,
+                         "in_set": [i in chosen for i in range(len(cells))]})
+
+
+# The SmolLM2 rows whose bytes per token convert our byte counts into BPE tokens (committed under cpu).
+BPE_PROFILE = "cpu"
+
+
+def bpe_conversion(profile: str = BPE_PROFILE) -> dict[str, float | int | str]:
+    """Bytes per token of a real BPE tokenizer on our own validation text, read from the SmolLM2 rows
+    (``data/runs/<profile>/quik_smollm.csv``, ``bitlaws.study.quik_smollm.load_smollm_rows``): the
+    same evaluation windows tokenized by SmolLM2's tokenizer. A conversion of our byte counts into
+    tokens of that tokenizer, not a claim that our byte-level models saw tokens. Kumar et al. (2024)
+    count D in BPE tokens; our byte-level D counts bytes (DESIGN.md, "Definitions").
+
+    Returns:
+        ``tokenizer`` (the model whose tokenizer it is, from the ``model`` column), ``corpus``,
+        ``bytes_per_token`` (the CSV's column), ``eval_bytes``, ``eval_tokens`` (ints), ``source``
+        (the file, as the repository holds it).
+
+    Raises:
+        FileNotFoundError: no SmolLM2 rows (message from ``load_smollm_rows``).
+        ValueError: the rows disagree on the evaluation (tokens, bytes, bytes per token, model or corpus).
+    """
+    from .quik_smollm import SMOL_CSV, load_smollm_rows
+
+    rows = load_smollm_rows(profile)[0]
+    cols = ["model", "corpus", "eval_tokens", "eval_bytes", "bytes_per_token"]
+    distinct = rows[cols].drop_duplicates()
+    if len(distinct) != 1:
+        raise ValueError(f"the SmolLM2 rows of {profile!r} must share one evaluation ({', '.join(cols)}); "
+                         f"found {len(distinct)} different ones")
+    r = distinct.iloc[0]
+    return {"tokenizer": str(r["model"]).split(" (")[0], "corpus": str(r["corpus"]),
+            "bytes_per_token": float(r["bytes_per_token"]), "eval_bytes": int(r["eval_bytes"]),
+            "eval_tokens": int(r["eval_tokens"]), "source": f"data/runs/{profile}/{SMOL_CSV}"}
+
+
+def _bpe_or_none(df: pd.DataFrame) -> dict | None:
+    """``bpe_conversion()`` where its corpus is the rows' (so the conversion is of the same text), else None."""
+    try:
+        conv = bpe_conversion()
+    except (FileNotFoundError, ValueError):
+        return None
+    corpora = set(df["corpus"]) if "corpus" in df else set()
+    return conv if corpora == {conv["corpus"]} else None
 
 
 _EQ2_KEYS = ("C_T", "gamma_D", "gamma_N", "gamma_post")
@@ -572,6 +757,34 @@ def _repetition_text(ev: dict[str, pd.DataFrame] | None, bits: int = 3) -> str:
             "``design_checks.repetition_evidence``): " + "; ".join(parts))
 
 
+def _argmin_text(per: dict, main: str) -> str:
+    """The reason's phrase on the named series' 95 % set of the minimum's D, the verdict's method first."""
+    parts, draws = [], False
+    for m in sorted(per, key=lambda x: x != main):
+        best, a = per[m]["argmin"]
+        if a is None:
+            continue
+        draws = True
+        d_set = ", ".join(_fmt_m(d) for d in a.loc[a["in_set"], "n_tokens"])
+        parts.append(f"{{{d_set}}} for {METHOD_LABELS[m]} (N = {best['n_params']:,}, INT{best['bits_post']}; the "
+                     f"largest D is the minimum in {a['share'].iloc[-1]:.0%} of draws)")
+    if not draws:
+        return "no seeded cells, so no 95 % set for the minimum's D"
+    return (f"at {ARGMIN_LEVEL:.0%} the minimum of the series with the largest rise lies at D ∈ "
+            + " and ".join(parts)
+            + f", by a seed bootstrap of {ARGMIN_BOOT} draws (seeds resampled within each seeded cell, one-seed cells "
+              "drawn from the pooled σ_post), reported, not graded")
+
+
+def _bpe_text(bpe: dict | None, dn_max: float) -> str:
+    """The reason's parenthesis on D/N in BPE tokens (``bpe_conversion``), or the bytes-only caveat."""
+    if bpe is None:
+        return "the paper counts BPE tokens, several bytes each"
+    return (f"≈ {dn_max / bpe['bytes_per_token']:.0f} tokens per parameter of {bpe['tokenizer']}'s BPE tokenizer, "
+            f"{bpe['bytes_per_token']:.2f} bytes per token on our validation windows, read from {bpe['source']}: a "
+            "conversion of the same text, not a claim that our models saw tokens; the paper counts BPE tokens")
+
+
 def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                repetition: pd.DataFrame | None = None) -> Verdict:
     """Verdict on P2: past a critical D, does the post-PTQ loss rise, beyond the seed noise?
@@ -591,7 +804,9 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     the same D, and more D at the same passes, raise δ_PTQ at INT3 beyond the noise
     (``bitlaws.study.design_checks.repetition_evidence``; reported, not graded).
     RTN is reported as a replication. D_crit from Eq. 13 with our fitted constants
-    (``critical_data_sizes``) is reported, not graded.
+    (``critical_data_sizes``) is reported, not graded; so are, per method, the 95 % set of the D at
+    the minimum of the series with the largest rise (``p2_argmin_set``: a seed bootstrap) and the
+    largest D/N in tokens of SmolLM2's BPE tokenizer on our text (``bpe_conversion``).
 
     (Version 1, before the GPTQ rows, counted a rise beyond 2σ of single seeds; a referee noted it
     rested on one series, one seed and a normal quantile, so version 2 was written after the data.
@@ -611,6 +826,10 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         tab, noise = ptq_table(df, m), noise_model(df, m)
         per[m] = {"stats": p2_statistics(tab, noise), "power": p2_power(tab, chin, noise, n_sim=n_sim),
                   "power_ours": p2_power(tab, chin, noise, n_sim=n_sim, effect=eq2[m]), "noise": noise}
+    for m, t in per.items():  # the named series' minimum with its 95 % set (reported, not graded)
+        best = p2_named_series(t["stats"])
+        t["argmin"] = (best, p2_argmin_set(df, m, best["n_params"], best["bits_post"], t["noise"])
+                       if math.isfinite(t["noise"].post_sd) else None)
     v = per[main]
     st = v["stats"]
     # Rule v2 as written (RULE_HISTORY): inconclusive wherever its power with the paper's exponents is
@@ -621,12 +840,13 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     ok = df[df["status"] == "ok"]
     dn_max = float((ok["n_tokens"] / ok["n_params"]).max())
     split = _train_split_tokens()
+    bpe = _bpe_or_none(df)
 
     def describe(m: str) -> str:
         s_ = per[m]["stats"]
         lab = METHOD_LABELS[m]
         rising = [x for x in s_["series"] if x["rising"]]
-        best = max(s_["series"], key=lambda x: x["rise"] - x["threshold"])
+        best = p2_named_series(s_)
         head = (f"{lab}: the post-PTQ loss turns upward beyond the noise in {len(rising)}/{s_['n_series']} "
                 f"(N, P_post) series; the largest rise: N = {best['n_params']:,} at INT{best['bits_post']}, lowest "
                 f"at D = {_fmt_m(best['d_best'])}, +{best['rise']:.3f} nats by D = {_fmt_m(best['d_max'])} against "
@@ -644,7 +864,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
 
     ours = ". ".join([describe(main)] + [describe(m) + " (replication)" for m in per if m != main])
     d_crit = float(critical_data_size(30e6, 3, PAPER_CONSTANTS))
-    rising = [x for x in st["series"] if x["rising"]] or [max(st["series"], key=lambda x: x["rise"] - x["threshold"])]
+    rising = [x for x in st["series"] if x["rising"]] or [p2_named_series(st)]
     passes = ", ".join(f"{x['d_best'] / split:.2f}–{x['d_max'] / split:.2f}" for x in rising[:2]) \
         if math.isfinite(split) else "n/a"
     evidence = None
@@ -662,17 +882,29 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         power_text = (f"Its power was not computed ({_P2_NO_POWER}), so the grade is inconclusive whatever the data "
                       f"show (the rule's own grade: {st['grade']}). ")
     reason = (f"It rests on few series: the rises sit at D ≥ {_fmt_m(min(x['d_best'] for x in rising))}, "
-              f"{passes} passes over the training split; {_repetition_text(evidence)}; the seed noise "
+              f"{passes} passes over the training split; {_argmin_text(per, main)}; {_repetition_text(evidence)}; "
+              "the seed noise "
               f"has {v['noise'].loss_dof} degrees of freedom ({v['noise'].n_cells} seeded cells; t = {st['threshold_t']:.2f}). "
               + power_text
-              + f"Our largest D/N is ≈ {dn_max:.0f} bytes per parameter (the paper counts BPE tokens, several bytes "
-              "each); with Table 2's constants (Eq. 13) the paper's INT3 turn-up for N = 30M comes at D_crit ≈ "
+              + f"Our largest D/N is ≈ {dn_max:.0f} bytes per parameter ({_bpe_text(bpe, dn_max)}); with Table 2's "
+              "constants (Eq. 13) the paper's INT3 turn-up for N = 30M comes at D_crit ≈ "
               f"{d_crit / 1e9:.1f}B tokens, D/N ≈ {d_crit / 30e6:.0f}")
     det: dict[str, float | str] = {"method": main, "max_d_over_n": dn_max, "n_min": float(st["series"][0]["n_params"]
                                    if st["series"] else math.nan), "paper_d_crit_30m_int3": d_crit,
                                    "rule_grade": st["grade"], "noise_dof": float(v["noise"].loss_dof),
                                    "train_split_tokens": split, "n_sim": float(n_sim)}
     det["n_min"] = float(min(x["n_params"] for x in st["series"]))
+    det.update({"argmin_n_boot": float(ARGMIN_BOOT), "argmin_level": ARGMIN_LEVEL, "argmin_draw": ARGMIN_DRAW,
+                "bpe_tokenizer": bpe["tokenizer"] if bpe else "n/a",
+                "bpe_bytes_per_token": bpe["bytes_per_token"] if bpe else math.nan,
+                "max_d_over_n_bpe": dn_max / bpe["bytes_per_token"] if bpe else math.nan})
+    for m, t in per.items():
+        best, a = t["argmin"]
+        det.update({f"{m}_argmin_n_params": float(best["n_params"]), f"{m}_argmin_bits_post": float(best["bits_post"])})
+        if a is not None:
+            det.update({f"{m}_argmin_set": ", ".join(str(int(d)) for d in a.loc[a["in_set"], "n_tokens"]),
+                        f"{m}_argmin_set_size": float(a["in_set"].sum()),
+                        **{f"{m}_argmin_share_d{int(r.n_tokens)}": float(r.share) for r in a.itertuples()}})
     for m, t in crit.items():
         s_, pw, po = per[m]["stats"], per[m]["power"], per[m]["power_ours"]
         det.update({f"{m}_series_rising": float(s_["n_rising"]), f"{m}_series": float(s_["n_series"]),
@@ -694,6 +926,9 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
             det.update({f"repetition_{kind}_pairs": float(len(e)),
                         f"repetition_{kind}_up": float((e["answer"] == "raises").sum())})
     frames = {"rows": df} if repetition is None else {"rows": df, "repetition": repetition}
+    if bpe is not None:  # what the D/N conversion read
+        frames["bpe"] = pd.DataFrame([{k: bpe[k] for k in ("tokenizer", "corpus", "eval_bytes", "eval_tokens",
+                                                          "bytes_per_token")}])
     return Verdict("P2", verdict, CLAIMS["P2"]["paper"], ours, reason, profile,
                    inputs_identity("P2", profile, frames=frames), finite_or_na(det))
 
@@ -727,7 +962,8 @@ def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[st
 
 __all__ += ["coverage_facts", "committed_fits", "fit_status_markdown", "gptq_rtn_ratio_table", "eq2_table",
             "D_CRIT_FORMATS", "d_crit_table", "paper_d_crit", "d_crit_facts", "chinchilla_sentence",
-            "verdict_table_markdown", "paper_vs_here_table", "training_time"]
+            "verdict_table_markdown", "paper_vs_here_table", "training_time", "argmin_set_table", "ARGMIN_FORMATS",
+            "p2_set_facts", "bpe_facts"]
 
 
 def _braced(values, fmt: str = "{:,}") -> str:
@@ -939,6 +1175,69 @@ def chinchilla_sentence(chin: dict[str, float]) -> str:
     return (f"No Chinchilla fit: the {n} high-precision runs of this profile are too few to fit B and β, "
             "so Eq. 13's D_crit is n/a above.")
 
+
+def argmin_set_table(df: pd.DataFrame) -> pd.DataFrame:
+    """P2's 95 % set of the minimum's D, for each method's series with the largest rise (the series the
+    verdict names, ``p2_named_series``): one row per D of that series (``p2_argmin_set``).
+
+    Args:
+        df: base-grid rows.
+
+    Returns:
+        Columns ``method`` (label), ``N``, ``P_post``, ``D`` [tokens], ``seeds``, ``draw`` (``seeds`` or
+        ``parametric``), ``mean post-PTQ loss`` [nats], ``share as minimum``, ``in 95 % set`` (``yes``
+        or ``""``); empty (those columns) where no cell has several seeds (no σ_post to draw from).
+    """
+    cols = ["method", "N", "P_post", "D", "seeds", "draw", "mean post-PTQ loss", "share as minimum", "in 95 % set"]
+    parts = []
+    for m in methods_present(df):
+        noise = noise_model(df, m)
+        if not math.isfinite(noise.post_sd):
+            continue
+        best = p2_named_series(p2_statistics(ptq_table(df, m), noise))
+        a = p2_argmin_set(df, m, best["n_params"], best["bits_post"], noise)
+        parts.append(pd.DataFrame({"method": METHOD_LABELS[m], "N": best["n_params"], "P_post": best["bits_post"],
+                                   "D": a["n_tokens"], "seeds": a["n_seeds"], "draw": a["draw"],
+                                   "mean post-PTQ loss": a["loss_post"], "share as minimum": a["share"],
+                                   "in 95 % set": a["in_set"].map({True: "yes", False: ""})}))
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+
+# the number formats of argmin_set_table's columns (a pandas Styler's ``format``)
+ARGMIN_FORMATS = {"D": "{:,}", "N": "{:,}", "mean post-PTQ loss": "{:.4f}", "share as minimum": "{:.1%}"}
+
+
+def p2_set_facts(df: pd.DataFrame, table: pd.DataFrame | None = None) -> dict[str, str | int]:
+    """The chapter's glue for P2's 95 % sets: ``p2set_boot`` (draws), ``p2set_draw`` (``ARGMIN_DRAW``),
+    and per method present ``p2set_<m>`` (the set, as ``{8.4M}``) and ``p2set_<m>_series``
+    (``N = 26,784, INT3``), ``"n/a"`` without seeded cells.
+
+    Args:
+        df: base-grid rows. table: ``argmin_set_table(df)`` if the caller has it (computed here otherwise).
+    """
+    out: dict[str, str | int] = {"p2set_boot": int(ARGMIN_BOOT), "p2set_draw": ARGMIN_DRAW}
+    tab = argmin_set_table(df) if table is None else table
+    for m in methods_present(df):
+        rows = tab[tab["method"] == METHOD_LABELS[m]]
+        if len(rows):
+            out[f"p2set_{m}"] = "{" + ", ".join(_fmt_m(d) for d in rows.loc[rows["in 95 % set"] == "yes", "D"]) + "}"
+            out[f"p2set_{m}_series"] = f"N = {int(rows['N'].iloc[0]):,}, INT{int(rows['P_post'].iloc[0])}"
+        else:
+            out[f"p2set_{m}"] = out[f"p2set_{m}_series"] = "n/a"
+    return out
+
+
+def bpe_facts(df: pd.DataFrame) -> dict[str, str | float]:
+    """The chapter's glue for D/N in BPE tokens: ``bpe_tokenizer``, ``bpe_bytes_per_token``,
+    ``bpe_source`` (``bpe_conversion``) and ``bpe_dn_max`` (the rows' largest D/N divided by bytes per
+    token), where the conversion is of the rows' corpus; ``"n/a"`` and NaN otherwise."""
+    ok = df[df["status"] == "ok"]
+    bpe = _bpe_or_none(df)
+    dn_max = float((ok["n_tokens"] / ok["n_params"]).max())
+    return {"bpe_tokenizer": bpe["tokenizer"] if bpe else "n/a",
+            "bpe_bytes_per_token": bpe["bytes_per_token"] if bpe else math.nan,
+            "bpe_source": bpe["source"] if bpe else "n/a",
+            "bpe_dn_max": dn_max / bpe["bytes_per_token"] if bpe else math.nan}
 
 def verdict_table_markdown(*verdicts: Verdict) -> str:
     """A Markdown table of the verdicts (claim, the paper, here, grade in bold) and the line of their
