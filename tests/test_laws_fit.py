@@ -236,6 +236,49 @@ def test_holdout_skips_folds_too_small_to_fit():
     assert ho["n_folds"] == 0 and ho["folds_skipped"] == 2 and np.isnan(ho["r2"])
 
 
+def test_holdout_refits_fixed_per_fold_when_it_is_a_callable():
+    """A callable ``fixed`` is called once per fold with that fold's training rows and held-out value; a
+    ValueError from it skips the fold; with the true constants every fold predicts its rows exactly."""
+    rows = _grid(n_params=SIZES[:4], n_tokens=BUDGETS[:3], bits_w=(3, 4, 6, 8))
+    cols = {k: np.array([r[k] for r in rows], dtype=float) for k in ("n_params", "n_tokens", "bits_w")}
+    df = _frame(rows, forms.qat_loss(cols["n_params"], cols["n_tokens"], cols["bits_w"], 16, 16, PC), 0, noise=0.0)
+    seen = []
+
+    def fixed(train, value):
+        seen.append((value, sorted(train["n_params"].unique())))
+        if value == SIZES[0]:
+            raise ValueError("no upstream fit without the smallest size")
+        return CHIN
+
+    pred, skipped = lf.holdout_predictions("neff_w", df, "n_params", fixed=fixed)
+    assert [v for v, _ in seen] == list(SIZES[:4]) and all(v not in train for v, train in seen)
+    assert skipped == 1 and sorted(pred["fold"].unique()) == list(SIZES[1:4]) and len(pred) == 3 * 12
+    np.testing.assert_allclose(pred["pred"], pred["y"], rtol=1e-6)  # the truth is recovered fold by fold
+    ho = lf.holdout("neff_w", df, "n_params", fixed=fixed)
+    assert ho["n_folds"] == 3 and ho["folds_skipped"] == 1 and ho["r2"] > 0.9999
+
+
+def test_paired_neff_stage_equals_the_absolute_one_when_the_partner_is_on_the_law():
+    """With L_hp exactly Chinchilla's L(N, D), L_hp + L(N_eff, D) − L(N, D) is the absolute prediction,
+    so both stages find the same optimum; a partner off the law moves only the paired fit, whose
+    R² is on the differences L(P) − L_hp."""
+    rows = _grid(n_params=SIZES[:4], n_tokens=BUDGETS[:4], bits_w=(3, 4, 6, 8))
+    cols = {k: np.array([r[k] for r in rows], dtype=float) for k in ("n_params", "n_tokens", "bits_w")}
+    df = _frame(rows, forms.qat_loss(cols["n_params"], cols["n_tokens"], cols["bits_w"], 16, 16, PC), 3)
+    df["loss_base"] = forms.chinchilla_loss(cols["n_params"], cols["n_tokens"], CHIN)
+    absolute, paired = lf.fit_stage("neff_w", df, CHIN), lf.fit_stage("neff_w_paired", df, CHIN)
+    for k in ("gamma_w", "n_w"):
+        assert paired.params[k] == pytest.approx(absolute.params[k], rel=1e-6)
+    assert _rel(paired.params["gamma_w"], PC["gamma_w"]) < 0.1 and paired.converged
+    diff = df["loss_val"] - df["loss_base"]
+    pred = lf.predict(lf.STAGES["neff_w_paired"], df, paired.params, CHIN) - df["loss_base"]
+    assert paired.r2 == pytest.approx(1 - ((diff - pred) ** 2).sum() / ((diff - diff.mean()) ** 2).sum())
+    shifted = df.assign(loss_base=df["loss_base"] * np.where(df["n_params"] == SIZES[0], 1.02, 1.0))
+    moved = lf.fit_stage("neff_w_paired", shifted, CHIN)
+    assert abs(moved.params["gamma_w"] - paired.params["gamma_w"]) > 1e-3
+    assert lf.fit_stage("neff_w", shifted, CHIN).params == absolute.params  # loss_base is not read there
+
+
 # --- Besiroglu et al.'s Chinchilla reconstruction ----------------------------------------------------
 
 def _epoch_frame() -> pd.DataFrame:

@@ -40,6 +40,7 @@ __all__ = [
     "fit_stage",
     "bootstrap",
     "holdout",
+    "holdout_predictions",
     "predict",
     "r2_mse",
     "table1_stage",
@@ -232,7 +233,10 @@ def _chinchilla_stage_loss(data: dict, c: dict) -> np.ndarray:
     return forms.chinchilla_loss(data["n_params"], data["n_tokens"], c)
 
 
-def _neff_stage(component: str) -> Stage:
+def _neff_stage(component: str, paired: bool = False) -> Stage:
+    """The marginal N_eff stage of one part; ``paired``: on L(P) − L_hp(N, D, seed), the loss over the
+    high-precision run of the same N, D and seed (column ``loss_base``), predicted as
+    L_hp + L(N_eff, D) − L(N, D) with the fixed Chinchilla constants (B·D^(−β) and E cancel)."""
     g, n = f"gamma_{component}", f"n_{component}"
 
     def natural(theta):
@@ -243,14 +247,25 @@ def _neff_stage(component: str) -> Stage:
         return forms.qat_loss(data["n_params"], data["n_tokens"], data["bits_w"], data["bits_a"],
                               data["bits_kv"], {**data["fixed"], **c})
 
+    def paired_loss(data, c):
+        hp = forms.chinchilla_loss(data["n_params"], data["n_tokens"], data["fixed"])
+        return data["loss_base"] + (loss(data, c) - hp)
+
+    equation = (f"Eq. 3–4: L = A·[N·f_{component}(P_{component})]^(−α) + B·D^(−β) + E, "
+                f"f = 1 − exp(−P/γ_{component} + n_{component})")
+    if paired:
+        equation = (f"Eq. 3–4 on paired differences: L(P_{component}) − L_hp(N, D, seed) = "
+                    f"A·[N·f_{component}(P_{component})]^(−α) − A·N^(−α), f = 1 − exp(−P/γ_{component} + "
+                    f"n_{component}), fitted through L_hp + the difference")
     return Stage(
-        name=f"neff_{component}",
-        equation=f"Eq. 3–4: L = A·[N·f_{component}(P_{component})]^(−α) + B·D^(−β) + E, "
-                 f"f = 1 − exp(−P/γ_{component} + n_{component})",
+        name=f"neff_{component}" + ("_paired" if paired else ""),
+        equation=equation,
         param_names=(g, n),
         grid={g: [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], n: [-1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0]},
         bounds={g: (0.05, 20.0), n: (-5.0, 10.0)},
-        natural=natural, loss=loss, needs=("bits_w", "bits_a", "bits_kv"),
+        natural=natural, loss=paired_loss if paired else loss,
+        needs=("bits_w", "bits_a", "bits_kv") + (("loss_base",) if paired else ()),
+        baseline="loss_base" if paired else None,
         requires_fixed=("A", "B", "E", "alpha"), n_refine=None,
         cell=("n_params", "n_tokens", "bits_w", "bits_a", "bits_kv"),
     )
@@ -395,6 +410,9 @@ STAGES: dict[str, Stage] = {
     "neff_w": _neff_stage("w"),
     "neff_a": _neff_stage("a"),
     "neff_kv": _neff_stage("kv"),
+    "neff_w_paired": _neff_stage("w", paired=True),
+    "neff_a_paired": _neff_stage("a", paired=True),
+    "neff_kv_paired": _neff_stage("kv", paired=True),
     "neff_joint": _neff_joint_stage(),
     "joint_all": _all_joint_stage(),
     "ptq": _ptq_stage(linear=False),
@@ -778,26 +796,35 @@ def bootstrap(stage: Stage | str, frame: pd.DataFrame, result: FitResult, n_boot
     return arr
 
 
+FoldConstants = Callable[[pd.DataFrame, object], Mapping[str, float]]
+
+
 @_one_blas_thread
-def holdout(stage: Stage | str, frame: pd.DataFrame, by: str = "n_params", *,
-            fixed: Mapping[str, float] | None = None, delta: float = HUBER_DELTA,
-            n_refine: int | None = -1, which: str = "each") -> dict[str, float]:
-    """Held-out R² and MSE: leave out one value of ``by`` (a model size, a data budget), fit the rest.
+def holdout_predictions(stage: Stage | str, frame: pd.DataFrame, by: str = "n_params", *,
+                        fixed: Mapping[str, float] | FoldConstants | None = None, delta: float = HUBER_DELTA,
+                        n_refine: int | None = -1, which: str = "each") -> tuple[pd.DataFrame, int]:
+    """Leave out one value of ``by`` at a time, fit the stage on the rest, predict the rows left out.
 
     Args:
         stage: the stage (or its name).
         frame: the observations.
         by: the column whose values are held out in turn (``n_params`` or ``n_tokens``).
-        fixed: as for ``fit_stage``.
+        fixed: the earlier stages' constants, either one mapping for every fold (as for
+            ``fit_stage``: fitted on all the data, so the held-out value reaches each fold's
+            prediction through them) or a callable ``fixed(train, value)`` of the fold's training
+            rows and the held-out value that returns the fold's constants (e.g. the earlier stages
+            refitted without that value). A ValueError it raises skips the fold.
         delta: Huber's δ.
         n_refine: as for ``fit_stage``.
-        which: ``"each"`` (every value in turn, pooled) or ``"largest"`` (only the largest value:
-            an extrapolation test).
+        which: ``"each"`` (every value in turn) or ``"largest"`` (only the largest value: an
+            extrapolation test).
 
     Returns:
-        ``{"by", "which", "r2", "mse", "n_folds", "n_points", "folds_skipped"}``: R² and MSE of the
-        stage's target (δ_PTQ for the PTQ stages) over the pooled held-out rows; NaN when no fold
-        could be fitted (a fold needs at least p + 1 distinct design points to fit on).
+        ``(rows, folds_skipped)``: ``rows`` has one row per held-out row that a fold predicted, in
+        fold order, indexed by its position in ``frame``, with columns ``fold`` (the held-out
+        value), ``y`` and ``pred`` (the target and its prediction, each less ``stage.baseline``
+        where the stage has one, so δ_PTQ or the paired difference); ``folds_skipped`` counts the
+        folds with fewer than p + 1 distinct design points to fit on, no rows, or no fit.
 
     Raises:
         ValueError: an unknown stage name; `which` not ``"each"`` or ``"largest"``.
@@ -809,7 +836,7 @@ def holdout(stage: Stage | str, frame: pd.DataFrame, by: str = "n_params", *,
         values = values[-1:]
     elif which != "each":
         raise ValueError(f"which must be 'each' or 'largest'; got {which!r}")
-    ys, ps, skipped, folds = [], [], 0, 0
+    parts, skipped = [], 0
     cell_cols = [c for c in stage.cell if c in frame]
     for v in values:
         train, test = frame[frame[by] != v], frame[frame[by] == v]
@@ -817,22 +844,45 @@ def holdout(stage: Stage | str, frame: pd.DataFrame, by: str = "n_params", *,
             skipped += 1
             continue
         try:
-            res = fit_stage(stage, train, fixed, delta=delta, n_refine=n_refine)
+            consts = fixed(train, v) if callable(fixed) else fixed
+            res = fit_stage(stage, train, consts, delta=delta, n_refine=n_refine)
         except ValueError:
             skipped += 1
             continue
-        pred = predict(stage, test, res.params, fixed)
+        pred = predict(stage, test, res.params, consts)
         y = pd.to_numeric(test[stage.target]).to_numpy(dtype=float)
         if stage.baseline:
             base = pd.to_numeric(test[stage.baseline]).to_numpy(dtype=float)
             y, pred = y - base, pred - base
-        ys.append(y)
-        ps.append(pred)
-        folds += 1
+        parts.append(pd.DataFrame({"fold": v, "y": y, "pred": pred}, index=test.index))
+    rows = pd.concat(parts) if parts else pd.DataFrame({"fold": [], "y": [], "pred": []})
+    return rows, skipped
+
+
+def holdout(stage: Stage | str, frame: pd.DataFrame, by: str = "n_params", *,
+            fixed: Mapping[str, float] | FoldConstants | None = None, delta: float = HUBER_DELTA,
+            n_refine: int | None = -1, which: str = "each") -> dict[str, float]:
+    """Held-out R² and MSE: leave out one value of ``by`` (a model size, a data budget), fit the rest.
+
+    Args:
+        stage, frame, by, fixed, delta, n_refine, which: as for ``holdout_predictions`` (``fixed``
+            a mapping holds the earlier stages at their fit to all the data; a callable refits
+            them per fold).
+
+    Returns:
+        ``{"by", "which", "r2", "mse", "n_folds", "n_points", "folds_skipped"}``: R² and MSE of the
+        stage's target (δ_PTQ for the PTQ stages, the difference for the paired ones) over the
+        pooled held-out rows; NaN when no fold could be fitted (a fold needs at least p + 1
+        distinct design points to fit on).
+
+    Raises:
+        ValueError: an unknown stage name; `which` not ``"each"`` or ``"largest"``.
+    """
+    rows, skipped = holdout_predictions(stage, frame, by, fixed=fixed, delta=delta, n_refine=n_refine, which=which)
+    folds = int(rows["fold"].nunique())
     if not folds:
         return {"by": by, "which": which, "r2": math.nan, "mse": math.nan, "n_folds": 0,
                 "n_points": 0, "folds_skipped": skipped}
-    y, p = np.concatenate(ys), np.concatenate(ps)
-    r2, mse = _r2_mse(y, p)
-    return {"by": by, "which": which, "r2": r2, "mse": mse, "n_folds": folds, "n_points": int(len(y)),
+    r2, mse = _r2_mse(rows["y"].to_numpy(dtype=float), rows["pred"].to_numpy(dtype=float))
+    return {"by": by, "which": which, "r2": r2, "mse": mse, "n_folds": folds, "n_points": int(len(rows)),
             "folds_skipped": skipped}
