@@ -5,9 +5,10 @@ residuals, minimised by L-BFGS-B from the best points of a screened grid of star
 gradients by complex steps; intervals from a bootstrap over runs; held-out error by leaving one
 model size (or data budget) out. ``STAGES`` is the paper's piecewise pipeline (Appendix K):
 ``chinchilla``, ``chinchilla_free``, ``neff_w``, ``neff_a``, ``neff_kv``, ``neff_joint``
-(Eqs. 3–4), ``ptq``, ``ptq_linear`` (Eq. 2) and ``unified`` (Eq. 9), each holding the earlier
-stages' constants fixed (``fixed=``); ``joint_all`` fits A, B, E, α and every γ_x, n_x at once.
-Entry points: ``fit_stage``, ``bootstrap``, ``holdout``, ``predict``; the choices are set out in
+(Eqs. 3–4; ``neff_*_paired`` on L(P) − L_hp), ``ptq``, ``ptq_linear`` (Eq. 2) and ``unified``
+(Eq. 9), each holding the earlier stages' constants fixed (``fixed=``, or a callable of each
+held-out fold); ``joint_all`` fits A, B, E, α and every γ_x, n_x at once. Entry points:
+``fit_stage``, ``bootstrap``, ``holdout`` (``holdout_predictions``), ``predict``; choices in
 book/methods.md, "Fitting the laws". A stage takes a pandas frame with the results columns
 ``n_params``, ``n_tokens``, ``loss_val``, ``bits_w``, ``bits_a``, ``bits_kv``, ``bits_post``,
 ``run_id`` and, for the PTQ stages, ``loss_base`` (the same run's loss before PTQ); a missing
