@@ -448,8 +448,10 @@ def main(argv: list[str] | None = None) -> int:
                        help="write nothing; exit 1 if a recomputed verdict differs from the stored one "
                             "(grades and identities exactly, numbers within bitlaws.study.claims.DETAIL_RTOL)")
     p_exp = sub.add_parser("export-checkpoints", help="copy a profile's seed-0 models to data/checkpoints/ in bf16")
-    p_mig = sub.add_parser("migrate-store", help="add the columns added to the observation schema since a file "
-                                                 "was written (fmt_post, eval_version); changes no stored value")
+    p_mig = sub.add_parser("migrate-store", help="bring observation CSVs to the current schema: add the columns "
+                                                 "added since a file was written (fmt_post, eval_version) and, in "
+                                                 "quik_accuracy.csv, move post-training formats out of the training "
+                                                 "columns; no loss or id changes (each rewrite is checked)")
     p_mig.add_argument("files", nargs="*", help="observation CSVs (default: every one of --profile)")
     p_hf = sub.add_parser("export-hf", help="the committed checkpoints as Hugging Face folders (config, bf16 weights, "
                                             "byte-level tokenizer, model card) that from_pretrained loads")

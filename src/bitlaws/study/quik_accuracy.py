@@ -12,7 +12,8 @@ validation budget of the base grid (65,792 bytes = 256 windows of 257). Rows res
 
 Public names: ``QUIK_COLUMNS``, ``OUTLIER_COLUMNS``, ``SETTINGS``, ``MethodSpec``, ``method_specs``,
 ``run_quik_experiment``, ``load_quik``, ``method_table``, ``k_sweep``, ``verdict_q1``,
-``verdict_q2``, ``verdict_q3``, ``refresh_quik_verdicts``; chapter 05's tables and numbers below them.
+``verdict_q2``, ``verdict_q3``, ``refresh_quik_verdicts``, ``migrate_quik_columns``; chapter 05's
+tables and numbers below them.
 """
 
 from __future__ import annotations
