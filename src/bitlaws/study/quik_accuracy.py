@@ -10,10 +10,8 @@ per-layer relative output error on the calibration tokens.
 Everything is deterministic: calibration 128 × 256 tokens of the TRAINING split (seed 0), the
 validation budget of the base grid (65,792 bytes = 256 windows of 257). Rows resume by ``obs_id``.
 
-Public names: ``QUIK_COLUMNS``, ``OUTLIER_COLUMNS``, ``SETTINGS``, ``MethodSpec``, ``method_specs``,
-``run_quik_experiment``, ``load_quik``, ``method_table``, ``k_sweep``, ``verdict_q1``,
-``verdict_q2``, ``verdict_q3``, ``refresh_quik_verdicts``, ``migrate_quik_columns``; chapter 05's
-tables and numbers below them.
+Entry points: ``run_quik_experiment``, ``load_quik``, ``verdict_q1``–``verdict_q3``,
+``migrate_quik_columns`` (old files to the column convention); chapter 05's tables below them.
 """
 
 from __future__ import annotations
