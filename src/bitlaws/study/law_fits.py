@@ -29,13 +29,13 @@ from ..laws import fit as lf
 from ..laws import forms
 from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, store_verdicts
 from .noise import pooled_seed_variance
+from .power import neff_design
 from .store import data_dir, frame_sha256, load_runs
 
 __all__ = [
     "PTQ_BITS",
     "N_BOOT",
     "FIT_ORDER",
-    "neff_design",
     "stage_frames",
     "run_fits",
     "load_fits",
@@ -90,7 +90,7 @@ _ROWS = {
            "loss before PTQ",
     "neff_w": "status ok, ptq_method none, bits_w < 16, bits_a = bits_kv = 16",
     "neff_a": "status ok, ptq_method none, bits_a < 16, bits_w = bits_kv = 16, and the paper's f_a(P_a) > 0 "
-              "(P_a ≥ 4; see neff_design)",
+              "(P_a ≥ 4; power.neff_design)",
     "neff_kv": "status ok, ptq_method none, bits_kv < 16, bits_w = bits_a = 16",
     "neff_joint": "status ok, ptq_method none, two or more of bits_w, bits_a, bits_kv < 16, every paper f_x > 0",
     "unified": "status ok, ptq_method {method}, some of bits_w, bits_a, bits_kv < 16; loss_base = the same run's "
@@ -126,37 +126,10 @@ def _non_integer_runs(df: pd.DataFrame) -> set:
     return set(trained.loc[mask, "run_id"])
 
 
-def neff_design(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of an N_eff stage (P3, P4): those where the paper's N_eff is defined, every quantized
-    part's f_x(P_x) = 1 − e^(−P_x/γ_x + n_x) with Table 2's γ_x, n_x above 0.
-
-    The one row set that both the real fits and P4's simulation (``bitlaws.study.power.p4_power``)
-    use. It drops the activation runs at P_a = 3 (the paper's γ_a·n_a = 3.11 bits, so f_a(3) < 0):
-    the paper's law has no value there to simulate from, and keeping them would make the paper's
-    constants an undefined point of our fit's objective (N_eff NaN), so the fit could not land near
-    them whatever the 4–8-bit runs say; the paper, too, left its P_a = 3 runs (which often
-    diverged) out of its fits. Weights and KV cache at 3 bits stay: the law is defined there
-    (f_w(3) = 0.56, f_kv(3) = 0.51) and none of our runs diverged (the paper also dropped its
-    P_kv = 3 runs, for divergence). A rule fixed by typed constants, not by our losses.
-
-    Args:
-        frame: rows with ``bits_w``, ``bits_a``, ``bits_kv`` (missing or NaN: 16, unquantized).
-
-    Returns:
-        The rows kept, in their order (index kept).
-    """
-    c = forms.PAPER_CONSTANTS
-    keep = np.ones(len(frame), dtype=bool)
-    for x in forms.COMPONENTS:
-        f = forms.precision_factor(_bits(frame, f"bits_{x}").to_numpy(float), c[f"gamma_{x}"], c[f"n_{x}"])
-        keep &= np.asarray(f) > 0  # unquantized parts have f = 1
-    return frame[keep]
-
-
 def stage_frames(df: pd.DataFrame, method: str = "rtn") -> dict[str, pd.DataFrame]:
     """Each stage's rows, chosen by status, PTQ method and training bit widths (see ``_ROWS``).
     Runs trained in a floating-point format (the formats sweep) are left out of every stage; the
-    N_eff stages keep the rows where the paper's N_eff is defined (``neff_design``).
+    N_eff stages keep the rows where the paper's N_eff is defined (``bitlaws.study.power.neff_design``).
 
     Args:
         df: a profile's observation rows (``bitlaws.study.store.load_runs``), any experiments.

@@ -10,6 +10,7 @@ the false-positive rate the share of null datasets graded so. Simulations are se
 "Paper constants" are the paper's exponents and precision constants; the one scale constant that
 does not carry across tokenizers (C_T of Eq. 2) is set so the simulated δ_PTQ has the geometric
 mean of ours on the same cells. Each function's docstring says which constants it draws from.
+``neff_design`` fixes the N_eff fits' rows, so P4's simulation and the real fits share them.
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ __all__ = [
     "p5_power",
     "P4_HYPOTHESES",
     "P4_NULLS",
+    "P4_HYPOTHESIS_TEXT",
     "P4_BITS",
     "p4_truth",
     "p4_facts",
+    "neff_design",
     "p4_design",
     "p4_power",
 ]
@@ -571,6 +574,10 @@ P4_HYPOTHESES: dict[str, dict[str, str]] = {
     "w_eq_kv_a_least": {"a": "kv", "w": "w", "kv": "w"},  # f_w = f_kv < f_a (reversed)
 }
 P4_NULLS = tuple(k for k in P4_HYPOTHESES if k != "paper")
+# Each hypothesis in symbols, for the verdict's text.
+P4_HYPOTHESIS_TEXT = {"paper": "f_a < f_w < f_kv", "all_equal": "f_a = f_w = f_kv", "a_eq_w": "f_a = f_w < f_kv",
+                      "w_eq_kv": "f_a < f_w = f_kv", "a_eq_kv": "f_a = f_kv < f_w", "a_eq_w_kv_most": "f_kv < f_a = f_w",
+                      "w_eq_kv_a_least": "f_w = f_kv < f_a"}
 P4_BITS = (4, 5, 6, 7, 8)
 
 
@@ -595,11 +602,37 @@ def p4_facts(hypothesis: str, bits=P4_BITS) -> dict[str, bool]:
             "a_most": bool(np.all((f["a"] < f["w"]) & (f["a"] < f["kv"])))}
 
 
-def p4_design(frames: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """P4's simulated design: each part's ``neff_*`` frame cut to ``bitlaws.study.law_fits.neff_design``,
-    the rows the real N_eff fits use (so ``stage_frames``' frames come back unchanged)."""
-    from .law_fits import neff_design
+def neff_design(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of an N_eff stage (P3, P4): those where the paper's N_eff is defined, every quantized
+    part's f_x(P_x) = 1 − e^(−P_x/γ_x + n_x) with Table 2's γ_x, n_x above 0.
 
+    The one row set that both the real fits (``bitlaws.study.law_fits.stage_frames``) and P4's
+    simulation (``p4_power``) use. It drops the activation runs at P_a = 3 (the paper's
+    γ_a·n_a = 3.11 bits, so f_a(3) < 0): the paper's law has no value there to simulate from, and
+    keeping them would make the paper's
+    constants an undefined point of our fit's objective (N_eff NaN), so the fit could not land near
+    them whatever the 4–8-bit runs say; the paper, too, left its P_a = 3 runs (which often
+    diverged) out of its fits. Weights and KV cache at 3 bits stay: the law is defined there
+    (f_w(3) = 0.56, f_kv(3) = 0.51) and none of our runs diverged (the paper also dropped its
+    P_kv = 3 runs, for divergence). A rule fixed by typed constants, not by our losses.
+
+    Args:
+        frame: rows with ``bits_w``, ``bits_a``, ``bits_kv`` (missing or NaN: 16, unquantized).
+
+    Returns:
+        The rows kept, in their order (index kept).
+    """
+    c = forms.PAPER_CONSTANTS
+    keep = np.ones(len(frame), dtype=bool)
+    for x in forms.COMPONENTS:
+        bits = _num(frame[f"bits_{x}"]).to_numpy(float) if f"bits_{x}" in frame else np.full(len(frame), _HIGH)
+        keep &= np.asarray(forms.precision_factor(bits, c[f"gamma_{x}"], c[f"n_{x}"])) > 0  # unquantized: f = 1
+    return frame[keep]
+
+
+def p4_design(frames: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """P4's simulated design: each part's ``neff_*`` frame cut to ``neff_design``, the rows the real
+    N_eff fits use (so ``law_fits.stage_frames``' frames come back unchanged)."""
     return {x: neff_design(frames[f"neff_{x}"]) for x in _PARTS}
 
 
@@ -668,7 +701,7 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
              refit_chinchilla: bool = True) -> dict[str, float | str]:
     """Power and size of P4's rule (``bitlaws.study.claims.rule_p4``) on our design, by simulation.
 
-    Design: each part's rows of ``frames`` cut to ``p4_design`` (``law_fits.neff_design``), the very
+    Design: each part's rows of ``frames`` cut to ``p4_design`` (``neff_design``), the very
     rows the real N_eff fits use: the paper's activation curve is undefined at P_a = 3 and those
     runs are left out of both. Every hypothesis of ``P4_HYPOTHESES`` gives each part one of the
     paper's Table 2 curves; its losses are Eqs. 3–4 with our Chinchilla constants (``chinchilla``:
@@ -730,7 +763,7 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
         f = forms.precision_factor(pd.to_numeric(fr[f"bits_{x}"]).to_numpy(float), g, n)
         if not np.all(f > 0):
             raise ValueError(f"p4_power: the paper's {c} curve is undefined (f ≤ 0) on the {x} rows at "
-                             f"P = {sorted(set(pd.to_numeric(fr[f'bits_{x}'])[f <= 0]))}; the design must hold "
+                             f"P = {sorted({float(v) for v in pd.to_numeric(fr[f'bits_{x}'])[f <= 0]})}; the design must hold "
                              "only rows where every hypothesis is defined")
         true = lfit.predict(stage, fr, {f"gamma_{x}": g, f"n_{x}": n}, chinchilla)
         theta = np.full((n_sim, 2), np.nan)
