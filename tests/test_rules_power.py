@@ -242,14 +242,117 @@ def test_p4_power_both_ways():
     frames = _p4_frames()
     quiet = NoiseModel(**{**NOISE.__dict__, "loss_sd": 2e-4})
     pw = power.p4_power(frames, CHIN_CPU, quiet, n_sim=30, seed=0)
-    # the paper's f_a(3) ≤ 0 (γ_a·n_a = 3.11 bits): the 6 activation runs at 3 bits leave the design
-    assert pw["rows_dropped"] == 6.0 and pw["n_sim"] == 30.0
+    # the design is the N_eff fits' rows: the paper's f_a(3) ≤ 0 (γ_a·n_a = 3.11 bits), so the 6
+    # activation runs at 3 bits leave it (power.neff_design), the weights' and KV cache's stay
+    assert pw["rows_left_out"] == 6.0 and (pw["rows_w"], pw["rows_a"], pw["rows_kv"]) == (36.0, 30.0, 36.0)
+    assert pw["n_sim"] == 30.0 and pw["chinchilla_refit"] == 0.0  # no chinchilla frame: held
     assert pw["power"] >= 0.8 and pw["false_positive"] <= 0.1
+    # the size is the largest rate over every null; partly is a false positive only where
+    # activations are not the most sensitive (so not at w = kv, where partly is the truth)
+    assert pw["false_positive"] == max(pw[f"fp_{k}"] for k in power.P4_NULLS)
+    assert pw["false_positive"] == pw[f"fp_{pw['size_null']}"]
+    assert "fp_partly_w_eq_kv" not in pw and pw["false_partly"] == max(
+        pw[f"fp_partly_{k}"] for k in power.P4_NULLS if k != "w_eq_kv")
     # with 3× our seed σ (0.016 nats) the same design cannot resolve the order at 95 %
     loud = NoiseModel(**{**NOISE.__dict__, "loss_sd": 5e-2})
     assert power.p4_power(frames, CHIN_CPU, loud, n_sim=30, seed=0)["power"] < 0.5
     # no noise estimate: no power
     assert math.isnan(power.p4_power(frames, CHIN_CPU, NoiseModel(**{**NOISE.__dict__, "loss_sd": math.nan}))["power"])
+
+
+# which pair each null makes equal, and how the third part stands to them at every width (4–8 bits)
+_BOUNDARY = {"a_eq_w": (("a", "w"), "kv", "above"), "w_eq_kv": (("w", "kv"), "a", "below"),
+             "a_eq_kv": (("a", "kv"), "w", "above"), "a_eq_w_kv_most": (("a", "w"), "kv", "below"),
+             "w_eq_kv_a_least": (("w", "kv"), "a", "above")}
+
+
+def test_p4_nulls_lie_on_the_order_boundary():
+    assert set(power.P4_NULLS) == set(_BOUNDARY) | {"all_equal"}
+    paper = power.p4_truth("paper")
+    assert power.p4_facts("paper") == {"order": True, "a_most": True}
+    assert np.allclose(paper["a"], forms.precision_factor(np.arange(4.0, 9.0), PC["gamma_a"], PC["n_a"]))
+    for name, ((x, y), z, side) in _BOUNDARY.items():
+        f = power.p4_truth(name)
+        assert np.array_equal(f[x], f[y]), name  # the equality is exact: the same curve on both parts
+        assert np.all(f[z] > f[x]) if side == "above" else np.all(f[z] < f[x]), name  # the other holds strictly
+        facts = power.p4_facts(name)
+        assert not facts["order"], name
+        assert facts["a_most"] == (name == "w_eq_kv"), name
+    f = power.p4_truth("all_equal")
+    assert np.array_equal(f["a"], f["w"]) and np.array_equal(f["w"], f["kv"])
+    with pytest.raises(ValueError, match="hypothesis must be one of"):
+        power.p4_truth("reversed")
+
+
+def test_p4_size_is_measured_where_a_lenient_rule_fails(monkeypatch):
+    # a rule that reads the order at p_order ≥ 0.5 (the point estimate's side) passes about half the
+    # datasets where one inequality is an equality, and none where the order is reversed: the
+    # boundary nulls are where the size is decided; the 95 % rule keeps it small there
+    frames = _p4_frames()
+    quiet = NoiseModel(**{**NOISE.__dict__, "loss_sd": 2e-3})
+    strict = power.p4_power(frames, CHIN_CPU, quiet, n_sim=24, seed=1)
+    assert strict["false_positive"] <= 0.125  # 24 datasets per null: 3 false passes at most
+    monkeypatch.setattr(claims, "rule_p4", lambda o, a: "reproduced" if o >= 0.5 else "partly" if a >= 0.5
+                        else "not reproduced")
+    lenient = power.p4_power(frames, CHIN_CPU, quiet, n_sim=24, seed=1)
+    assert lenient["false_positive"] >= 0.2 and lenient["size_null"] in ("a_eq_w", "w_eq_kv")
+    assert lenient["fp_a_eq_w_kv_most"] == 0.0 and lenient["fp_w_eq_kv_a_least"] == 0.0
+    assert lenient["power"] >= strict["power"] and lenient["false_positive"] > strict["false_positive"]
+
+
+def test_p4_design_is_the_fits_rows_and_every_hypothesis_is_defined_on_it():
+    from bitlaws.study.law_fits import stage_frames
+
+    frames = _p4_frames()
+    design = power.p4_design(frames)
+    assert sorted(design["a"]["bits_a"].unique()) == [4, 5, 6, 8, 12]
+    assert len(design["w"]) == len(design["kv"]) == 36
+    # stage_frames cuts its N_eff frames with the same rule, so the design of its frames is themselves
+    rows = pd.concat([f.assign(status="ok", ptq_method="none", obs_id=f["run_id"]) for f in frames.values()])
+    st = stage_frames(rows)
+    for x in ("w", "a", "kv"):
+        assert st[f"neff_{x}"]["obs_id"].tolist() == sorted(design[x]["run_id"]), x
+        assert power.p4_design(st)[x]["obs_id"].tolist() == st[f"neff_{x}"]["obs_id"].tolist(), x
+    assert len(power.neff_design(rows)) == len(rows) - 6
+    # a row where a null's curve is undefined is refused, not dropped: the KV curve (given to the
+    # weights under a = kv) is ≤ 0 at 2 bits, where the paper's weight curve is defined
+    low = {**frames, "neff_w": pd.concat([frames["neff_w"], frames["neff_w"].head(1).assign(bits_w=2, run_id="w2")])}
+    with pytest.raises(ValueError, match=r"kv curve is undefined .* w rows at P = \[2"):
+        power.p4_power(low, CHIN_CPU, NOISE, n_sim=2)
+
+
+def test_p4_simulation_and_committed_fits_read_the_same_rows():
+    # the cpu profile's neff_a fit and P4's simulation (stored in the pipeline bootstrap record) are
+    # made on the same rows: the activation runs at P_a ≥ 4
+    from bitlaws._io import frame_sha256
+    from bitlaws.study.law_fits import TRAINING_EXPERIMENTS, load_fits, pipeline_boot_is_current, stage_frames
+    from bitlaws.study.store import load_runs
+
+    df = load_runs("cpu", experiment=TRAINING_EXPERIMENTS)
+    frames, fits = stage_frames(df), load_fits("cpu")
+    design = power.p4_design(frames)
+    assert (pd.to_numeric(design["a"]["bits_a"]) >= 4).all() and (pd.to_numeric(df["bits_a"]) == 3).any()
+    for x in ("w", "a", "kv"):
+        assert fits[f"neff_{x}"]["input_sha256"] == frame_sha256(design[x]), x
+        assert fits[f"neff_{x}"]["n_points"] == len(design[x]), x
+    boot = fits["pipeline_boot"]
+    assert pipeline_boot_is_current(boot, df)
+    assert [boot["p4_power"][f"rows_{x}"] for x in ("w", "a", "kv")] == [float(len(design[x])) for x in ("w", "a", "kv")]
+    assert boot["p4_power"]["rows_left_out"] == 0.0
+
+
+def test_rule_p4_grades_constructed_probabilities():
+    assert claims.rule_p4(0.95, 0.95) == "reproduced"  # the threshold is inclusive
+    assert claims.rule_p4(0.97, 0.2) == "reproduced"  # the order implies a-most; the rule reads p_order first
+    assert claims.rule_p4(0.94, 0.95) == "partly"
+    assert claims.rule_p4(0.01, 0.99) == "partly"  # activations resolved, the w/kv order reversed
+    assert claims.rule_p4(0.05, 0.94) == "not reproduced"
+    assert claims.rule_p4(0.0, 0.0) == "not reproduced"
+    assert claims.rule_p4(0.051, 0.94) == "inconclusive"
+    assert claims.rule_p4(0.5, 0.5) == "inconclusive"
+    # version 3–4's gate: an underpowered partly is inconclusive, a pass stands
+    assert claims.power_gate(claims.rule_p4(0.3, 0.99), 0.2) == "inconclusive"
+    assert claims.power_gate(claims.rule_p4(0.99, 0.99), 0.2) == "reproduced"
 
 
 def test_shift_bootstrap_is_exact_on_separated_draws():

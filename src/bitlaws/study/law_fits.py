@@ -29,6 +29,7 @@ from ..laws import fit as lf
 from ..laws import forms
 from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, store_verdicts
 from .noise import pooled_seed_variance
+from .power import neff_design
 from .store import data_dir, frame_sha256, load_runs
 
 __all__ = [
@@ -100,13 +101,14 @@ _ROWS = {
     "ptq": "status ok, ptq_method {method}, trained at 16 bits, bits_post in {bits}; loss_base = the same run's "
            "loss before PTQ",
     "neff_w": "status ok, ptq_method none, bits_w < 16, bits_a = bits_kv = 16",
-    "neff_a": "status ok, ptq_method none, bits_a < 16, bits_w = bits_kv = 16",
+    "neff_a": "status ok, ptq_method none, bits_a < 16, bits_w = bits_kv = 16, and the paper's f_a(P_a) > 0 "
+              "(P_a ≥ 4; power.neff_design)",
     "neff_kv": "status ok, ptq_method none, bits_kv < 16, bits_w = bits_a = 16",
     "neff_w_paired": "the neff_w rows that have exactly one high-precision run (chinchilla rows) of the same n_params, "
                      "n_tokens and seed; loss_base = that run's loss",
     "neff_a_paired": "the neff_a rows paired as neff_w_paired",
     "neff_kv_paired": "the neff_kv rows paired as neff_w_paired",
-    "neff_joint": "status ok, ptq_method none, two or more of bits_w, bits_a, bits_kv < 16",
+    "neff_joint": "status ok, ptq_method none, two or more of bits_w, bits_a, bits_kv < 16, every paper f_x > 0",
     "unified": "status ok, ptq_method {method}, some of bits_w, bits_a, bits_kv < 16; loss_base = the same run's "
                "loss before PTQ",
 }
@@ -178,7 +180,8 @@ def paired_rows(rows: pd.DataFrame, hp: pd.DataFrame) -> tuple[pd.DataFrame, lis
 def stage_frames(df: pd.DataFrame, method: str = "rtn") -> dict[str, pd.DataFrame]:
     """Each stage's rows, chosen by status, PTQ method and training bit widths (see ``_ROWS``).
     Runs trained in a floating-point format (the formats sweep) are left out of every stage; the
-    paired stages take their marginal stage's rows that ``paired_rows`` pairs.
+    N_eff stages keep the rows where the paper's N_eff is defined (``bitlaws.study.power.neff_design``);
+    the paired stages take their marginal stage's rows that ``paired_rows`` pairs.
 
     Args:
         df: a profile's observation rows (``bitlaws.study.store.load_runs``), any experiments.
@@ -201,10 +204,10 @@ def stage_frames(df: pd.DataFrame, method: str = "rtn") -> dict[str, pd.DataFram
     out = {
         "chinchilla": sort(ok[none & (low == 0)]),
         "ptq": _with_base(df, ok[post & (low == 0) & _bits(ok, "bits_post").isin(PTQ_BITS)]),
-        "neff_w": sort(ok[none & (bw < hi) & (low == 1)]),
-        "neff_a": sort(ok[none & (ba < hi) & (low == 1)]),
-        "neff_kv": sort(ok[none & (bkv < hi) & (low == 1)]),
-        "neff_joint": sort(ok[none & (low >= 2)]),
+        "neff_w": sort(neff_design(ok[none & (bw < hi) & (low == 1)])),
+        "neff_a": sort(neff_design(ok[none & (ba < hi) & (low == 1)])),
+        "neff_kv": sort(neff_design(ok[none & (bkv < hi) & (low == 1)])),
+        "neff_joint": sort(neff_design(ok[none & (low >= 2)])),
         "unified": _with_base(df, ok[post & (low >= 1)]),
     }
     out["chinchilla_free"] = out["chinchilla"]
@@ -592,7 +595,8 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
         ``n_ok``, ``boot_seed``, ``draws`` (a list of {constant: value}; resamples whose fit did
         not end at a finite objective are dropped and counted in ``n_boot - n_ok``), and, with all
         three N_eff stages, ``p4_power`` (``bitlaws.study.power.p4_power`` with ``n_boot`` datasets
-        per hypothesis, on the point Chinchilla fit and the seed noise of the base grid).
+        per hypothesis: the point Chinchilla fit generates, each dataset refits it; the seed noise of
+        the base grid; its power and its size over the boundary nulls).
 
     Raises:
         FileNotFoundError: no observations for ``profile``.

@@ -149,7 +149,7 @@ def order_probabilities(boot: Mapping | None, df: pd.DataFrame, bits=SENSITIVITY
 def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verdict:
     """P4: at equal bits (4–8) activations are the most sensitive, weights next, the KV cache least.
 
-    Rule (version 3, ``bitlaws.study.claims.rule_p4``): the order is read from the pipeline
+    Rule (version 4, ``bitlaws.study.claims.rule_p4``): the order is read from the pipeline
     bootstrap (``bitlaws.study.law_fits.pipeline_bootstrap``: every stage refitted per resample of
     runs), not from the point fits: p_order, the share of draws with f_a < f_w < f_kv at every
     P = 4, 5, 6, 7, 8 (f_x(P) = N_eff/N, smaller = more sensitive), and p_a_most, the share with
@@ -157,16 +157,22 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     **partly**; p_order ≤ 0.05 (the paper's order excluded): **not reproduced**; otherwise the
     draws cannot resolve the order: **inconclusive** — and a partly or not reproduced becomes
     inconclusive where the rule's power on our design (``bitlaws.study.power.p4_power``, stored
-    in the bootstrap record: the paper's γ_x, n_x on our Chinchilla constants and seed noise, the
-    null all parts equally sensitive) is below ``POWER_MIN``. The share with the KV cache below the
-    weights at every P (the reverse of the paper) says whether that part of the order is resolved.
-    Without a current bootstrap the point fits' order is graded as in version 1 and the reason says
-    so. Pending without all three fits. The empirical mean loss increase per part is reported beside it.
+    in the bootstrap record: the paper's γ_x, n_x on our Chinchilla constants and seed noise) is
+    below ``POWER_MIN``. The N_eff fits and the simulation use the same rows
+    (``bitlaws.study.power.neff_design``: the activation runs at P_a = 3, where the paper's
+    f_a ≤ 0, are left out of both). The rule's size is its largest false-positive rate over the
+    nulls of ``bitlaws.study.power.P4_NULLS`` (all parts equal, and the boundary nulls: one
+    inequality of the order an equality, the other holding, and the reversed ones); the reason
+    says so where it exceeds 5 %. The share with the KV cache below the weights at every P (the
+    reverse of the paper) says whether that part of the order is resolved. Without a current
+    bootstrap the point fits' order is graded as in version 1 and the reason says so. Pending
+    without all three fits. The empirical mean loss increase per part is reported beside it.
 
     (Version 1, before the data, compared the point fits' f_x at the five widths; version 2, after
     the data, reads the bootstrap's probability of the order so that the grade carries its
     uncertainty; version 3 adds the power gate every other rule has (the grade it gave, inconclusive,
-    does not depend on it).)
+    does not depend on it); version 4 fits and simulates the same rows and measures the size at
+    the boundary nulls, with the thresholds unchanged.)
     """
     frames = stage_frames(df)
     sha = inputs_identity("P4", profile, frames={f"neff_{p}": frames[f"neff_{p}"] for p in PARTS},
@@ -210,14 +216,8 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
                      f"are the most sensitive in {probs['p_a_most']:.0%}, and the KV cache is below the weights in "
                      f"{probs['p_kv_below_w']:.0%}")
         power_txt = ("its power is not simulated (the bootstrap record predates the simulation)" if pw is None else
-                     f"its power on our design is {pw['power']:.0%} ({pw['power_partly']:.0%} for partly or better) "
-                     "with the paper's γ_x, n_x on our Chinchilla constants and seed noise, and it grades "
-                     f"{pw['false_positive']:.0%} of datasets with equally sensitive parts reproduced "
-                     f"({int(pw['n_sim'])} simulated datasets each; the {int(pw['rows_dropped'])} runs where the "
-                     "paper's f_x ≤ 0, activations at 3 bits, are left out of the simulation). The power is an upper "
-                     "bound: the simulation holds the Chinchilla constants at their generating values and starts "
-                     "each fit there, so its spread is smaller than the bootstrap's, which refits Chinchilla")
-        reason = ("rule v3 reads the order's probability over the pipeline bootstrap (≥ 95 % to count); "
+                     _p4_power_text(pw))
+        reason = ("rule v4 reads the order's probability over the pipeline bootstrap (≥ 95 % to count); "
                   + power_txt + ". " + reason)
     else:
         reason = "no current pipeline bootstrap: graded on the point fits (rule v1's reading). " + reason
@@ -240,10 +240,46 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     if probs is not None:
         det.update(probs)
     if pw is not None:
-        det.update({"power": pw["power"], "power_partly": pw["power_partly"], "false_positive": pw["false_positive"],
-                    "n_sim": pw["n_sim"]})
+        det.update({k: v for k, v in pw.items() if k in _P4_POWER_DETAILS or k.startswith("fp_")})
     return Verdict("P4", verdict, CLAIMS["P4"]["paper"], ours_txt, reason, profile, sha,
-                   {k: v for k, v in det.items() if math.isfinite(v)})
+                   {k: v for k, v in det.items() if isinstance(v, str) or math.isfinite(v)})
+
+
+# The numbers of P4's power record (``power.p4_power``) its verdict stores, besides every ``fp_<null>``.
+_P4_POWER_DETAILS = ("power", "power_partly", "false_positive", "false_partly", "size_null", "size_partly_null",
+                     "n_sim", "chinchilla_refit", "rows_a")
+# The largest false-positive rate a rule at the 5 % level may have.
+_P4_SIZE_MAX = 0.05
+
+
+def _p4_power_text(pw: Mapping) -> str:
+    """What P4's power record says, in words: the power, the size over the nulls, how it was simulated."""
+    txt = (f"its power on our design is {pw['power']:.0%} ({pw['power_partly']:.0%} for partly or better) with the "
+           f"paper's γ_x, n_x on our Chinchilla constants and seed noise ({int(pw['n_sim'])} simulated datasets per "
+           "hypothesis")
+    if "size_null" not in pw:  # a record of rule v3: one null, all parts equally sensitive
+        return txt + f"), and it grades {pw['false_positive']:.0%} of datasets with equally sensitive parts reproduced"
+    from .power import P4_HYPOTHESIS_TEXT as name
+
+    over = pw["false_positive"] > _P4_SIZE_MAX or pw["false_partly"] > _P4_SIZE_MAX
+    n_nulls = sum(k.startswith("fp_") and not k.startswith("fp_partly_") for k in pw)
+    at, at_partly = (name.get(pw[k], pw[k]) for k in ("size_null", "size_partly_null"))
+    txt += (f"); its size, the largest share graded reproduced over {n_nulls} "
+            f"nulls on which the order is false (all parts equal; one inequality an equality while the other holds; "
+            f"the reversed ones), is {pw['false_positive']:.0%} (at {at}), and the largest share graded partly or "
+            f"better where activations are not the most sensitive is {pw['false_partly']:.0%} (at {at_partly})"
+            + ("; that exceeds the 5 % a rule at this level may have, so a pass is weaker evidence than its "
+               "threshold says" if over else ", within 5 %")
+            + ". The fits and the simulation use the same rows (the activation runs at 3 bits, where the paper's "
+            "f_a ≤ 0, are left out of both)")
+    if pw.get("chinchilla_refit") == 1.0:
+        txt += (". Each simulated dataset refits Chinchilla on its own simulated high-precision runs, as the bootstrap "
+                "does, but starts its N_eff fits at the generating constants and uses the other datasets' spread for "
+                "its bootstrap")
+    else:
+        txt += (". The power is an upper bound: the simulation holds the Chinchilla constants at their generating "
+                "values and starts each fit there, so its spread is smaller than the bootstrap's")
+    return txt
 
 
 def formats_table(df: pd.DataFrame) -> pd.DataFrame:

@@ -10,6 +10,7 @@ the false-positive rate the share of null datasets graded so. Simulations are se
 "Paper constants" are the paper's exponents and precision constants; the one scale constant that
 does not carry across tokenizers (C_T of Eq. 2) is set so the simulated δ_PTQ has the geometric
 mean of ours on the same cells. Each function's docstring says which constants it draws from.
+``neff_design`` fixes the N_eff fits' rows, so P4's simulation and the real fits share them.
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ __all__ = [
     "p5_statistics",
     "p5_power",
     "p5_covariance",
+    "P4_HYPOTHESES",
+    "P4_NULLS",
+    "P4_HYPOTHESIS_TEXT",
+    "P4_BITS",
+    "p4_truth",
+    "p4_facts",
+    "neff_design",
+    "p4_design",
     "p4_power",
     "mc_interval",
 ]
@@ -666,10 +675,89 @@ def p5_power(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel
 
 # --- P4: the sensitivity order of weights, activations and KV cache --------------------------------
 
+# P4's hypotheses: which of the paper's Table 2 curves f(P) = 1 − e^(−P/γ + n) (those of w, a or kv)
+# each part is given. "paper" is the claim; every other is a null on which the order f_a < f_w < f_kv
+# is false. The order is the intersection of two inequalities, so the least favourable nulls lie on
+# its boundary: one inequality an equality (the same curve on both parts, so equal exactly) while
+# the other holds strongly; the reversed ones make the remaining part the most or least sensitive.
+# Only the w and kv curves serve where a part is measured at 3 bits (the a curve is undefined there).
+P4_HYPOTHESES: dict[str, dict[str, str]] = {
+    "paper": {"a": "a", "w": "w", "kv": "kv"},
+    "all_equal": {"a": "w", "w": "w", "kv": "w"},        # f_a = f_w = f_kv
+    "a_eq_w": {"a": "w", "w": "w", "kv": "kv"},          # f_a = f_w < f_kv
+    "w_eq_kv": {"a": "a", "w": "w", "kv": "w"},          # f_a < f_w = f_kv (activations still most sensitive)
+    "a_eq_kv": {"a": "w", "w": "kv", "kv": "w"},         # f_a = f_kv < f_w
+    "a_eq_w_kv_most": {"a": "kv", "w": "kv", "kv": "w"},  # f_kv < f_a = f_w (reversed)
+    "w_eq_kv_a_least": {"a": "kv", "w": "w", "kv": "w"},  # f_w = f_kv < f_a (reversed)
+}
+P4_NULLS = tuple(k for k in P4_HYPOTHESES if k != "paper")
+# Each hypothesis in symbols, for the verdict's text.
+P4_HYPOTHESIS_TEXT = {"paper": "f_a < f_w < f_kv", "all_equal": "f_a = f_w = f_kv", "a_eq_w": "f_a = f_w < f_kv",
+                      "w_eq_kv": "f_a < f_w = f_kv", "a_eq_kv": "f_a = f_kv < f_w", "a_eq_w_kv_most": "f_kv < f_a = f_w",
+                      "w_eq_kv_a_least": "f_w = f_kv < f_a"}
+P4_BITS = (4, 5, 6, 7, 8)
+
+
+def p4_truth(hypothesis: str, bits=P4_BITS) -> dict[str, np.ndarray]:
+    """The generating f_x(P) of one of ``P4_HYPOTHESES`` at ``bits``: part -> (b,) array.
+
+    Raises:
+        ValueError: an unknown hypothesis (the message lists them).
+    """
+    if hypothesis not in P4_HYPOTHESES:
+        raise ValueError(f"P4 hypothesis must be one of {', '.join(P4_HYPOTHESES)}; got {hypothesis!r}")
+    p = forms.PAPER_CONSTANTS
+    b = np.asarray(bits, float)
+    return {x: forms.precision_factor(b, p[f"gamma_{c}"], p[f"n_{c}"]) for x, c in P4_HYPOTHESES[hypothesis].items()}
+
+
+def p4_facts(hypothesis: str, bits=P4_BITS) -> dict[str, bool]:
+    """Whether the paper's order (``order``: f_a < f_w < f_kv at every width) and activations the
+    most sensitive (``a_most``: f_a below both at every width) are true under ``hypothesis``."""
+    f = p4_truth(hypothesis, bits)
+    return {"order": bool(np.all((f["a"] < f["w"]) & (f["w"] < f["kv"]))),
+            "a_most": bool(np.all((f["a"] < f["w"]) & (f["a"] < f["kv"])))}
+
+
+def neff_design(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of an N_eff stage (P3, P4): those where the paper's N_eff is defined, every quantized
+    part's f_x(P_x) = 1 − e^(−P_x/γ_x + n_x) with Table 2's γ_x, n_x above 0.
+
+    The one row set that both the real fits (``bitlaws.study.law_fits.stage_frames``) and P4's
+    simulation (``p4_power``) use. It drops the activation runs at P_a = 3 (the paper's
+    γ_a·n_a = 3.11 bits, so f_a(3) < 0): the paper's law has no value there to simulate from, and
+    keeping them would make the paper's
+    constants an undefined point of our fit's objective (N_eff NaN), so the fit could not land near
+    them whatever the 4–8-bit runs say; the paper, too, left its P_a = 3 runs (which often
+    diverged) out of its fits. Weights and KV cache at 3 bits stay: the law is defined there
+    (f_w(3) = 0.56, f_kv(3) = 0.51) and none of our runs diverged (the paper also dropped its
+    P_kv = 3 runs, for divergence). A rule fixed by typed constants, not by our losses.
+
+    Args:
+        frame: rows with ``bits_w``, ``bits_a``, ``bits_kv`` (missing or NaN: 16, unquantized).
+
+    Returns:
+        The rows kept, in their order (index kept).
+    """
+    c = forms.PAPER_CONSTANTS
+    keep = np.ones(len(frame), dtype=bool)
+    for x in forms.COMPONENTS:
+        bits = _num(frame[f"bits_{x}"]).to_numpy(float) if f"bits_{x}" in frame else np.full(len(frame), _HIGH)
+        keep &= np.asarray(forms.precision_factor(bits, c[f"gamma_{x}"], c[f"n_{x}"])) > 0  # unquantized: f = 1
+    return frame[keep]
+
+
+def p4_design(frames: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """P4's simulated design: each part's ``neff_*`` frame cut to ``neff_design``, the rows the real
+    N_eff fits use (so ``law_fits.stage_frames``' frames come back unchanged)."""
+    return {x: neff_design(frames[f"neff_{x}"]) for x in _PARTS}
+
+
 def _shift_bootstrap(theta: Mapping[str, np.ndarray], bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """P4's bootstrap probabilities for each simulated dataset, with the simulation's own sampling
     deviations standing in for its bootstrap: the draws of dataset s are θ_s + (θ_j − mean θ) over
-    every dataset j (s's own deviation included).
+    every dataset j (s's own deviation included; the same j for every part, so a Chinchilla refit
+    shared by the parts of dataset j moves them together, as in the pipeline bootstrap).
 
     Args:
         theta: part -> (n_sim, 2) fitted (γ_x, n_x) of each simulated dataset (NaN rows: failed fits).
@@ -698,64 +786,131 @@ def _shift_bootstrap(theta: Mapping[str, np.ndarray], bits: np.ndarray) -> tuple
     return p_order, p_a
 
 
-def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise: NoiseModel,
-             n_sim: int = N_SIM, seed: int = 0, bits: tuple[int, ...] = (4, 5, 6, 7, 8)) -> dict[str, float]:
-    """Power and false-positive rate of P4's rule (``bitlaws.study.claims.rule_p4``) on our design.
+def _p4_chinchillas(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise: NoiseModel,
+                    n_sim: int, rng: np.random.Generator, refit: bool) -> list[dict | None]:
+    """The Chinchilla constants each simulated dataset's N_eff fits hold: refitted on its own simulated
+    high-precision runs (the ``chinchilla`` frame's N, D, seeds; loss from ``chinchilla`` plus seed
+    noise; L-BFGS-B from the best grid point), as the pipeline bootstrap refits Chinchilla per
+    resample; or ``chinchilla`` itself when ``refit`` is off or there is no such frame. None: a
+    failed refit (that dataset counts as failed for every part)."""
+    from ..laws import fit as lfit
 
-    Paper data: each marginal sweep's losses (the ``neff_w``, ``neff_a``, ``neff_kv`` rows: their N,
-    D and P) from Eqs. 3–4 with our Chinchilla constants (``chinchilla``: A, B, E, α, β) and the
-    paper's γ_x, n_x (Table 2), plus the seed σ of one run's loss (``noise.loss_sd``). Null: every
-    part with the paper's weight constants (equal sensitivity, so no order is true). Rows where the
-    generating f_x(P) ≤ 0 (the paper's activations at 3 bits: γ_a·n_a = 3.1 bits) are left out of
-    the simulated design. Each dataset refits the three N_eff stages with the Chinchilla constants
-    held (as the pipeline's point fits; L-BFGS-B started from the generating constants and the
-    stage's best grid point). The rule reads its probabilities from a bootstrap of every stage;
-    here dataset s's draws are θ_s plus the other datasets' deviations from the mean
-    (``_shift_bootstrap``): the sampling spread the bootstrap estimates, without a bootstrap per
-    dataset. The grade is ``rule_p4`` on those probabilities.
+    hp = frames.get("chinchilla")
+    if not refit or hp is None or len(hp) == 0:
+        return [dict(chinchilla)] * n_sim
+    stage = lfit.STAGES["chinchilla"]
+    true = forms.chinchilla_loss(hp["n_params"].to_numpy(float), hp["n_tokens"].to_numpy(float), chinchilla)
+    out: list[dict | None] = []
+    for _ in range(n_sim):
+        sim = hp.assign(loss_val=true + noise.loss_sd * rng.standard_normal(len(hp)))
+        try:
+            res = lfit.fit_stage(stage, sim, n_refine=1)
+        except ValueError:
+            out.append(None)
+            continue
+        ok = math.isfinite(res.objective) and all(math.isfinite(v) for v in res.params.values())
+        out.append(dict(res.params) if ok else None)
+    return out
+
+
+def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise: NoiseModel,
+             n_sim: int = N_SIM, seed: int = 0, bits: tuple[int, ...] = P4_BITS,
+             refit_chinchilla: bool = True) -> dict[str, float | str]:
+    """Power and size of P4's rule (``bitlaws.study.claims.rule_p4``) on our design, by simulation.
+
+    Design: each part's rows of ``frames`` cut to ``p4_design`` (``neff_design``), the very
+    rows the real N_eff fits use: the paper's activation curve is undefined at P_a = 3 and those
+    runs are left out of both. Every hypothesis of ``P4_HYPOTHESES`` gives each part one of the
+    paper's Table 2 curves; its losses are Eqs. 3–4 with our Chinchilla constants (``chinchilla``:
+    A, B, E, α, β) plus the seed σ of one run's loss (``noise.loss_sd``). Each dataset refits its
+    three N_eff stages on Chinchilla constants refitted on its own simulated high-precision runs
+    (``_p4_chinchillas``; held at ``chinchilla`` without a ``chinchilla`` frame or with
+    ``refit_chinchilla`` off), L-BFGS-B started from the generating constants and the stage's best
+    grid point. A part given the same curve under two hypotheses reuses the same datasets. The
+    rule reads probabilities from a bootstrap of every stage; here dataset s's draws are θ_s plus
+    the other datasets' deviations from the mean (``_shift_bootstrap``). Power: the share of
+    paper datasets graded reproduced. Size: the largest share graded reproduced over the nulls
+    (``P4_NULLS``: the order false, most on its boundary), and, for partly, the largest share graded
+    partly or better over the nulls where activations are not the most sensitive (``p4_facts``).
 
     Args:
-        frames: ``bitlaws.study.law_fits.stage_frames(df)`` (needs the three ``neff_*`` frames).
-        chinchilla: the Chinchilla stage's constants. noise: ``bitlaws.study.noise.noise_model``.
-        n_sim: simulated datasets per hypothesis. seed: the generator's seed. bits: the widths of the rule.
+        frames: ``bitlaws.study.law_fits.stage_frames(df)`` (the three ``neff_*`` frames; its
+            ``chinchilla`` frame, if present, for the refits).
+        chinchilla: the generating Chinchilla constants. noise: ``bitlaws.study.noise.noise_model``.
+        n_sim: simulated datasets per hypothesis. seed: the generator's seed. bits: the rule's widths.
+        refit_chinchilla: refit Chinchilla per dataset (default) or hold it at ``chinchilla``.
 
     Returns:
-        ``power`` (share graded reproduced, paper data), ``power_partly`` (reproduced or partly),
-        ``false_positive``, ``false_partly`` (the same on the null), ``n_sim``, ``rows_dropped``
-        (paper data, rows left out where f_x ≤ 0); NaN without three non-empty frames or a finite σ.
+        ``power``, ``power_partly`` (paper data: reproduced; reproduced or partly); per null ``fp_<name>``
+        (reproduced) and ``fp_partly_<name>`` (partly or better, only where activations are not
+        the most sensitive); ``false_positive`` and ``false_partly`` (the size: the largest of
+        those), ``size_null`` and ``size_partly_null`` (which null); ``fp_all_equal`` is the one
+        null of earlier versions; ``n_sim``, ``rows_w``, ``rows_a``, ``rows_kv`` (the design),
+        ``rows_left_out`` (rows of ``frames`` outside it), ``chinchilla_refit`` (1.0 or 0.0),
+        ``n_failed`` (datasets whose Chinchilla refit failed). Power and rates NaN without three
+        non-empty frames or a finite σ.
+
+    Raises:
+        ValueError: a hypothesis's curve is undefined (f ≤ 0) on a row of the design.
     """
     from ..laws import fit as lfit
     from .claims import rule_p4
 
-    out = {"n_sim": float(n_sim)}
-    nan = {"power": math.nan, "power_partly": math.nan, "false_positive": math.nan, "false_partly": math.nan,
-           "rows_dropped": math.nan}
-    if not (math.isfinite(noise.loss_sd) and all(len(frames.get(f"neff_{x}", ())) for x in _PARTS)):
-        return {**out, **nan}
+    design = p4_design(frames) if all(f"neff_{x}" in frames for x in _PARTS) else {}
+    out: dict[str, float | str] = {"n_sim": float(n_sim)}
+    out.update({f"rows_{x}": float(len(design.get(x, ()))) for x in _PARTS})
+    out["rows_left_out"] = float(sum(len(frames[f"neff_{x}"]) - len(design[x]) for x in design))
+    rates = ["power", "power_partly", "false_positive", "false_partly"]
+    if not (math.isfinite(noise.loss_sd) and design and all(len(design[x]) for x in _PARTS)):
+        return {**out, **{k: math.nan for k in rates}}
     p = forms.PAPER_CONSTANTS
-    paper = {x: (p[f"gamma_{x}"], p[f"n_{x}"]) for x in _PARTS}
+    curves = {c: (p[f"gamma_{c}"], p[f"n_{c}"]) for c in _PARTS}
     b = np.asarray(bits, float)
     rng = np.random.default_rng(seed)
-    for label, truth in (("power", paper), ("false", {x: paper["w"] for x in _PARTS})):
-        theta, dropped = {}, 0
-        for x in _PARTS:
-            stage, fr = lfit.STAGES[f"neff_{x}"], frames[f"neff_{x}"]
-            g, n = truth[x]
-            keep = forms.precision_factor(pd.to_numeric(fr[f"bits_{x}"]).to_numpy(float), g, n) > 0
-            fr, dropped = fr[keep], dropped + int((~keep).sum())
-            true = lfit.predict(stage, fr, {f"gamma_{x}": g, f"n_{x}": n}, chinchilla)
-            theta[x] = np.full((n_sim, 2), np.nan)
-            for s in range(n_sim):
-                sim = fr.assign(loss_val=true + noise.loss_sd * rng.standard_normal(len(fr)))
-                try:
-                    res = lfit.fit_stage(stage, sim, chinchilla, n_refine=1, extra_starts=np.array([[g, n]]))
-                except ValueError:
-                    continue
-                theta[x][s] = [res.params[f"gamma_{x}"], res.params[f"n_{x}"]]
-        p_order, p_a = _shift_bootstrap(theta, b)
+    chins = _p4_chinchillas(frames, chinchilla, noise, n_sim, rng, refit_chinchilla)
+    out["chinchilla_refit"] = float(refit_chinchilla and len(frames.get("chinchilla", ())) > 0)
+    out["n_failed"] = float(sum(c is None for c in chins))
+    cache: dict[tuple[str, str], np.ndarray] = {}
+
+    def theta_of(x: str, c: str) -> np.ndarray:
+        if (x, c) in cache:
+            return cache[(x, c)]
+        stage, fr = lfit.STAGES[f"neff_{x}"], design[x]
+        g, n = curves[c]
+        f = forms.precision_factor(pd.to_numeric(fr[f"bits_{x}"]).to_numpy(float), g, n)
+        if not np.all(f > 0):
+            raise ValueError(f"p4_power: the paper's {c} curve is undefined (f ≤ 0) on the {x} rows at "
+                             f"P = {sorted({float(v) for v in pd.to_numeric(fr[f'bits_{x}'])[f <= 0]})}; the design must hold "
+                             "only rows where every hypothesis is defined")
+        true = lfit.predict(stage, fr, {f"gamma_{x}": g, f"n_{x}": n}, chinchilla)
+        theta = np.full((n_sim, 2), np.nan)
+        for s in range(n_sim):
+            sim = fr.assign(loss_val=true + noise.loss_sd * rng.standard_normal(len(fr)))
+            if chins[s] is None:
+                continue
+            try:
+                res = lfit.fit_stage(stage, sim, chins[s], n_refine=1, extra_starts=np.array([[g, n]]))
+            except ValueError:
+                continue
+            theta[s] = [res.params[f"gamma_{x}"], res.params[f"n_{x}"]]
+        cache[(x, c)] = theta
+        return theta
+
+    for name, assign in P4_HYPOTHESES.items():
+        p_order, p_a = _shift_bootstrap({x: theta_of(x, assign[x]) for x in _PARTS}, b)
         grades = np.array([rule_p4(o, a) if np.isfinite(o) else "inconclusive" for o, a in zip(p_order, p_a)])
-        out["power" if label == "power" else "false_positive"] = float(np.mean(grades == "reproduced"))
-        out[f"{label}_partly"] = float(np.isin(grades, ("reproduced", "partly")).mean())
-        if label == "power":
-            out["rows_dropped"] = float(dropped)
+        rep = float(np.mean(grades == "reproduced"))
+        partly = float(np.isin(grades, ("reproduced", "partly")).mean())
+        if name == "paper":
+            out["power"], out["power_partly"] = rep, partly
+            continue
+        out[f"fp_{name}"] = rep
+        if not p4_facts(name, bits)["a_most"]:
+            out[f"fp_partly_{name}"] = partly
+    fp = {k: out[f"fp_{k}"] for k in P4_NULLS}
+    fpp = {k: out[f"fp_partly_{k}"] for k in P4_NULLS if f"fp_partly_{k}" in out}
+    out["size_null"] = max(fp, key=fp.get)
+    out["false_positive"] = fp[out["size_null"]]
+    out["size_partly_null"] = max(fpp, key=fpp.get)
+    out["false_partly"] = fpp[out["size_partly_null"]]
     return out
