@@ -263,11 +263,12 @@ def _p4_power_text(pw: Mapping) -> str:
 
     over = pw["false_positive"] > _P4_SIZE_MAX or pw["false_partly"] > _P4_SIZE_MAX
     n_nulls = sum(k.startswith("fp_") and not k.startswith("fp_partly_") for k in pw)
-    at, at_partly = (name.get(pw[k], pw[k]) for k in ("size_null", "size_partly_null"))
+    at, at_partly = (f" (at {name.get(pw[k], pw[k])})" if pw[r] > 0 else " (at every one)"
+                     for k, r in (("size_null", "false_positive"), ("size_partly_null", "false_partly")))
     txt += (f"); its size, the largest share graded reproduced over {n_nulls} "
             f"nulls on which the order is false (all parts equal; one inequality an equality while the other holds; "
-            f"the reversed ones), is {pw['false_positive']:.0%} (at {at}), and the largest share graded partly or "
-            f"better where activations are not the most sensitive is {pw['false_partly']:.0%} (at {at_partly})"
+            f"the reversed ones), is {pw['false_positive']:.0%}{at}, and the largest share graded partly or "
+            f"better where activations are not the most sensitive is {pw['false_partly']:.0%}{at_partly}"
             + ("; that exceeds the 5 % a rule at this level may have, so a pass is weaker evidence than its "
                "threshold says" if over else ", within 5 %")
             + ". The fits and the simulation use the same rows (the activation runs at 3 bits, where the paper's "
