@@ -193,3 +193,14 @@ def test_candidate_hours_are_run_seconds_summed_over_the_design():
                + 1 * run_seconds(tp, _model(z, prof), prof.train.seq_len, 1_048_576, e, quantized=False)
                for z in c.sizes)  # per size: 3 parts × 2 bits × 2 seeds fake-quantized, 1 twin beyond seed 0
     assert qd.candidate_hours(c, "cpu", tp) == pytest.approx(want / 3600, rel=1e-12)
+
+
+def test_rate_text_prints_the_monte_carlo_interval():
+    from bitlaws.study.claims import rate_text
+    from bitlaws.study.power import mc_interval
+
+    lo, hi = mc_interval(0.28, 200)
+    assert rate_text({"power": 0.28, "n_sim": 200.0}) == f"28% [{100 * lo:.0f}, {100 * hi:.0f}]" == "28% [22, 35]"
+    assert rate_text({"false_positive": 0.0, "n_sim": 100.0}, "false_positive") == "0% [0, 4]"
+    assert rate_text({"power": 0.283, "n_sim": 200.0}) == "28%"  # not a count out of n_sim: no interval
+    assert rate_text({"power": float("nan"), "n_sim": 200.0}) == "n/a"

@@ -41,6 +41,7 @@ __all__ = [
     "POWER_MIN",
     "ALPHA",
     "power_gate",
+    "rate_text",
     "sign_test_p",
     "P1_MIN_RESOLVED",
     "rule_p1",
@@ -553,6 +554,23 @@ def rule_text(claim_id: str) -> str:
 POWER_MIN = 0.5
 # Significance level of every test in the rules (one- or two-sided as each rule says).
 ALPHA = 0.05
+
+
+def rate_text(record: Mapping, key: str = "power") -> str:
+    """A simulated rate of a power record (``record[key]`` out of ``record["n_sim"]`` datasets) as the
+    verdicts print it: the percentage with its Monte Carlo 95 % interval
+    (``bitlaws.study.power.mc_interval``, Wilson), e.g. ``28% [22, 35]``; the bare percentage when
+    the rate is not a count out of ``n_sim``; ``n/a`` if not finite."""
+    from .power import mc_interval
+
+    rate, n = float(record.get(key, math.nan)), float(record.get("n_sim", math.nan))
+    if not math.isfinite(rate):
+        return "n/a"
+    try:
+        lo, hi = mc_interval(rate, n) if math.isfinite(n) else (math.nan, math.nan)
+    except ValueError:  # not a count out of n_sim (e.g. some datasets failed): no interval to give
+        lo = hi = math.nan
+    return f"{rate:.0%}" if not math.isfinite(lo) else f"{rate:.0%} [{100 * lo:.0f}, {100 * hi:.0f}]"
 
 
 def power_gate(grade: str, power: float) -> str:

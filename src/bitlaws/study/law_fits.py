@@ -27,7 +27,7 @@ import pandas as pd
 from .._io import write_atomic
 from ..laws import fit as lf
 from ..laws import forms
-from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, store_verdicts
+from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, rate_text, store_verdicts
 from .noise import pooled_seed_variance
 from .power import neff_design
 from .store import data_dir, frame_sha256, load_runs
@@ -1087,8 +1087,8 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
             f"{st['chi2_mult']:.1f} (product) and {st['chi2_add']:.1f} (sum) on {n_runs}: interaction test p = "
             f"{st['p_interaction']:.2f}; Δχ² = {st['delta_chi2']:.1f} (sum minus product, separation λ = "
             f"{st['separation_chi2']:.1f}), test of 'add' against 'multiply' p = {st['p_multiply']:.3f}; noise check p = "
-            f"{st['noise_check']:.3f}; power {pw['power']:.0%}, "
-            f"false-positive rate {pw['false_positive']:.0%}"
+            f"{st['noise_check']:.3f}; power {rate_text(pw)}, "
+            f"false-positive rate {rate_text(pw, 'false_positive')}"
             + (f"; fitted-marginal product R² {float(prod):.3f}, joint fit R² {float(joint):.3f} (in sample)"
                if prod is not None and joint is not None else ""))
     tight = st["noise_check"] < 0.05
@@ -1171,8 +1171,9 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
             f"degrade less in {int(st['n_less'])}/{int(st['n_measurable'])} cells (sign test p = {st['p_sign']:.2f}); "
             f"Eq. 9's robustness term (C_w = {st['c_w']:.2f}) raises the noise-weighted R² of δ over {int(st['n_cells'])} "
             f"cells from {st['r2_without']:.3f} (Eq. 2 with N_eff, no term) to {st['r2_with']:.3f} (F-test p = "
-            f"{st['p_robustness']:.2f}); unified fit R² {float(rec['r2']):.3f}; power {pw['power']:.0%}, "
-            f"false-positive rate {pw['false_positive']:.0%} ({int(pw['n_sim'])} simulated datasets each)")
+            f"{st['p_robustness']:.2f}); unified fit R² {float(rec['r2']):.3f}; power {rate_text(pw)}, "
+            f"false-positive rate {rate_text(pw, 'false_positive')} ({int(pw['n_sim'])} simulated datasets each; "
+            "95 % Monte Carlo intervals)")
     reason = (f"rule v2: (a) sign test {'met' if st['p_sign'] < 0.05 else 'not met'}, (b) robustness term "
               f"{'met' if st['p_robustness'] < 0.05 else 'not met'}; power on our design {pw['power']:.0%} with the "
               "paper's exponents, γ_w, n_w and C_w = 1 (C_w is not printed; Eq. 10 is its C_w = 1 case), "

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..formats import PAPER_FP_FORMATS
 from ..laws import forms
-from .claims import CLAIMS, Verdict, inputs_identity, power_gate, rule_p4, store_verdicts
+from .claims import CLAIMS, Verdict, inputs_identity, power_gate, rate_text, rule_p4, store_verdicts
 from .law_fits import TRAINING_EXPERIMENTS, load_fits, stage_frames
 from .noise import noise_floor
 from .store import data_dir, load_runs
@@ -254,7 +254,8 @@ _P4_SIZE_MAX = 0.05
 
 def _p4_power_text(pw: Mapping) -> str:
     """What P4's power record says, in words: the power, the size over the nulls, how it was simulated."""
-    txt = (f"its power on our design is {pw['power']:.0%} ({pw['power_partly']:.0%} for partly or better) with the "
+    txt = (f"its power on our design is {rate_text(pw)} ({rate_text(pw, 'power_partly')} for partly or better; "
+           "95 % Monte Carlo intervals) with the "
            f"paper's γ_x, n_x on our Chinchilla constants and seed noise ({int(pw['n_sim'])} simulated datasets per "
            "hypothesis")
     if "size_null" not in pw:  # a record of rule v3: one null, all parts equally sensitive
@@ -466,8 +467,9 @@ def verdict_p10(df: pd.DataFrame, profile: str, fits: Mapping[str, dict] | None 
             verdict = "inconclusive"
         power_txt = (f"; the paper's FP and INT fits predict {pred_mean:+.4f} nats/byte on our pairs "
                      f"({'beyond' if detectable else 'inside'} two standard errors): the rule's power is "
-                     f"{pw['power']:.0%} (partly or better {pw['power_partly']:.0%}), its false-positive rate "
-                     f"{pw['false_positive']:.0%} (partly or better {pw['false_partly']:.0%}); about {n80:,} pairs "
+                     f"{rate_text(pw)} (partly or better {rate_text(pw, 'power_partly')}), its false-positive rate "
+                     f"{rate_text(pw, 'false_positive')} (partly or better {rate_text(pw, 'false_partly')}; 95 % "
+                     f"Monte Carlo intervals); about {n80:,} pairs "
                      "would give 80 % power")
     ours = (f"floating point has the lower loss in {int((t['delta'] < 0).sum())}/{len(t)} (format, N, D) pairs; "
             f"mean loss difference FP − INT {mean:+.4f} nats/byte; by format: "

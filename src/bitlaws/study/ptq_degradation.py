@@ -26,7 +26,7 @@ from ..laws import fit as lf
 from ..laws.forms import PAPER_CONSTANTS
 from ..laws.optimal import critical_data_size
 from ..ptq.gptq import GPTQConfig
-from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, store_verdicts
+from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, rate_text, store_verdicts
 from .law_fits import load_fits, ptq_fit_is_current, ptq_fit_path, stage_frames
 from .noise import noise_floor, noise_model
 from .power import p2_statistics
@@ -683,8 +683,8 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
         return (f"Eq. 2 fit (Huber, {int(e['n_points'])} rows): γ_D = {e['gamma_D']:.2f} [{st['gamma_d_lo']:.2f}, "
                 f"{st['gamma_d_hi']:.2f}] (paper {PAPER_EQ2['gamma_d']:.2f}, "
                 f"{'inside' if st['paper_inside'] else 'outside'}), γ_N = {e['gamma_N']:.2f}, γ_post = "
-                f"{e['gamma_post']:.2f} bits; power {t['power']['power']:.0%}, false-positive rate "
-                f"{t['power']['false_positive']:.0%}")
+                f"{e['gamma_post']:.2f} bits; power {rate_text(t['power'])}, false-positive rate "
+                f"{rate_text(t['power'], 'false_positive')} (95 % Monte Carlo intervals)")
 
     parts = [f"{METHOD_LABELS[main]}: {counts(v)}; {consts(v)}"]
     for m, t in per.items():
@@ -858,8 +858,9 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         pw, po = per[m]["power"], per[m]["power_ours"]
         return (head + (f"; Eq. 13 with our fitted constants at N = {int(t['n_params'].min()):,}: D_crit ≈ {eq13}"
                         if eq13 else "; Eq. 13: no fit (too few points)")
-                + (f"; power {pw['power']:.0%} with the paper's exponents ({po['power']:.0%} if our Eq. 2 fit were "
-                   f"true), false-positive rate {pw['false_positive']:.0%}" if math.isfinite(pw["power"])
+                + (f"; power {rate_text(pw)} with the paper's exponents ({rate_text(po)} if our Eq. 2 fit were "
+                   f"true), false-positive rate {rate_text(pw, 'false_positive')} (95 % Monte Carlo intervals)"
+                   if math.isfinite(pw["power"])
                    else f"; power not computed: {_P2_NO_POWER}"))
 
     ours = ". ".join([describe(main)] + [describe(m) + " (replication)" for m in per if m != main])
