@@ -1,7 +1,7 @@
 """The claims ledger and the verdict store.
 
 ``CLAIMS`` fixes the ledger of the two papers (Kumar et al. 2024, P1–P10; Ashkboos et al. 2023,
-Q1–Q4; DESIGN.md, "Claims ledger"): what each claim says, the paper's number or direction, the
+Q1–Q4; the ledger in README.md and book/rules.md): what each claim says, the paper's number or direction, the
 chapter that tests it and the command that regenerates its data. Verdicts are computed by the
 chapters' functions from the data, never typed, stored in ``data/verdicts.json`` and rendered as
 one table by the README and the book's introduction. The decision rules (``rule_p1`` …,

@@ -437,7 +437,7 @@ def bpe_conversion(profile: str = BPE_PROFILE) -> dict[str, float | int | str]:
     (``data/runs/<profile>/quik_smollm.csv``, ``bitlaws.study.quik_smollm.load_smollm_rows``): the
     same evaluation windows tokenized by SmolLM2's tokenizer. A conversion of our byte counts into
     tokens of that tokenizer, not a claim that our byte-level models saw tokens. Kumar et al. (2024)
-    count D in BPE tokens; our byte-level D counts bytes (DESIGN.md, "Definitions").
+    count D in BPE tokens; our byte-level D counts bytes (book/notation.md).
 
     Returns:
         ``tokenizer`` (the model whose tokenizer it is, from the ``model`` column), ``corpus``,
