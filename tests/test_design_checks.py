@@ -171,3 +171,26 @@ def test_schedule_decision_keeps_its_columns_when_nothing_is_left():
     empty = schedule_decision(t, floor=1.0)  # every δ below the floor: no series
     assert empty.empty and {"answer", "slope_constant", "n_cosine"} <= set(empty.columns)
     assert len(schedule_decision(t, floor=float("nan"))) == 1  # no noise measured: nothing left out
+
+
+def test_chapter_sentences_count_what_their_tables_hold():
+    from bitlaws.study import design_checks as dc
+
+    rep = pd.DataFrame({"answer": ["raises", "no effect", "no effect", "lowers"],
+                        "loss_answer": ["raises", "no effect", "raises", "no effect"]})
+    assert dc.repetition_summary(rep, 2, 6) == (
+        "Of 4 (cell, fraction, method, P_post) comparisons, δ rises beyond the seed noise in 1, falls in 1, and "
+        "stays within it in 2; the post-PTQ loss rises beyond it in 2 (2 of 6 runs still to make).")
+    assert dc.repetition_summary(None, 6, 6).startswith("No rows yet (6 of 6 runs to make)")
+    dec = pd.DataFrame({"method": ["gptq", "rtn"], "size": ["n27k", "n27k"], "bits_post": [3, 3],
+                        "answer": ["tokens", "cannot tell"]})
+    jumps = pd.DataFrame({"k": [3, 1], "raises": [True, False]})
+    assert dc.schedule_short(dec, jumps) == (
+        "1 of 2 (method, size, P_post) series give an answer (GPTQ INT3 at n27k: *tokens*), the rest *cannot tell* "
+        "yet; a WSD cooldown raises δ beyond the scatter in 1 of the 1 series with two or more branch points.")
+    lr = pd.DataFrame({"size": ["n27k"], "n_tokens": [2_097_152], "lr_rule": [4.2e-3], "lr_best": [8.4e-3],
+                       "gap": [0.02], "se": [0.01], "t_crit": [2.09], "dof": [19], "within_noise": [True]})
+    text = dc.lr_summary(lr, ["n1.2m"])
+    assert text.startswith("At n27k (D = 2.1M) the rule's rate 0.0042 is within the seed noise of the best tried "
+                           "rate 0.0084: gap 0.020 nats against a threshold of 0.021") and text.endswith(
+        "Still missing: n1.2m.")

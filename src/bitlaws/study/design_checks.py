@@ -27,7 +27,8 @@ from .noise import pooled_seed_variance
 __all__ = ["table_view", "lr_rule_check", "schedule_table", "schedule_slopes", "repetition_table", "schedule_decision",
            "cooldown_jump", "delta_at_equal_loss", "repetition_effect", "SCHEDULE_MARGIN", "equal_passes_effect",
            "repetition_evidence", "CONFOUND_EXPERIMENTS", "confound_rows",
-           "confound_coverage", "repetition_plan"]
+           "confound_coverage", "repetition_plan", "lr_summary", "schedule_summary", "schedule_short",
+           "repetition_summary"]
 
 
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
@@ -523,3 +524,67 @@ def table_view(df: pd.DataFrame, cols: list[str], digits: int = 3):
         if view[c].dtype == bool:
             view[c] = view[c].map({True: "yes", False: "no"})
     return view.style.hide(axis="index").format(precision=digits, thousands=",", na_rep="—")
+
+
+
+# --- chapter 07's sentences: each check's answer in words, from its table ---------------------------
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def lr_summary(lr_check: pd.DataFrame | None, missing: list[str]) -> str:
+    """``lr_rule_check``'s rows in a sentence per size (the rule's rate against the best tried one,
+    the gap against its threshold), then the sizes still missing."""
+    def one(r):
+        verdict = "within the seed noise of" if r.within_noise else "detectably worse than"
+        return (f"at {r.size} (D = {r.n_tokens / 1e6:.1f}M) the rule's rate {r.lr_rule:.2g} is {verdict} the best "
+                f"tried rate {r.lr_best:.2g}: gap {r.gap:.3f} nats against a threshold of {r.t_crit * r.se:.3f} "
+                f"({r.t_crit:.2f} × {r.se:.4f}, {r.dof} dof)")
+
+    text = "; ".join(one(r) for r in lr_check.itertuples()) if lr_check is not None else "no rows yet"
+    text += f". Still missing: {', '.join(missing)}." if missing else "."
+    return _capital(text)
+
+
+def schedule_summary(decisions: pd.DataFrame | None, jumps: pd.DataFrame | None) -> str:
+    """Each (method, size, P_post) series' ``schedule_decision`` answer with its slopes and its
+    ``cooldown_jump`` ratio; the series with fewer than 3 constant-rate D are counted as *cannot tell*."""
+    if decisions is None or not len(decisions):
+        return "No rows yet."
+    d = decisions.merge(jumps, on=["method", "size", "bits_post"])
+    parts = [f"{r.method.upper()} INT{r.bits_post} at {r.size}: *{r.answer}* (constant-LR slope {r.slope_constant:.2f} "
+             f"± {r.se_constant:.2f}, cosine {r.slope_cosine:.2f} ± {r.se_cosine:.2f}; a cooldown multiplies δ by "
+             f"{r.ratio:.2f} [{r.ratio_lo:.2f}, {r.ratio_hi:.2f}], {'above' if r.raises else 'not above'} 1)"
+             for r in d[d["n_constant"] >= 3].itertuples()]
+    short = d[d["n_constant"] < 3]
+    if len(short):
+        parts.append(f"{len(short)} more series ({', '.join(sorted(set(short['size'])))}) have fewer than 3 "
+                     "constant-LR D yet: *cannot tell*")
+    return "; ".join(parts) + "."
+
+
+def schedule_short(decisions: pd.DataFrame | None, jumps: pd.DataFrame | None) -> str:
+    """The schedule check in one line (the chapter's summary box): how many series give an answer,
+    and in how many a WSD cooldown raises δ beyond the scatter."""
+    if decisions is None or not len(decisions):
+        return "No schedule rows yet."
+    told, n_jump = decisions[decisions["answer"] != "cannot tell"], int((jumps["k"] >= 2).sum())
+    answers = ", ".join(f"{r.method.upper()} INT{r.bits_post} at {r.size}: *{r.answer}*" for r in told.itertuples())
+    return _capital(f"{len(told)} of {len(decisions)} (method, size, P_post) series give an answer "
+                    f"({answers or 'none'}), the rest *cannot tell* yet; a WSD cooldown raises δ beyond the scatter "
+                    f"in {int(jumps['raises'].sum())} of the {n_jump} series with two or more branch points.")
+
+
+def repetition_summary(rep_effect: pd.DataFrame | None, n_missing: int, n_planned: int) -> str:
+    """``repetition_effect``'s answers counted: δ raised, lowered or unchanged by more passes, and the
+    post-PTQ loss raised, with the runs still to make."""
+    if rep_effect is None or not len(rep_effect):
+        return _capital(f"no rows yet ({n_missing} of {n_planned} runs to make); P2's turn-up cannot yet be told "
+                        "from repetition.")
+    n = rep_effect.groupby("answer").size().to_dict()
+    up = int((rep_effect["loss_answer"] == "raises").sum())
+    return _capital(f"of {len(rep_effect)} (cell, fraction, method, P_post) comparisons, δ rises beyond the seed "
+                    f"noise in {n.get('raises', 0)}, falls in {n.get('lowers', 0)}, and stays within it in "
+                    f"{n.get('no effect', 0)}; the post-PTQ loss rises beyond it in {up} ({n_missing} of "
+                    f"{n_planned} runs still to make).")
