@@ -830,6 +830,16 @@ def ptq_fit_is_current(record: Mapping | None, df: pd.DataFrame, method: str) ->
     return record.get("input_sha256") == want
 
 
+def _edge_digits(lo: float, hi: float, value: float, digits: int = 2) -> int:
+    """Decimals that tell ``value`` from the nearer end of [lo, hi] in print (at least ``digits``,
+    at most 6): an interval that excludes a value by less than the rounding must not print as
+    containing it."""
+    for d in range(digits, 7):
+        if all(not (math.isfinite(e) and round(e, d) == round(value, d)) or e == value for e in (lo, hi)):
+            return d
+    return 6
+
+
 def _ho_r2(rec: Mapping | None, by: str = "n_params", pipeline: bool = True) -> float:
     """A record's held-out R² leaving one value of `by` out: with ``pipeline`` the score whose earlier
     stages were refitted per fold (``holdout_pipeline``; NaN in a record without it), else the one
@@ -1000,7 +1010,8 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     ci = rec.get("ci95", {}).get("gamma_w") or [math.nan, math.nan]
     ours = (f"γ_w = {p['gamma_w']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] (the stage's own bootstrap, Chinchilla held "
             f"fixed), n_w = {p['n_w']:.2f}; f_w(4) = {f4:.2f}"
-            + (f" [{lo:.2f}, {hi:.2f}] (95 % over the pipeline bootstrap; paper {PAPER_F_W_4:.2f}, "
+            + (f" [{lo:.{_edge_digits(lo, hi, PAPER_F_W_4)}f}, {hi:.{_edge_digits(lo, hi, PAPER_F_W_4)}f}] (95 % "
+               f"over the pipeline bootstrap; paper {PAPER_F_W_4:.{_edge_digits(lo, hi, PAPER_F_W_4)}f}, "
                + ("inside" if contains else "outside")
                + (f"; the interval also reaches {P3_NO_EFFECT_F:g}, no effect" if unresolved else "") + ")"
                if math.isfinite(lo) else f" (paper {PAPER_F_W_4:.2f})")
