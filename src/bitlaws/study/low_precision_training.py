@@ -234,7 +234,13 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
             reason += (f"; the measured w/KV gap at 4 bits is {gap:.3f} nats/byte, against a single-run seed σ of "
                        f"{floor:.3f}")
     elif not full:
-        reason += "; at our scale activations are not the most sensitive at every bit width"
+        reason += ("; in the point fits activations are not the most sensitive at every bit width"
+                   + (f", which the bootstrap does not resolve (activations most sensitive in {probs['p_a_most']:.0%} "
+                      "of its draws)" if probs is not None and 0.05 < probs["p_a_most"] < 0.95 else ""))
+    at_bound = _neff_at_bound(fits)
+    if at_bound:
+        reason += ("; not identified on our design: " + ", ".join(at_bound) + " (a fit on its bound says the data do "
+                   "not fix that constant, so its curve between the bits we ran is the bound's, not a measurement)")
     det = {f"f_{p}_{b}": float(ours.loc[b, p]) for b in ours.index for p in PARTS}
     det.update({f"paper_f_{p}_{b}": float(paper.loc[b, p]) for b in (4, 8) for p in PARTS})
     if probs is not None:
@@ -243,6 +249,24 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
         det.update({k: v for k, v in pw.items() if k in _P4_POWER_DETAILS or k.startswith("fp_")})
     return Verdict("P4", verdict, CLAIMS["P4"]["paper"], ours_txt, reason, profile, sha,
                    {k: v for k, v in det.items() if isinstance(v, str) or math.isfinite(v)})
+
+
+def _neff_at_bound(fits: Mapping[str, dict]) -> list[str]:
+    """The N_eff constants (γ_x, n_x of the marginal fits) that sit on a bound of their stage, as
+    ``"n_a = 10 (its upper bound)"``; empty when every one is inside its bounds (relative 1e-6)."""
+    out = []
+    for x in PARTS:
+        rec = fits.get(f"neff_{x}") or {}
+        if rec.get("status") != "ok":
+            continue
+        for k in (f"gamma_{x}", f"n_{x}"):
+            v, b = rec.get("params", {}).get(k), rec.get("bounds", {}).get(k)
+            if v is None or not b:
+                continue
+            for end, name in ((b[0], "lower"), (b[1], "upper")):
+                if abs(float(v) - float(end)) <= 1e-6 * max(1.0, abs(float(end))):
+                    out.append(f"{k} = {float(v):g} (its {name} bound)")
+    return out
 
 
 # The numbers of P4's power record (``power.p4_power``) its verdict stores, besides every ``fp_<null>``.

@@ -599,12 +599,14 @@ def _p5_stats(d: pd.DataFrame, add: np.ndarray, mult: np.ndarray, noise: NoiseMo
     lam = _quad(mult - add, v_add) / s2
     dchi = chi_add - _quad(r_mult, v_add) / s2
     p_mult = float(stats.norm.sf((dchi + lam) / (2 * math.sqrt(lam)))) if lam > 0 else math.nan
+    p_add = float(stats.norm.cdf((dchi - lam) / (2 * math.sqrt(lam)))) if lam > 0 else math.nan  # against multiply
     check = float(stats.chi2.cdf(min(chi_add, chi_mult), n))
     return {"n_runs": float(n), "r2_add": 1 - float((r_add ** 2).sum()) / sst if sst > 0 else math.nan,
             "r2_mult": 1 - float((r_mult ** 2).sum()) / sst if sst > 0 else math.nan,
             "rmse_add": math.sqrt(float((r_add ** 2).mean())), "rmse_mult": math.sqrt(float((r_mult ** 2).mean())),
             "chi2_add": chi_add, "chi2_mult": chi_mult, "f_interaction": f, "p_interaction": p_int,
-            "separation_chi2": lam, "delta_chi2": dchi, "p_multiply": p_mult, "noise_check": check,
+            "separation_chi2": lam, "delta_chi2": dchi, "p_multiply": p_mult, "p_against_multiply": p_add,
+            "noise_check": check,
             "mult_better": float(dchi > 0), "grade": rule_p5(p_int, p_mult, check)}
 
 
@@ -626,7 +628,8 @@ def p5_statistics(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: Noise
     Returns:
         ``n_runs``, ``r2_add``, ``r2_mult`` (out of sample, on the mixed runs), ``rmse_add``,
         ``rmse_mult``, ``chi2_add``, ``chi2_mult``, ``f_interaction``, ``p_interaction``,
-        ``separation_chi2`` (λ), ``delta_chi2``, ``p_multiply``, ``noise_check``, ``mult_better``
+        ``separation_chi2`` (λ), ``delta_chi2``, ``p_multiply``, ``p_against_multiply`` (the reverse
+        test, P(Δχ² ≤ observed | multiply): reported, not graded), ``noise_check``, ``mult_better``
         (1.0/0.0: Δχ² > 0), ``grade``.
     """
     add, mult = _p5_predictions(d, chinchilla)
