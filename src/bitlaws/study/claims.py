@@ -42,6 +42,7 @@ __all__ = [
     "ALPHA",
     "power_gate",
     "rate_text",
+    "mc_interval",
     "sign_test_p",
     "P1_MIN_RESOLVED",
     "rule_p1",
@@ -560,13 +561,39 @@ POWER_MIN = 0.5
 ALPHA = 0.05
 
 
+def mc_interval(rate: float, n_sim: float, level: float = 0.95) -> tuple[float, float]:
+    """Monte Carlo interval of a simulated rate (power, false-positive rate): Wilson's score interval
+    for ``rate · n_sim`` successes in ``n_sim`` simulated datasets (``scipy.stats.binomtest``).
+
+    Args:
+        rate: the share of datasets graded so, in [0, 1]. n_sim: the simulated datasets (a whole number ≥ 1).
+        level: the interval's coverage.
+
+    Returns:
+        ``(lo, hi)``, both in [0, 1]; ``(nan, nan)`` when ``rate`` or ``n_sim`` is NaN.
+
+    Raises:
+        ValueError: ``rate`` outside [0, 1], ``n_sim`` < 1 or not whole, or ``rate · n_sim`` not a whole
+            number (a rate that did not come from ``n_sim`` datasets).
+    """
+    from scipy.stats import binomtest  # scipy is heavy to import: only when asked
+
+    if not (math.isfinite(rate) and math.isfinite(n_sim)):
+        return math.nan, math.nan
+    if not 0.0 <= rate <= 1.0 or n_sim < 1 or n_sim != round(n_sim):
+        raise ValueError(f"mc_interval needs a rate in [0, 1] and a whole n_sim ≥ 1; got rate={rate}, n_sim={n_sim}")
+    k = rate * n_sim
+    if abs(k - round(k)) > 1e-6 * n_sim:
+        raise ValueError(f"rate {rate} is not a count out of n_sim = {n_sim:g} datasets")
+    ci = binomtest(int(round(k)), int(n_sim)).proportion_ci(confidence_level=level, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
 def rate_text(record: Mapping, key: str = "power") -> str:
     """A simulated rate of a power record (``record[key]`` out of ``record["n_sim"]`` datasets) as the
     verdicts print it: the percentage with its Monte Carlo 95 % interval
-    (``bitlaws.study.power.mc_interval``, Wilson), e.g. ``28% [22, 35]``; the bare percentage when
+    (``mc_interval``, Wilson), e.g. ``28% [22, 35]``; the bare percentage when
     the rate is not a count out of ``n_sim``; ``n/a`` if not finite."""
-    from .power import mc_interval
-
     rate, n = float(record.get(key, math.nan)), float(record.get("n_sim", math.nan))
     if not math.isfinite(rate):
         return "n/a"

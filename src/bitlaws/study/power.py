@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..laws import forms
-from .claims import rule_p1, rule_p2, rule_p9
+from .claims import mc_interval, rule_p1, rule_p2, rule_p9
 from .noise import NoiseModel, t_quantile
 
 __all__ = [
@@ -55,34 +55,6 @@ N_SIM = 200
 # P1's log-linear stand-in for γ_D's interval (simulations) reads cells this many noise floors up.
 WELL_RESOLVED = 5.0
 _HIGH = forms.HIGH_PRECISION_BITS
-
-
-def mc_interval(rate: float, n_sim: float, level: float = 0.95) -> tuple[float, float]:
-    """Monte Carlo interval of a simulated rate (power, false-positive rate): Wilson's score interval
-    for ``rate · n_sim`` successes in ``n_sim`` simulated datasets (``scipy.stats.binomtest``).
-
-    Args:
-        rate: the share of datasets graded so, in [0, 1]. n_sim: the simulated datasets (a whole number ≥ 1).
-        level: the interval's coverage.
-
-    Returns:
-        ``(lo, hi)``, both in [0, 1]; ``(nan, nan)`` when ``rate`` or ``n_sim`` is NaN.
-
-    Raises:
-        ValueError: ``rate`` outside [0, 1], ``n_sim`` < 1 or not whole, or ``rate · n_sim`` not a whole
-            number (a rate that did not come from ``n_sim`` datasets).
-    """
-    from scipy.stats import binomtest
-
-    if not (math.isfinite(rate) and math.isfinite(n_sim)):
-        return math.nan, math.nan
-    if not 0.0 <= rate <= 1.0 or n_sim < 1 or n_sim != round(n_sim):
-        raise ValueError(f"mc_interval needs a rate in [0, 1] and a whole n_sim ≥ 1; got rate={rate}, n_sim={n_sim}")
-    k = rate * n_sim
-    if abs(k - round(k)) > 1e-6 * n_sim:
-        raise ValueError(f"rate {rate} is not a count out of n_sim = {n_sim:g} datasets")
-    ci = binomtest(int(round(k)), int(n_sim)).proportion_ci(confidence_level=level, method="wilson")
-    return float(ci.low), float(ci.high)
 
 
 def _num(s: pd.Series) -> pd.Series:
