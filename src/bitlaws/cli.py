@@ -456,8 +456,13 @@ def main(argv: list[str] | None = None) -> int:
     p_hf = sub.add_parser("export-hf", help="the committed checkpoints as Hugging Face folders (config, bf16 weights, "
                                             "byte-level tokenizer, model card) that from_pretrained loads")
     p_hf.add_argument("--out", default="build/hf", help="output folder, one subfolder per checkpoint (default build/hf)")
-    p_dp = sub.add_parser("design-power", help="power of P4's and P9's rules on candidate QAT designs, with their "
-                                               "CPU-hours (data/runs/<profile>/qat_design_power.csv)")
+    p_dp = sub.add_parser("design-power", help="power of P4's, P5's and P9's rules on candidate QAT designs, with "
+                                               "their CPU-hours; rewrites <data-root>/runs/<profile>/"
+                                               "qat_design_power.csv (about 10 min on 2 cores at --n-sim 100)",
+                          description="Simulates each candidate design of bitlaws.study.qat_design.CANDIDATES and "
+                                      "rewrites <data-root>/runs/<profile>/qat_design_power.csv, which chapter 07 "
+                                      "reads: run it on a copy (--data-root) unless you mean to replace the "
+                                      "committed table.")
     p_dp.add_argument("--n-sim", type=_count(2), default=100, help="simulated datasets per hypothesis (default 100)")
     p_fit = sub.add_parser("fit", help="fit the scaling laws to a profile's runs; writes data/fits/<profile>_<stage>.json")
     p_quik = sub.add_parser("quik", help="QUIK / RTN / SmoothQuant / GPTQ on the committed checkpoints "
