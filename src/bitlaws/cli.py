@@ -361,6 +361,10 @@ def _cmd_verdicts(args) -> int:
         if args.profile != BOOK_PROFILE:
             print(f"(profile {args.profile!r}: nothing to check against; data/verdicts.json holds the "
                   f"{BOOK_PROFILE!r} profile's verdicts)", file=sys.stderr)
+        else:
+            differing = sorted({line.split(".", 1)[0].split(":", 1)[0] for line in diffs})
+            print(f"verdicts --check: {len(new) - len(differing)} of {len(new)} verdicts agree with data/verdicts.json"
+                  + (f"; differ: {', '.join(differing)}" if differing else ""), file=sys.stderr)
         return 1 if diffs else 0
     for v in new.values():
         print(f"{v.claim_id}: {v.verdict} — {v.ours or v.reason}")
