@@ -155,10 +155,11 @@ def paired_rows(rows: pd.DataFrame, hp: pd.DataFrame) -> tuple[pd.DataFrame, lis
         ``obs_id`` (else the row position) of every row dropped, with no partner or with several.
 
     Raises:
-        ValueError: a ``PAIR_KEY`` column is missing from either frame (the message names it).
+        ValueError: a ``PAIR_KEY`` column is missing from either frame while both have rows (the
+            message names it; with no rows on one side there is nothing to pair).
     """
     for name, f in (("rows", rows), ("hp", hp)):
-        missing = [c for c in PAIR_KEY if c not in f] if len(f) else []
+        missing = [c for c in PAIR_KEY if c not in f] if len(rows) and len(hp) else []
         if missing:
             raise ValueError(f"paired_rows: {name} lacks the column(s) {missing}; a pair is matched on {list(PAIR_KEY)}")
     if not len(rows) or not len(hp):
