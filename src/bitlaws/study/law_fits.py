@@ -1178,9 +1178,8 @@ def _p5_cell_sigma(df: pd.DataFrame, design: pd.DataFrame) -> tuple[float, int]:
     if len(cells) != 1:
         return math.nan, 0
     n, d = cells.iloc[0]
-    hi = forms.HIGH_PRECISION_BITS
-    hp = df[(df["status"] == "ok") & (df["ptq_method"] == "none") & (df["n_params"] == n) & (df["n_tokens"] == d)]
-    hp = hp[sum(pd.to_numeric(hp[f"bits_{x}"], errors="coerce").fillna(hi) >= hi for x in ("w", "a", "kv")) == 3]
+    hp = stage_frames(df)["chinchilla"]  # the high-precision runs, as every stage reads them
+    hp = hp[(hp["n_params"] == n) & (hp["n_tokens"] == d)]
     if "experiment" in hp:
         hp = hp[hp["experiment"] == "base_grid"]
     loss = pd.to_numeric(hp["loss_val"]).to_numpy(float)

@@ -152,10 +152,11 @@ def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None) -> floa
 
 def _hp_seeds(df: pd.DataFrame, c: Candidate) -> int:
     """Seeds of the high-precision runs at ``c``'s (N, D) cells in ``df`` (at least 1)."""
+    from .law_fits import stage_frames
+
     n = {_n_params(z) for z in c.sizes}
-    hp = df[(df["ptq_method"] == "none") & (df["status"] == "ok") & df["n_params"].astype(float).isin(n)
-            & df["n_tokens"].astype(float).isin([float(d) for d in c.budgets])]
-    hp = hp[sum((pd.to_numeric(hp[f"bits_{x}"]) >= forms.HIGH_PRECISION_BITS) for x in _PARTS) == 3]
+    hp = stage_frames(df)["chinchilla"]  # the high-precision runs, as every stage reads them
+    hp = hp[hp["n_params"].astype(float).isin(n) & hp["n_tokens"].astype(float).isin([float(d) for d in c.budgets])]
     return max(1, int(hp.groupby(["n_params", "n_tokens"])["seed"].nunique().min())) if len(hp) else 1
 
 
