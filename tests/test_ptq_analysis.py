@@ -332,6 +332,103 @@ def test_argmin_set_is_the_smallest_cover_and_bad_input_is_named():
         pa.argmin_shares([], sigma=0.1)
 
 
+def test_joint_draw_of_seeds_perfectly_correlated_across_d_gives_a_tighter_set():
+    # every run of seed i is offset by s_i at every D (shared initialisation and data order): the
+    # cells' differences (0.02, 0.01) are far below the seed spread (0.05) but exact within a seed
+    offsets = np.array([-0.08, -0.03, 0.0, 0.04, 0.07])
+    mu = [0.00, -0.02, 0.01]
+    cells = [m + offsets for m in mu]
+    labels = [np.arange(5)] * 3
+    n = 4000
+    indep = pa.argmin_shares(cells, sigma=math.nan, n_boot=n, seed=1)
+    joint = pa.argmin_shares(cells, sigma=math.nan, n_boot=n, seed=1, seeds=labels)
+    assert joint.tolist() == [0.0, 1.0, 0.0]  # every draw shares its seeds, so cell 1 is always lowest
+    assert pa.argmin_set(joint).tolist() == [1]
+    assert len(pa.argmin_set(indep)) >= 2 and 1 in pa.argmin_set(indep).tolist() and indep[1] < 0.9
+    # the small-k correction scales each cell's deviations alike, so a shared offset still cancels
+    corrected = pa.argmin_shares(cells, sigma=math.nan, n_boot=n, seed=1, seeds=labels, correct=True)
+    assert corrected.tolist() == [0.0, 1.0, 0.0]
+    # seeds listed in another order per cell are matched by label, not by position
+    perm = np.array([3, 0, 4, 1, 2])
+    shuffled = pa.argmin_shares([cells[0][perm], cells[1], cells[2]], sigma=math.nan, n_boot=n, seed=1,
+                                seeds=[perm, labels[1], labels[2]])
+    assert shuffled.tolist() == [0.0, 1.0, 0.0]
+
+
+def test_small_k_correction_widens_the_spread_by_the_stated_factor():
+    from scipy import stats
+
+    z = stats.norm.ppf(0.975)
+    oracle = lambda k: math.sqrt(k / (k - 1)) * stats.t.ppf(0.975, k - 1) / z  # noqa: E731 — as documented
+    assert pa.small_k_factor(2) == pytest.approx(9.1685, abs=1e-3)  # sqrt(2)·12.706/1.960
+    assert pa.small_k_factor(20) == pytest.approx(1.0956, abs=1e-3)  # sqrt(20/19)·2.093/1.960
+    rng = np.random.default_rng(7)
+    spread = {}
+    for k in (2, 20):
+        y = rng.normal(1.0, 0.1, size=k)
+        for correct in (False, True):
+            means, fb = pa.bootstrap_cell_means([y], sigma=math.nan, n_boot=20000, seed=5, seeds=[np.arange(k)],
+                                                correct=correct)
+            assert fb == 0 and means.shape == (20000, 1)
+            spread[k, correct] = float(means[:, 0].std())
+        # the same draws, scaled: the widening is the factor itself
+        assert spread[k, True] / spread[k, False] == pytest.approx(oracle(k), rel=1e-9)
+        # and the corrected spread is t/z times the unbiased standard error s/√k (Monte Carlo: 3 %)
+        assert spread[k, True] == pytest.approx(stats.t.ppf(0.975, k - 1) / z * y.std(ddof=1) / math.sqrt(k),
+                                                rel=0.03)
+    ratio = (spread[2, True] / spread[2, False]) / (spread[20, True] / spread[20, False])
+    assert ratio == pytest.approx(oracle(2) / oracle(20), rel=1e-9) and ratio == pytest.approx(8.368, abs=0.01)
+    # a one-seed cell's σ is scaled by t_ν/z: P(0.9 + c·0.1·z < 1.0) = Φ(1/c), at ν = 4
+    n, c = 20000, stats.t.ppf(0.975, 4) / z
+    shares = pa.argmin_shares([np.array([1.0, 1.0, 1.0]), [0.9]], sigma=0.1, n_boot=n, seed=3, correct=True, dof=4)
+    p = float(stats.norm.cdf(1 / c))
+    assert abs(shares[1] - p) < 4 * math.sqrt(p * (1 - p) / n)
+    with pytest.raises(ValueError, match="k ≥ 2"):
+        pa.small_k_factor(1)
+
+
+def test_joint_draw_falls_back_where_no_drawn_seed_reaches_a_cell_and_bad_seeds_are_named():
+    # cell 0 has seeds {0, 1}, cell 1 seeds {2, 3}: a draw of 4 labels misses a cell with probability 1/16
+    n = 16000
+    means, fb = pa.bootstrap_cell_means([[0.0, 1.0], [0.0, 1.0]], sigma=math.nan, n_boot=n, seed=2,
+                                        seeds=[[0, 1], [2, 3]])
+    expect = 2 * n / 16
+    assert abs(fb - expect) < 4 * math.sqrt(2 * n * (1 / 16) * (15 / 16)) and np.isfinite(means).all()
+    # a one-seed cell never joins the joint draw: it is parametric, and has no fallbacks
+    means, fb = pa.bootstrap_cell_means([[0.0, 1.0], [5.0]], sigma=0.0, n_boot=100, seed=2, seeds=[[0, 1], [0]])
+    assert fb == 0 and (means[:, 1] == 5.0).all()
+    with pytest.raises(ValueError, match="one label per value"):
+        pa.bootstrap_cell_means([[0.0, 1.0]], sigma=math.nan, seeds=[[0]])
+    with pytest.raises(ValueError, match="seed twice"):
+        pa.bootstrap_cell_means([[0.0, 1.0]], sigma=math.nan, seeds=[[3, 3]])
+    with pytest.raises(ValueError, match="dof"):
+        pa.bootstrap_cell_means([[0.0]], sigma=0.1, dof=0)
+
+
+def test_bytes_per_token_interval_holds_the_point_and_shrinks_with_more_windows():
+    rng = np.random.default_rng(11)
+    small = rng.integers(300, 500, size=24)
+    large = rng.integers(300, 500, size=240)
+    a = pa.bytes_per_token_interval(np.full(24, 128), small)
+    b = pa.bytes_per_token_interval(np.full(240, 128), large)
+    for ci, byt in ((a, small), (b, large)):
+        assert ci["bytes_per_token"] == pytest.approx(byt.sum() / (128 * len(byt)), rel=1e-12)
+        assert ci["lo"] < ci["bytes_per_token"] < ci["hi"]
+        # equal-token windows: the ratio is a mean, so the interval's half-width is ≈ 1.96·σ/(128·√w)
+        half = 1.96 * byt.std() / (128 * math.sqrt(len(byt)))
+        assert (ci["hi"] - ci["lo"]) / 2 == pytest.approx(half, rel=0.15)
+    assert (b["hi"] - b["lo"]) < 0.5 * (a["hi"] - a["lo"])  # √10 narrower, less Monte Carlo error
+    # constant windows leave no spread
+    c = pa.bytes_per_token_interval([100, 100, 100], [300, 300, 300])
+    assert c["lo"] == c["hi"] == c["bytes_per_token"] == 3.0
+    with pytest.raises(ValueError, match="≥ 2 windows"):
+        pa.bytes_per_token_interval([128], [300])
+    with pytest.raises(ValueError, match="> 0 tokens"):
+        pa.bytes_per_token_interval([128, 0], [300, 10])
+    with pytest.raises(ValueError, match="level"):
+        pa.bytes_per_token_interval([128, 128], [300, 10], level=1.0)
+
+
 def test_p2_argmin_set_on_a_turn_up_and_in_the_verdict(known_fits):
     df = make_frame({"gptq": _turn_up({NS[0]}), "rtn": _turn_up(set())})
     a = pa.p2_argmin_set(df, "gptq", NS[0], 3)
@@ -341,12 +438,18 @@ def test_p2_argmin_set_on_a_turn_up_and_in_the_verdict(known_fits):
     # seeds 0–2 at SEED_CELL are resampled; every other cell has one seed and is drawn from σ_post
     assert a["draw"].tolist() == ["seeds" if (NS[0], d) == SEED_CELL else "parametric" for d in DS]
     assert a["n_seeds"].tolist() == [3 if (NS[0], d) == SEED_CELL else 1 for d in DS]
-    # the minimum at the second-largest D is far beyond the 1e-5 seed noise: a set of one
-    assert a.loc[a["in_set"], "n_tokens"].tolist() == [DS[-2]] and a["share"].tolist() == [0.0, 0.0, 1.0, 0.0]
+    assert a["seeds"].tolist() == ["0;1;2" if (NS[0], d) == SEED_CELL else "0" for d in DS]
+    # the minimum at the second-largest D is far beyond the 1e-5 seed noise: a set of one, under every draw
+    for tail in ("", "_joint", "_independent"):
+        assert a.loc[a[f"in_set{tail}"], "n_tokens"].tolist() == [DS[-2]], tail
+        assert a[f"share{tail}"].tolist() == [0.0, 0.0, 1.0, 0.0], tail
+    assert a.attrs["fallbacks"] == 0
     v = pa.verdict_p2(df, "test", n_sim=10)
     assert (v.details["gptq_argmin_n_params"], v.details["gptq_argmin_bits_post"]) == (NS[0], 3.0)
     assert v.details["gptq_argmin_set"] == str(DS[-2]) and v.details["gptq_argmin_set_size"] == 1.0
     assert v.details[f"gptq_argmin_share_d{DS[-2]}"] == 1.0 and "at 95% the minimum" in v.reason
+    assert v.details["gptq_argmin_set_joint"] == v.details["gptq_argmin_set_independent"] == str(DS[-2])
+    assert "resamples seeds jointly across D" in v.reason and "independent draws without it {" in v.reason
     with pytest.raises(ValueError, match="n_params=7"):
         pa.p2_argmin_set(df, "gptq", 7, 3)
 
@@ -363,6 +466,12 @@ def test_bpe_conversion_reads_the_committed_csv_and_its_windows_sum_to_it():
     for _, w in win.groupby("obs_id"):  # every method's windows: the same text, summed exactly
         assert (int(w["n_bytes"].sum()), int(w["n_tokens"].sum())) == (conv["eval_bytes"], conv["eval_tokens"])
     assert conv["bytes_per_token"] == pytest.approx(conv["eval_bytes"] / conv["eval_tokens"], rel=1e-12)
+    # its interval: the window bootstrap of those windows, around the point value
+    one = win.drop_duplicates("window")
+    assert conv["n_windows"] == len(one) == win["window"].nunique()
+    ci = pa.bytes_per_token_interval(one.sort_values("window")["n_tokens"], one.sort_values("window")["n_bytes"])
+    assert (conv["bytes_per_token_lo"], conv["bytes_per_token_hi"]) == pytest.approx((ci["lo"], ci["hi"]), rel=1e-12)
+    assert conv["bytes_per_token_lo"] < conv["bytes_per_token"] < conv["bytes_per_token_hi"]
 
 
 def test_p2_reports_d_over_n_in_bpe_tokens_only_for_the_same_text(known_fits):
@@ -372,6 +481,10 @@ def test_p2_reports_d_over_n_in_bpe_tokens_only_for_the_same_text(known_fits):
     assert v.details["max_d_over_n_bpe"] == pytest.approx(v.details["max_d_over_n"] / conv["bytes_per_token"],
                                                           rel=1e-12)
     assert v.details["bpe_tokenizer"] == conv["tokenizer"] and "not a claim that our models saw tokens" in v.reason
+    dn = v.details["max_d_over_n"]
+    assert (v.details["max_d_over_n_bpe_lo"], v.details["max_d_over_n_bpe_hi"]) == pytest.approx(
+        (dn / conv["bytes_per_token_hi"], dn / conv["bytes_per_token_lo"]), rel=1e-12)
+    assert f"{dn / conv['bytes_per_token_hi']:.0f}, {dn / conv['bytes_per_token_lo']:.0f}] tokens per" in v.reason
     v = pa.verdict_p2(df.assign(corpus="tinystories"), "test", n_sim=10)  # another text: no conversion
     assert v.details["max_d_over_n_bpe"] == "n/a" and "several bytes each" in v.reason
 

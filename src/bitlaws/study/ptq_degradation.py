@@ -55,11 +55,16 @@ __all__ = [
     "ARGMIN_SEED",
     "ARGMIN_LEVEL",
     "ARGMIN_DRAW",
+    "ARGMIN_VARIANTS",
+    "small_k_factor",
+    "bootstrap_cell_means",
     "argmin_shares",
     "argmin_set",
     "p2_named_series",
     "p2_argmin_set",
     "BPE_PROFILE",
+    "BPE_BOOT",
+    "bytes_per_token_interval",
     "bpe_conversion",
     "eq2_fit",
     "chinchilla_fit",
@@ -303,34 +308,75 @@ def post_ptq_rise(tab: pd.DataFrame, noise) -> pd.DataFrame:
 ARGMIN_BOOT = 2000
 ARGMIN_SEED = 0
 ARGMIN_LEVEL = 0.95
-ARGMIN_DRAW = ("seeds resampled with replacement within each cell that has several; a one-seed cell drawn "
-               "as its value + σ_post·z (the pooled noise model's σ of one run's post-PTQ loss)")
+ARGMIN_DRAW = ("seeds drawn jointly across D: each draw resamples the series' seed labels with replacement once "
+               "and every seeded D averages its own values of the drawn seeds (runs of one seed share "
+               "initialisation and data order across D); a D none of whose seeds was drawn resamples its own "
+               "seeds for that draw; each seeded D's drawn deviation from its mean is scaled by "
+               "c_k = sqrt(k/(k−1))·t_{0.975, k−1}/z_{0.975} (k its seeds: Bessel's correction and the t-quantile "
+               "of k − 1 degrees of freedom); a one-seed D is drawn independently as its value + "
+               "c_ν·σ_post·z, c_ν = t_{0.975, ν}/z_{0.975} (σ_post the pooled noise model's, ν its degrees of freedom)")
 
 
-def argmin_shares(cells, sigma: float, n_boot: int = ARGMIN_BOOT, seed: int = ARGMIN_SEED) -> np.ndarray:
-    """The share of bootstrap draws in which each cell of a series has the lowest mean.
+def small_k_factor(k: int | float) -> float:
+    """The small-sample factor on a drawn mean's deviation from its cell's mean over k seeds:
+    c_k = sqrt(k/(k−1))·t_{0.975, k−1}/z_{0.975}.
 
-    Each draw takes, per cell, the mean of k values resampled with replacement from its k seeds
-    (k ≥ 2), or its one value plus ``sigma``·z with z ~ N(0, 1) (k = 1, a parametric draw); the
-    cell with the lowest mean wins the draw, and a tie (equal means, e.g. the same seeds drawn in
-    two cells with equal values) splits it equally.
+    sqrt(k/(k−1)) (Bessel) turns the plug-in spread of a bootstrap mean, sqrt((k−1)/k)·s/√k, into the
+    unbiased s/√k; t/z puts its 97.5 % point where Student's t on k − 1 degrees of freedom puts a mean's
+    (z the normal quantile). 9.17 at k = 2, 1.58 at k = 5, 1.10 at k = 20, → 1 as k → ∞. Source: issue
+    14 (a referee's request for a small-seed correction of the argmin bootstrap).
+
+    Raises:
+        ValueError: k < 2 (one value has no spread to scale).
+    """
+    from scipy import stats
+
+    if not k >= 2:
+        raise ValueError(f"the small-k factor needs k ≥ 2 seeds, got {k}")
+    return float(math.sqrt(k / (k - 1)) * stats.t.ppf(0.975, k - 1) / stats.norm.ppf(0.975))
+
+
+def _normal_t_factor(dof: float) -> float:
+    """c_ν = t_{0.975, ν}/z_{0.975} (1 for ν = ∞)."""
+    from scipy import stats
+
+    return 1.0 if math.isinf(dof) else float(stats.t.ppf(0.975, dof) / stats.norm.ppf(0.975))
+
+
+def bootstrap_cell_means(cells, sigma: float, n_boot: int = ARGMIN_BOOT, seed: int = ARGMIN_SEED, *,
+                         seeds=None, correct: bool = False, dof: float = math.inf) -> tuple[np.ndarray, int]:
+    """Bootstrap draws of each cell's mean over seeds — independently per cell, or jointly across cells.
+
+    A cell with k ≥ 2 values: without ``seeds``, each draw resamples its k values with replacement
+    (independent cells, the draw of version 1); with ``seeds``, each draw resamples the series' seed
+    labels once (as many as there are distinct labels) and every cell averages its own values of the
+    drawn labels, so runs of one seed move together across cells; a cell none of whose labels was
+    drawn resamples its own values for that draw (counted, returned). A one-seed cell is drawn
+    independently, as its value + ``sigma``·z with z ~ N(0, 1) (parametric). With ``correct``, each
+    seeded cell's drawn deviation from its mean is multiplied by ``small_k_factor(k)`` and a one-seed
+    cell's σ by t_{0.975, dof}/z_{0.975}.
 
     Args:
         cells: a sequence of 1-D float arrays, one per cell (e.g. per D of a (N, P_post) series),
             each the per-seed values [nats].
         sigma: σ of one run's value [nats] (``NoiseModel.post_sd``); only read for one-seed cells.
         n_boot: draws (≥ 1). seed: the generator's seed (numpy ``default_rng``).
+        seeds: None (independent draws) or one 1-D array of seed labels per cell, aligned with its
+            values, each label at most once per cell.
+        correct: apply the small-sample factors. dof: σ's degrees of freedom (> 0; ∞: the normal).
 
     Returns:
-        (len(cells),) float64 shares, each in [0, 1], summing to 1.
+        ((n_boot, len(cells)) float64 drawn means [nats], the number of (draw, cell) fallbacks to a
+        cell's own resample in a joint draw).
 
     Raises:
-        ValueError: no cells, an empty or non-finite cell, n_boot < 1, or a one-seed cell with
-            ``sigma`` not finite and ≥ 0.
+        ValueError: no cells, an empty or non-finite cell, n_boot < 1, a one-seed cell with ``sigma``
+            not finite and ≥ 0, ``seeds`` not one label per value or a label twice in a cell, or
+            ``dof`` not > 0.
     """
     arrays = [np.asarray(c, dtype=float).ravel() for c in cells]
     if not arrays:
-        raise ValueError("argmin_shares needs at least one cell; got none")
+        raise ValueError("the argmin bootstrap needs at least one cell; got none")
     if n_boot < 1:
         raise ValueError(f"n_boot must be ≥ 1, got {n_boot}")
     for i, y in enumerate(arrays):
@@ -338,14 +384,64 @@ def argmin_shares(cells, sigma: float, n_boot: int = ARGMIN_BOOT, seed: int = AR
             raise ValueError(f"cell {i} must hold ≥ 1 finite value; got {y.tolist()}")
     if any(len(y) == 1 for y in arrays) and not (math.isfinite(sigma) and sigma >= 0):
         raise ValueError(f"a one-seed cell is drawn from sigma, which must be finite and ≥ 0; got {sigma}")
+    if not dof > 0:
+        raise ValueError(f"dof must be > 0 (math.inf for the normal), got {dof}")
+    labels = None
+    if seeds is not None:
+        labels = [np.asarray(s).ravel() for s in seeds]
+        if len(labels) != len(arrays) or any(len(s) != len(y) for s, y in zip(labels, arrays)):
+            raise ValueError("seeds must give one label per value of every cell; got "
+                             f"{[len(s) for s in labels]} labels for cells of {[len(y) for y in arrays]} values")
+        for i, s in enumerate(labels):
+            if len(set(s.tolist())) != len(s):
+                raise ValueError(f"cell {i} lists a seed twice: {s.tolist()}; each seed runs once per cell")
     rng = np.random.default_rng(seed)
     means = np.empty((n_boot, len(arrays)))
+    seeded = [j for j, y in enumerate(arrays) if len(y) >= 2]
+    picks = None
+    if labels is not None and seeded:  # one draw of the series' seed labels, shared by every seeded cell
+        universe = sorted({x for j in seeded for x in labels[j].tolist()})
+        picks = rng.integers(0, len(universe), size=(n_boot, len(universe)))
+        position = {x: i for i, x in enumerate(universe)}
+    fallbacks = 0
     for j, y in enumerate(arrays):
         if len(y) == 1:
-            means[:, j] = y[0] + sigma * rng.standard_normal(n_boot)
-        else:  # sorted indices: the same multiset of seeds sums in the same order, so equal means tie exactly
+            scale = _normal_t_factor(dof) if correct else 1.0
+            means[:, j] = y[0] + scale * sigma * rng.standard_normal(n_boot)
+            continue
+        dev = y - y.mean()
+        if picks is None:  # sorted indices: the same multiset of seeds sums in the same order, so equal means tie
             idx = np.sort(rng.integers(0, len(y), size=(n_boot, len(y))), axis=1)
-            means[:, j] = y[idx].mean(axis=1)
+            drawn = dev[idx].mean(axis=1)
+        else:
+            where = np.full(len(position), -1)
+            where[[position[x] for x in labels[j].tolist()]] = np.arange(len(y))
+            pos = np.sort(where[picks], axis=1)
+            hit = pos >= 0
+            count = hit.sum(axis=1)
+            drawn = np.where(hit, dev[np.maximum(pos, 0)], 0.0).sum(axis=1) / np.maximum(count, 1)
+            miss = np.flatnonzero(count == 0)
+            if len(miss):
+                fallbacks += len(miss)
+                own = rng.integers(0, len(y), size=(len(miss), len(y)))
+                drawn[miss] = dev[np.sort(own, axis=1)].mean(axis=1)
+        means[:, j] = y.mean() + (small_k_factor(len(y)) if correct else 1.0) * drawn
+    return means, fallbacks
+
+
+def argmin_shares(cells, sigma: float, n_boot: int = ARGMIN_BOOT, seed: int = ARGMIN_SEED, *,
+                  seeds=None, correct: bool = False, dof: float = math.inf) -> np.ndarray:
+    """The share of bootstrap draws (``bootstrap_cell_means``, same arguments) in which each cell of a
+    series has the lowest mean; a tie (equal means, e.g. the same seeds drawn in two cells with equal
+    values) splits the draw equally.
+
+    Returns:
+        (len(cells),) float64 shares, each in [0, 1], summing to 1.
+
+    Raises:
+        ValueError: as ``bootstrap_cell_means``.
+    """
+    means, _ = bootstrap_cell_means(cells, sigma, n_boot, seed, seeds=seeds, correct=correct, dof=dof)
     low = means == means.min(axis=1, keepdims=True)
     return (low / low.sum(axis=1, keepdims=True)).mean(axis=0)
 
@@ -391,75 +487,163 @@ def p2_named_series(stats: dict) -> dict:
     return max(stats["series"], key=lambda x: x["rise"] - x["threshold"])
 
 
+# The three draws p2_argmin_set reports: (column suffix, joint across D, small-k correction); the last is the set.
+ARGMIN_VARIANTS = (("independent", False, False), ("joint", True, False), ("", True, True))
+
+
 def p2_argmin_set(df: pd.DataFrame, method: str, n_params: int, bits_post: int, noise=None,
                   n_boot: int = ARGMIN_BOOT, seed: int = ARGMIN_SEED, level: float = ARGMIN_LEVEL) -> pd.DataFrame:
     """The D values that could be the minimum of one (N, P_post) series' mean post-PTQ loss, at ``level``.
 
-    A seed bootstrap (``argmin_shares``; ``ARGMIN_DRAW``) of the series' cells gives the share of
+    A seed bootstrap (``bootstrap_cell_means``; ``ARGMIN_DRAW``) of the series' cells gives the share of
     draws in which each D has the lowest mean; the set is the smallest covering ≥ ``level`` of the
-    draws (``argmin_set``). Reported beside P2's grade, which it does not change. Source: issue 14
-    (a referee's request); the paper (Kumar et al. 2024, Fig. 1 left) gives no interval on the turn-up.
+    draws (``argmin_set``). The reported draw resamples seeds jointly across D with the small-k
+    correction; beside it, the same shares without the correction (``share_joint``) and with each D
+    drawn independently and uncorrected (``share_independent``, version 1 of this report), so the
+    change each step makes is shown. Reported beside P2's grade, which it does not change. Source:
+    issue 14 (a referee's request); the paper (Kumar et al. 2024, Fig. 1 left) gives no interval on
+    the turn-up.
 
     Args:
         df: base-grid rows (``status``, ``ptq_method``, ``n_params``, ``n_tokens``, ``bits_post``,
             ``seed``, ``loss_val``, and the training bits where present).
         method: ``ptq_method``. n_params, bits_post: the series.
-        noise: ``noise_model(df, method)`` (computed here when None); its ``post_sd`` draws one-seed cells.
+        noise: ``noise_model(df, method)`` (computed here when None); its ``post_sd`` (on
+            ``loss_dof`` degrees of freedom, as P2's threshold) draws one-seed cells.
 
     Returns:
-        One row per D, ascending: ``n_tokens`` [tokens], ``n_seeds``, ``draw`` (``seeds`` or
-        ``parametric``), ``loss_post`` (mean over seeds, nats), ``share`` (of the draws in which it is
-        the minimum), ``in_set`` (bool).
+        One row per D, ascending: ``n_tokens`` [tokens], ``n_seeds``, ``seeds`` (the labels, as
+        ``0;1;2``), ``draw`` (``seeds`` or ``parametric``), ``loss_post`` (mean over seeds, nats),
+        ``share`` (of the reported draws in which it is the minimum), ``in_set`` (bool), and
+        ``share_joint``, ``in_set_joint``, ``share_independent``, ``in_set_independent``; the
+        frame's ``attrs["fallbacks"]`` counts the (draw, D) pairs of the reported draw that fell
+        back to a D's own resample.
 
     Raises:
-        ValueError: no ok rows of that series (or any error of ``argmin_shares``).
+        ValueError: no ok rows of that series (or any error of ``bootstrap_cell_means``).
     """
     ok = df[(df["status"] == "ok") & (df["ptq_method"] == method) & (df["n_params"] == n_params)
             & (df["bits_post"] == bits_post)]
     if ok.empty:
         raise ValueError(f"no ok rows with ptq_method={method!r}, n_params={n_params}, bits_post={bits_post}")
     noise = noise_model(df, method) if noise is None else noise
-    cells = [(int(d), g["loss_val"].to_numpy(float)) for d, g in ok.groupby("n_tokens")]
-    shares = argmin_shares([y for _, y in cells], noise.post_sd, n_boot, seed)
-    chosen = set(argmin_set(shares, level).tolist())
-    return pd.DataFrame({"n_tokens": [d for d, _ in cells], "n_seeds": [len(y) for _, y in cells],
-                         "draw": ["parametric" if len(y) == 1 else "seeds" for _, y in cells],
-                         "loss_post": [float(y.mean()) for _, y in cells], "share": shares,
-                         "in_set": [i in chosen for i in range(len(cells))]})
+    groups = [(int(d), g.sort_values("seed")) for d, g in ok.groupby("n_tokens")]
+    values = [g["loss_val"].to_numpy(float) for _, g in groups]
+    labels = [g["seed"].to_numpy(int) for _, g in groups]
+    dof = float(noise.loss_dof) if noise.loss_dof > 0 else math.inf
+    out = pd.DataFrame({"n_tokens": [d for d, _ in groups], "n_seeds": [len(y) for y in values],
+                        "seeds": [";".join(str(x) for x in s) for s in labels],
+                        "draw": ["parametric" if len(y) == 1 else "seeds" for y in values],
+                        "loss_post": [float(y.mean()) for y in values]})
+    for suffix, joint, correct in ARGMIN_VARIANTS:
+        means, fallbacks = bootstrap_cell_means(values, noise.post_sd, n_boot, seed,
+                                                seeds=labels if joint else None, correct=correct, dof=dof)
+        low = means == means.min(axis=1, keepdims=True)
+        shares = (low / low.sum(axis=1, keepdims=True)).mean(axis=0)
+        chosen = set(argmin_set(shares, level).tolist())
+        tail = f"_{suffix}" if suffix else ""
+        out[f"share{tail}"] = shares
+        out[f"in_set{tail}"] = [i in chosen for i in range(len(values))]
+        if not suffix:
+            out.attrs["fallbacks"] = int(fallbacks)
+    return out
 
 
 # The SmolLM2 rows whose bytes per token convert our byte counts into BPE tokens (committed under cpu).
 BPE_PROFILE = "cpu"
+# The window bootstrap of bytes per token: draws, generator seed, coverage.
+BPE_BOOT = 2000
+BPE_SEED = 0
+BPE_LEVEL = 0.95
+
+
+def bytes_per_token_interval(n_tokens, n_bytes, n_boot: int = BPE_BOOT, seed: int = BPE_SEED,
+                             level: float = BPE_LEVEL) -> dict[str, float]:
+    """Bytes per token over evaluation windows, Σ bytes / Σ tokens, with a percentile interval from a
+    bootstrap that resamples the windows with replacement (each draw as many windows as there are).
+
+    The windows are treated as exchangeable samples of the text (ours are evenly spaced over the
+    validation works, ``bitlaws.study.quik_smollm``); the interval is the ratio's sampling spread
+    over that text, not the difference between texts.
+
+    Args:
+        n_tokens: (n_windows,) int — predicted tokens per window (> 0).
+        n_bytes: (n_windows,) int — their UTF-8 bytes (≥ 0).
+        n_boot: draws (≥ 1). seed: numpy ``default_rng`` seed. level: the interval's coverage, in (0, 1).
+
+    Returns:
+        ``bytes_per_token`` (the point value on all windows), ``lo``, ``hi`` (the interval's ends),
+        ``n_windows``, ``n_boot`` (floats).
+
+    Raises:
+        ValueError: arrays of different lengths or fewer than 2 windows, a window with no tokens or
+            negative bytes, n_boot < 1, or ``level`` outside (0, 1).
+    """
+    tok, byt = np.asarray(n_tokens, dtype=float).ravel(), np.asarray(n_bytes, dtype=float).ravel()
+    if len(tok) != len(byt) or len(tok) < 2:
+        raise ValueError(f"need ≥ 2 windows with one token and one byte count each; got {len(tok)} token and "
+                         f"{len(byt)} byte counts")
+    if not (np.isfinite(tok).all() and (tok > 0).all() and np.isfinite(byt).all() and (byt >= 0).all()):
+        raise ValueError("every window needs > 0 tokens and ≥ 0 bytes (finite)")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be ≥ 1, got {n_boot}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    w = len(tok)
+    counts = np.random.default_rng(seed).multinomial(w, np.full(w, 1.0 / w), size=n_boot)
+    ratio = (counts @ byt) / (counts @ tok)
+    q = (1 - level) / 2
+    return {"bytes_per_token": float(byt.sum() / tok.sum()), "lo": float(np.quantile(ratio, q)),
+            "hi": float(np.quantile(ratio, 1 - q)), "n_windows": float(w), "n_boot": float(n_boot)}
 
 
 def bpe_conversion(profile: str = BPE_PROFILE) -> dict[str, float | int | str]:
     """Bytes per token of a real BPE tokenizer on our own validation text, read from the SmolLM2 rows
-    (``data/runs/<profile>/quik_smollm.csv``, ``bitlaws.study.quik_smollm.load_smollm_rows``): the
-    same evaluation windows tokenized by SmolLM2's tokenizer. A conversion of our byte counts into
-    tokens of that tokenizer, not a claim that our byte-level models saw tokens. Kumar et al. (2024)
-    count D in BPE tokens; our byte-level D counts bytes (book/notation.md).
+    (``data/runs/<profile>/quik_smollm.csv`` and its per-window ``quik_smollm_windows.csv``,
+    ``bitlaws.study.quik_smollm.load_smollm_rows``): the same evaluation windows tokenized by
+    SmolLM2's tokenizer, with a 95 % interval from a bootstrap over those windows
+    (``bytes_per_token_interval``). A conversion of our byte counts into tokens of that tokenizer,
+    not a claim that our byte-level models saw tokens. Kumar et al. (2024) count D in BPE tokens; our
+    byte-level D counts bytes (book/notation.md).
 
     Returns:
         ``tokenizer`` (the model whose tokenizer it is, from the ``model`` column), ``corpus``,
-        ``bytes_per_token`` (the CSV's column), ``eval_bytes``, ``eval_tokens`` (ints), ``source``
-        (the file, as the repository holds it).
+        ``bytes_per_token`` (the CSV's column), ``bytes_per_token_lo``, ``bytes_per_token_hi`` (the
+        interval), ``n_windows``, ``eval_bytes``, ``eval_tokens`` (ints), ``source`` (the file, as
+        the repository holds it), ``windows`` (a frame: ``window``, ``n_tokens``, ``n_bytes``, what
+        the interval read).
 
     Raises:
         FileNotFoundError: no SmolLM2 rows (message from ``load_smollm_rows``).
-        ValueError: the rows disagree on the evaluation (tokens, bytes, bytes per token, model or corpus).
+        ValueError: the rows disagree on the evaluation (tokens, bytes, bytes per token, model or
+            corpus), there are no per-window rows, the methods' windows differ, or the windows do
+            not sum to the rows' ``eval_bytes`` and ``eval_tokens``.
     """
-    from .quik_smollm import SMOL_CSV, load_smollm_rows
+    from .quik_smollm import SMOL_CSV, WINDOW_CSV, load_smollm_rows
 
-    rows = load_smollm_rows(profile)[0]
+    rows, win = load_smollm_rows(profile)[:2]
     cols = ["model", "corpus", "eval_tokens", "eval_bytes", "bytes_per_token"]
     distinct = rows[cols].drop_duplicates()
     if len(distinct) != 1:
         raise ValueError(f"the SmolLM2 rows of {profile!r} must share one evaluation ({', '.join(cols)}); "
                          f"found {len(distinct)} different ones")
     r = distinct.iloc[0]
+    if win is None or not len(win):
+        raise ValueError(f"no per-window rows ({WINDOW_CSV}) for the bytes-per-token interval of {profile!r}")
+    windows = win[["window", "n_tokens", "n_bytes"]].drop_duplicates().sort_values("window")
+    if windows["window"].duplicated().any():
+        raise ValueError(f"the methods of {WINDOW_CSV} disagree on some window's tokens or bytes; "
+                         "every method must be evaluated on the same windows")
+    if (int(windows["n_bytes"].sum()), int(windows["n_tokens"].sum())) != (int(r["eval_bytes"]), int(r["eval_tokens"])):
+        raise ValueError(f"the windows of {WINDOW_CSV} sum to {int(windows['n_bytes'].sum())} bytes and "
+                         f"{int(windows['n_tokens'].sum())} tokens, the rows say {int(r['eval_bytes'])} and "
+                         f"{int(r['eval_tokens'])}")
+    ci = bytes_per_token_interval(windows["n_tokens"], windows["n_bytes"])
     return {"tokenizer": str(r["model"]).split(" (")[0], "corpus": str(r["corpus"]),
-            "bytes_per_token": float(r["bytes_per_token"]), "eval_bytes": int(r["eval_bytes"]),
-            "eval_tokens": int(r["eval_tokens"]), "source": f"data/runs/{profile}/{SMOL_CSV}"}
+            "bytes_per_token": float(r["bytes_per_token"]), "bytes_per_token_lo": ci["lo"],
+            "bytes_per_token_hi": ci["hi"], "n_windows": int(ci["n_windows"]), "eval_bytes": int(r["eval_bytes"]),
+            "eval_tokens": int(r["eval_tokens"]), "source": f"data/runs/{profile}/{SMOL_CSV}",
+            "windows": windows.reset_index(drop=True)}
 
 
 def _bpe_or_none(df: pd.DataFrame) -> dict | None:
@@ -757,32 +941,45 @@ def _repetition_text(ev: dict[str, pd.DataFrame] | None, bits: int = 3) -> str:
             "``design_checks.repetition_evidence``): " + "; ".join(parts))
 
 
+def _set_text(a: pd.DataFrame, col: str) -> str:
+    return "{" + ", ".join(_fmt_m(d) for d in a.loc[a[col], "n_tokens"]) + "}"
+
+
 def _argmin_text(per: dict, main: str) -> str:
-    """The reason's phrase on the named series' 95 % set of the minimum's D, the verdict's method first."""
+    """The reason's phrase on the named series' 95 % set of the minimum's D, the verdict's method first,
+    with the sets of the joint draw without the small-k correction and of version 1's independent draw."""
     parts, draws = [], False
     for m in sorted(per, key=lambda x: x != main):
         best, a = per[m]["argmin"]
         if a is None:
             continue
         draws = True
-        d_set = ", ".join(_fmt_m(d) for d in a.loc[a["in_set"], "n_tokens"])
-        parts.append(f"{{{d_set}}} for {METHOD_LABELS[m]} (N = {best['n_params']:,}, INT{best['bits_post']}; the "
-                     f"largest D is the minimum in {a['share'].iloc[-1]:.0%} of draws)")
+        one = [_fmt_m(d) for d in a.loc[a["n_seeds"] == 1, "n_tokens"]]
+        parts.append(f"{_set_text(a, 'in_set')} for {METHOD_LABELS[m]} (N = {best['n_params']:,}, "
+                     f"INT{best['bits_post']}; seeds {', '.join(sorted(set(a.loc[a['n_seeds'] > 1, 'seeds'])))} "
+                     f"at the seeded D{'; one seed at ' + ', '.join(one) + ', drawn from σ_post' if one else ''}; "
+                     f"the largest D is the minimum in {a['share'].iloc[-1]:.0%} of draws; joint without the "
+                     f"correction {_set_text(a, 'in_set_joint')}, independent draws without it "
+                     f"{_set_text(a, 'in_set_independent')})")
     if not draws:
         return "no seeded cells, so no 95 % set for the minimum's D"
     return (f"at {ARGMIN_LEVEL:.0%} the minimum of the series with the largest rise lies at D ∈ "
             + " and ".join(parts)
-            + f", by a seed bootstrap of {ARGMIN_BOOT} draws (seeds resampled within each seeded cell, one-seed cells "
-              "drawn from the pooled σ_post), reported, not graded")
+            + f", by a seed bootstrap of {ARGMIN_BOOT} draws that resamples seeds jointly across D (a seed's runs "
+              "share initialisation and data order) and scales each D's drawn deviation by "
+              "sqrt(k/(k−1))·t_{0.975, k−1}/z_{0.975} for its k seeds, reported, not graded")
 
 
 def _bpe_text(bpe: dict | None, dn_max: float) -> str:
     """The reason's parenthesis on D/N in BPE tokens (``bpe_conversion``), or the bytes-only caveat."""
     if bpe is None:
         return "the paper counts BPE tokens, several bytes each"
-    return (f"≈ {dn_max / bpe['bytes_per_token']:.0f} tokens per parameter of {bpe['tokenizer']}'s BPE tokenizer, "
-            f"{bpe['bytes_per_token']:.2f} bytes per token on our validation windows, read from {bpe['source']}: a "
-            "conversion of the same text, not a claim that our models saw tokens; the paper counts BPE tokens")
+    lo, hi = dn_max / bpe["bytes_per_token_hi"], dn_max / bpe["bytes_per_token_lo"]
+    return (f"≈ {dn_max / bpe['bytes_per_token']:.0f} [{lo:.0f}, {hi:.0f}] tokens per parameter of "
+            f"{bpe['tokenizer']}'s BPE tokenizer, {bpe['bytes_per_token']:.2f} [{bpe['bytes_per_token_lo']:.2f}, "
+            f"{bpe['bytes_per_token_hi']:.2f}] bytes per token on our {bpe['n_windows']} validation windows (95 % "
+            f"interval, a bootstrap over the windows), read from {bpe['source']}: a conversion of the same text, not a "
+            "claim that our models saw tokens; the paper counts BPE tokens")
 
 
 def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
@@ -898,13 +1095,22 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     det.update({"argmin_n_boot": float(ARGMIN_BOOT), "argmin_level": ARGMIN_LEVEL, "argmin_draw": ARGMIN_DRAW,
                 "bpe_tokenizer": bpe["tokenizer"] if bpe else "n/a",
                 "bpe_bytes_per_token": bpe["bytes_per_token"] if bpe else math.nan,
-                "max_d_over_n_bpe": dn_max / bpe["bytes_per_token"] if bpe else math.nan})
+                "bpe_bytes_per_token_lo": bpe["bytes_per_token_lo"] if bpe else math.nan,
+                "bpe_bytes_per_token_hi": bpe["bytes_per_token_hi"] if bpe else math.nan,
+                "bpe_windows": float(bpe["n_windows"]) if bpe else math.nan,
+                "max_d_over_n_bpe": dn_max / bpe["bytes_per_token"] if bpe else math.nan,
+                "max_d_over_n_bpe_lo": dn_max / bpe["bytes_per_token_hi"] if bpe else math.nan,
+                "max_d_over_n_bpe_hi": dn_max / bpe["bytes_per_token_lo"] if bpe else math.nan})
     for m, t in per.items():
         best, a = t["argmin"]
         det.update({f"{m}_argmin_n_params": float(best["n_params"]), f"{m}_argmin_bits_post": float(best["bits_post"])})
         if a is not None:
             det.update({f"{m}_argmin_set": ", ".join(str(int(d)) for d in a.loc[a["in_set"], "n_tokens"]),
                         f"{m}_argmin_set_size": float(a["in_set"].sum()),
+                        f"{m}_argmin_set_joint": ", ".join(str(int(d)) for d in a.loc[a["in_set_joint"], "n_tokens"]),
+                        f"{m}_argmin_set_independent": ", ".join(str(int(d)) for d in
+                                                                 a.loc[a["in_set_independent"], "n_tokens"]),
+                        f"{m}_argmin_fallbacks": float(a.attrs["fallbacks"]),
                         **{f"{m}_argmin_share_d{int(r.n_tokens)}": float(r.share) for r in a.itertuples()}})
     for m, t in crit.items():
         s_, pw, po = per[m]["stats"], per[m]["power"], per[m]["power_ours"]
@@ -930,6 +1136,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     if bpe is not None:  # what the D/N conversion read
         frames["bpe"] = pd.DataFrame([{k: bpe[k] for k in ("tokenizer", "corpus", "eval_bytes", "eval_tokens",
                                                           "bytes_per_token")}])
+        frames["bpe_windows"] = bpe["windows"]
     return Verdict("P2", verdict, CLAIMS["P2"]["paper"], ours, reason, profile,
                    inputs_identity("P2", profile, frames=frames), finite_or_na(det))
 
@@ -964,7 +1171,7 @@ def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[st
 __all__ += ["coverage_facts", "committed_fits", "fit_status_markdown", "gptq_rtn_ratio_table", "eq2_table",
             "D_CRIT_FORMATS", "d_crit_table", "paper_d_crit", "d_crit_facts", "chinchilla_sentence",
             "verdict_table_markdown", "paper_vs_here_table", "training_time", "argmin_set_table", "ARGMIN_FORMATS",
-            "p2_set_facts", "bpe_facts"]
+            "p2_set_facts", "bpe_facts", "ARGMIN_SHARE_COLUMNS"]
 
 
 def _braced(values, fmt: str = "{:,}") -> str:
@@ -1177,6 +1384,10 @@ def chinchilla_sentence(chin: dict[str, float]) -> str:
             "so Eq. 13's D_crit is n/a above.")
 
 
+ARGMIN_SHARE_COLUMNS = {"share_independent": "share, independent (v1)", "share_joint": "share, joint",
+                        "share": "share, joint + small-k"}
+
+
 def argmin_set_table(df: pd.DataFrame) -> pd.DataFrame:
     """P2's 95 % set of the minimum's D, for each method's series with the largest rise (the series the
     verdict names, ``p2_named_series``): one row per D of that series (``p2_argmin_set``).
@@ -1185,11 +1396,15 @@ def argmin_set_table(df: pd.DataFrame) -> pd.DataFrame:
         df: base-grid rows.
 
     Returns:
-        Columns ``method`` (label), ``N``, ``P_post``, ``D`` [tokens], ``seeds``, ``draw`` (``seeds`` or
-        ``parametric``), ``mean post-PTQ loss`` [nats], ``share as minimum``, ``in 95 % set`` (``yes``
-        or ``""``); empty (those columns) where no cell has several seeds (no σ_post to draw from).
+        Columns ``method`` (label), ``N``, ``P_post``, ``D`` [tokens], ``seeds`` (the seed labels),
+        ``draw`` (``seeds`` or ``parametric``), ``mean post-PTQ loss`` [nats], the share of draws in
+        which the D is the minimum under each draw (``ARGMIN_SHARE_COLUMNS``: independent and
+        uncorrected, as version 1; joint; joint with the small-k correction, the reported one),
+        ``in 95 % set`` (``yes`` or ``""``, the reported draw's) and ``in v1 set``; empty (those
+        columns) where no cell has several seeds (no σ_post to draw from).
     """
-    cols = ["method", "N", "P_post", "D", "seeds", "draw", "mean post-PTQ loss", "share as minimum", "in 95 % set"]
+    shares = list(ARGMIN_SHARE_COLUMNS.values())
+    cols = ["method", "N", "P_post", "D", "seeds", "draw", "mean post-PTQ loss", *shares, "in 95 % set", "in v1 set"]
     parts = []
     for m in methods_present(df):
         noise = noise_model(df, m)
@@ -1197,21 +1412,26 @@ def argmin_set_table(df: pd.DataFrame) -> pd.DataFrame:
             continue
         best = p2_named_series(p2_statistics(ptq_table(df, m), noise))
         a = p2_argmin_set(df, m, best["n_params"], best["bits_post"], noise)
+        mark = {True: "yes", False: ""}
         parts.append(pd.DataFrame({"method": METHOD_LABELS[m], "N": best["n_params"], "P_post": best["bits_post"],
-                                   "D": a["n_tokens"], "seeds": a["n_seeds"], "draw": a["draw"],
-                                   "mean post-PTQ loss": a["loss_post"], "share as minimum": a["share"],
-                                   "in 95 % set": a["in_set"].map({True: "yes", False: ""})}))
+                                   "D": a["n_tokens"], "seeds": a["seeds"].str.replace(";", ", "), "draw": a["draw"],
+                                   "mean post-PTQ loss": a["loss_post"],
+                                   **{label: a[k] for k, label in ARGMIN_SHARE_COLUMNS.items()},
+                                   "in 95 % set": a["in_set"].map(mark),
+                                   "in v1 set": a["in_set_independent"].map(mark)}))
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 
 # the number formats of argmin_set_table's columns (a pandas Styler's ``format``)
-ARGMIN_FORMATS = {"D": "{:,}", "N": "{:,}", "mean post-PTQ loss": "{:.4f}", "share as minimum": "{:.1%}"}
+ARGMIN_FORMATS = {"D": "{:,}", "N": "{:,}", "mean post-PTQ loss": "{:.4f}",
+                  **{label: "{:.1%}" for label in ARGMIN_SHARE_COLUMNS.values()}}
 
 
 def p2_set_facts(df: pd.DataFrame, table: pd.DataFrame | None = None) -> dict[str, str | int]:
     """The chapter's glue for P2's 95 % sets: ``p2set_boot`` (draws), ``p2set_draw`` (``ARGMIN_DRAW``),
-    and per method present ``p2set_<m>`` (the set, as ``{8.4M}``) and ``p2set_<m>_series``
-    (``N = 26,784, INT3``), ``"n/a"`` without seeded cells.
+    and per method present ``p2set_<m>`` (the reported set, as ``{8.4M}``), ``p2set_<m>_v1`` (version
+    1's set: independent, uncorrected) and ``p2set_<m>_series`` (``N = 26,784, INT3``), ``"n/a"``
+    without seeded cells.
 
     Args:
         df: base-grid rows. table: ``argmin_set_table(df)`` if the caller has it (computed here otherwise).
@@ -1221,24 +1441,32 @@ def p2_set_facts(df: pd.DataFrame, table: pd.DataFrame | None = None) -> dict[st
     for m in methods_present(df):
         rows = tab[tab["method"] == METHOD_LABELS[m]]
         if len(rows):
-            out[f"p2set_{m}"] = "{" + ", ".join(_fmt_m(d) for d in rows.loc[rows["in 95 % set"] == "yes", "D"]) + "}"
+            for key, col in ((f"p2set_{m}", "in 95 % set"), (f"p2set_{m}_v1", "in v1 set")):
+                out[key] = "{" + ", ".join(_fmt_m(d) for d in rows.loc[rows[col] == "yes", "D"]) + "}"
             out[f"p2set_{m}_series"] = f"N = {int(rows['N'].iloc[0]):,}, INT{int(rows['P_post'].iloc[0])}"
         else:
-            out[f"p2set_{m}"] = out[f"p2set_{m}_series"] = "n/a"
+            out[f"p2set_{m}"] = out[f"p2set_{m}_v1"] = out[f"p2set_{m}_series"] = "n/a"
     return out
 
 
 def bpe_facts(df: pd.DataFrame) -> dict[str, str | float]:
-    """The chapter's glue for D/N in BPE tokens: ``bpe_tokenizer``, ``bpe_bytes_per_token``,
-    ``bpe_source`` (``bpe_conversion``) and ``bpe_dn_max`` (the rows' largest D/N divided by bytes per
-    token), where the conversion is of the rows' corpus; ``"n/a"`` and NaN otherwise."""
+    """The chapter's glue for D/N in BPE tokens: ``bpe_tokenizer``, ``bpe_bytes_per_token`` with its
+    interval ``bpe_bytes_per_token_lo``/``_hi``, ``bpe_windows``, ``bpe_source`` (``bpe_conversion``)
+    and ``bpe_dn_max`` (the rows' largest D/N divided by bytes per token) with ``bpe_dn_max_lo``/``_hi``
+    (divided by the interval's ends), where the conversion is of the rows' corpus; ``"n/a"`` and NaN
+    otherwise."""
     ok = df[df["status"] == "ok"]
     bpe = _bpe_or_none(df)
     dn_max = float((ok["n_tokens"] / ok["n_params"]).max())
-    return {"bpe_tokenizer": bpe["tokenizer"] if bpe else "n/a",
-            "bpe_bytes_per_token": bpe["bytes_per_token"] if bpe else math.nan,
-            "bpe_source": bpe["source"] if bpe else "n/a",
-            "bpe_dn_max": dn_max / bpe["bytes_per_token"] if bpe else math.nan}
+    if bpe is None:
+        return {"bpe_tokenizer": "n/a", "bpe_source": "n/a", "bpe_windows": "n/a",
+                **{k: math.nan for k in ("bpe_bytes_per_token", "bpe_bytes_per_token_lo", "bpe_bytes_per_token_hi",
+                                         "bpe_dn_max", "bpe_dn_max_lo", "bpe_dn_max_hi")}}
+    return {"bpe_tokenizer": bpe["tokenizer"], "bpe_source": bpe["source"], "bpe_windows": bpe["n_windows"],
+            "bpe_bytes_per_token": bpe["bytes_per_token"], "bpe_bytes_per_token_lo": bpe["bytes_per_token_lo"],
+            "bpe_bytes_per_token_hi": bpe["bytes_per_token_hi"], "bpe_dn_max": dn_max / bpe["bytes_per_token"],
+            "bpe_dn_max_lo": dn_max / bpe["bytes_per_token_hi"], "bpe_dn_max_hi": dn_max / bpe["bytes_per_token_lo"]}
+
 
 def verdict_table_markdown(*verdicts: Verdict) -> str:
     """A Markdown table of the verdicts (claim, the paper, here, grade in bold) and the line of their
