@@ -867,8 +867,9 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
         return (f"Eq. 2 fit (Huber, {int(e['n_points'])} rows): γ_D = {e['gamma_D']:.2f} [{st['gamma_d_lo']:.2f}, "
                 f"{st['gamma_d_hi']:.2f}] (paper {PAPER_EQ2['gamma_d']:.2f}, "
                 f"{'inside' if st['paper_inside'] else 'outside'}), γ_N = {e['gamma_N']:.2f}, γ_post = "
-                f"{e['gamma_post']:.2f} bits; power {rate_text(t['power'])}, false-positive rate "
-                f"{rate_text(t['power'], 'false_positive')} (95 % Monte Carlo intervals)")
+                f"{e['gamma_post']:.2f} bits; power {rate_text(t['power'])} (the rule's 'reproduced' on data "
+                f"simulated from the paper's exponents), false-positive rate {rate_text(t['power'], 'false_positive')} "
+                "(with γ_D = γ_N = 0) (95 % Monte Carlo intervals)")
 
     parts = [f"{METHOD_LABELS[main]}: {counts(v)}; {consts(v)}"]
     for m, t in per.items():
