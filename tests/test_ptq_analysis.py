@@ -449,7 +449,7 @@ def test_p2_argmin_set_on_a_turn_up_and_in_the_verdict(known_fits):
     assert v.details["gptq_argmin_set"] == str(DS[-2]) and v.details["gptq_argmin_set_size"] == 1.0
     assert v.details[f"gptq_argmin_share_d{DS[-2]}"] == 1.0 and "at 95% the minimum" in v.reason
     assert v.details["gptq_argmin_set_joint"] == v.details["gptq_argmin_set_independent"] == str(DS[-2])
-    assert "resamples seeds jointly across D" in v.reason and "independent draws without it {" in v.reason
+    assert "resamples seeds jointly across D" in v.reason and "uncorrected, as before, {" in v.reason
     with pytest.raises(ValueError, match="n_params=7"):
         pa.p2_argmin_set(df, "gptq", 7, 3)
 

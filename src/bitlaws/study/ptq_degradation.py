@@ -942,6 +942,12 @@ def _repetition_text(ev: dict[str, pd.DataFrame] | None, bits: int = 3) -> str:
             "``design_checks.repetition_evidence``): " + "; ".join(parts))
 
 
+def _seed_range(labels: str) -> str:
+    """``0;1;2;3`` as ``0–3``; labels that are not consecutive integers as ``0, 2, 5``."""
+    xs = [int(x) for x in labels.split(";")]
+    return f"{xs[0]}–{xs[-1]}" if len(xs) > 2 and xs == list(range(xs[0], xs[-1] + 1)) else ", ".join(map(str, xs))
+
+
 def _set_text(a: pd.DataFrame, col: str) -> str:
     return "{" + ", ".join(_fmt_m(d) for d in a.loc[a[col], "n_tokens"]) + "}"
 
@@ -956,11 +962,13 @@ def _argmin_text(per: dict, main: str) -> str:
             continue
         draws = True
         one = [_fmt_m(d) for d in a.loc[a["n_seeds"] == 1, "n_tokens"]]
+        seeded = "; ".join(f"seeds {_seed_range(lab)} at {', '.join(_fmt_m(d) for d in g['n_tokens'])}"
+                           for lab, g in a[a["n_seeds"] > 1].groupby("seeds", sort=False))
         parts.append(f"{_set_text(a, 'in_set')} for {METHOD_LABELS[m]} (N = {best['n_params']:,}, "
-                     f"INT{best['bits_post']}; seeds {', '.join(sorted(set(a.loc[a['n_seeds'] > 1, 'seeds'])))} "
-                     f"at the seeded D{'; one seed at ' + ', '.join(one) + ', drawn from σ_post' if one else ''}; "
-                     f"the largest D is the minimum in {a['share'].iloc[-1]:.0%} of draws; joint without the "
-                     f"correction {_set_text(a, 'in_set_joint')}, independent draws without it "
+                     f"INT{best['bits_post']}; {seeded or 'no seeded D'}"
+                     f"{'; one seed at ' + ', '.join(one) + ', drawn independently from σ_post' if one else ''}; "
+                     f"the largest D is the minimum in {a['share'].iloc[-1]:.0%} of draws; without the correction "
+                     f"{_set_text(a, 'in_set_joint')}; drawn independently per D and uncorrected, as before, "
                      f"{_set_text(a, 'in_set_independent')})")
     if not draws:
         return "no seeded cells, so no 95 % set for the minimum's D"
