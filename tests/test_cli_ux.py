@@ -97,11 +97,14 @@ def test_help_and_argument_errors_import_neither_torch_nor_pandas():
         "import sys\n"
         "from bitlaws.cli import main\n"
         "for argv in (['--help'], [], ['bogus'], ['coverage', '--help'], ['fit', '--boot', '0'],"
-        " ['quik', '--profile', 'tpu'], ['sweep', '--help']):\n"
+        " ['quik', '--profile', 'tpu'], ['sweep', '--help'], ['train', '--help'],"
+        " ['train', '--model.size=nope'], ['train', '--train.lr=abc']):\n"
         "    try:\n"
-        "        main(argv)\n"
+        "        rc = main(argv)\n"
         "    except SystemExit as exc:\n"
         "        assert exc.code in (0, 2), (argv, exc.code)\n"
+        "    else:  # a bad training option: the command's own error, before any heavy import\n"
+        "        assert argv[0] == 'train' and rc == 2, (argv, rc)\n"
         "print(sorted(m for m in ('torch', 'transformers', 'pandas', 'scipy') if m in sys.modules))\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(SRC)})
@@ -109,14 +112,20 @@ def test_help_and_argument_errors_import_neither_torch_nor_pandas():
     assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout
 
 
-def test_train_help_and_the_size_error_list_the_same_sizes(tmp_path, capsys):
+def test_train_help_and_the_size_error_list_the_same_sizes_by_ladder(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     out = capsys.readouterr().out
     block = out.split("NAME from one of the ladders\n", 1)[1].split("\n  --model.", 1)[0]
-    in_help = {name.strip() for line in block.splitlines() for name in line.split(":", 1)[1].split(",")}
+    in_help = [(line.split(":", 1)[0].strip(), [n.strip() for n in line.split(":", 1)[1].split(",")])
+               for line in block.splitlines()]
     assert main(["train", "--model.size=nope", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    in_error = set(ast.literal_eval(re.search(r"allowed: (\[.*?\])", err).group(1)))
-    assert in_help == in_error == {name for ladder in SIZE_LADDERS.values() for name in ladder}
-    assert len(in_help) == sum(len(ladder) for ladder in SIZE_LADDERS.values())  # no name in two ladders
+    assert err.count("\n") == 1, err
+    listed = re.search(r"allowed, by ladder: (.*)$", err.strip()).group(1)
+    in_error = [(part.split(": ", 1)[0], list(ast.literal_eval("[" + part.split(": ", 1)[1] + "]")))
+                for part in listed.split("; ")]
+    declared = [(name, list(ladder)) for name, ladder in SIZE_LADDERS.items()]
+    assert in_help == in_error == declared  # the same ladders, in the same order, each in its own order
+    names = [n for _, ladder in declared for n in ladder]
+    assert len(names) == len(set(names)) == 28  # no name in two ladders

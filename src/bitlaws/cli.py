@@ -143,11 +143,7 @@ def _parse_bits(text: str) -> list[int]:
 
 
 def _cmd_train(args, overrides: dict[str, str]) -> int:
-    from .model import ModelConfig, get_size
-    from .ptq.rtn import RTNConfig
-    from .study.store import append_rows
-    from .study.sweep import RunSpec, run_spec
-    from .train import TrainConfig, resolve_device
+    from .configs import ModelConfig, TrainConfig, get_size  # torch-free: a bad size or field answers at once
 
     unknown = [k for k in overrides if k.split(".")[0] not in ("model", "train", "ptq")]
     if unknown:
@@ -156,6 +152,11 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
     model = get_size(size) if size else ModelConfig()
     model = apply_overrides(model, "model", overrides)
     train_cfg = apply_overrides(TrainConfig(), "train", overrides)
+    from .ptq.rtn import RTNConfig
+    from .study.store import append_rows
+    from .study.sweep import RunSpec, run_spec
+    from .train import resolve_device
+
     resolve_device(train_cfg.device)  # --train.device=cuda without CUDA: exit 2 before any work
     if "model.vocab_size" not in overrides:  # the corpus tokenizer's vocabulary (256 for bytes), not by hand
         from .corpus import corpus_vocab_size
@@ -394,9 +395,8 @@ def _cmd_quik(args) -> int:
 
 
 def _train_epilog() -> str:
-    """`train --help`'s list of every option and default (imports torch: built only for that help)."""
-    from .model import SIZE_LADDERS, ModelConfig
-    from .train import TrainConfig
+    """`train --help`'s list of every option and default (from the torch-free ``bitlaws.configs``)."""
+    from .configs import SIZE_LADDERS, ModelConfig, TrainConfig
 
     def fields(obj, prefix):
         return "\n".join(f"  --{prefix}.{f.name}={getattr(obj, f.name)!r}" for f in dataclasses.fields(obj))
