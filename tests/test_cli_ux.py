@@ -27,34 +27,66 @@ def _exit_code(argv: list[str]) -> int:
         return exc.code
 
 
-def test_coverage_table_counts_done_over_planned_with_a_total():
-    covs = [{"experiment": "base_grid", "runs_done": 1, "runs_planned": 3, "obs_done": 5, "obs_planned": 12,
-             "runs_done_by_eval_version": {1: 2, 2: 1}, "obs_done_by_eval_version": {1: 4, 2: 1},
-             "obs_planned_by_eval_version": {1: 6, 2: 6}},
-            {"experiment": "qat_marginal", "runs_done": 0, "runs_planned": 2, "obs_done": 2, "obs_planned": 4,
-             "runs_done_by_eval_version": {"1": 2, "2": 0}, "obs_done_by_eval_version": {"1": 2, "2": 0},
+def _columns(line: str) -> list[str]:
+    return re.split(r"\s{2,}", line.strip())
+
+
+def test_coverage_table_shows_runs_trained_and_observations_per_version_newest_first():
+    covs = [{"profile": "cpu", "experiment": "base_grid", "runs_trained": 3, "runs_done": 1, "runs_planned": 3,
+             "obs_done": 5, "obs_planned": 12, "runs_done_by_eval_version": {1: 2, 2: 1},
+             "obs_done_by_eval_version": {1: 4, 2: 1}, "obs_planned_by_eval_version": {1: 6, 2: 6}},
+            {"profile": "cpu", "experiment": "qat_marginal", "runs_trained": 2, "runs_done": 0, "runs_planned": 2,
+             "obs_done": 2, "obs_planned": 4, "runs_done_by_eval_version": {"1": 2, "2": 0},
+             "obs_done_by_eval_version": {"1": 2, "2": 0},
              "obs_planned_by_eval_version": {"1": 2, "2": 2}}]  # JSON's string keys read alike
-    lines = [line.split() for line in coverage_table(covs).splitlines()]
-    assert lines[0] == ["experiment", "runs", "observations", "v1", "runs", "v1", "observations", "v2", "runs",
-                        "v2", "observations"]
-    assert lines[1] == ["base_grid", "1/3", "5/12", "2/3", "4/6", "1/3", "1/6"]
-    assert lines[2] == ["qat_marginal", "0/2", "2/4", "2/2", "2/2", "0/2", "0/2"]
-    assert lines[3] == ["total", "1/5", "7/16", "4/5", "6/8", "1/5", "1/8"]
+    lines = coverage_table(covs).splitlines()
+    assert _columns(lines[0]) == ["experiment", "runs trained", "observations v2", "observations v1",
+                                  "runs with all rows"]
+    assert _columns(lines[1]) == ["base_grid", "3/3", "1/6", "4/6", "1/3"]
+    assert _columns(lines[2]) == ["qat_marginal", "2/2", "0/2", "2/2", "0/2"]
+    assert _columns(lines[3]) == ["total", "5/5", "1/8", "6/8", "1/5"]
+    notes = lines[4:]  # one footnote per kind of column, naming it
+    assert [n.split(":", 1)[0] for n in notes] == ["runs trained", "observations vN", "runs with all rows"]
+    assert "v2 is the current one, the chapters read v1" in notes[1]  # store.EVAL_VERSION_READ["cpu"]
     with pytest.raises(ValueError, match="at least one coverage record"):
         coverage_table([])
+
+
+def _write_obs(path: Path, obs_ids: list[str]) -> None:
+    from bitlaws.study.store import COLUMNS
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    filler = {c: "ok" if c == "status" else "0" for c in COLUMNS}
+    lines = [",".join(COLUMNS)] + [",".join(o if c == "obs_id" else filler[c] for c in COLUMNS) for o in obs_ids]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_coverage_counts_a_run_trained_once_any_of_its_rows_exists(tmp_path):
+    specs = plan("smoke", "base_grid")
+    (v1, v2), a, b = specs[0].evals, specs[0], specs[1]
+    rows_a = [a.obs_id(p, v1) for p in (None, *a.ptq)]  # every v1 row of one run, no v2 row
+    rows_b = [b.obs_id(None, v2)]  # one v2 row of another
+    _write_obs(tmp_path / "runs" / "smoke" / "base_grid.csv", rows_a + rows_b)
+    cov = coverage("smoke", tmp_path, "base_grid")
+    assert (cov["runs_trained"], cov["runs_done"], cov["runs_planned"]) == (2, 0, len(specs))
+    assert cov["obs_done_by_eval_version"] == {1: len(rows_a), 2: 1}
+    assert cov["runs_done_by_eval_version"] == {1: 1, 2: 0}
+    line = _columns(coverage_table([cov]).splitlines()[1])
+    n = len(a.ptq) + 1
+    assert line == ["base_grid", f"2/{len(specs)}", f"1/{n * len(specs)}", f"{n}/{n * len(specs)}", f"0/{len(specs)}"]
 
 
 def test_coverage_prints_the_table_by_default_and_json_with_a_flag(tmp_path, capsys):
     assert main(["coverage", "--profile", "smoke", "--data-root", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert str(tmp_path / "runs" / "smoke") in out[0]
-    rows = {line.split()[0]: line.split() for line in out[2:]}
     declared = declared_experiments("smoke")
+    rows = {_columns(line)[0]: _columns(line) for line in out[2:2 + len(declared) + 1]}
     assert list(rows) == [*declared, "total"]
-    for exp in declared:  # an empty data folder: nothing done of what the profile plans
+    for exp in declared:  # an empty data folder: nothing done of what the profile declares
         specs = plan("smoke", exp)
-        n_obs = sum(len(s.obs_ids) for s in specs)
-        assert rows[exp][1:3] == [f"0/{len(specs)}", f"0/{n_obs}"], rows[exp]
+        n_obs = [sum(1 + len(s.ptq) for s in specs)] * 2  # v2 then v1
+        assert rows[exp][1:] == [f"0/{len(specs)}", *(f"0/{n}" for n in n_obs), f"0/{len(specs)}"], rows[exp]
     assert main(["coverage", "--profile", "smoke", "--data-root", str(tmp_path), "--json"]) == 0
     recs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["experiment"] for r in recs] == declared

@@ -260,8 +260,7 @@ def _cmd_coverage(args) -> int:
             print(json.dumps(cov))
         return 0
     root = Path(args.data_root) if args.data_root else data_dir()
-    print(f"profile {args.profile!r}, rows under {root / 'runs' / args.profile}: done/planned, in all evaluation "
-          "versions and at each (vN); a run counts once all its observations are there")
+    print(f"profile {args.profile!r}, rows under {root / 'runs' / args.profile}: done/declared per experiment")
     print(coverage_table(covs))
     return 0
 
@@ -444,8 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep = sub.add_parser("sweep", help="run a profile's sweep, resumably")
     p_est = sub.add_parser("estimate", help="device-hours of a profile's sweeps from a measured tokens/s (runs nothing)")
     p_est.add_argument("--missing", action="store_true", help="only the runs not yet in the CSVs")
-    p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed: runs and observations "
-                                            "done/planned per experiment and evaluation version")
+    p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed, per experiment: runs "
+                                            "trained and observations at each evaluation version, of those declared")
     p_cov.add_argument("--json", action="store_true", help="one JSON record per experiment instead of the table")
     p_ver = sub.add_parser("verdicts", help="recompute data/verdicts.json from the committed CSVs")
     p_ver.add_argument("--check", action="store_true",
