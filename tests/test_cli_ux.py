@@ -106,7 +106,8 @@ def test_sweep_ends_with_the_same_table(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("argv", [["coverage"], ["quik"], ["fit"], ["estimate"], ["export-checkpoints"],
-                                  ["migrate-store"], ["design-power"], ["export-hf"]])
+                                  ["migrate-store"], ["design-power"], ["export-hf"], ["verdicts"],
+                                  ["verdicts", "--check"]])
 def test_a_missing_data_root_is_one_line_naming_it(argv, tmp_path, capsys):
     missing = tmp_path / "no" / "data"
     assert _exit_code([*argv, "--profile", "smoke", "--data-root", str(missing)]) == 2
@@ -161,3 +162,64 @@ def test_train_help_and_the_size_error_list_the_same_sizes_by_ladder(tmp_path, c
     assert in_help == in_error == declared  # the same ladders, in the same order, each in its own order
     names = [n for _, ladder in declared for n in ladder]
     assert len(names) == len(set(names)) == 28  # no name in two ladders
+
+
+def _fake_verdicts(monkeypatch, seen: list[Path]):
+    """compute_verdicts -> the repository's stored verdicts, noting the data folder the study reads meanwhile."""
+    import bitlaws.study.ledger as ledger
+    from bitlaws.study.claims import load_verdicts, repo_root
+    from bitlaws.study.store import data_dir
+
+    stored = load_verdicts(repo_root() / "data" / "verdicts.json")
+
+    def compute(profile="cpu", refit=True):
+        seen.append(data_dir())
+        return dict(stored)
+
+    monkeypatch.setattr(ledger, "compute_verdicts", compute)
+    return stored
+
+
+def test_verdicts_reads_and_writes_the_data_root_it_is_given(tmp_path, monkeypatch, capsys):
+    from bitlaws.study.claims import load_verdicts, repo_root
+
+    monkeypatch.delenv("BITLAWS_DATA", raising=False)
+    readme = (repo_root() / "README.md").read_bytes()
+    seen: list[Path] = []
+    stored = _fake_verdicts(monkeypatch, seen)
+    root = tmp_path / "data"
+    root.mkdir()
+    assert main(["verdicts", "--check", "--data-root", str(root)]) == 2  # nothing there to check against
+    err = capsys.readouterr().err
+    assert f"--data-root {root} has no verdicts.json" in err and err.count("\n") == 1, err
+    assert main(["verdicts", "--data-root", str(root)]) == 0  # writes the copy's store, not the README
+    assert seen == [root] and os.environ.get("BITLAWS_DATA") is None  # read there, then restored
+    assert load_verdicts(root / "verdicts.json") == stored
+    assert (repo_root() / "README.md").read_bytes() == readme
+    capsys.readouterr()
+    assert main(["verdicts", "--check", "--data-root", str(root)]) == 0
+    assert capsys.readouterr().err.strip().endswith(f"{len(stored)} of {len(stored)} verdicts agree with "
+                                                    f"{root / 'verdicts.json'}")
+    record = json.loads((root / "verdicts.json").read_text(encoding="utf-8"))
+    claim = next(iter(record))
+    record[claim]["verdict"] = "reproduced" if record[claim]["verdict"] != "reproduced" else "partly"
+    (root / "verdicts.json").write_text(json.dumps(record), encoding="utf-8")
+    assert main(["verdicts", "--check", "--data-root", str(root)]) == 1  # the copy's store, edited, differs
+    err = capsys.readouterr().err
+    assert f"differ: {claim}" in err, err
+    assert seen == [root] * 3
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder", "other csv", "empty"])
+@pytest.mark.parametrize("cmd", [["estimate"], ["sweep", "--estimate"]])
+def test_a_bad_throughput_file_is_one_line_naming_it_and_what_is_expected(kind, cmd, tmp_path, capsys):
+    path = {"missing": tmp_path / "nope.csv", "folder": tmp_path, "other csv": tmp_path / "other.csv",
+            "empty": tmp_path / "empty.csv"}[kind]
+    if kind == "other csv":
+        path.write_text("a,b\n1,2\n", encoding="utf-8")
+    if kind == "empty":
+        path.write_text("", encoding="utf-8")
+    assert main([*cmd, "--profile", "smoke", "--throughput", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --throughput {path}: ") and err.count("\n") == 1, err
+    assert "train_throughput.csv that bench/device_check.py writes" in err and "Errno" not in err, err

@@ -10,6 +10,7 @@ design-power. Configuration is overridden with dotted flags, as minGPT does::
     python -m bitlaws fit --profile cpu   # law fits -> data/fits/
     python -m bitlaws quik --profile cpu  # QUIK and baselines on the committed checkpoints -> Q1–Q3
     python -m bitlaws verdicts            # recompute data/verdicts.json and the README's ledger
+    python -m bitlaws verdicts --check --data-root /tmp/copy/data   # a copy's verdicts against its own store
     python -m bitlaws export-checkpoints --profile cpu   # seed-0 models to data/checkpoints/ (bf16)
 
 A bad flag or value exits with status 2 and a message naming the field and what is allowed.
@@ -18,9 +19,11 @@ A bad flag or value exits with status 2 and a message naming the field and what 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
+import os
 import sys
 import typing
 from pathlib import Path
@@ -188,7 +191,20 @@ def _throughput(args, measure_if_none: bool):
     from .study import budget
 
     if getattr(args, "throughput", None):
-        return budget.throughput_from_csv(args.throughput)
+        path = Path(args.throughput)
+        expected = ("expected the train_throughput.csv that bench/device_check.py writes (its columns: "
+                    "device_check.TRAIN_COLUMNS)")
+        if not path.is_file():
+            raise FileNotFoundError(f"--throughput {path}: {'a folder' if path.is_dir() else 'no such file'}; "
+                                    f"{expected}")
+        try:
+            return budget.throughput_from_csv(path)
+        except KeyError as exc:  # a CSV of another kind
+            raise ValueError(f"--throughput {path}: no column {exc}; {expected}") from None
+        except ValueError as exc:  # pandas' own (an empty or unreadable file) does not name it
+            if str(path) in str(exc):
+                raise
+            raise ValueError(f"--throughput {path}: {exc}; {expected}") from None
     if getattr(args, "tflops", None) is not None:
         if not (math.isfinite(args.tflops) and args.tflops > 0):
             raise ValueError(f"--tflops must be a positive number, got {args.tflops}")
@@ -345,36 +361,59 @@ def _cmd_export(args) -> int:
     return 0
 
 
-def _cmd_verdicts(args) -> int:
-    import json
+@contextlib.contextmanager
+def _data_dir_set_to(root: Path | None):
+    """While the block runs, ``bitlaws.study.store.data_dir()`` (every study reader's default ``data/``)
+    is `root`, through its variable ``BITLAWS_DATA``; restored after. None: left as it is."""
+    if root is None:
+        yield
+        return
+    before = os.environ.get("BITLAWS_DATA")
+    os.environ["BITLAWS_DATA"] = str(root)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("BITLAWS_DATA", None)
+        else:
+            os.environ["BITLAWS_DATA"] = before
 
+
+def _cmd_verdicts(args) -> int:
     from .study import ledger
     from .study.ptq_degradation import BOOK_PROFILE
+    from .study.store import data_dir
 
-    new = ledger.compute_verdicts(args.profile)
+    root = Path(args.data_root) if args.data_root else None
+    store = (root if root is not None else data_dir()) / "verdicts.json"
+    if args.check and args.profile == BOOK_PROFILE and root is not None and not store.is_file():
+        raise FileNotFoundError(f"--data-root {root} has no verdicts.json to check against; --check compares "
+                                "with the verdicts stored there (run `verdicts` without --check to write them)")
+    with _data_dir_set_to(root):  # the rows and fits of --data-root, read by every verdict function
+        new = ledger.compute_verdicts(args.profile)
     if args.check:
-        diffs = ledger.check_verdicts(args.profile, verdicts=new) if args.profile == BOOK_PROFILE else []
+        diffs = ledger.check_verdicts(args.profile, path=store, verdicts=new) if args.profile == BOOK_PROFILE else []
         print(json.dumps({c: {"verdict": v.verdict, "inputs_sha256": v.inputs_sha256} for c, v in new.items()},
                          indent=1, sort_keys=True))
         for line in diffs:
             print(f"differs: {line}", file=sys.stderr)
         if args.profile != BOOK_PROFILE:
-            print(f"(profile {args.profile!r}: nothing to check against; data/verdicts.json holds the "
+            print(f"(profile {args.profile!r}: nothing to check against; {store} holds the "
                   f"{BOOK_PROFILE!r} profile's verdicts)", file=sys.stderr)
         else:
             differing = sorted({line.split(".", 1)[0].split(":", 1)[0] for line in diffs})
-            print(f"verdicts --check: {len(new) - len(differing)} of {len(new)} verdicts agree with data/verdicts.json"
+            print(f"verdicts --check: {len(new) - len(differing)} of {len(new)} verdicts agree with {store}"
                   + (f"; differ: {', '.join(differing)}" if differing else ""), file=sys.stderr)
         return 1 if diffs else 0
     for v in new.values():
         print(f"{v.claim_id}: {v.verdict} — {v.ours or v.reason}")
     if args.profile == BOOK_PROFILE:
-        from .study.store import data_dir
         from .study.claims import store_verdicts
 
-        store_verdicts(new, data_dir())
+        store_verdicts(new, store.parent)  # the README's ledger too, where that is the repository's data/
+        print(f"wrote {store}")
     else:
-        print(f"(profile {args.profile!r}: printed only; data/verdicts.json and the README hold the "
+        print(f"(profile {args.profile!r}: printed only; {store} and the README hold the "
               f"{BOOK_PROFILE!r} profile's verdicts)")
     return 0
 
@@ -477,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
         p.add_argument("--profile", default="cpu", choices=sorted(PROFILE_NAMES),
                        help="which declared sweep: %(choices)s (default %(default)s)")
-    for p in (p_sweep, p_cov, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
+    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
         p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's); "
                        + ("made if it is not there" if p is p_sweep else "must exist"))
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")
