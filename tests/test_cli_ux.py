@@ -223,3 +223,29 @@ def test_a_bad_throughput_file_is_one_line_naming_it_and_what_is_expected(kind, 
     err = capsys.readouterr().err
     assert err.startswith(f"error: --throughput {path}: ") and err.count("\n") == 1, err
     assert "train_throughput.csv that bench/device_check.py writes" in err and "Errno" not in err, err
+
+
+def test_export_hf_shows_one_progress_bar_and_restores_transformers_settings(tmp_path, capsys):
+    import shutil
+
+    from transformers.utils import logging as hf_logging
+
+    from bitlaws.study.claims import repo_root
+
+    committed = sorted((repo_root() / "data" / "checkpoints" / "cpu").glob("*.safetensors"))[:2]
+    root = tmp_path / "data"
+    (root / "checkpoints" / "cpu").mkdir(parents=True)
+    for f in committed:
+        shutil.copy(f, root / "checkpoints" / "cpu" / f.name)
+    hf_logging.set_verbosity_info()  # a user's own settings, to be given back
+    hf_logging.enable_progress_bar()
+    try:
+        assert main(["export-hf", "--profile", "cpu", "--data-root", str(root), "--out", str(tmp_path / "hf")]) == 0
+        assert hf_logging.is_progress_bar_enabled() and hf_logging.get_verbosity() == hf_logging.INFO
+    finally:
+        hf_logging.set_verbosity_warning()
+    captured = capsys.readouterr()
+    assert "export-hf:" in captured.err and f"{len(committed)}/{len(committed)}" in captured.err, captured.err
+    assert "Writing model shards" not in captured.err + captured.out, captured.err
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == [f.stem for f in committed]
+    assert captured.out.startswith(f"wrote {len(committed)} Hugging Face folders")

@@ -331,6 +331,22 @@ def _cmd_design_power(args) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _transformers_quiet():
+    """transformers' progress bars off and its logging at errors only while the block runs; both restored."""
+    from transformers.utils import logging as hf_logging
+
+    bars, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def _cmd_export_hf(args) -> int:
     from tqdm.auto import tqdm
 
@@ -343,8 +359,9 @@ def _cmd_export_hf(args) -> int:
         raise FileNotFoundError(f"no committed checkpoints under {src}; `python -m bitlaws export-checkpoints "
                                 f"--profile {args.profile}` makes them")
     out = Path(args.out)
-    for f in tqdm(files, desc="export-hf"):
-        export_hf_folder(f, out / f.stem)
+    with _transformers_quiet():  # one progress bar: ours, not transformers' per-save "Writing model shards"
+        for f in tqdm(files, desc="export-hf"):
+            export_hf_folder(f, out / f.stem)
     print(f"wrote {len(files)} Hugging Face folders under {out} (AutoModelForCausalLM.from_pretrained(folder))")
     return 0
 
