@@ -1435,13 +1435,17 @@ def _status_line(record: Mapping | None, n_rows: int) -> str:
     if record["status"] != "ok":
         return f"not fitted: {record['reason']}"
     if "n_cells" not in record:  # the Table 1 comparison: a ranking of several forms, not one fit
-        return f"fitted on {record.get('n_points', n_rows)} rows (each form of Table 1)"
-    return f"fitted on {record['n_points']} rows ({record['n_cells']} distinct points, {record['n_groups']} runs)"
+        return "each form fitted"
+    used = record["n_points"]
+    return (f"{record['n_cells']} points, {record['n_groups']} runs"
+            + (f" ({used} of the rows)" if used != n_rows else ""))
 
 
 def stages_markdown(fits: Mapping[str, dict], frames: Mapping[str, pd.DataFrame], current: bool, profile: str) -> str:
     """The chapter's first table: each stage (``FIT_ORDER`` and ``table1``), its form, the rows it
-    takes (Table 1 takes the ``neff_w`` rows) and its status, then whether the fit files match the rows.
+    takes (Table 1 takes the ``neff_w`` rows) and what it was fitted on (distinct points and training
+    runs, or why it was not fitted), a line saying what those words count, then whether the fit files
+    match the rows.
 
     Args:
         fits: :func:`load_fits`. frames: :func:`stage_frames`. current: :func:`fits_are_current`.
@@ -1450,12 +1454,14 @@ def stages_markdown(fits: Mapping[str, dict], frames: Mapping[str, pd.DataFrame]
     Returns:
         Markdown.
     """
-    lines = ["| stage | form | rows it takes | status |", "|---|---|---|---|"]
+    lines = ["| stage | form | rows | fitted on |", "|---|---|---|---|"]
     for s in (*FIT_ORDER, "table1"):
         n = len(frames.get(s, frames["neff_w"] if s == "table1" else []))
         form = lf.STAGES[s].equation if s in lf.STAGES else fits.get(s, {}).get("equation", "")
-        lines.append(f"| `{s}` | {form} | {n} | {_status_line(fits.get(s), len(frames['neff_w']))} |")
-    lines += ["", "The fits were made from exactly these rows (their input hashes match)." if current else
+        lines.append(f"| `{s}` | {form} | {n} | {_status_line(fits.get(s), n)} |")
+    lines += ["", "*Rows*: the observation rows a stage takes; *points*: the distinct design points (N, D, bits) "
+              "among them; *runs*: the training runs they come from (what the bootstrap resamples).", "",
+              "The fits were made from exactly these rows (their input hashes match)." if current else
               "**The fit files are older than the rows** (an input hash differs): `python -m bitlaws fit "
               f"--profile {profile}` refreshes them."]
     return "\n".join(lines)
