@@ -10,7 +10,6 @@ design-power. Configuration is overridden with dotted flags, as minGPT does::
     python -m bitlaws fit --profile cpu   # law fits -> data/fits/
     python -m bitlaws quik --profile cpu  # QUIK and baselines on the committed checkpoints -> Q1–Q3
     python -m bitlaws verdicts            # recompute data/verdicts.json and the README's ledger
-    python -m bitlaws verdicts --check --data-root /tmp/copy/data   # a copy's verdicts against its own store
     python -m bitlaws export-checkpoints --profile cpu   # seed-0 models to data/checkpoints/ (bf16)
 
 A bad flag or value exits with status 2 and a message naming the field and what is allowed.
