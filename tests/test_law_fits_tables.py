@@ -1,5 +1,5 @@
-"""Chapter 03's stage table: one line per stage with the rows it takes and what it was fitted on, in
-short cells (a long status squeezed the rows column in the rendered page)."""
+"""Chapter 03's stage table: one line per stage with the rows it takes and the points and runs it was
+fitted on, in short numeric cells (a long status squeezed the rows column in the rendered page)."""
 
 from __future__ import annotations
 
@@ -23,14 +23,18 @@ def test_stages_markdown_gives_rows_and_what_each_stage_was_fitted_on():
             "table1": {"status": "ok", "n_points": 13}}
     md = lfs.stages_markdown(fits, frames, current=False, profile="smoke")
     table = [line for line in md.splitlines() if line.startswith("|")]
-    assert _cells(table[0]) == ["stage", "form", "rows", "fitted on"]
+    assert _cells(table[0]) == ["stage", "form", "rows", "points", "runs"]
     body = {_cells(line)[0].strip("`"): _cells(line) for line in table[2:]}
     assert list(body) == [*lfs.FIT_ORDER, "table1"]
-    assert body[first][2:] == ["10", "7 points, 5 runs"]
-    assert body[second][2:] == ["11", "6 points, 4 runs (9 of the rows)"]
-    assert body[third][2:] == ["12", "not fitted: no rows at this profile"]
-    assert body[lfs.FIT_ORDER[3]][2:] == ["13", "no fit file"]
-    assert body["table1"][2:] == [str(len(frames["neff_w"])), "each form fitted"]  # Table 1 takes neff_w's rows
+    assert body[first][2:] == ["10", "7", "5"]
+    assert body[second][2:] == ["11", "6", "4"]
+    assert body[third][2:] == ["12", "—", "—"]
+    assert body[lfs.FIT_ORDER[3]][2:] == ["13", "—", "—"]
+    assert body["table1"][2:] == [str(len(frames["neff_w"])), "—", "—"]  # Table 1 takes neff_w's rows
+    note = next(line for line in md.splitlines() if line.startswith("*Rows*"))
+    assert f"`{second}` fitted on 9 of its 11 rows" in note  # one row not used, said once, below
+    assert f"`{third}` not fitted: no rows at this profile" in note
+    assert f"`{lfs.FIT_ORDER[3]}` no fit file" in note and f"`{first}`" not in note
     for s in lfs.FIT_ORDER:  # the stage's own equation
         assert body[s][1] == lfs.lf.STAGES[s].equation
     assert "*points*: the distinct design points" in md
