@@ -27,34 +27,66 @@ def _exit_code(argv: list[str]) -> int:
         return exc.code
 
 
-def test_coverage_table_counts_done_over_planned_with_a_total():
-    covs = [{"experiment": "base_grid", "runs_done": 1, "runs_planned": 3, "obs_done": 5, "obs_planned": 12,
-             "runs_done_by_eval_version": {1: 2, 2: 1}, "obs_done_by_eval_version": {1: 4, 2: 1},
-             "obs_planned_by_eval_version": {1: 6, 2: 6}},
-            {"experiment": "qat_marginal", "runs_done": 0, "runs_planned": 2, "obs_done": 2, "obs_planned": 4,
-             "runs_done_by_eval_version": {"1": 2, "2": 0}, "obs_done_by_eval_version": {"1": 2, "2": 0},
+def _columns(line: str) -> list[str]:
+    return re.split(r"\s{2,}", line.strip())
+
+
+def test_coverage_table_shows_runs_trained_and_observations_per_version_newest_first():
+    covs = [{"profile": "cpu", "experiment": "base_grid", "runs_trained": 3, "runs_done": 1, "runs_planned": 3,
+             "obs_done": 5, "obs_planned": 12, "runs_done_by_eval_version": {1: 2, 2: 1},
+             "obs_done_by_eval_version": {1: 4, 2: 1}, "obs_planned_by_eval_version": {1: 6, 2: 6}},
+            {"profile": "cpu", "experiment": "qat_marginal", "runs_trained": 2, "runs_done": 0, "runs_planned": 2,
+             "obs_done": 2, "obs_planned": 4, "runs_done_by_eval_version": {"1": 2, "2": 0},
+             "obs_done_by_eval_version": {"1": 2, "2": 0},
              "obs_planned_by_eval_version": {"1": 2, "2": 2}}]  # JSON's string keys read alike
-    lines = [line.split() for line in coverage_table(covs).splitlines()]
-    assert lines[0] == ["experiment", "runs", "observations", "v1", "runs", "v1", "observations", "v2", "runs",
-                        "v2", "observations"]
-    assert lines[1] == ["base_grid", "1/3", "5/12", "2/3", "4/6", "1/3", "1/6"]
-    assert lines[2] == ["qat_marginal", "0/2", "2/4", "2/2", "2/2", "0/2", "0/2"]
-    assert lines[3] == ["total", "1/5", "7/16", "4/5", "6/8", "1/5", "1/8"]
+    lines = coverage_table(covs).splitlines()
+    assert _columns(lines[0]) == ["experiment", "runs trained", "observations v2", "observations v1",
+                                  "runs with all rows"]
+    assert _columns(lines[1]) == ["base_grid", "3/3", "1/6", "4/6", "1/3"]
+    assert _columns(lines[2]) == ["qat_marginal", "2/2", "0/2", "2/2", "0/2"]
+    assert _columns(lines[3]) == ["total", "5/5", "1/8", "6/8", "1/5"]
+    notes = lines[4:]  # one footnote per kind of column, naming it
+    assert [n.split(":", 1)[0] for n in notes] == ["runs trained", "observations vN", "runs with all rows"]
+    assert "v2 is the current one, the chapters read v1" in notes[1]  # store.EVAL_VERSION_READ["cpu"]
     with pytest.raises(ValueError, match="at least one coverage record"):
         coverage_table([])
+
+
+def _write_obs(path: Path, obs_ids: list[str]) -> None:
+    from bitlaws.study.store import COLUMNS
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    filler = {c: "ok" if c == "status" else "0" for c in COLUMNS}
+    lines = [",".join(COLUMNS)] + [",".join(o if c == "obs_id" else filler[c] for c in COLUMNS) for o in obs_ids]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_coverage_counts_a_run_trained_once_any_of_its_rows_exists(tmp_path):
+    specs = plan("smoke", "base_grid")
+    (v1, v2), a, b = specs[0].evals, specs[0], specs[1]
+    rows_a = [a.obs_id(p, v1) for p in (None, *a.ptq)]  # every v1 row of one run, no v2 row
+    rows_b = [b.obs_id(None, v2)]  # one v2 row of another
+    _write_obs(tmp_path / "runs" / "smoke" / "base_grid.csv", rows_a + rows_b)
+    cov = coverage("smoke", tmp_path, "base_grid")
+    assert (cov["runs_trained"], cov["runs_done"], cov["runs_planned"]) == (2, 0, len(specs))
+    assert cov["obs_done_by_eval_version"] == {1: len(rows_a), 2: 1}
+    assert cov["runs_done_by_eval_version"] == {1: 1, 2: 0}
+    line = _columns(coverage_table([cov]).splitlines()[1])
+    n = len(a.ptq) + 1
+    assert line == ["base_grid", f"2/{len(specs)}", f"1/{n * len(specs)}", f"{n}/{n * len(specs)}", f"0/{len(specs)}"]
 
 
 def test_coverage_prints_the_table_by_default_and_json_with_a_flag(tmp_path, capsys):
     assert main(["coverage", "--profile", "smoke", "--data-root", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert str(tmp_path / "runs" / "smoke") in out[0]
-    rows = {line.split()[0]: line.split() for line in out[2:]}
     declared = declared_experiments("smoke")
+    rows = {_columns(line)[0]: _columns(line) for line in out[2:2 + len(declared) + 1]}
     assert list(rows) == [*declared, "total"]
-    for exp in declared:  # an empty data folder: nothing done of what the profile plans
+    for exp in declared:  # an empty data folder: nothing done of what the profile declares
         specs = plan("smoke", exp)
-        n_obs = sum(len(s.obs_ids) for s in specs)
-        assert rows[exp][1:3] == [f"0/{len(specs)}", f"0/{n_obs}"], rows[exp]
+        n_obs = [sum(1 + len(s.ptq) for s in specs)] * 2  # v2 then v1
+        assert rows[exp][1:] == [f"0/{len(specs)}", *(f"0/{n}" for n in n_obs), f"0/{len(specs)}"], rows[exp]
     assert main(["coverage", "--profile", "smoke", "--data-root", str(tmp_path), "--json"]) == 0
     recs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["experiment"] for r in recs] == declared
@@ -74,7 +106,8 @@ def test_sweep_ends_with_the_same_table(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("argv", [["coverage"], ["quik"], ["fit"], ["estimate"], ["export-checkpoints"],
-                                  ["migrate-store"], ["design-power"], ["export-hf"]])
+                                  ["migrate-store"], ["design-power"], ["export-hf"], ["verdicts"],
+                                  ["verdicts", "--check"]])
 def test_a_missing_data_root_is_one_line_naming_it(argv, tmp_path, capsys):
     missing = tmp_path / "no" / "data"
     assert _exit_code([*argv, "--profile", "smoke", "--data-root", str(missing)]) == 2
@@ -97,11 +130,14 @@ def test_help_and_argument_errors_import_neither_torch_nor_pandas():
         "import sys\n"
         "from bitlaws.cli import main\n"
         "for argv in (['--help'], [], ['bogus'], ['coverage', '--help'], ['fit', '--boot', '0'],"
-        " ['quik', '--profile', 'tpu'], ['sweep', '--help']):\n"
+        " ['quik', '--profile', 'tpu'], ['sweep', '--help'], ['train', '--help'],"
+        " ['train', '--model.size=nope'], ['train', '--train.lr=abc']):\n"
         "    try:\n"
-        "        main(argv)\n"
+        "        rc = main(argv)\n"
         "    except SystemExit as exc:\n"
         "        assert exc.code in (0, 2), (argv, exc.code)\n"
+        "    else:  # a bad training option: the command's own error, before any heavy import\n"
+        "        assert argv[0] == 'train' and rc == 2, (argv, rc)\n"
         "print(sorted(m for m in ('torch', 'transformers', 'pandas', 'scipy') if m in sys.modules))\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(SRC)})
@@ -109,14 +145,107 @@ def test_help_and_argument_errors_import_neither_torch_nor_pandas():
     assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout
 
 
-def test_train_help_and_the_size_error_list_the_same_sizes(tmp_path, capsys):
+def test_train_help_and_the_size_error_list_the_same_sizes_by_ladder(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     out = capsys.readouterr().out
     block = out.split("NAME from one of the ladders\n", 1)[1].split("\n  --model.", 1)[0]
-    in_help = {name.strip() for line in block.splitlines() for name in line.split(":", 1)[1].split(",")}
+    in_help = [(line.split(":", 1)[0].strip(), [n.strip() for n in line.split(":", 1)[1].split(",")])
+               for line in block.splitlines()]
     assert main(["train", "--model.size=nope", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    in_error = set(ast.literal_eval(re.search(r"allowed: (\[.*?\])", err).group(1)))
-    assert in_help == in_error == {name for ladder in SIZE_LADDERS.values() for name in ladder}
-    assert len(in_help) == sum(len(ladder) for ladder in SIZE_LADDERS.values())  # no name in two ladders
+    assert err.count("\n") == 1, err
+    listed = re.search(r"allowed, by ladder: (.*)$", err.strip()).group(1)
+    in_error = [(part.split(": ", 1)[0], list(ast.literal_eval("[" + part.split(": ", 1)[1] + "]")))
+                for part in listed.split("; ")]
+    declared = [(name, list(ladder)) for name, ladder in SIZE_LADDERS.items()]
+    assert in_help == in_error == declared  # the same ladders, in the same order, each in its own order
+    names = [n for _, ladder in declared for n in ladder]
+    assert len(names) == len(set(names)) == 28  # no name in two ladders
+
+
+def _fake_verdicts(monkeypatch, seen: list[Path]):
+    """compute_verdicts -> the repository's stored verdicts, noting the data folder the study reads meanwhile."""
+    import bitlaws.study.ledger as ledger
+    from bitlaws.study.claims import load_verdicts, repo_root
+    from bitlaws.study.store import data_dir
+
+    stored = load_verdicts(repo_root() / "data" / "verdicts.json")
+
+    def compute(profile="cpu", refit=True):
+        seen.append(data_dir())
+        return dict(stored)
+
+    monkeypatch.setattr(ledger, "compute_verdicts", compute)
+    return stored
+
+
+def test_verdicts_reads_and_writes_the_data_root_it_is_given(tmp_path, monkeypatch, capsys):
+    from bitlaws.study.claims import load_verdicts, repo_root
+
+    monkeypatch.delenv("BITLAWS_DATA", raising=False)
+    readme = (repo_root() / "README.md").read_bytes()
+    seen: list[Path] = []
+    stored = _fake_verdicts(monkeypatch, seen)
+    root = tmp_path / "data"
+    root.mkdir()
+    assert main(["verdicts", "--check", "--data-root", str(root)]) == 2  # nothing there to check against
+    err = capsys.readouterr().err
+    assert f"--data-root {root} has no verdicts.json" in err and err.count("\n") == 1, err
+    assert main(["verdicts", "--data-root", str(root)]) == 0  # writes the copy's store, not the README
+    assert seen == [root] and os.environ.get("BITLAWS_DATA") is None  # read there, then restored
+    assert load_verdicts(root / "verdicts.json") == stored
+    assert (repo_root() / "README.md").read_bytes() == readme
+    capsys.readouterr()
+    assert main(["verdicts", "--check", "--data-root", str(root)]) == 0
+    assert capsys.readouterr().err.strip().endswith(f"{len(stored)} of {len(stored)} verdicts agree with "
+                                                    f"{root / 'verdicts.json'}")
+    record = json.loads((root / "verdicts.json").read_text(encoding="utf-8"))
+    claim = next(iter(record))
+    record[claim]["verdict"] = "reproduced" if record[claim]["verdict"] != "reproduced" else "partly"
+    (root / "verdicts.json").write_text(json.dumps(record), encoding="utf-8")
+    assert main(["verdicts", "--check", "--data-root", str(root)]) == 1  # the copy's store, edited, differs
+    err = capsys.readouterr().err
+    assert f"differ: {claim}" in err, err
+    assert seen == [root] * 3
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder", "other csv", "empty"])
+@pytest.mark.parametrize("cmd", [["estimate"], ["sweep", "--estimate"]])
+def test_a_bad_throughput_file_is_one_line_naming_it_and_what_is_expected(kind, cmd, tmp_path, capsys):
+    path = {"missing": tmp_path / "nope.csv", "folder": tmp_path, "other csv": tmp_path / "other.csv",
+            "empty": tmp_path / "empty.csv"}[kind]
+    if kind == "other csv":
+        path.write_text("a,b\n1,2\n", encoding="utf-8")
+    if kind == "empty":
+        path.write_text("", encoding="utf-8")
+    assert main([*cmd, "--profile", "smoke", "--throughput", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --throughput {path}: ") and err.count("\n") == 1, err
+    assert "train_throughput.csv that bench/device_check.py writes" in err and "Errno" not in err, err
+
+
+def test_export_hf_shows_one_progress_bar_and_restores_transformers_settings(tmp_path, capsys):
+    import shutil
+
+    from transformers.utils import logging as hf_logging
+
+    from bitlaws.study.claims import repo_root
+
+    committed = sorted((repo_root() / "data" / "checkpoints" / "cpu").glob("*.safetensors"))[:2]
+    root = tmp_path / "data"
+    (root / "checkpoints" / "cpu").mkdir(parents=True)
+    for f in committed:
+        shutil.copy(f, root / "checkpoints" / "cpu" / f.name)
+    hf_logging.set_verbosity_info()  # a user's own settings, to be given back
+    hf_logging.enable_progress_bar()
+    try:
+        assert main(["export-hf", "--profile", "cpu", "--data-root", str(root), "--out", str(tmp_path / "hf")]) == 0
+        assert hf_logging.is_progress_bar_enabled() and hf_logging.get_verbosity() == hf_logging.INFO
+    finally:
+        hf_logging.set_verbosity_warning()
+    captured = capsys.readouterr()
+    assert "export-hf:" in captured.err and f"{len(committed)}/{len(committed)}" in captured.err, captured.err
+    assert "Writing model shards" not in captured.err + captured.out, captured.err
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == [f.stem for f in committed]
+    assert captured.out.startswith(f"wrote {len(committed)} Hugging Face folders")

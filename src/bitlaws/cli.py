@@ -18,9 +18,11 @@ A bad flag or value exits with status 2 and a message naming the field and what 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
+import os
 import sys
 import typing
 from pathlib import Path
@@ -143,11 +145,7 @@ def _parse_bits(text: str) -> list[int]:
 
 
 def _cmd_train(args, overrides: dict[str, str]) -> int:
-    from .model import ModelConfig, get_size
-    from .ptq.rtn import RTNConfig
-    from .study.store import append_rows
-    from .study.sweep import RunSpec, run_spec
-    from .train import TrainConfig, resolve_device
+    from .configs import ModelConfig, TrainConfig, get_size  # torch-free: a bad size or field answers at once
 
     unknown = [k for k in overrides if k.split(".")[0] not in ("model", "train", "ptq")]
     if unknown:
@@ -156,6 +154,11 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
     model = get_size(size) if size else ModelConfig()
     model = apply_overrides(model, "model", overrides)
     train_cfg = apply_overrides(TrainConfig(), "train", overrides)
+    from .ptq.rtn import RTNConfig
+    from .study.store import append_rows
+    from .study.sweep import RunSpec, run_spec
+    from .train import resolve_device
+
     resolve_device(train_cfg.device)  # --train.device=cuda without CUDA: exit 2 before any work
     if "model.vocab_size" not in overrides:  # the corpus tokenizer's vocabulary (256 for bytes), not by hand
         from .corpus import corpus_vocab_size
@@ -187,7 +190,20 @@ def _throughput(args, measure_if_none: bool):
     from .study import budget
 
     if getattr(args, "throughput", None):
-        return budget.throughput_from_csv(args.throughput)
+        path = Path(args.throughput)
+        expected = ("expected the train_throughput.csv that bench/device_check.py writes (its columns: "
+                    "device_check.TRAIN_COLUMNS)")
+        if not path.is_file():
+            raise FileNotFoundError(f"--throughput {path}: {'a folder' if path.is_dir() else 'no such file'}; "
+                                    f"{expected}")
+        try:
+            return budget.throughput_from_csv(path)
+        except KeyError as exc:  # a CSV of another kind
+            raise ValueError(f"--throughput {path}: no column {exc}; {expected}") from None
+        except ValueError as exc:  # pandas' own (an empty or unreadable file) does not name it
+            if str(path) in str(exc):
+                raise
+            raise ValueError(f"--throughput {path}: {exc}; {expected}") from None
     if getattr(args, "tflops", None) is not None:
         if not (math.isfinite(args.tflops) and args.tflops > 0):
             raise ValueError(f"--tflops must be a positive number, got {args.tflops}")
@@ -259,8 +275,7 @@ def _cmd_coverage(args) -> int:
             print(json.dumps(cov))
         return 0
     root = Path(args.data_root) if args.data_root else data_dir()
-    print(f"profile {args.profile!r}, rows under {root / 'runs' / args.profile}: done/planned, in all evaluation "
-          "versions and at each (vN); a run counts once all its observations are there")
+    print(f"profile {args.profile!r}, rows under {root / 'runs' / args.profile}: done/declared per experiment")
     print(coverage_table(covs))
     return 0
 
@@ -315,6 +330,22 @@ def _cmd_design_power(args) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _transformers_quiet():
+    """transformers' progress bars off and its logging at errors only while the block runs; both restored."""
+    from transformers.utils import logging as hf_logging
+
+    bars, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def _cmd_export_hf(args) -> int:
     from tqdm.auto import tqdm
 
@@ -327,8 +358,9 @@ def _cmd_export_hf(args) -> int:
         raise FileNotFoundError(f"no committed checkpoints under {src}; `python -m bitlaws export-checkpoints "
                                 f"--profile {args.profile}` makes them")
     out = Path(args.out)
-    for f in tqdm(files, desc="export-hf"):
-        export_hf_folder(f, out / f.stem)
+    with _transformers_quiet():  # one progress bar: ours, not transformers' per-save "Writing model shards"
+        for f in tqdm(files, desc="export-hf"):
+            export_hf_folder(f, out / f.stem)
     print(f"wrote {len(files)} Hugging Face folders under {out} (AutoModelForCausalLM.from_pretrained(folder))")
     return 0
 
@@ -345,36 +377,59 @@ def _cmd_export(args) -> int:
     return 0
 
 
-def _cmd_verdicts(args) -> int:
-    import json
+@contextlib.contextmanager
+def _data_dir_set_to(root: Path | None):
+    """While the block runs, ``bitlaws.study.store.data_dir()`` (every study reader's default ``data/``)
+    is `root`, through its variable ``BITLAWS_DATA``; restored after. None: left as it is."""
+    if root is None:
+        yield
+        return
+    before = os.environ.get("BITLAWS_DATA")
+    os.environ["BITLAWS_DATA"] = str(root)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("BITLAWS_DATA", None)
+        else:
+            os.environ["BITLAWS_DATA"] = before
 
+
+def _cmd_verdicts(args) -> int:
     from .study import ledger
     from .study.ptq_degradation import BOOK_PROFILE
+    from .study.store import data_dir
 
-    new = ledger.compute_verdicts(args.profile)
+    root = Path(args.data_root) if args.data_root else None
+    store = (root if root is not None else data_dir()) / "verdicts.json"
+    if args.check and args.profile == BOOK_PROFILE and root is not None and not store.is_file():
+        raise FileNotFoundError(f"--data-root {root} has no verdicts.json to check against; --check compares "
+                                "with the verdicts stored there (run `verdicts` without --check to write them)")
+    with _data_dir_set_to(root):  # the rows and fits of --data-root, read by every verdict function
+        new = ledger.compute_verdicts(args.profile)
     if args.check:
-        diffs = ledger.check_verdicts(args.profile, verdicts=new) if args.profile == BOOK_PROFILE else []
+        diffs = ledger.check_verdicts(args.profile, path=store, verdicts=new) if args.profile == BOOK_PROFILE else []
         print(json.dumps({c: {"verdict": v.verdict, "inputs_sha256": v.inputs_sha256} for c, v in new.items()},
                          indent=1, sort_keys=True))
         for line in diffs:
             print(f"differs: {line}", file=sys.stderr)
         if args.profile != BOOK_PROFILE:
-            print(f"(profile {args.profile!r}: nothing to check against; data/verdicts.json holds the "
+            print(f"(profile {args.profile!r}: nothing to check against; {store} holds the "
                   f"{BOOK_PROFILE!r} profile's verdicts)", file=sys.stderr)
         else:
             differing = sorted({line.split(".", 1)[0].split(":", 1)[0] for line in diffs})
-            print(f"verdicts --check: {len(new) - len(differing)} of {len(new)} verdicts agree with data/verdicts.json"
+            print(f"verdicts --check: {len(new) - len(differing)} of {len(new)} verdicts agree with {store}"
                   + (f"; differ: {', '.join(differing)}" if differing else ""), file=sys.stderr)
         return 1 if diffs else 0
     for v in new.values():
         print(f"{v.claim_id}: {v.verdict} — {v.ours or v.reason}")
     if args.profile == BOOK_PROFILE:
-        from .study.store import data_dir
         from .study.claims import store_verdicts
 
-        store_verdicts(new, data_dir())
+        store_verdicts(new, store.parent)  # the README's ledger too, where that is the repository's data/
+        print(f"wrote {store}")
     else:
-        print(f"(profile {args.profile!r}: printed only; data/verdicts.json and the README hold the "
+        print(f"(profile {args.profile!r}: printed only; {store} and the README hold the "
               f"{BOOK_PROFILE!r} profile's verdicts)")
     return 0
 
@@ -394,9 +449,8 @@ def _cmd_quik(args) -> int:
 
 
 def _train_epilog() -> str:
-    """`train --help`'s list of every option and default (imports torch: built only for that help)."""
-    from .model import SIZE_LADDERS, ModelConfig
-    from .train import TrainConfig
+    """`train --help`'s list of every option and default (from the torch-free ``bitlaws.configs``)."""
+    from .configs import SIZE_LADDERS, ModelConfig, TrainConfig
 
     def fields(obj, prefix):
         return "\n".join(f"  --{prefix}.{f.name}={getattr(obj, f.name)!r}" for f in dataclasses.fields(obj))
@@ -444,8 +498,8 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep = sub.add_parser("sweep", help="run a profile's sweep, resumably")
     p_est = sub.add_parser("estimate", help="device-hours of a profile's sweeps from a measured tokens/s (runs nothing)")
     p_est.add_argument("--missing", action="store_true", help="only the runs not yet in the CSVs")
-    p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed: runs and observations "
-                                            "done/planned per experiment and evaluation version")
+    p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed, per experiment: runs "
+                                            "trained and observations at each evaluation version, of those declared")
     p_cov.add_argument("--json", action="store_true", help="one JSON record per experiment instead of the table")
     p_ver = sub.add_parser("verdicts", help="recompute data/verdicts.json from the committed CSVs")
     p_ver.add_argument("--check", action="store_true",
@@ -478,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
         p.add_argument("--profile", default="cpu", choices=sorted(PROFILE_NAMES),
                        help="which declared sweep: %(choices)s (default %(default)s)")
-    for p in (p_sweep, p_cov, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
+    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
         p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's); "
                        + ("made if it is not there" if p is p_sweep else "must exist"))
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")

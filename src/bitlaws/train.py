@@ -34,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+# TrainConfig and its rules live in the torch-free `configs`; they are this module's names too.
+from .configs import DEVICES, SCHEDULES, TrainConfig, peak_lr_rule
 from .model import ModelConfig, build_model, count_n_params
 
 __all__ = [
@@ -54,159 +56,12 @@ __all__ = [
     "move_aside",
 ]
 
-DEVICES = ("cpu", "cuda", "auto")
 # Execution fields: how a run is computed, not what it computes. At these defaults they are left
 # out of config_dict (and so of run ids), which keeps every committed run_id unchanged.
 _EXECUTION_DEFAULTS = {"device": "cpu", "grad_accum": 1, "compile": False}
 # Fields added after runs were committed that change what a run computes: left out of config_dict
 # at these defaults too (the committed runs used them), present in the id when they differ.
 _ADDED_DEFAULTS = {"schedule": "cosine", "warmup_steps": None, "decay_tokens": 0, "train_fraction": 1.0}
-SCHEDULES = ("cosine", "constant", "wsd")
-
-
-def peak_lr_rule(d_model: int) -> float:
-    """Peak learning rate for width `d_model`: ``3e-3 · (64 / d_model) ** 0.5`` (why: the book's
-    methods page, section "The training loop")."""
-    return 3e-3 * (64.0 / d_model) ** 0.5
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """One training run.
-
-    Args:
-        n_tokens: training tokens D (bytes, byte-level), counting repeats; rounded down to whole
-            steps of ``batch_size · seq_len``.
-        batch_size: sequences per step B.
-        seq_len: tokens per sequence T (≤ the model's max_seq_len).
-        lr: peak learning rate; None applies :func:`peak_lr_rule`.
-        warmup_frac: fraction of steps in the linear warmup.
-        min_lr_frac: the cosine ends at this fraction of the peak.
-        weight_decay, beta1, beta2, eps, grad_clip: AdamW and clipping.
-        seed: initialisation and data order.
-        threads: torch CPU threads (results are reproducible for a fixed count).
-        eval_tokens: held-out validation tokens per evaluation.
-        eval_batch_size: sequences per evaluation forward.
-        corpus: corpus name (see :mod:`bitlaws.corpus`).
-        max_epochs: refuse budgets past this many passes over the training split.
-        log_every: steps between loss-curve points.
-        ckpt_every: steps between resumable checkpoints (0: never).
-        device: ``"cpu"`` (fp32), ``"cuda"`` (bf16 autocast over fp32 master weights, fused AdamW)
-            or ``"auto"`` (CUDA when available). See the book's methods page, "The training loop".
-        grad_accum: micro-batches per optimizer step; must divide ``batch_size``.
-        compile: run the training forward through ``torch.compile``.
-        schedule: the learning-rate schedule after the warmup: ``"cosine"`` (to ``min_lr_frac``
-            of the peak at the last step; every committed run), ``"constant"`` (the peak to the
-            end) or ``"wsd"`` (warmup-stable-decay: the peak, then a linear decay to
-            ``min_lr_frac`` of it over the last ``decay_tokens``). See :func:`schedule_lr`.
-        warmup_steps: the warmup in steps (None: ``warmup_frac`` of the run's steps). Give it for
-            runs of several lengths that must share their first steps (constant and WSD runs).
-        decay_tokens: the WSD decay length [tokens] (whole steps); must be ≤ ``n_tokens``.
-        train_fraction: train on the first ``train_fraction`` of the training split's tokens only
-            (the repetition control: 0.5 doubles the passes over the data at a given D).
-
-    Raises:
-        ValueError: a non-positive size or rate, a non-finite number, fractions or betas outside
-            [0, 1), a negative seed or ``ckpt_every``, too few tokens for one step, a device not in
-            ``DEVICES``, a ``grad_accum`` that does not divide ``batch_size``, a non-bool ``compile``.
-    """
-
-    n_tokens: int = 1_000_000
-    batch_size: int = 16
-    seq_len: int = 256
-    lr: float | None = None
-    warmup_frac: float = 0.1
-    min_lr_frac: float = 0.1
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    eps: float = 1e-15
-    grad_clip: float = 1.0
-    seed: int = 0
-    threads: int = 1
-    eval_tokens: int = 131_072
-    eval_batch_size: int = 32
-    corpus: str = "shakespeare"
-    max_epochs: float = 4.0
-    log_every: int = 10
-    ckpt_every: int = 200
-    device: str = "cpu"
-    grad_accum: int = 1
-    compile: bool = False
-    schedule: str = "cosine"
-    warmup_steps: int | None = None
-    decay_tokens: int = 0
-    train_fraction: float = 1.0
-
-    def __post_init__(self) -> None:
-        for f in ("n_tokens", "batch_size", "seq_len", "threads", "eval_tokens", "eval_batch_size", "log_every",
-                  "grad_accum"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"TrainConfig.{f} must be a positive int, got {v!r}")
-        if self.n_tokens < self.batch_size * self.seq_len:
-            raise ValueError(
-                f"TrainConfig.n_tokens={self.n_tokens} is less than one step "
-                f"(batch_size·seq_len = {self.batch_size * self.seq_len})"
-            )
-        if self.lr is not None and not (self.lr > 0 and math.isfinite(self.lr)):
-            raise ValueError(f"TrainConfig.lr must be positive and finite (or None for the rule), got {self.lr!r}")
-        for f in ("warmup_frac", "min_lr_frac", "weight_decay", "beta1", "beta2", "eps", "grad_clip", "max_epochs"):
-            v = getattr(self, f)  # NaN passes every `<` test, so finiteness is checked first
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"TrainConfig.{f} must be a finite number, got {v!r}")
-        for f in ("warmup_frac", "min_lr_frac"):
-            v = getattr(self, f)
-            if not 0 <= v < 1:
-                raise ValueError(f"TrainConfig.{f} must be in [0, 1), got {v!r}")
-        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
-            raise ValueError(f"TrainConfig.beta1/beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
-        if self.weight_decay < 0 or self.grad_clip <= 0 or self.eps <= 0 or self.max_epochs <= 0:
-            raise ValueError("TrainConfig.weight_decay must be ≥ 0 and grad_clip, eps, max_epochs > 0, got "
-                             f"weight_decay={self.weight_decay}, grad_clip={self.grad_clip}, eps={self.eps}, "
-                             f"max_epochs={self.max_epochs}")
-        for f in ("seed", "ckpt_every"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"TrainConfig.{f} must be an int ≥ 0, got {v!r}")
-        if self.device not in DEVICES:
-            raise ValueError(f"TrainConfig.device must be one of {', '.join(DEVICES)}, got {self.device!r}")
-        if self.batch_size % self.grad_accum:
-            raise ValueError(f"TrainConfig.grad_accum={self.grad_accum} must divide batch_size={self.batch_size} "
-                             "(equal micro-batches)")
-        if not isinstance(self.compile, bool):
-            raise ValueError(f"TrainConfig.compile must be True or False, got {self.compile!r}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"TrainConfig.schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
-        if self.warmup_steps is not None and (isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int)
-                                              or not 0 <= self.warmup_steps <= self.steps):
-            raise ValueError(f"TrainConfig.warmup_steps must be None or an int in [0, steps={self.steps}], "
-                             f"got {self.warmup_steps!r}")
-        if isinstance(self.decay_tokens, bool) or not isinstance(self.decay_tokens, int) or not (
-                0 <= self.decay_tokens <= self.n_tokens):
-            raise ValueError(f"TrainConfig.decay_tokens must be an int in [0, n_tokens={self.n_tokens}], "
-                             f"got {self.decay_tokens!r}")
-        if (self.schedule == "wsd") != (self.decay_tokens > 0):
-            raise ValueError(f"TrainConfig.decay_tokens={self.decay_tokens} with schedule={self.schedule!r}: the "
-                             "decay length is given for, and only for, the 'wsd' schedule")
-        f = self.train_fraction
-        if isinstance(f, bool) or not isinstance(f, (int, float)) or not (0 < f <= 1):
-            raise ValueError(f"TrainConfig.train_fraction must be in (0, 1], got {f!r}")
-
-    @property
-    def steps(self) -> int:
-        return self.n_tokens // (self.batch_size * self.seq_len)
-
-    @property
-    def tokens_trained(self) -> int:
-        """D actually trained: whole steps only."""
-        return self.steps * self.batch_size * self.seq_len
-
-    def peak_lr(self, model_cfg: ModelConfig) -> float:
-        return self.lr if self.lr is not None else peak_lr_rule(model_cfg.d_model)
-
-    def replace(self, **changes) -> "TrainConfig":
-        return dataclasses.replace(self, **changes)
 
 
 def resolve_device(device: str) -> torch.device:

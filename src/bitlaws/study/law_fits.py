@@ -1429,19 +1429,25 @@ def pairing_text(fits: Mapping[str, dict]) -> str:
     return "Pairs are matched on " + ", ".join(f"`{c}`" for c in PAIR_KEY) + ": " + "; ".join(parts) + "."
 
 
-def _status_line(record: Mapping | None, n_rows: int) -> str:
+def _fitted_on(record: Mapping | None, n_rows: int) -> tuple[str, str, str | None]:
+    """(points, runs, why not) of a stage's record: its distinct design points and training runs, or
+    "—" and the reason it has none."""
     if record is None:
-        return "no fit file"
+        return "—", "—", "no fit file"
     if record["status"] != "ok":
-        return f"not fitted: {record['reason']}"
+        return "—", "—", f"not fitted: {record['reason']}"
     if "n_cells" not in record:  # the Table 1 comparison: a ranking of several forms, not one fit
-        return f"fitted on {record.get('n_points', n_rows)} rows (each form of Table 1)"
-    return f"fitted on {record['n_points']} rows ({record['n_cells']} distinct points, {record['n_groups']} runs)"
+        return "—", "—", None
+    used = record["n_points"]
+    return str(record["n_cells"]), str(record["n_groups"]), (f"fitted on {used} of its {n_rows} rows"
+                                                             if used != n_rows else None)
 
 
 def stages_markdown(fits: Mapping[str, dict], frames: Mapping[str, pd.DataFrame], current: bool, profile: str) -> str:
     """The chapter's first table: each stage (``FIT_ORDER`` and ``table1``), its form, the rows it
-    takes (Table 1 takes the ``neff_w`` rows) and its status, then whether the fit files match the rows.
+    takes (Table 1 takes the ``neff_w`` rows), the distinct design points and training runs it was
+    fitted on; then a line saying what those count, one naming each stage that was not fitted (and
+    why), and whether the fit files match the rows.
 
     Args:
         fits: :func:`load_fits`. frames: :func:`stage_frames`. current: :func:`fits_are_current`.
@@ -1450,12 +1456,20 @@ def stages_markdown(fits: Mapping[str, dict], frames: Mapping[str, pd.DataFrame]
     Returns:
         Markdown.
     """
-    lines = ["| stage | form | rows it takes | status |", "|---|---|---|---|"]
+    lines = ["| stage | form | rows | points | runs |", "|---|---|---|---|---|"]
+    notes = []
     for s in (*FIT_ORDER, "table1"):
         n = len(frames.get(s, frames["neff_w"] if s == "table1" else []))
         form = lf.STAGES[s].equation if s in lf.STAGES else fits.get(s, {}).get("equation", "")
-        lines.append(f"| `{s}` | {form} | {n} | {_status_line(fits.get(s), len(frames['neff_w']))} |")
-    lines += ["", "The fits were made from exactly these rows (their input hashes match)." if current else
+        points, runs, why = _fitted_on(fits.get(s), n)
+        lines.append(f"| `{s}` | {form} | {n} | {points} | {runs} |")
+        if why:
+            notes.append(f"`{s}` {why}")
+    lines += ["", "*Rows*: the observation rows a stage takes; *points*: the distinct design points (N, D, bits) "
+              "among them; *runs*: the training runs they come from (what the bootstrap resamples); `table1` "
+              "ranks each form of Table 1 on the `neff_w` rows."
+              + (" " + "; ".join(notes) + "." if notes else ""), "",
+              "The fits were made from exactly these rows (their input hashes match)." if current else
               "**The fit files are older than the rows** (an input hash differs): `python -m bitlaws fit "
               f"--profile {profile}` refreshes them."]
     return "\n".join(lines)

@@ -39,6 +39,7 @@ from ..train import TrainConfig, config_dict, evaluate, train
 from .store import (
     COLUMNS,
     CURVE_COLUMNS,
+    EVAL_VERSION_READ,
     EVAL_VERSIONS,
     append_rows,
     probe_csv,
@@ -967,9 +968,11 @@ def _paths(profile: str, data_root: Path, experiment: str = "base_grid") -> tupl
 
 
 def coverage(profile: str, data_root: str | os.PathLike | None = None, experiment: str = "base_grid") -> dict[str, Any]:
-    """How much of one of `profile`'s declared sweeps is in its CSV: runs and observations done / planned,
-    and the runs complete and observations present at each evaluation version
-    (``runs_done_by_eval_version``, ``obs_done_by_eval_version``)."""
+    """How much of one of `profile`'s declared sweeps is in its CSV: runs trained (a row of the run at
+    any evaluation version: ``runs_trained``), runs complete (every observation at every evaluation
+    version: ``runs_done``) and observations done, each of those declared (``*_planned``); and at each
+    evaluation version, the runs complete and the observations present (``runs_done_by_eval_version``,
+    ``obs_done_by_eval_version``, of ``obs_planned_by_eval_version``)."""
     from .store import data_dir
 
     data_root = Path(data_root) if data_root is not None else data_dir()
@@ -984,46 +987,56 @@ def coverage(profile: str, data_root: str | os.PathLike | None = None, experimen
         by_version[ev.version] = sum(all(o in have for o in run) for run in ids)
         obs_by_version[ev.version] = sum(o in have for run in ids for o in run)
         obs_planned_by_version[ev.version] = sum(len(run) for run in ids)
-    return {"profile": profile, "experiment": experiment, "runs_planned": len(specs), "runs_done": runs_done,
+    return {"profile": profile, "experiment": experiment, "runs_planned": len(specs),
+            "runs_trained": sum(any(o in have for o in s.obs_ids) for s in specs), "runs_done": runs_done,
             "obs_planned": len(planned), "obs_done": sum(o in have for o in planned),
             "runs_done_by_eval_version": by_version, "obs_done_by_eval_version": obs_by_version,
             "obs_planned_by_eval_version": obs_planned_by_version}
 
 
 def coverage_table(covs: Sequence[dict[str, Any]]) -> str:
-    """:func:`coverage` records (one per experiment) as a text table: one line per experiment with its
-    runs and observations done/planned, in all and at each evaluation version (a run counts at a
-    version once every one of its observations is there), and a ``total`` line.
+    """:func:`coverage` records (one per experiment) as a text table, done/declared in each cell: one
+    line per experiment and a ``total`` line, with the columns ``runs trained`` (a row at any
+    evaluation version), ``observations vN`` for each evaluation version N, newest (the one a sweep
+    measures now) first, and ``runs with all rows`` (every observation at every version; a sweep
+    retrains the others); then a footnote line per column saying so.
 
     Raises:
         ValueError: no records.
     """
     if not covs:
         raise ValueError("coverage_table needs at least one coverage record")
-    versions = sorted({int(v) for c in covs for v in c["runs_done_by_eval_version"]})
-
-    def cells(runs_done, runs_planned, obs_done, obs_planned, by_runs, by_obs, by_obs_planned) -> dict[str, str]:
-        row = {"runs": f"{runs_done}/{runs_planned}", "observations": f"{obs_done}/{obs_planned}"}
-        for v in versions:
-            row[f"v{v} runs"] = f"{by_runs.get(v, 0)}/{runs_planned}"
-            row[f"v{v} observations"] = f"{by_obs.get(v, 0)}/{by_obs_planned.get(v, 0)}"
-        return row
+    versions = sorted({int(v) for c in covs for v in c["obs_planned_by_eval_version"]}, reverse=True)
 
     def by(c, key) -> dict[int, int]:
         return {int(v): n for v, n in c.get(key, {}).items()}
 
-    keys = ("runs_done_by_eval_version", "obs_done_by_eval_version", "obs_planned_by_eval_version")
-    rows = [{"experiment": c["experiment"], **cells(c["runs_done"], c["runs_planned"], c["obs_done"], c["obs_planned"],
-                                                    *(by(c, k) for k in keys))} for c in covs]
-    total = {k: sum(c[k] for c in covs) for k in ("runs_done", "runs_planned", "obs_done", "obs_planned")}
-    sums = [{v: sum(by(c, k).get(v, 0) for c in covs) for v in versions} for k in keys]
-    rows.append({"experiment": "total", **cells(total["runs_done"], total["runs_planned"], total["obs_done"],
-                                                total["obs_planned"], *sums)})
+    def cells(c) -> dict[str, str]:
+        row = {"runs trained": f"{c['runs_trained']}/{c['runs_planned']}"}
+        done, planned = by(c, "obs_done_by_eval_version"), by(c, "obs_planned_by_eval_version")
+        for v in versions:
+            row[f"observations v{v}"] = f"{done.get(v, 0)}/{planned.get(v, 0)}"
+        row["runs with all rows"] = f"{c['runs_done']}/{c['runs_planned']}"
+        return row
+
+    keys = ("obs_done_by_eval_version", "obs_planned_by_eval_version")
+    total = {k: sum(c[k] for c in covs) for k in ("runs_trained", "runs_done", "runs_planned")}
+    total.update({k: {v: sum(by(c, k).get(v, 0) for c in covs) for v in versions} for k in keys})
+    rows = [{"experiment": c["experiment"], **cells(c)} for c in covs] + [{"experiment": "total", **cells(total)}]
     cols = list(rows[0])
     widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in cols}
     lines = [[k.ljust(widths[k]) if k == "experiment" else k.rjust(widths[k]) for k in cols]]
     lines += [[r[k].ljust(widths[k]) if k == "experiment" else r[k].rjust(widths[k]) for k in cols] for r in rows]
-    return "\n".join("  ".join(line) for line in lines)
+    read = sorted({EVAL_VERSION_READ[c["profile"]] for c in covs if c.get("profile") in EVAL_VERSION_READ})
+    words = {"first": "the first windows of the validation split", "spread": "windows spread over the whole split"}
+    how = "; ".join(f"v{v}: {words.get(EVAL_VERSIONS.get(v), 'see data/README.md')}" for v in versions)
+    notes = ["runs trained: runs with a row at any evaluation version, of those declared.",
+             f"observations vN: rows measured by evaluation version N, of those declared ({how}; "
+             + (f"v{versions[0]} is the current one" if versions else "none declared")
+             + (f", the chapters read v{', v'.join(map(str, read))}" if read else "") + ").",
+             "runs with all rows: every observation at every version; a sweep retrains the other runs to add "
+             "their missing rows."]
+    return "\n".join(["  ".join(line) for line in lines] + notes)
 
 
 def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: int = 1,

@@ -1,0 +1,42 @@
+"""Chapter 03's stage table: one line per stage with the rows it takes and the points and runs it was
+fitted on, in short numeric cells (a long status squeezed the rows column in the rendered page)."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from bitlaws.study import law_fits as lfs
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def test_stages_markdown_gives_rows_and_what_each_stage_was_fitted_on():
+    frames = {s: pd.DataFrame({"x": range(10 + i)}) for i, s in enumerate(lfs.FIT_ORDER)}
+    first, second, third = lfs.FIT_ORDER[:3]
+    fits = {first: {"status": "ok", "n_points": 10, "n_cells": 7, "n_groups": 5},
+            second: {"status": "ok", "n_points": 9, "n_cells": 6, "n_groups": 4},  # one row not used
+            third: {"status": "skipped", "reason": "no rows at this profile"},
+            "table1": {"status": "ok", "n_points": 13}}
+    md = lfs.stages_markdown(fits, frames, current=False, profile="smoke")
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert _cells(table[0]) == ["stage", "form", "rows", "points", "runs"]
+    body = {_cells(line)[0].strip("`"): _cells(line) for line in table[2:]}
+    assert list(body) == [*lfs.FIT_ORDER, "table1"]
+    assert body[first][2:] == ["10", "7", "5"]
+    assert body[second][2:] == ["11", "6", "4"]
+    assert body[third][2:] == ["12", "—", "—"]
+    assert body[lfs.FIT_ORDER[3]][2:] == ["13", "—", "—"]
+    assert body["table1"][2:] == [str(len(frames["neff_w"])), "—", "—"]  # Table 1 takes neff_w's rows
+    note = next(line for line in md.splitlines() if line.startswith("*Rows*"))
+    assert f"`{second}` fitted on 9 of its 11 rows" in note  # one row not used, said once, below
+    assert f"`{third}` not fitted: no rows at this profile" in note
+    assert f"`{lfs.FIT_ORDER[3]}` no fit file" in note and f"`{first}`" not in note
+    for s in lfs.FIT_ORDER:  # the stage's own equation
+        assert body[s][1] == lfs.lf.STAGES[s].equation
+    assert "*points*: the distinct design points" in md
+    assert re.search(r"older than the rows.*`python -m bitlaws fit --profile smoke`", md)
+    assert "exactly these rows" in lfs.stages_markdown(fits, frames, current=True, profile="smoke")
