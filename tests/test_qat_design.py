@@ -371,3 +371,10 @@ def test_factorial_runs_are_no_other_sweeps_runs_and_none_is_committed():
                                                                                       factorial_seeds=(0,))))}
     old = qd.factorial_overlap("cpu", seeds=(0,))
     assert old["committed"] == len(seed0 & committed) == sum(old["committed_by"].values()) > 0
+
+
+def test_design_view_shows_the_independent_power_where_it_was_simulated():
+    tab = _design_rows({1: 0.24, 2: 0.5}).assign(power_independent=[0.1, float("nan")])
+    view = qd.design_power_view(tab)
+    assert list(view["power, runs independent"]) == ["0.10 [0.06, 0.17]", "—"]
+    assert "power, runs independent" not in qd.design_power_view(_design_rows({1: 0.24}))

@@ -380,15 +380,19 @@ def design_power_view(tab: pd.DataFrame) -> pd.DataFrame:
         tab: ``design_power_table``'s rows (or the committed CSV, ``load_design_power``).
 
     Returns:
-        Columns ``claim``, ``design``, ``QAT runs``, ``CPU-h``, ``power [95% MC]``,
-        ``reproduced or partly``, ``false positive``, ``n_sim`` — one row per candidate, as in ``tab``.
+        Columns ``claim``, ``design``, ``QAT runs``, ``CPU-h``, ``power [95% MC]``, ``power, runs
+        independent`` (σ_seed = 0; only where ``tab`` has ``power_independent``, "—" where not
+        simulated), ``reproduced or partly``, ``false positive``, ``n_sim`` — one row per candidate.
     """
-    rate = {c: [_rate_text(r, n) for r, n in zip(tab[c], tab["n_sim"])]
-            for c in ("power", "power_partly", "false_positive")}
-    return pd.DataFrame({"claim": tab["claim"], "design": tab["design"], "QAT runs": tab["qat_runs"],
-                         "CPU-h": tab["cpu_hours"].round(1), "power [95% MC]": rate["power"],
-                         "reproduced or partly": rate["power_partly"], "false positive": rate["false_positive"],
-                         "n_sim": tab["n_sim"].astype(int)})
+    cols = ("power", "power_partly", "false_positive") + (("power_independent",) if "power_independent" in tab else ())
+    rate = {c: [_rate_text(r, n) for r, n in zip(tab[c], tab["n_sim"])] for c in cols}
+    out = pd.DataFrame({"claim": tab["claim"], "design": tab["design"], "QAT runs": tab["qat_runs"],
+                        "CPU-h": tab["cpu_hours"].round(1), "power [95% MC]": rate["power"],
+                        "reproduced or partly": rate["power_partly"], "false positive": rate["false_positive"],
+                        "n_sim": tab["n_sim"].astype(int)})
+    if "power_independent" in rate:
+        out.insert(5, "power, runs independent", rate["power_independent"])
+    return out
 
 
 def as_run_agreement(tab: pd.DataFrame, p4_power_record: dict | None) -> dict[str, float]:
