@@ -378,3 +378,15 @@ def test_design_view_shows_the_independent_power_where_it_was_simulated():
     view = qd.design_power_view(tab)
     assert list(view["power, runs independent"]) == ["0.10 [0.06, 0.17]", "—"]
     assert "power, runs independent" not in qd.design_power_view(_design_rows({1: 0.24}))
+
+
+def test_declared_marginal_seeds_are_the_committed_tables_choice():
+    """PowerPlan's seeds for P4 are the ones ``seed_choice``'s rule (the fewest whose Monte Carlo
+    lower bound clears 0.8) picks on the committed design table: rerunning design-power with other
+    results makes this fail until the plan follows."""
+    tab = qd.load_design_power("cpu")
+    if tab is None:
+        pytest.skip("no committed design table for cpu")
+    choice = qd.seed_choice(tab)
+    assert choice["by_interval"] is not None
+    assert 1 + len(PROFILES["cpu"].power_design.marginal_seeds) == choice["by_interval"]
