@@ -57,7 +57,7 @@ def test_factorial_is_every_combination_but_all_sixteen():
 def test_qat_seeds_repeat_the_marginal_sweeps_without_ptq():
     prof = _profile()
     q = prof.qat
-    specs = qat_seeds(prof)
+    specs = [s for s in qat_seeds(prof) if not s.precision.is_high_precision]  # the twins: below
     per_seed = len(q.marginal_sizes) * len(q.marginal_budgets) * len(q.marginal_bits) * 3
     assert len(specs) == 2 * per_seed and {s.train.seed for s in specs} == {1, 2}
     assert all(not s.ptq for s in specs) and len({s.run_id for s in specs}) == len(specs)
@@ -149,9 +149,14 @@ def test_as_run_agreement_z_is_the_two_sample_binomial_z():
     a = qd.as_run_agreement(tab, {"power": 0.16, "n_sim": 200.0})
     se = np.sqrt(0.24 * 0.76 / 100 + 0.16 * 0.84 / 200)
     assert a["z"] == pytest.approx((0.24 - 0.16) / se, rel=1e-12)
-    assert "agree within Monte Carlo error" in qd.agreement_sentence(a)
+    # the difference with its 95 % interval, ± 1.96·se; holding 0 is "cannot be told apart", never "agree"
+    assert (a["diff"], a["diff_lo"], a["diff_hi"]) == pytest.approx((0.08, 0.08 - 1.959964 * se, 0.08 + 1.959964 * se),
+                                                                     rel=1e-6)
+    text = qd.agreement_sentence(a)
+    assert "cannot be told apart at this Monte Carlo precision" in text and "agree" not in text
+    assert f"{0.08 - 1.959964 * se:+.2f}" in text
     far = qd.as_run_agreement(tab, {"power": 0.02, "n_sim": 200.0})
-    assert far["z"] > 1.96 and "differ beyond" in qd.agreement_sentence(far)
+    assert far["z"] > 1.96 and far["diff_lo"] > 0 and "differ beyond" in qd.agreement_sentence(far)
     assert np.isnan(qd.as_run_agreement(tab, None)["z"])
     view = qd.design_power_view(tab)
     assert list(view["power [95% MC]"]) == ["0.24 [0.17, 0.33]"]
@@ -204,3 +209,184 @@ def test_rate_text_prints_the_monte_carlo_interval():
     assert rate_text({"false_positive": 0.0, "n_sim": 100.0}, "false_positive") == "0% [0, 4]"
     assert rate_text({"power": 0.283, "n_sim": 200.0}) == "28%"  # not a count out of n_sim: no interval
     assert rate_text({"power": float("nan"), "n_sim": 200.0}) == "n/a"
+
+
+# --- the design table as the fits see it: Chinchilla refitted, seeds as blocks, unseen factorial ------
+
+def test_candidate_hp_frame_is_the_committed_runs_and_the_candidates_twins():
+    import pandas as pd
+
+    n27, n83 = (float(hand_count_n_params(get_size(z))) for z in ("n27k", "n83k"))
+    committed = pd.DataFrame({"n_params": [n27, n27, n27, 5.0e5], "n_tokens": [1_048_576.0, 1_048_576.0, 4e6, 4e6],
+                              "seed": [0, 1, 0, 0], "loss_val": [2.0, 2.1, 1.9, 1.8]})
+    c = qd.Candidate("P4", "t", ("n27k", "n83k"), (1_048_576,), (4, 8), seeds=3)
+    hp = qd.candidate_frames(c, committed)["chinchilla"]
+    # 4 committed (N, D, seed) + the candidate's 2 sizes × 1 D × 3 seeds, of which (n27k, 1M, 0 and 1) are committed
+    assert len(hp) == 4 + 6 - 2 and int(hp["committed"].sum()) == 4
+    assert set(zip(hp.loc[~hp["committed"], "n_params"], hp.loc[~hp["committed"], "seed"])) == \
+        {(n27, 2), (n83, 0), (n83, 1), (n83, 2)}
+    assert (hp[["bits_w", "bits_a", "bits_kv"]] == 16).all().all() and hp["run_id"].is_unique
+    assert len(qd.candidate_frames(c)["chinchilla"]) == 6  # without committed runs: the twins alone
+    with pytest.raises(ValueError, match="lacks \\['seed'\\]"):
+        qd.candidate_frames(c, committed.drop(columns="seed"))
+
+
+class _Recorder:
+    """Stands in for ``laws.fit.fit_stage``: records each simulated frame's noise (loss − the
+    generating law) and returns the generating constants, so p4_power runs without fitting."""
+
+    def __init__(self, chin):
+        from bitlaws.laws import fit as lfit
+
+        self.chin, self.lfit, self.calls = chin, lfit, []
+
+    def __call__(self, stage, frame, fixed=None, *, n_refine=-1, extra_starts=None, **kw):
+        from types import SimpleNamespace
+
+        if stage.name == "chinchilla":
+            true = forms.chinchilla_loss(frame["n_params"].to_numpy(float), frame["n_tokens"].to_numpy(float), self.chin)
+            params = dict(self.chin)
+        else:
+            x = stage.name.removeprefix("neff_")
+            params = {f"gamma_{x}": float(extra_starts[0, 0]), f"n_{x}": float(extra_starts[0, 1])}
+            true = self.lfit.predict(stage, frame, params, fixed)
+        self.calls.append((stage.name, frame.assign(noise=frame["loss_val"].to_numpy(float) - true)))
+        return SimpleNamespace(params=params, objective=0.0)
+
+
+def _block_run(monkeypatch, seed_sd, n_sim=3):
+    from bitlaws.laws import fit as lfit
+    from bitlaws.study import power
+    from bitlaws.study.noise import NoiseModel
+
+    chin = {"A": 84.0, "B": 1560.0, "E": 1.26, "alpha": 0.55, "beta": 0.55}
+    noise = NoiseModel(loss_sd=0.015, loss_dof=4, post_sd=0.015, post_dof=4, delta_abs=2e-4, delta_rel=0.07,
+                       delta_dof=4, n_cells=2, n_groups=2)
+    rec = _Recorder(chin)
+    monkeypatch.setattr(lfit, "fit_stage", rec)
+    c = qd.Candidate("P4", "t", ("n27k", "n83k"), (1_048_576, 2_097_152), (4, 8), seeds=2)
+    out = power.p4_power(qd.candidate_frames(c), chin, noise, n_sim=n_sim, seed=7, seed_sd=seed_sd)
+    return out, rec.calls, noise
+
+
+def test_seed_block_zero_is_the_independent_model_and_full_blocks_share_a_seed(monkeypatch):
+    out0, calls0, noise = _block_run(monkeypatch, 0.0)
+    # σ_seed = 0: the first refit's noise is the generator's first draws, exactly (the model before blocks)
+    hp0 = calls0[0][1]
+    want = noise.loss_sd * np.random.default_rng(7).standard_normal(len(hp0))
+    assert calls0[0][0] == "chinchilla" and np.allclose(hp0["noise"], want, rtol=0, atol=1e-12)
+    # a vanishing σ_seed draws the same per-run noise (the blocks come from a generator of their own)
+    _, calls_tiny, _ = _block_run(monkeypatch, 1e-9)
+    assert [n for n, _ in calls_tiny] == [n for n, _ in calls0]
+    for (_, a), (_, b) in zip(calls0, calls_tiny):
+        assert np.allclose(a["noise"], b["noise"], rtol=0, atol=1e-8)
+    assert out0["seed_sd"] == 0.0 and out0["power"] == _block_run(monkeypatch, 1e-9)[0]["power"]
+    # all of the noise in the block: every run of one (N, seed) in one dataset moves by the same amount,
+    # in the high-precision frame and in every part's frame alike; different (N, seed) differ
+    _, calls, _ = _block_run(monkeypatch, noise.loss_sd, n_sim=1)
+    frames = [f for _, f in calls]
+    allrows = pd_concat(frames)
+    per_key = allrows.groupby(["n_params", "seed"])["noise"]
+    assert (per_key.max() - per_key.min()).max() < 1e-12
+    assert per_key.mean().nunique() == 4  # 2 sizes × 2 seeds
+    with pytest.raises(ValueError, match="seed_sd must be in"):
+        _block_run(monkeypatch, 0.02)
+
+
+def pd_concat(frames):
+    import pandas as pd
+
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_seed_block_sd_is_the_two_way_anova_component():
+    import pandas as pd
+    from scipy import stats
+
+    b = np.array([-3.0, -1.0, 1.0, 3.0]) * 0.01  # the seed effects, zero mean
+    r = np.array([[1, -1, 1, -1], [-1, 1, -1, 1], [0, 0, 0, 0]]) * 0.001  # residuals: zero row and column means
+    mu = np.array([2.0, 1.9, 1.8])
+    rows = [{"n_params": 3e4, "n_tokens": d, "seed": s, "loss_val": mu[i] + b[s] + r[i, s], "status": "ok",
+             "ptq_method": "none", "bits_w": 16, "bits_a": 16, "bits_kv": 16, "run_id": f"{i}{s}", "obs_id": f"{i}{s}"}
+            for i, d in enumerate((1e6, 2e6, 4e6)) for s in range(4)]
+    rows += [{**rows[0], "n_params": 9e4, "seed": s, "loss_val": 2.5 + 0.002 * s, "run_id": f"x{s}", "obs_id": f"x{s}"}
+             for s in range(4)]  # one seeded cell at another size: no within-size estimate there
+    got = qd.seed_block_sd(pd.DataFrame(rows))
+    ms_s, ms_e = 3 * float((b ** 2).sum()) / 3, float((r ** 2).sum()) / 6
+    assert got["sd"] == pytest.approx(np.sqrt((ms_s - ms_e) / 3), rel=1e-9)
+    assert got["resid_sd"] == pytest.approx(np.sqrt(ms_e), rel=1e-9) and got["n_sizes"] == 1.0
+    f = ms_s / ms_e
+    assert got["f"] == pytest.approx(f, rel=1e-9) and got["p"] == pytest.approx(stats.f.sf(f, 3, 6), rel=1e-9)
+    assert got["hi"] == pytest.approx(np.sqrt((f / stats.f.ppf(0.025, 3, 6) - 1) / 3 * ms_e), rel=1e-9)
+    assert got["lo"] <= got["sd"] <= got["hi"]
+    assert np.isnan(qd.seed_block_sd(pd.DataFrame(rows[12:]))["sd"])  # one cell per size: nothing to estimate
+
+
+def test_seed_choice_takes_the_fewest_seeds_whose_lower_bound_clears_the_bar():
+    # 2 seeds: 0.85 from 100 datasets, lower bound 0.77 < 0.8; 3 seeds: 0.93, lower bound 0.86 ≥ 0.8
+    c = qd.seed_choice(_design_rows({1: 0.3, 2: 0.85, 3: 0.93, 5: 0.99}), target=0.8)
+    assert c["by_point"] == 2 and c["by_interval"] == 3
+    assert c["power"][2][1] < 0.8 <= c["power"][3][1]
+    # with 400 datasets 0.85's lower bound clears 0.8: the same point estimate now suffices
+    assert qd.seed_choice(_design_rows({1: 0.3, 2: 0.85, 3: 0.93}, n_sim=400), target=0.8)["by_interval"] == 2
+
+
+def test_qat_seeds_add_the_twins_the_base_grid_lacks():
+    from bitlaws.study.sweep import base_grid
+
+    prof = _profile()
+    specs = qat_seeds(prof)
+    twins = [s for s in specs if s.precision.is_high_precision]
+    cells = {(z, d) for z in prof.qat.marginal_sizes for d in prof.qat.marginal_budgets}
+    seeded = cells & set(prof.seed_cells)  # there the base grid trains seeds 1-4 already
+    assert len(twins) == 2 * (len(cells) - len(seeded))
+    assert not {s.run_id for s in twins} & {s.run_id for s in base_grid(prof)}
+
+
+def test_factorial_runs_are_no_other_sweeps_runs_and_none_is_committed():
+    """The factorial is pre-registered: none of its runs is a run another declared sweep trains (a
+    run_id leaves the experiment out, so a shared run would be the same model), nor one whose rows
+    are committed under any experiment."""
+    import pandas as pd
+
+    from bitlaws.study.store import data_dir
+    from bitlaws.study.sweep import declared_experiments, plan
+
+    fac = {s.run_id for s in plan("cpu", "qat_factorial")}
+    others = {s.run_id for e in declared_experiments("cpu") if e != "qat_factorial" for s in plan("cpu", e)}
+    assert fac and not fac & others
+    committed = set()
+    for f in (data_dir() / "runs" / "cpu").glob("*.csv"):
+        head = pd.read_csv(f, nrows=0)
+        if "run_id" in head and f.name != "qat_factorial.csv" and not f.name.endswith("_curves.csv"):
+            committed |= set(pd.read_csv(f, usecols=["run_id"])["run_id"])
+    assert not fac & committed
+    got = qd.factorial_overlap("cpu")
+    assert (got["runs"], got["committed"], got["planned_elsewhere"]) == (len(fac), 0, 0)
+    # at seed 0 the factorial would re-run committed qat_joint / qat_marginal models: counted alike
+    import dataclasses as dc
+
+    prof = PROFILES["cpu"]
+    seed0 = {s.run_id for s in qat_factorial(dc.replace(prof, power_design=dc.replace(prof.power_design,
+                                                                                      factorial_seeds=(0,))))}
+    old = qd.factorial_overlap("cpu", seeds=(0,))
+    assert old["committed"] == len(seed0 & committed) == sum(old["committed_by"].values()) > 0
+
+
+def test_design_view_shows_the_independent_power_where_it_was_simulated():
+    tab = _design_rows({1: 0.24, 2: 0.5}).assign(power_independent=[0.1, float("nan")])
+    view = qd.design_power_view(tab)
+    assert list(view["power, runs independent"]) == ["0.10 [0.06, 0.17]", "—"]
+    assert "power, runs independent" not in qd.design_power_view(_design_rows({1: 0.24}))
+
+
+def test_declared_marginal_seeds_are_the_committed_tables_choice():
+    """PowerPlan's seeds for P4 are the ones ``seed_choice``'s rule (the fewest whose Monte Carlo
+    lower bound clears 0.8) picks on the committed design table: rerunning design-power with other
+    results makes this fail until the plan follows."""
+    tab = qd.load_design_power("cpu")
+    if tab is None:
+        pytest.skip("no committed design table for cpu")
+    choice = qd.seed_choice(tab)
+    assert choice["by_interval"] is not None
+    assert 1 + len(PROFILES["cpu"].power_design.marginal_seeds) == choice["by_interval"]

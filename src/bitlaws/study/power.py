@@ -761,13 +761,46 @@ def _shift_bootstrap(theta: Mapping[str, np.ndarray], bits: np.ndarray) -> tuple
     return p_order, p_a
 
 
+def _block_keys(frame: pd.DataFrame) -> list[tuple[float, int]]:
+    seeds = frame["seed"].astype(int) if "seed" in frame else pd.Series(0, index=frame.index)
+    return list(zip(frame["n_params"].astype(float), seeds))
+
+
+def _seed_blocks(frames: Mapping[str, pd.DataFrame], n_sim: int, seed_sd: float, seed: int) -> dict | None:
+    """One random effect per (N, seed) and simulated dataset, shared by every run of that model size
+    and seed (the same initialisation and data order, whatever its D or precision): (N, seed) ->
+    (n_sim,) draws of N(0, ``seed_sd``²), from a generator of their own (``default_rng([seed, 1])``)
+    so the per-run draws stay those of the model without blocks. None when ``seed_sd`` is 0. Rows
+    without a ``seed`` column are seed 0."""
+    if seed_sd == 0:
+        return None
+    keys = sorted({k for f in frames.values() for k in _block_keys(f)})
+    g = np.random.default_rng([seed, 1])
+    return {"sd": float(seed_sd), **{k: seed_sd * g.standard_normal(n_sim) for k in keys}}
+
+
+def _within_sd(noise: NoiseModel, blocks: dict | None) -> float:
+    """The per-run σ left beside the seed block: sqrt(σ² − σ_seed²), so one run's total σ stays the
+    noise model's (``noise.loss_sd``, a within-cell spread across seeds, which holds the seed part)."""
+    return noise.loss_sd if blocks is None else math.sqrt(noise.loss_sd ** 2 - blocks["sd"] ** 2)
+
+
+def _block_of(frame: pd.DataFrame, blocks: dict | None):
+    """s -> (rows,) the seed block of each row of ``frame`` in simulated dataset s (0.0 without blocks)."""
+    if blocks is None:
+        return lambda s: 0.0
+    keys = _block_keys(frame)
+    return lambda s: np.array([blocks[k][s] for k in keys])
+
+
 def _p4_chinchillas(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise: NoiseModel,
-                    n_sim: int, rng: np.random.Generator, refit: bool) -> list[dict | None]:
+                    n_sim: int, rng: np.random.Generator, refit: bool, blocks=None) -> list[dict | None]:
     """The Chinchilla constants each simulated dataset's N_eff fits hold: refitted on its own simulated
     high-precision runs (the ``chinchilla`` frame's N, D, seeds; loss from ``chinchilla`` plus seed
     noise; L-BFGS-B from the best grid point), as the pipeline bootstrap refits Chinchilla per
     resample; or ``chinchilla`` itself when ``refit`` is off or there is no such frame. None: a
-    failed refit (that dataset counts as failed for every part)."""
+    failed refit (that dataset counts as failed for every part). ``blocks``: ``_seed_blocks``' draws
+    (None: no seed block term)."""
     from ..laws import fit as lfit
 
     hp = frames.get("chinchilla")
@@ -776,8 +809,9 @@ def _p4_chinchillas(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str,
     stage = lfit.STAGES["chinchilla"]
     true = forms.chinchilla_loss(hp["n_params"].to_numpy(float), hp["n_tokens"].to_numpy(float), chinchilla)
     out: list[dict | None] = []
-    for _ in range(n_sim):
-        sim = hp.assign(loss_val=true + noise.loss_sd * rng.standard_normal(len(hp)))
+    sd, block = _within_sd(noise, blocks), _block_of(hp, blocks)
+    for s in range(n_sim):
+        sim = hp.assign(loss_val=true + sd * rng.standard_normal(len(hp)) + block(s))
         try:
             res = lfit.fit_stage(stage, sim, n_refine=1)
         except ValueError:
@@ -790,7 +824,7 @@ def _p4_chinchillas(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str,
 
 def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise: NoiseModel,
              n_sim: int = N_SIM, seed: int = 0, bits: tuple[int, ...] = P4_BITS,
-             refit_chinchilla: bool = True) -> dict[str, float | str]:
+             refit_chinchilla: bool = True, seed_sd: float = 0.0) -> dict[str, float | str]:
     """Power and size of P4's rule (``bitlaws.study.claims.rule_p4``) on our design, by simulation.
 
     Design: each part's rows of ``frames`` cut to ``p4_design`` (``neff_design``), the very
@@ -814,6 +848,9 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
         chinchilla: the generating Chinchilla constants. noise: ``bitlaws.study.noise.noise_model``.
         n_sim: simulated datasets per hypothesis. seed: the generator's seed. bits: the rule's widths.
         refit_chinchilla: refit Chinchilla per dataset (default) or hold it at ``chinchilla``.
+        seed_sd: σ_seed [nats], a random effect per (N, seed) shared by every run of that size and seed
+            in a dataset (``_seed_blocks``; the high-precision and the three marginal frames alike), the
+            rest of ``noise.loss_sd`` per run. 0 (default): independent runs, the same draws as before.
 
     Returns:
         ``power``, ``power_partly`` (paper data: reproduced; reproduced or partly); per null ``fp_<name>``
@@ -821,15 +858,20 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
         the most sensitive); ``false_positive`` and ``false_partly`` (the size: the largest of
         those), ``size_null`` and ``size_partly_null`` (which null); ``fp_all_equal`` is the one
         null of earlier versions; ``n_sim``, ``rows_w``, ``rows_a``, ``rows_kv`` (the design),
-        ``rows_left_out`` (rows of ``frames`` outside it), ``chinchilla_refit`` (1.0 or 0.0),
+        ``rows_left_out`` (rows of ``frames`` outside it), ``chinchilla_refit`` (1.0 or 0.0), ``seed_sd``,
         ``n_failed`` (datasets whose Chinchilla refit failed). Power and rates NaN without three
         non-empty frames or a finite σ.
 
     Raises:
-        ValueError: a hypothesis's curve is undefined (f ≤ 0) on a row of the design.
+        ValueError: a hypothesis's curve is undefined (f ≤ 0) on a row of the design; ``seed_sd``
+            negative, not finite, or above ``noise.loss_sd``.
     """
     from ..laws import fit as lfit
     from .claims import rule_p4
+
+    if not (math.isfinite(seed_sd) and seed_sd >= 0) or (seed_sd > 0 and not seed_sd <= noise.loss_sd):
+        raise ValueError(f"p4_power: seed_sd must be in [0, noise.loss_sd = {noise.loss_sd:.4g}] nats (the seed "
+                         f"block is part of one run's σ); got {seed_sd!r}")
 
     design = p4_design(frames) if all(f"neff_{x}" in frames for x in _PARTS) else {}
     out: dict[str, float | str] = {"n_sim": float(n_sim)}
@@ -842,7 +884,9 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
     curves = {c: (p[f"gamma_{c}"], p[f"n_{c}"]) for c in _PARTS}
     b = np.asarray(bits, float)
     rng = np.random.default_rng(seed)
-    chins = _p4_chinchillas(frames, chinchilla, noise, n_sim, rng, refit_chinchilla)
+    blocks = _seed_blocks(frames, n_sim, seed_sd, seed)
+    chins = _p4_chinchillas(frames, chinchilla, noise, n_sim, rng, refit_chinchilla, blocks)
+    out["seed_sd"] = float(seed_sd)
     out["chinchilla_refit"] = float(refit_chinchilla and len(frames.get("chinchilla", ())) > 0)
     out["n_failed"] = float(sum(c is None for c in chins))
     cache: dict[tuple[str, str], np.ndarray] = {}
@@ -859,8 +903,9 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
                              "only rows where every hypothesis is defined")
         true = lfit.predict(stage, fr, {f"gamma_{x}": g, f"n_{x}": n}, chinchilla)
         theta = np.full((n_sim, 2), np.nan)
+        sd, block = _within_sd(noise, blocks), _block_of(fr, blocks)
         for s in range(n_sim):
-            sim = fr.assign(loss_val=true + noise.loss_sd * rng.standard_normal(len(fr)))
+            sim = fr.assign(loss_val=true + sd * rng.standard_normal(len(fr)) + block(s))
             if chins[s] is None:
                 continue
             try:

@@ -15,15 +15,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..laws import forms
 from .._io import frame_sha256
 from .power import N_SIM, mc_interval, p4_power, p5_power, p9_power
 
-__all__ = ["Candidate", "CANDIDATES", "candidate_frames", "candidate_cells", "candidate_p5_design", "candidate_hours",
+__all__ = ["Candidate", "CANDIDATES", "candidate_frames", "seed_block_sd", "candidate_cells", "candidate_p5_design", "candidate_hours",
            "design_power_table", "write_design_power", "load_design_power", "design_power_view", "as_run_agreement",
-           "agreement_sentence", "seed_choice", "seed_choice_sentence"]
+           "agreement_sentence", "seed_choice", "seed_choice_sentence", "factorial_overlap",
+           "block_sentence"]
 
 _PARTS = ("w", "a", "kv")
 
@@ -86,16 +88,103 @@ def _n_params(size: str) -> float:
     return float(hand_count_n_params(get_size(size)))
 
 
-def candidate_frames(c: Candidate) -> dict[str, pd.DataFrame]:
-    """P4's simulated design: the ``neff_w``, ``neff_a``, ``neff_kv`` frames of ``c`` (one row per
-    run; ``loss_val`` is a placeholder the simulation replaces), as ``law_fits.stage_frames`` gives them."""
+def candidate_frames(c: Candidate, committed_hp: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+    """P4's simulated design: the ``neff_w``, ``neff_a``, ``neff_kv`` frames of ``c`` and its
+    ``chinchilla`` frame (one row per run; ``loss_val`` is a placeholder the simulation replaces), as
+    ``law_fits.stage_frames`` gives them.
+
+    The ``chinchilla`` frame holds the high-precision runs the fits would refit Chinchilla on: the
+    committed ones (``committed_hp``: ``stage_frames(df)["chinchilla"]``, each (N, D, seed) once) and
+    the candidate's twins, one per (size, D, seed) of ``c`` not already among them (``c.seeds``
+    seeds: seed 0 and those the ``qat_seeds`` sweep adds).
+
+    Raises:
+        ValueError: ``committed_hp`` lacks ``n_params``, ``n_tokens`` or ``seed``.
+    """
     out = {}
     for x in _PARTS:
         rows = [{"run_id": f"{x}-{z}-{d}-{b}-{s}", "n_params": _n_params(z), "n_tokens": float(d), "bits_w": 16,
                  "bits_a": 16, "bits_kv": 16, f"bits_{x}": b, "seed": s, "loss_val": 1.0}
                 for z, d, b, s in itertools.product(c.sizes, c.budgets, c.bits, range(c.seeds))]
         out[f"neff_{x}"] = pd.DataFrame(rows)
+    key = ["n_params", "n_tokens", "seed"]
+    have = set()
+    if committed_hp is not None and len(committed_hp):
+        missing = [k for k in key if k not in committed_hp]
+        if missing:
+            raise ValueError(f"candidate_frames: committed_hp lacks {missing}; it needs {key} "
+                             "(stage_frames(df)['chinchilla'])")
+        have = {(float(n), float(d), int(s)) for n, d, s in committed_hp[key].itertuples(index=False)}
+    twins = {(_n_params(z), float(d), s) for z, d, s in itertools.product(c.sizes, c.budgets, range(c.seeds))}
+    hp = sorted(have | twins)
+    out["chinchilla"] = pd.DataFrame([{"run_id": f"hp-{n:.0f}-{d:.0f}-{s}", "n_params": n, "n_tokens": d,
+                                       "bits_w": 16, "bits_a": 16, "bits_kv": 16, "seed": s, "loss_val": 1.0,
+                                       "committed": (n, d, s) in have} for n, d, s in hp])
     return out
+
+
+def seed_block_sd(df: pd.DataFrame) -> dict[str, float]:
+    """σ_seed: the part of the seed noise that runs of one model size and seed share (the same
+    initialisation and data order), estimated from the committed high-precision runs.
+
+    At each size with ≥ 2 (N, D) cells trained with the same ≥ 2 seeds, a two-way analysis of
+    variance of the loss on D cell × seed (no interaction; the seeds common to those cells): the
+    seed mean square MS_s over the residual MS_e gives σ_seed² = (MS_s − MS_e)/C (C cells; 0 if
+    negative), and the F-test of the seed effect. Mean squares are pooled over such sizes. The
+    95 % interval is the exact one for σ_seed²/σ_e² (F = MS_s/MS_e ~ (1 + C·ρ)·F(S − 1, (C − 1)(S − 1))),
+    times MS_e. ``cross_size_corr`` is the mean correlation of seed deviations (a run's loss minus its
+    cell's mean) between seeded cells of different sizes, over their common seeds: the part shared
+    through the data order alone, which the simulations leave out when it is not positive.
+
+    Args:
+        df: training rows (``load_runs``); the high-precision ones are read (``stage_frames``).
+
+    Returns:
+        ``sd`` (σ_seed [nats]), ``lo``, ``hi`` (its 95 % interval), ``resid_sd`` (√MS_e), ``f``, ``p``,
+        ``dof_seed``, ``dof_resid``, ``n_cells``, ``n_sizes``, ``cross_size_corr``; NaN (``n_sizes`` 0)
+        where no size has two seeded cells.
+    """
+    from scipy import stats
+
+    from .law_fits import stage_frames
+
+    hp = stage_frames(df)["chinchilla"]
+    nan = math.nan
+    out = {"sd": nan, "lo": nan, "hi": nan, "resid_sd": nan, "f": nan, "p": nan, "dof_seed": 0.0, "dof_resid": 0.0,
+           "n_cells": 0.0, "n_sizes": 0.0, "cross_size_corr": nan}
+    if hp.empty:
+        return out
+    tab = hp.pivot_table(index=["n_params", "n_tokens"], columns="seed", values="loss_val", aggfunc="mean")
+    tab = tab[tab.notna().sum(axis=1) >= 2]
+    ss_s = ss_e = df_s = df_e = c_w = 0.0
+    n_cells = n_sizes = 0
+    for _, t in tab.groupby(level="n_params"):
+        t = t.dropna(axis=1)
+        if t.shape[0] < 2 or t.shape[1] < 2:
+            continue
+        y = t.to_numpy(float)
+        cc, ss = y.shape
+        r = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
+        ss_s += cc * float(((y.mean(0) - y.mean()) ** 2).sum())
+        ss_e += float((r ** 2).sum())
+        df_s, df_e = df_s + ss - 1, df_e + (cc - 1) * (ss - 1)
+        c_w += cc * (ss - 1)
+        n_cells, n_sizes = n_cells + cc, n_sizes + 1
+    dev = tab.sub(tab.mean(axis=1), axis=0)
+    corr = [dev.iloc[i].corr(dev.iloc[j]) for i in range(len(dev)) for j in range(i + 1, len(dev))
+            if dev.index[i][0] != dev.index[j][0] and (dev.iloc[i].notna() & dev.iloc[j].notna()).sum() >= 3]
+    out["cross_size_corr"] = float(np.nanmean(corr)) if corr else nan
+    if not n_sizes or df_e <= 0:
+        return out
+    c = c_w / df_s  # cells per seed degree of freedom (C at a single size)
+    ms_s, ms_e = ss_s / df_s, ss_e / df_e
+    f = ms_s / ms_e
+    rho_lo = (f / stats.f.ppf(0.975, df_s, df_e) - 1) / c
+    rho_hi = (f / stats.f.ppf(0.025, df_s, df_e) - 1) / c
+    return {**out, "sd": math.sqrt(max(0.0, (ms_s - ms_e) / c)), "lo": math.sqrt(max(0.0, rho_lo * ms_e)),
+            "hi": math.sqrt(max(0.0, rho_hi * ms_e)), "resid_sd": math.sqrt(ms_e), "f": f,
+            "p": float(stats.f.sf(f, df_s, df_e)), "dof_seed": df_s, "dof_resid": df_e, "n_cells": float(n_cells),
+            "n_sizes": float(n_sizes)}
 
 
 def candidate_cells(c: Candidate, eq2: dict[str, float]) -> pd.DataFrame:
@@ -129,10 +218,13 @@ def candidate_p5_design(c: Candidate, hp_seeds: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None) -> float:
-    """CPU-hours to train ``c``'s low-precision runs and the high-precision twins beyond seed 0 (seed 0
-    is the base grid's), at the measured tokens/s (``budget.default_throughput``), each run timed by
-    ``budget.run_seconds`` as ``budget.estimate`` times it, with two evaluations. NaN without a throughput."""
+def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None,
+                    committed_hp: pd.DataFrame | None = None) -> float:
+    """CPU-hours to train ``c``'s low-precision runs and its high-precision twins (P4, P9), at the
+    measured tokens/s (``budget.default_throughput``), each run timed by ``budget.run_seconds`` as
+    ``budget.estimate`` times it, with two evaluations. NaN without a throughput. The twins are
+    those of ``candidate_frames`` not in ``committed_hp`` (without it: every seed beyond 0, seed 0
+    being the base grid's); P5's factorial reads the base grid's high-precision runs and has none."""
     from .budget import default_throughput, run_seconds
     from .sweep import PROFILES, _model
 
@@ -143,10 +235,19 @@ def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None) -> floa
     secs = 0.0
     per_cell = c.qat_runs / (len(c.sizes) * len(c.budgets))
     eval_tokens = prof.train.eval_tokens * 2  # two evaluations of each run
+    if c.claim == "P5":
+        twins = {}
+    elif committed_hp is None:
+        twins = {(z, d): c.seeds - 1 for z, d in itertools.product(c.sizes, c.budgets)}
+    else:
+        hp = candidate_frames(c, committed_hp)["chinchilla"]
+        new = hp[~hp["committed"]]
+        twins = {(z, d): int(((new["n_params"] == _n_params(z)) & (new["n_tokens"] == float(d))).sum())
+                 for z, d in itertools.product(c.sizes, c.budgets)}
     for z, d in itertools.product(c.sizes, c.budgets):
         m = _model(z, prof)
         secs += per_cell * run_seconds(tp, m, prof.train.seq_len, d, eval_tokens, quantized=True)
-        secs += (c.seeds - 1) * run_seconds(tp, m, prof.train.seq_len, d, eval_tokens, quantized=False)
+        secs += twins.get((z, d), 0) * run_seconds(tp, m, prof.train.seq_len, d, eval_tokens, quantized=False)
     return secs / 3600
 
 
@@ -161,16 +262,28 @@ def _hp_seeds(df: pd.DataFrame, c: Candidate) -> int:
 
 
 def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = CANDIDATES, n_sim: int = N_SIM,
-                       seed: int = 0, progress: bool = False, root: str | None = None) -> pd.DataFrame:
+                       seed: int = 0, progress: bool = False, root: str | None = None,
+                       independent: tuple[tuple[str, int], ...] = (("as run", 1), ("as run", 5))) -> pd.DataFrame:
     """The power of P4's, P5's and P9's rules on each candidate design, with its cost.
 
-    Reads the profile's committed rows for the seed noise (``noise.noise_model``, RTN) and the
-    fits for the constants the simulations hold (Chinchilla for P4, Eq. 2 of RTN for P9).
+    Reads the profile's committed rows for the seed noise (``noise.noise_model``, RTN; σ_seed,
+    ``seed_block_sd``) and the fits for the constants the simulations draw from (Chinchilla for P4
+    and P5, Eq. 2 of RTN for P9). P4 refits Chinchilla on each simulated dataset's high-precision
+    runs (``candidate_frames``' ``chinchilla`` frame: the committed runs and the candidate's twins),
+    as the fits' own P4 simulation does, with the seed block σ_seed shared by the runs of one
+    (N, seed); ``power_independent`` is the same simulation with σ_seed = 0 (the same draws
+    otherwise), on the candidates named in ``independent`` (name part, seeds: the as-run family's
+    ends, 1 and 5 seeds).
+    P5 and P9 hold their constants and treat runs as independent.
 
     Returns:
         One row per candidate: ``claim``, ``design``, ``sizes``, ``budgets``, ``bits`` (";"-joined),
-        ``seeds``, ``qat_runs``, ``cpu_hours``, ``power``, ``power_partly``, ``false_positive``,
-        ``n_sim``, ``loss_sd`` (the seed σ used, nats), ``inputs_sha256`` (of the training rows read).
+        ``seeds``, ``qat_runs``, ``hp_twins`` (high-precision runs the candidate adds), ``hp_runs`` (P4:
+        the runs Chinchilla is refitted on; 0 elsewhere), ``cpu_hours``, ``power``, ``power_partly``,
+        ``false_positive``, ``power_independent`` (NaN where not simulated), ``n_sim``, ``loss_sd``
+        (one run's seed σ, nats), ``seed_sd`` (σ_seed used by P4; 0 elsewhere), ``seed_sd_lo``,
+        ``seed_sd_hi`` (its 95 % interval), ``chinchilla_refit`` (1.0 or 0.0), ``inputs_sha256`` (of the
+        training rows read).
 
     Raises:
         FileNotFoundError: no rows or no fits for ``profile`` (``python -m bitlaws fit``).
@@ -178,7 +291,7 @@ def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = C
     """
     from tqdm.auto import tqdm
 
-    from .law_fits import TRAINING_EXPERIMENTS, load_fits, params_of
+    from .law_fits import TRAINING_EXPERIMENTS, load_fits, params_of, stage_frames
     from .noise import noise_model
     from .store import load_runs
 
@@ -189,20 +302,34 @@ def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = C
         raise ValueError(f"design_power_table needs the chinchilla and ptq fits of {profile!r}; run "
                          f"`python -m bitlaws fit --profile {profile}`")
     noise = noise_model(df, "rtn")
+    block = seed_block_sd(df)
+    seed_sd = min(block["sd"], noise.loss_sd) if math.isfinite(block["sd"]) else 0.0
+    committed = stage_frames(df)["chinchilla"]
     read = frame_sha256(df)
     out = []
     for c in tqdm(candidates, desc="design power", disable=not progress):
+        indep, hp_runs, twins = math.nan, 0, 0
         if c.claim == "P4":
-            pw = p4_power(candidate_frames(c), chin, noise, n_sim=n_sim, seed=seed)
+            frames = candidate_frames(c, committed)
+            hp_runs, twins = len(frames["chinchilla"]), int((~frames["chinchilla"]["committed"]).sum())
+            pw = p4_power(frames, chin, noise, n_sim=n_sim, seed=seed, seed_sd=seed_sd)
+            if any(name in c.name and c.seeds == k for name, k in independent):
+                indep = p4_power(frames, chin, noise, n_sim=n_sim, seed=seed)["power"]
         elif c.claim == "P5":
             pw = p5_power(candidate_p5_design(c, _hp_seeds(df, c)), chin, noise, n_sim=n_sim, seed=seed)
         else:
             pw = p9_power(candidate_cells(c, eq2), eq2, noise, n_sim=n_sim, seed=seed)
+            twins = len(c.sizes) * len(c.budgets) * (c.seeds - 1)
+        p4 = c.claim == "P4"
         out.append({"claim": c.claim, "design": c.name, "sizes": ";".join(c.sizes),
                     "budgets": ";".join(map(str, c.budgets)), "bits": ";".join(map(str, c.bits)), "seeds": c.seeds,
-                    "qat_runs": c.qat_runs, "cpu_hours": candidate_hours(c, profile), "power": pw["power"],
-                    "power_partly": pw["power_partly"], "false_positive": pw["false_positive"],
-                    "n_sim": pw["n_sim"], "loss_sd": noise.loss_sd, "inputs_sha256": read})
+                    "qat_runs": c.qat_runs, "hp_twins": twins, "hp_runs": hp_runs,
+                    "cpu_hours": candidate_hours(c, profile, committed_hp=committed if p4 else None),
+                    "power": pw["power"], "power_partly": pw["power_partly"], "false_positive": pw["false_positive"],
+                    "power_independent": indep, "n_sim": pw["n_sim"], "loss_sd": noise.loss_sd,
+                    "seed_sd": seed_sd if p4 else 0.0, "seed_sd_lo": block["lo"] if p4 else math.nan,
+                    "seed_sd_hi": block["hi"] if p4 else math.nan,
+                    "chinchilla_refit": float(pw.get("chinchilla_refit", 0.0)), "inputs_sha256": read})
     return pd.DataFrame(out)
 
 
@@ -253,59 +380,85 @@ def design_power_view(tab: pd.DataFrame) -> pd.DataFrame:
         tab: ``design_power_table``'s rows (or the committed CSV, ``load_design_power``).
 
     Returns:
-        Columns ``claim``, ``design``, ``QAT runs``, ``CPU-h``, ``power [95% MC]``,
-        ``reproduced or partly``, ``false positive``, ``n_sim`` — one row per candidate, as in ``tab``.
+        Columns ``claim``, ``design``, ``QAT runs``, ``CPU-h``, ``power [95% MC]``, ``power, runs
+        independent`` (σ_seed = 0; only where ``tab`` has ``power_independent``, "—" where not
+        simulated), ``reproduced or partly``, ``false positive``, ``n_sim`` — one row per candidate.
     """
-    rate = {c: [_rate_text(r, n) for r, n in zip(tab[c], tab["n_sim"])]
-            for c in ("power", "power_partly", "false_positive")}
-    return pd.DataFrame({"claim": tab["claim"], "design": tab["design"], "QAT runs": tab["qat_runs"],
-                         "CPU-h": tab["cpu_hours"].round(1), "power [95% MC]": rate["power"],
-                         "reproduced or partly": rate["power_partly"], "false positive": rate["false_positive"],
-                         "n_sim": tab["n_sim"].astype(int)})
+    cols = ("power", "power_partly", "false_positive") + (("power_independent",) if "power_independent" in tab else ())
+    rate = {c: [_rate_text(r, n) for r, n in zip(tab[c], tab["n_sim"])] for c in cols}
+    out = pd.DataFrame({"claim": tab["claim"], "design": tab["design"], "QAT runs": tab["qat_runs"],
+                        "CPU-h": tab["cpu_hours"].round(1), "power [95% MC]": rate["power"],
+                        "reproduced or partly": rate["power_partly"], "false positive": rate["false_positive"],
+                        "n_sim": tab["n_sim"].astype(int)})
+    if "power_independent" in rate:
+        out.insert(5, "power, runs independent", rate["power_independent"])
+    return out
 
 
 def as_run_agreement(tab: pd.DataFrame, p4_power_record: dict | None) -> dict[str, float]:
-    """Do two Monte Carlo estimates of P4's power on the design as run agree?
+    """How far apart two Monte Carlo estimates of P4's power on the design as run are.
 
     The design table's "marginal sweeps as run, 1 seed" row and the power stored with the fits
-    (``pipeline_boot``'s ``p4_power``, from ``law_fits.pipeline_bootstrap``) simulate the same rule on
-    the same rows with different generator seeds and dataset counts. They should differ by Monte Carlo
-    error only: ``z`` is their difference over its binomial standard error
-    (sqrt(p₁(1 − p₁)/n₁ + p₂(1 − p₂)/n₂)); |z| < 1.96 is agreement at 95 %.
+    (``pipeline_boot``'s ``p4_power``, from ``law_fits.pipeline_bootstrap``) simulate the rule on the
+    same rows with different generator seeds and dataset counts (and the table with a seed block,
+    ``seed_sd``; its ``power_independent`` is without, as the fits). The difference is reported with its
+    95 % interval, ± 1.96·sqrt(p₁(1 − p₁)/n₁ + p₂(1 − p₂)/n₂): an interval that holds 0 says the two
+    cannot be told apart at this Monte Carlo precision, not that they agree.
 
     Args:
         tab: the design-power rows. p4_power_record: the stored ``p4_power`` dict (``power``, ``n_sim``).
 
     Returns:
         ``table_power``, ``table_n``, ``table_lo``, ``table_hi``, ``fits_power``, ``fits_n``, ``fits_lo``,
-        ``fits_hi``, ``z`` (NaN where either estimate is missing), ``fits_refit`` (1.0 if the fits'
-        simulation refitted Chinchilla per dataset).
+        ``fits_hi``, ``diff`` (table − fits), ``diff_lo``, ``diff_hi``, ``z`` (diff over its standard
+        error), ``table_independent`` (the table's σ_seed = 0 power, NaN if absent), ``table_seed_sd``,
+        ``table_refit`` and ``fits_refit`` (1.0 where that simulation refitted Chinchilla per
+        dataset); NaN where either estimate is missing.
     """
     row = tab[(tab["claim"] == "P4") & (tab["seeds"] == 1) & tab["design"].str.contains("as run")]
     nan = math.nan
-    p1, n1 = (float(row["power"].iloc[0]), float(row["n_sim"].iloc[0])) if len(row) else (nan, nan)
+
+    def col(name):
+        return float(row[name].iloc[0]) if len(row) and name in row else nan
+
+    p1, n1 = col("power"), col("n_sim")
     rec = p4_power_record or {}
     p2, n2 = float(rec.get("power", nan)), float(rec.get("n_sim", nan))
     se = math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2) if all(map(math.isfinite, (p1, n1, p2, n2))) else nan
-    z = (p1 - p2) / se if math.isfinite(se) and se > 0 else nan
+    diff = p1 - p2
+    z = diff / se if math.isfinite(se) and se > 0 else nan
+    half = 1.959963984540054 * se
     (l1, h1), (l2, h2) = mc_interval(p1, n1), mc_interval(p2, n2)
     return {"table_power": p1, "table_n": n1, "table_lo": l1, "table_hi": h1,
-            "fits_power": p2, "fits_n": n2, "fits_lo": l2, "fits_hi": h2, "z": z,
+            "fits_power": p2, "fits_n": n2, "fits_lo": l2, "fits_hi": h2, "diff": diff,
+            "diff_lo": diff - half, "diff_hi": diff + half, "z": z, "table_independent": col("power_independent"),
+            "table_seed_sd": col("seed_sd"), "table_refit": col("chinchilla_refit"),
             "fits_refit": float(rec.get("chinchilla_refit", 0.0))}
 
 
 def agreement_sentence(agree: Mapping[str, float] | None) -> str:
-    """``as_run_agreement``'s numbers in a sentence for the chapter (each power with its 95 % MC interval)."""
-    if not agree or not all(math.isfinite(agree[k]) for k in ("table_power", "fits_power", "z")):
+    """``as_run_agreement``'s numbers in a sentence for the chapter: each power with its 95 % MC
+    interval and their difference with its own; "cannot be told apart at this Monte Carlo precision"
+    where that interval holds 0 (never "agree")."""
+    if not agree or not all(math.isfinite(agree[k]) for k in ("table_power", "fits_power", "diff_lo")):
         return "One of the two estimates is missing, so they cannot be compared yet."
-    same = "agree within Monte Carlo error" if abs(agree["z"]) < 1.96 else "differ beyond Monte Carlo error"
-    why = (" The fits' simulation refits the Chinchilla constants on each simulated dataset's own high-precision "
-           "runs, as the real bootstrap does; the table holds them at their fit, which leaves that spread out, so "
-           "the table's P4 powers are optimistic and serve to rank designs, not to promise a power."
-           if agree.get("fits_refit", 0.0) == 1.0 else "")
-    return (f"The table gives {agree['table_power']:.2f} [{agree['table_lo']:.2f}, {agree['table_hi']:.2f}] from "
-            f"{agree['table_n']:.0f} datasets, the fits {agree['fits_power']:.2f} [{agree['fits_lo']:.2f}, "
-            f"{agree['fits_hi']:.2f}] from {agree['fits_n']:.0f}: they {same} (z = {agree['z']:.2f}).{why}")
+    a = agree
+    held = a["diff_lo"] <= 0 <= a["diff_hi"]
+    verdict = ("the interval holds 0, so the two cannot be told apart at this Monte Carlo precision (which does "
+               "not make them equal)" if held else "the interval excludes 0: they differ beyond Monte Carlo error")
+    why = ""
+    if a.get("table_refit") == 1.0 and a.get("fits_refit") == 1.0:
+        why = " Both refit the Chinchilla constants on each simulated dataset's own high-precision runs."
+    elif a.get("fits_refit") == 1.0:
+        why = (" The fits' simulation refits the Chinchilla constants on each simulated dataset; this table "
+               "holds them at their fit, so its P4 powers are optimistic.")
+    if math.isfinite(a.get("table_independent", math.nan)) and a.get("table_seed_sd", 0.0) > 0:
+        why += (f" The table's row carries the seed block (σ_seed = {a['table_seed_sd']:.4f} nats), the fits' "
+                f"simulation does not; without it the table gives {a['table_independent']:.2f}.")
+    return (f"The table gives {a['table_power']:.2f} [{a['table_lo']:.2f}, {a['table_hi']:.2f}] from "
+            f"{a['table_n']:.0f} datasets, the fits {a['fits_power']:.2f} [{a['fits_lo']:.2f}, "
+            f"{a['fits_hi']:.2f}] from {a['fits_n']:.0f}; the difference is {a['diff']:+.2f} "
+            f"[{a['diff_lo']:+.2f}, {a['diff_hi']:+.2f}]: {verdict}.{why}")
 
 
 def seed_choice(tab: pd.DataFrame, target: float = 0.8, claim: str = "P4", design: str = "as run") -> dict:
@@ -343,3 +496,76 @@ def seed_choice_sentence(choice: Mapping, declared_seeds: int, sweep: str = "qat
     return (f"Of the simulated seed counts {sims}, the fewest {how} {choice['target']:.1f} is {k} "
             f"({p:.2f} [{lo:.2f}, {hi:.2f}]{missing}); the profile declares {declared_seeds} "
             f"({'seed 0 and ' if sweep == 'qat_seeds' else ''}`{sweep}`).")
+
+
+def factorial_overlap(profile: str = "cpu", seeds: Sequence[int] | None = None, root: str | None = None) -> dict:
+    """Which of the factorial's runs (``qat_factorial``, at ``seeds``; default the declared
+    ``PowerPlan.factorial_seeds``) are runs whose rows other experiments have committed, or runs
+    another declared sweep trains: a ``run_id`` leaves the experiment out, so such a run is the same
+    model, seen (or to be seen) outside the factorial.
+
+    Returns:
+        ``runs`` (the factorial's runs at ``seeds``), ``committed`` (of them, with rows committed
+        under another experiment), ``committed_by`` (experiment -> count), ``planned_elsewhere`` (of
+        them, declared by another sweep), ``seeds`` (the seeds read).
+
+    Raises:
+        ValueError: ``profile`` declares no QAT design (``Profile.power_design``).
+    """
+    import dataclasses
+
+    from .store import data_dir
+    from .sweep import PROFILES, _BUILDERS, declared_experiments, qat_factorial
+
+    prof = PROFILES[profile]
+    if prof.power_design is None:
+        raise ValueError(f"profile {profile!r} declares no QAT design (power_design); allowed: "
+                         f"{sorted(p for p, v in PROFILES.items() if v.power_design is not None)}")
+    seeds = tuple(prof.power_design.factorial_seeds if seeds is None else seeds)
+    fac = {s.run_id for s in qat_factorial(dataclasses.replace(
+        prof, power_design=dataclasses.replace(prof.power_design, factorial_seeds=seeds)))}
+    elsewhere = {s.run_id for e in declared_experiments(profile) if e != "qat_factorial" for s in _BUILDERS[e](prof)}
+    by: dict[str, int] = {}
+    committed: set = set()
+    folder = (Path(root) if root is not None else data_dir()) / "runs" / profile
+    for f in sorted(folder.glob("*.csv")):
+        if f.name.endswith("_curves.csv") or f.name.startswith("qat_factorial"):
+            continue
+        if {"run_id", "experiment"} <= set(pd.read_csv(f, nrows=0).columns):
+            rows = pd.read_csv(f, usecols=["run_id", "experiment"])
+            rows = rows[rows["run_id"].isin(fac)]
+            committed |= set(rows["run_id"])
+            for e, g in rows.groupby("experiment"):
+                by[str(e)] = by.get(str(e), 0) + int(g["run_id"].nunique())
+    return {"runs": len(fac), "committed": len(committed), "committed_by": by,
+            "planned_elsewhere": len(fac & elsewhere), "seeds": seeds}
+
+
+def block_sentence(block: Mapping[str, float], tab: pd.DataFrame) -> str:
+    """``seed_block_sd``'s estimate and its effect on P4's power (``power`` against
+    ``power_independent`` on the as-run rows that have both), in sentences for the chapter."""
+    if not math.isfinite(block.get("sd", math.nan)):
+        return ("No size has two cells trained with the same seeds, so the part of the seed noise that runs of one "
+                "seed share cannot be estimated; P4's simulation treats runs as independent.")
+    text = (f"Within the sizes that have several seeded cells ({block['n_cells']:.0f} cells at {block['n_sizes']:.0f} "
+            f"size{'s' * (block['n_sizes'] > 1)}), a two-way analysis of variance of the high-precision loss (D cell × "
+            f"seed) puts σ_seed = {block['sd']:.4f} [{block['lo']:.4f}, {block['hi']:.4f}] nats in a part that every "
+            f"run of one size and seed shares (F = {block['f']:.2f} on {block['dof_seed']:.0f} and "
+            f"{block['dof_resid']:.0f} degrees of freedom, p = {block['p']:.3f}; residual σ {block['resid_sd']:.4f}).")
+    if math.isfinite(block.get("cross_size_corr", math.nan)):
+        text += (f" Between sizes, which share only the data order, the seed deviations correlate at "
+                 f"{block['cross_size_corr']:+.2f} on average, so no block across sizes is drawn.")
+    both = tab[(tab["claim"] == "P4") & tab["power_independent"].notna()].sort_values("seeds") \
+        if "power_independent" in tab else tab.iloc[0:0]
+    if len(both):
+        parts = [f"{_rate_text(r.power_independent, r.n_sim)} without the block and {_rate_text(r.power, r.n_sim)} "
+                 f"with it at {r.seeds} seed{'s' * (r.seeds > 1)}" for r in both.itertuples()]
+        up = all(r.power >= r.power_independent for r in both.itertuples())
+        down = all(r.power <= r.power_independent for r in both.itertuples())
+        how = (" The block moves a size's high-precision and low-precision runs of one seed together, so what they "
+               "share largely cancels between the refitted Chinchilla law and the N_eff fits, and less noise is left "
+               "independent: treating runs as independent at the full σ is the conservative reading."
+               if up else " The block adds noise that the runs of one seed share, which averaging over runs does not "
+               "remove." if down else "")
+        text += f" P4's power on the design as run: {'; '.join(parts)}.{how}"
+    return text

@@ -155,7 +155,9 @@ class PowerPlan:
             ``qat_matched``; seed 0): P9's test as P_train approaches P_post, on both grids.
         factorial_cell, factorial_bits, factorial_seeds: every (P_w, P_a, P_kv) in
             ``factorial_bits``³ but all-16 at one (size, D), at each seed (experiment ``qat_factorial``):
-            P5's interaction test on a full factorial.
+            P5's interaction test on a full factorial. Its seeds should be ones no other sweep trains
+            there: a run_id leaves the experiment out, so a shared seed makes some factorial runs the
+            very models (and rows) of another sweep, seen before the factorial's rule reads them.
     """
 
     marginal_seeds: tuple[int, ...]
@@ -310,11 +312,14 @@ PROFILES: dict[str, Profile] = {
         ),
         # Sized by the power simulations (qat_design.design_power_table; data/runs/cpu/qat_design_power.csv)
         power_design=PowerPlan(
-            # 5 seeds in all: of the seed counts simulated (1, 2, 3, 5; qat_design_power.csv), the fewest with P4 power ≥ 0.8
+            # 5 seeds in all: of the seed counts simulated (1, 2, 3, 5; qat_design_power.csv, Chinchilla refitted per
+            # dataset, seed blocks), the fewest whose P4 power's Monte Carlo lower bound clears 0.8 (qat_design.seed_choice)
             marginal_seeds=(1, 2, 3, 4),
             matched_sizes=("n27k", "n83k", "n214k", "n554k", "n1.2m"), matched_budgets=(2_097_152, 8_388_608),
-            # P5's factorial: 3 seeds, the fewest simulated (1, 2, 3) whose P5 power reaches 0.8
-            matched_bits=(3, 4, 5, 6), factorial_cell=("n83k", 2_097_152), factorial_seeds=(0, 1, 2),
+            # P5's factorial: 3 seeds, the fewest simulated (1, 2, 3) whose P5 power reaches 0.8; seeds
+            # 101-103, which no other sweep trains: at seed 0 14 of its 26 runs were qat_joint / qat_marginal
+            # runs already committed (run_id leaves the experiment out), and seeds 1-4 are qat_seeds'
+            matched_bits=(3, 4, 5, 6), factorial_cell=("n83k", 2_097_152), factorial_seeds=(101, 102, 103),
         ),
         note="the published results: 5 sizes x 5 budgets (+ D = 16.8M at the two smallest), byte-level "
              "Shakespeare, D <= 3.65 passes",
@@ -654,14 +659,23 @@ def repetition(profile: Profile) -> list[RunSpec]:
 
 def qat_seeds(profile: Profile) -> list[RunSpec]:
     """The marginal sweeps (``qat_marginal``) again at each of ``PowerPlan.marginal_seeds``, without
-    their post-training quantizations (P4's order; issue 15, item 6)."""
+    their post-training quantizations (P4's order; issue 15, item 6), and the high-precision twin of
+    each (size, D, seed) that the base grid does not already train (the Chinchilla stage and the
+    paired N_eff stages read them; the design table's power assumes them)."""
     q, pp = profile.qat, profile.power_design
     if q is None or pp is None:
         return []
-    return [_qat_spec("qat_seeds", profile, size, budget, _prec(*[bits if p == part else HP for p in ("w", "a", "kv")]),
-                      seed=seed)
-            for seed in pp.marginal_seeds for size in q.marginal_sizes for budget in q.marginal_budgets
-            for bits in q.marginal_bits for part in ("w", "a", "kv")]
+    base = {s.run_id for s in base_grid(profile)}
+    out = []
+    for seed in pp.marginal_seeds:
+        for size in q.marginal_sizes:
+            for budget in q.marginal_budgets:
+                twin = _qat_spec("qat_seeds", profile, size, budget, _prec(HP), seed=seed)
+                out += [twin] if twin.run_id not in base else []
+                out += [_qat_spec("qat_seeds", profile, size, budget,
+                                  _prec(*[bits if p == part else HP for p in ("w", "a", "kv")]), seed=seed)
+                        for bits in q.marginal_bits for part in ("w", "a", "kv")]
+    return out
 
 
 def qat_matched(profile: Profile) -> list[RunSpec]:
