@@ -171,3 +171,15 @@ def test_statistics_scale_as_one_over_sigma_squared_and_the_noise_check():
     assert honest["noise_check"] >= 0.05 and honest["grade"] != "inconclusive"
     assert inflated["noise_check"] < 0.02 and inflated["grade"] == "inconclusive"
     assert inflated["chi2_add"] == pytest.approx(honest["chi2_add"] / 225, rel=1e-9)
+
+
+def test_p_values_integrate_sigma_hat_exactly():
+    # P(R/V ≥ x), V = χ²_4/4, for positive, negative and mixed R: against brute-force draws of V
+    rng = np.random.default_rng(6)
+    null = np.array([-3.0, -0.5, 0.0, 0.7, 2.0, 9.0])
+    v = rng.chisquare(4, 400_000) / 4
+    for x in (-2.0, -0.1, 0.5, 3.0):
+        brute = np.mean((null[:, None] / v[None, :]) >= x, axis=1).sum()
+        assert power._p_upper(x, null, 4)[0] == pytest.approx((1 + brute) / 7, abs=2e-3)
+        assert power._p_lower(x, null, 4)[0] == pytest.approx((1 + len(null) - brute) / 7, abs=2e-3)
+    assert power._p_upper(0.5, null, 0)[0] == pytest.approx((1 + 3) / 7)  # σ̂ exact: a plain count

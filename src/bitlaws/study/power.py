@@ -671,63 +671,72 @@ class _P5Model:
 
     def simulate(self, mean: np.ndarray, noise: NoiseModel, n_sim: int, rng: np.random.Generator) -> dict:
         """``n_sim`` datasets on this design from ``mean`` with seed noise σ = ``noise.loss_sd`` on each run
-        (σ/√k on a mean of k); each is scored as the data are, with σ̂ drawn from its sampling
-        distribution (σ̂² = σ²·χ²_ν/ν, ν = ``noise.loss_dof``; σ̂ = σ when ν ≤ 0). Returns arrays ``s_add``,
-        ``s_mult`` (RSS/σ̂² of each form)."""
-        s = noise.loss_sd
-        nu = noise.loss_dof
-        s_add, s_mult = np.empty(n_sim), np.empty(n_sim)
+        (σ/√k on a mean of k), each fitted as the data are. Returns arrays ``r_add``, ``r_mult`` (RSS/σ²
+        of each form) and ``v`` (a draw of σ̂²/σ² = χ²_ν/ν, ν = ``noise.loss_dof``; 1 when ν ≤ 0): a
+        simulated dataset's statistic is r/v, as if its σ̂ came from ν degrees of freedom of its own."""
+        s, nu = noise.loss_sd, noise.loss_dof
+        r_add, r_mult = np.empty(n_sim), np.empty(n_sim)
         theta0 = self.fit(mean)["theta_mult"]  # the generating model's nearest "mult": where each fit starts
         for k in range(n_sim):
-            z = mean + s * np.sqrt(self.var) * rng.standard_normal(len(mean))
-            s2 = s ** 2 * (rng.chisquare(nu) / nu if nu > 0 else 1.0)
-            f = self.fit(z, theta0)
-            s_add[k], s_mult[k] = f["rss_add"] / s2, f["rss_mult"] / s2
-        return {"s_add": s_add, "s_mult": s_mult}
+            f = self.fit(mean + s * np.sqrt(self.var) * rng.standard_normal(len(mean)), theta0)
+            r_add[k], r_mult[k] = f["rss_add"] / s ** 2, f["rss_mult"] / s ** 2
+        v = rng.chisquare(nu, n_sim) / nu if nu > 0 else np.ones(n_sim)
+        return {"r_add": r_add, "r_mult": r_mult, "v": v}
 
 
-def _p_upper(x, null: np.ndarray) -> np.ndarray:
-    """Monte Carlo p-value of an upper-tail test: (1 + #{null ≥ x}) / (1 + len(null))."""
-    srt = np.sort(null)
-    return (1.0 + len(srt) - np.searchsorted(srt, x, side="left")) / (1.0 + len(srt))
+def _p_upper(x, null: np.ndarray, nu: int) -> np.ndarray:
+    """P(R/V ≥ x) for R over the simulated ``null`` (RSS/σ² or a difference of them) and V = σ̂²/σ² ~
+    χ²_ν/ν independent of R, integrated exactly over V (``nu`` ≤ 0: V = 1), as the Monte Carlo
+    p-value (1 + Σ_k P(R_k/V ≥ x)) / (1 + n): σ̂'s few degrees of freedom enter the critical values
+    without adding Monte Carlo error."""
+    from scipy import stats
+
+    x = np.atleast_1d(np.asarray(x, float))[:, None]
+    r = np.asarray(null, float)[None, :]
+    if nu > 0:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g = stats.chi2.cdf(nu * r / x, nu)  # P(V ≤ r/x)
+        prob = np.where(x > 0, np.where(r > 0, g, 0.0), np.where(r >= 0, 1.0, np.where(x < 0, 1.0 - g, 0.0)))
+    else:
+        prob = (r >= x).astype(float)
+    return (1.0 + prob.sum(axis=1)) / (1.0 + r.shape[1])
 
 
-def _p_lower(x, null: np.ndarray) -> np.ndarray:
-    """Monte Carlo p-value of a lower-tail test: (1 + #{null ≤ x}) / (1 + len(null))."""
-    srt = np.sort(null)
-    return (1.0 + np.searchsorted(srt, x, side="right")) / (1.0 + len(srt))
+def _p_lower(x, null: np.ndarray, nu: int) -> np.ndarray:
+    """P(R/V ≤ x), as ``_p_upper``: (1 + Σ_k (1 − P(R_k/V ≥ x))) / (1 + n)."""
+    n = len(null)
+    return (1.0 + n - (_p_upper(x, null, nu) * (1.0 + n) - 1.0)) / (1.0 + n)
 
 
-def _p5_tests(s_add, s_mult, null_add: dict, null_mult: dict) -> dict[str, np.ndarray]:
-    """Rule v4's p-values for datasets scored ``s_add``, ``s_mult`` (arrays), against the statistics
-    simulated under the fitted "add" (``null_add``) and "mult" (``null_mult``) nulls:
-    ``p_multiply`` (Δ = s_add − s_mult, upper tail under add), ``p_against_multiply`` (Δ, lower tail
-    under mult), ``p_interaction`` and ``noise_check`` (the better form's lack of fit min(s_add,
-    s_mult), upper and lower tail, under the null of the form that fits better)."""
+def _p5_tests(s_add, s_mult, null_add: dict, null_mult: dict, nu: int) -> dict[str, np.ndarray]:
+    """Rule v4's p-values for datasets scored ``s_add``, ``s_mult`` (arrays of RSS/σ̂²), against the
+    fits simulated under the fitted "add" (``null_add``) and "mult" (``null_mult``) nulls, σ̂ on
+    ``nu`` degrees of freedom: ``p_multiply`` (Δ = s_add − s_mult, upper tail under add),
+    ``p_against_multiply`` (Δ, lower tail under mult), ``p_interaction`` and ``noise_check`` (the
+    better form's lack of fit min(s_add, s_mult), upper and lower tail, under the null of the form
+    that fits better)."""
     s_add, s_mult = np.atleast_1d(np.asarray(s_add, float)), np.atleast_1d(np.asarray(s_mult, float))
-    dchi = s_add - s_mult
-    best = np.minimum(s_add, s_mult)
-    i_add = np.minimum(null_add["s_add"], null_add["s_mult"])
-    i_mult = np.minimum(null_mult["s_add"], null_mult["s_mult"])
+    dchi, best = s_add - s_mult, np.minimum(s_add, s_mult)
+    i_add, i_mult = (np.minimum(n["r_add"], n["r_mult"]) for n in (null_add, null_mult))
     add_better = s_add <= s_mult
-    return {"p_multiply": _p_upper(dchi, null_add["s_add"] - null_add["s_mult"]),
-            "p_against_multiply": _p_lower(dchi, null_mult["s_add"] - null_mult["s_mult"]),
-            "p_interaction": np.where(add_better, _p_upper(best, i_add), _p_upper(best, i_mult)),
-            "noise_check": np.where(add_better, _p_lower(best, i_add), _p_lower(best, i_mult))}
+    return {"p_multiply": _p_upper(dchi, null_add["r_add"] - null_add["r_mult"], nu),
+            "p_against_multiply": _p_lower(dchi, null_mult["r_add"] - null_mult["r_mult"], nu),
+            "p_interaction": np.where(add_better, _p_upper(best, i_add, nu), _p_upper(best, i_mult, nu)),
+            "noise_check": np.where(add_better, _p_lower(best, i_add, nu), _p_lower(best, i_mult, nu))}
 
 
-def _sizes(null_add: dict, null_mult: dict, check_add: dict, check_mult: dict) -> dict[str, float]:
+def _sizes(null_add: dict, null_mult: dict, check_add: dict, check_mult: dict, nu: int) -> dict[str, float]:
     """Simulated sizes of rule v4's tests: the share of fresh null datasets (``check_*``, independent of
-    the ``null_*`` that set the critical values) each test rejects at ``ALPHA``."""
+    the ``null_*`` that set the critical values, each with its own σ̂) each test rejects at ``ALPHA``."""
     from .claims import ALPHA
 
-    ta = _p5_tests(check_add["s_add"], check_add["s_mult"], null_add, null_mult)
-    tm = _p5_tests(check_mult["s_add"], check_mult["s_mult"], null_add, null_mult)
+    ta, tm = (_p5_tests(c["r_add"] / c["v"], c["r_mult"] / c["v"], null_add, null_mult, nu)
+              for c in (check_add, check_mult))
     return {"size_multiply": float(np.mean(ta["p_multiply"] < ALPHA)),
             "size_against_multiply": float(np.mean(tm["p_against_multiply"] < ALPHA)),
             "size_interaction_add": float(np.mean(ta["p_interaction"] < ALPHA)),
             "size_interaction_mult": float(np.mean(tm["p_interaction"] < ALPHA)),
-            "size_n_sim": float(len(check_add["s_add"]))}
+            "size_n_sim": float(len(check_add["v"]))}
 
 
 def p5_statistics(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel, n_sim: int = P5_N_NULL,
@@ -740,8 +749,8 @@ def p5_statistics(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: Noise
     baseline and marginal; the statistics are their lack of fit S = RSS/σ̂² (σ̂ = ``noise.loss_sd``,
     on ``noise.loss_dof`` degrees of freedom). Every reference distribution is a parametric
     bootstrap: ``n_sim`` datasets from the fitted "add" model and ``n_sim`` from the fitted "mult"
-    model, each scored as the data are, with σ̂ drawn from its sampling distribution (the
-    t/χ² consequence of few degrees of freedom). Tests (``_p5_tests``): **interaction** — is the
+    model, each fitted as the data are, with σ̂'s sampling distribution (χ²_ν/ν, the t/χ²
+    consequence of few degrees of freedom) integrated exactly into each p-value (``_p_upper``). Tests (``_p5_tests``): **interaction** — is the
     better form's S too large for its own fitted null (upper tail); **multiply against add** —
     Δ = S_add − S_mult, upper tail under the fitted "add"; the **reverse** test — Δ, lower tail under
     the fitted "mult" (reported, not graded); the **noise check** — the better form's S, lower tail
@@ -781,14 +790,15 @@ def p5_statistics(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: Noise
     null_mult = model.simulate(obs["mean_mult"], noise, n_sim, rng)
     check_add = model.simulate(obs["mean_add"], noise, n_check, rng)
     check_mult = model.simulate(obs["mean_mult"], noise, n_check, rng)
-    t = {k: float(v[0]) for k, v in _p5_tests(s_add, s_mult, null_add, null_mult).items()}
+    nu = noise.loss_dof
+    t = {k: float(v[0]) for k, v in _p5_tests(s_add, s_mult, null_add, null_mult, nu).items()}
     r_add, r_mult = y - add, y - mult
     return {"n_runs": float(len(y)), "dof": float(model.dof),
             "r2_add": 1 - float((r_add ** 2).sum()) / sst if sst > 0 else math.nan,
             "r2_mult": 1 - float((r_mult ** 2).sum()) / sst if sst > 0 else math.nan,
             "rmse_add": math.sqrt(float((r_add ** 2).mean())), "rmse_mult": math.sqrt(float((r_mult ** 2).mean())),
             "chi2_add": s_add, "chi2_mult": s_mult, "delta_chi2": s_add - s_mult, **t,
-            "mult_better": float(s_add > s_mult), **_sizes(null_add, null_mult, check_add, check_mult),
+            "mult_better": float(s_add > s_mult), **_sizes(null_add, null_mult, check_add, check_mult, nu),
             "n_sim": float(n_sim), "sigma": float(noise.loss_sd), "sigma_dof": float(noise.loss_dof),
             "grade": rule_p5(t["p_interaction"], t["p_multiply"], t["noise_check"])}
 
@@ -833,7 +843,7 @@ def p5_power(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel
     out = {"n_sim": float(n_sim)}
     for label, mean in truth.items():
         sim = model.simulate(mean, noise, n_sim, rng)
-        t = _p5_tests(sim["s_add"], sim["s_mult"], null_add, null_mult)
+        t = _p5_tests(sim["r_add"] / sim["v"], sim["r_mult"] / sim["v"], null_add, null_mult, noise.loss_dof)
         g = np.array([rule_p5(*v) for v in zip(t["p_interaction"], t["p_multiply"], t["noise_check"])])
         out["power" if label == "power" else "false_positive"] = float(np.mean(g == "reproduced"))
         out[f"{label}_partly"] = float(np.mean((g == "reproduced") | (g == "partly")))
