@@ -183,3 +183,44 @@ def test_p_values_integrate_sigma_hat_exactly():
         assert power._p_upper(x, null, 4)[0] == pytest.approx((1 + brute) / 7, abs=2e-3)
         assert power._p_lower(x, null, 4)[0] == pytest.approx((1 + len(null) - brute) / 7, abs=2e-3)
     assert power._p_upper(0.5, null, 0)[0] == pytest.approx((1 + 3) / 7)  # σ̂ exact: a plain count
+
+
+def _factorial_frames():
+    """Training rows at one cell (5 high-precision seeds, a joint sweep of seed 0) and the seeded
+    factorial's rows: every (P_w, P_a, P_kv) in {4, 8, 16}³ but all-16 at seeds 0, 1, 2."""
+    import itertools
+
+    n, d = 83280.0, 2097152.0
+    base = [{"experiment": "base_grid", "bits_w": 16, "bits_a": 16, "bits_kv": 16, "seed": s} for s in range(5)]
+    base += [{"experiment": "qat_marginal", "bits_w": 16, "bits_a": 16, "bits_kv": 16, f"bits_{x}": 4, "seed": 0}
+             for x in ("w", "a", "kv")]
+    base += [{"experiment": "qat_joint", "bits_w": 4, "bits_a": 4, "bits_kv": 4, "seed": 0}]
+    fact = [{"experiment": "qat_factorial", "bits_w": c[0], "bits_a": c[1], "bits_kv": c[2], "seed": s}
+            for s in range(3) for c in itertools.product((4, 8, 16), repeat=3) if min(c) < 16]
+
+    def frame(rows, tag):
+        f = pd.DataFrame(rows).assign(n_params=n, n_tokens=d, status="ok", ptq_method="none")
+        f["run_id"] = [f"{tag}{i}" for i in range(len(f))]
+        f["obs_id"] = f["run_id"]
+        consts = {**forms.PAPER_CONSTANTS, **CHIN}
+        return f.assign(loss_val=np.asarray(forms.qat_loss(n, d, f["bits_w"].to_numpy(float), f["bits_a"].to_numpy(float),
+                                                           f["bits_kv"].to_numpy(float), consts), float) + 1e-3 * f["seed"])
+    return frame(base, "b"), frame(fact, "f")
+
+
+def test_p5_reads_the_seeded_factorial_once_complete():
+    from bitlaws.study import law_fits
+    from bitlaws.study.sweep import PowerPlan
+
+    df, fact = _factorial_frames()
+    plan = PowerPlan(marginal_seeds=(), matched_sizes=(), matched_budgets=(), matched_bits=(),
+                     factorial_cell=("n83k", 2097152), factorial_seeds=(0, 1, 2))
+    rows, which = law_fits.p5_rows(df, fact, plan)
+    d = power.p5_design(rows)
+    assert which == "qat_factorial" and set(rows["experiment"]) == {"base_grid", "qat_factorial"}
+    assert len(d) == 3 * 20 and (d["paired_hp"] == 1).all()  # 20 mixed combos per seed, each beside its own seed
+    np.testing.assert_allclose(d["loss_hp"] - d["seed"] * 1e-3, d["loss_hp"].iloc[0] - d["seed"].iloc[0] * 1e-3)
+    # one run short of the declared factorial, or none of it: the joint sweep
+    rows2, which2 = law_fits.p5_rows(df, fact.iloc[1:], plan)
+    assert which2 == "qat_joint" and "qat_factorial" not in set(rows2["experiment"])
+    assert law_fits.p5_rows(df, None, plan)[1] == "qat_joint" and len(power.p5_design(rows2)) == 1
