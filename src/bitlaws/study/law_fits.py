@@ -1172,7 +1172,7 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                   if own else f"the pooled seed σ = {pooled.loss_sd:.4f} ({pooled.loss_dof} degrees of freedom; "
                   "the P5 cell has fewer than 2 seeds)")
     ours = (f"{n_runs} mixed-precision runs of the {which} sweep, {paired} of them beside the high-precision run of "
-            f"their own seed (the others beside the seeds' mean); out of sample, the measured marginals' product R² = "
+            f"their own seed{'' if paired == n_runs else ' (the others beside the seeds’ mean)'}; out of sample, the measured marginals' product R² = "
             f"{st['r2_mult']:.3f} (rms {st['rmse_mult']:.4f}), their sum R² = {st['r2_add']:.3f} (rms "
             f"{st['rmse_add']:.4f}) nats/byte; both no-interaction forms fitted to every run, lack of fit S = "
             f"{st['chi2_mult']:.1f} (product) and {st['chi2_add']:.1f} (sum) on {int(st['dof'])} degrees of freedom "
