@@ -1177,7 +1177,7 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
             f"{st['rmse_add']:.4f}) nats/byte; both no-interaction forms fitted to every run, lack of fit S = "
             f"{st['chi2_mult']:.1f} (product) and {st['chi2_add']:.1f} (sum) on {int(st['dof'])} degrees of freedom "
             f"with σ̂ {st['sigma']:.4f}; with critical values simulated on this design ({int(st['n_sim'])} datasets "
-            f"per fitted null, σ̂ drawn on {int(st['sigma_dof'])} degrees of freedom): interaction p = "
+            f"per fitted null, σ̂'s sampling spread on {int(st['sigma_dof'])} degrees of freedom carried in): interaction p = "
             f"{st['p_interaction']:.2f}, Δ = S_sum − S_product = {st['delta_chi2']:.1f}, 'add' against 'multiply' "
             f"p = {st['p_multiply']:.3f}, 'multiply' against 'add' p = {st['p_against_multiply']:.3f}, noise check "
             f"p = {st['noise_check']:.2f}; simulated sizes at a nominal 5 % (fresh null datasets): interaction "
@@ -1202,8 +1202,9 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                  f"all seeded cells) instead, the rule would say {alt['grade']} (interaction p = "
                  f"{alt['p_interaction']:.2f}, 'add' against 'multiply' p = {alt['p_multiply']:.3f}, noise check p = "
                  f"{alt['noise_check']:.3f})" if alt is not None else "")
-              + ". The paired runs share their seed's initialisation and data order, which σ̂ (the spread across "
-              "seeds) still counts, so σ̂ bounds the residuals' noise from above and the tests lean conservative"
+              + ". The paired runs share their seed's initialisation and data order; σ (the spread across seeds) "
+              "still counts that shared part, so it bounds the paired residuals' own noise from above and the tests "
+              "lean conservative"
               + ("" if which == "qat_factorial" else "; one (N, D) cell and one seed per mixed run until the seeded "
                  "factorial (qat_factorial) is complete, when the rule reads it instead"))
     det = {**{k: st[k] for k in ("n_runs", "dof", "r2_add", "r2_mult", "rmse_add", "rmse_mult", "chi2_add",
