@@ -38,6 +38,7 @@ __all__ = [
     "p5_statistics",
     "p5_power",
     "p5_covariance",
+    "P5_N_NULL",
     "P4_HYPOTHESES",
     "P4_NULLS",
     "P4_HYPOTHESIS_TEXT",
@@ -52,6 +53,9 @@ __all__ = [
 
 # Simulated datasets per hypothesis in the verdicts (the tests use fewer).
 N_SIM = 200
+# P5's critical values: simulated datasets per null in the verdict (a 95 % quantile from 200 draws
+# of an F-like statistic on 4 degrees of freedom moves the test's size by several points).
+P5_N_NULL = 1000
 # P1's log-linear stand-in for γ_D's interval (simulations) reads cells this many noise floors up.
 WELL_RESOLVED = 5.0
 _HIGH = forms.HIGH_PRECISION_BITS
@@ -424,46 +428,76 @@ _PARTS = ("w", "a", "kv")
 
 def p5_design(df: pd.DataFrame) -> pd.DataFrame:
     """Each mixed-precision run (≥ 2 parts below 16 bits) beside the measured marginal runs of its
-    parts (one part at that width, the same N and D) and the high-precision model of its (N, D).
+    parts (one part at that width, the same N and D) and the high-precision model of its (N, D),
+    **seed-paired** where the rows allow: when every mixed run of an (N, D) has a high-precision run
+    of its own seed and runs of its own seed of every marginal it uses, each sits beside those runs
+    (their initialisation and data order are its own, so a seed effect shared by runs of one seed
+    cancels); otherwise (or without a ``seed`` column) that (N, D) uses the means over seeds.
 
     Args:
-        df: training rows (``ptq_method`` ``none``, status ok, bit columns ``bits_w/a/kv``).
+        df: training rows (``ptq_method`` ``none``, status ok, bit columns ``bits_w/a/kv``; ``seed``
+            optional).
 
     Returns:
         One row per mixed run with every marginal present: ``n_params, n_tokens, bits_w, bits_a,
-        bits_kv, loss_mix``, ``loss_hp`` and ``k_hp`` (mean over the high-precision seeds),
-        ``loss_w, loss_a, loss_kv`` (the marginal's loss averaged over its seeds, or ``loss_hp`` for
-        an unquantized part), ``k_w, k_a, k_kv`` (the seeds in that mean; 0 for an unquantized part),
-        ``n_low`` (parts quantized). Mixed runs of one (N, D) share its marginal runs and its
-        high-precision mean, so their residuals are correlated (``p5_covariance``).
+        bits_kv, loss_mix``, ``loss_hp`` and ``k_hp`` (the paired high-precision run, k_hp = 1, or the
+        mean over the high-precision seeds), ``loss_w, loss_a, loss_kv`` (the marginal's paired runs or
+        its mean over seeds, or ``loss_hp`` for an unquantized part), ``k_w, k_a, k_kv`` (the runs in
+        that value; 0 for an unquantized part), ``n_low`` (parts quantized), ``seed`` (the mixed run's;
+        −1 without seeds), ``paired_hp, paired_w, paired_a, paired_kv`` (1.0 where the seed-paired runs
+        are used). Mixed runs share their marginal runs and baseline, so their residuals are
+        correlated (``p5_covariance``).
     """
     ok = df[(df["status"] == "ok") & (df["ptq_method"] == "none")]
-    ok = ok.assign(**{f"bits_{p}": _num(ok[f"bits_{p}"]) for p in _PARTS})
+    ok = ok.assign(**{f"bits_{p}": _num(ok[f"bits_{p}"]) for p in _PARTS},
+                   seed=pd.to_numeric(ok["seed"], errors="coerce").fillna(-1) if "seed" in ok else -1.0)
     low = sum((ok[f"bits_{p}"] < _HIGH).astype(int) for p in _PARTS)
-    hp = ok[low == 0].groupby(["n_params", "n_tokens"])["loss_val"].agg(loss_hp="mean", k_hp="count")
-    marg = {p: ok[(low == 1) & (ok[f"bits_{p}"] < _HIGH)].groupby(["n_params", "n_tokens", f"bits_{p}"])["loss_val"]
-            .agg(["mean", "count"]) for p in _PARTS}
+    cell = ["n_params", "n_tokens"]
+
+    def stats(rows, key):
+        return rows.groupby(key)["loss_val"].agg(["mean", "count"])
+
+    hp_rows = ok[low == 0]
+    hp, hp_seed = stats(hp_rows, cell), stats(hp_rows[hp_rows["seed"] >= 0], cell + ["seed"])
+    marg_rows = {p: ok[(low == 1) & (ok[f"bits_{p}"] < _HIGH)] for p in _PARTS}
+    marg = {p: stats(m, cell + [f"bits_{p}"]) for p, m in marg_rows.items()}
+    marg_seed = {p: stats(m[m["seed"] >= 0], cell + [f"bits_{p}", "seed"]) for p, m in marg_rows.items()}
     rows = []
     for r in ok[low >= 2].itertuples():
-        key = (r.n_params, r.n_tokens)
+        key, s = (r.n_params, r.n_tokens), float(r.seed)
         if key not in hp.index:
             continue
-        row = {"n_params": r.n_params, "n_tokens": r.n_tokens, "loss_mix": r.loss_val,
-               "loss_hp": hp.loc[key, "loss_hp"], "k_hp": float(hp.loc[key, "k_hp"])}
-        for p in _PARTS:
-            b = getattr(r, f"bits_{p}")
+        bits = {p: getattr(r, f"bits_{p}") for p in _PARTS}
+        if any(b < _HIGH and (*key, b) not in marg[p].index for p, b in bits.items()):
+            continue
+        pair = s >= 0 and (*key, s) in hp_seed.index and hp_seed.loc[(*key, s), "count"] == 1 and all(
+            b >= _HIGH or (*key, b, s) in marg_seed[p].index for p, b in bits.items())
+        row = {"n_params": r.n_params, "n_tokens": r.n_tokens, "loss_mix": r.loss_val, "seed": s, "_pair": pair,
+               "loss_hp": float(hp.loc[key, "mean"]), "k_hp": float(hp.loc[key, "count"]),
+               "pair_hp": float(hp_seed.loc[(*key, s), "mean"]) if pair else math.nan, "n_low": 0.0}
+        for p, b in bits.items():
             row[f"bits_{p}"] = b
-            if b >= _HIGH:
-                row[f"loss_{p}"], row[f"k_{p}"] = row["loss_hp"], 0.0
-            elif (*key, b) in marg[p].index:
-                row[f"loss_{p}"] = float(marg[p].loc[(*key, b), "mean"])
-                row[f"k_{p}"] = float(marg[p].loc[(*key, b), "count"])
-            else:
-                break
-        else:
-            row["n_low"] = float(sum(row[f"bits_{p}"] < _HIGH for p in _PARTS))
-            rows.append(row)
-    return pd.DataFrame(rows)
+            if b < _HIGH:
+                row["n_low"] += 1.0
+                row[f"loss_{p}"], row[f"k_{p}"] = (float(v) for v in marg[p].loc[(*key, b)])
+                row[f"pair_{p}"], row[f"pair_k_{p}"] = ((float(v) for v in marg_seed[p].loc[(*key, b, s)]) if pair
+                                                        else (math.nan, math.nan))
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    paired = out.groupby(cell)["_pair"].transform("all").to_numpy(bool)  # an (N, D) pairs all its runs or none
+    out["paired_hp"] = paired.astype(float)
+    out.loc[paired, "loss_hp"], out.loc[paired, "k_hp"] = out.loc[paired, "pair_hp"], 1.0
+    for p in _PARTS:
+        q = paired & (out[f"bits_{p}"] < _HIGH).to_numpy()
+        out.loc[q, f"loss_{p}"], out.loc[q, f"k_{p}"] = out.loc[q, f"pair_{p}"], out.loc[q, f"pair_k_{p}"]
+        hi = (out[f"bits_{p}"] >= _HIGH).to_numpy()
+        out.loc[hi, f"loss_{p}"], out.loc[hi, f"k_{p}"] = out.loc[hi, "loss_hp"], 0.0
+        out[f"paired_{p}"] = (q).astype(float)
+    keep = ["n_params", "n_tokens", "loss_mix", "loss_hp", "k_hp"] + [f"{c}_{p}" for p in _PARTS for c in
+                                                                      ("bits", "loss", "k")]
+    return out[keep + ["n_low", "seed", "paired_hp"] + [f"paired_{p}" for p in _PARTS]].reset_index(drop=True)
 
 
 def _p5_predictions(d: pd.DataFrame, chinchilla: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -479,26 +513,32 @@ def _p5_predictions(d: pd.DataFrame, chinchilla: Mapping[str, float]) -> tuple[n
 
 
 def _p5_sources(d: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The independent noise sources behind ``p5_design``'s rows: each mixed run, each marginal run
-    mean (one per (N, D, part, P), shared by every mixed run at that width) and each (N, D)'s
-    high-precision mean. Returns ``(marg_index, hp_index, marg_var, hp_var)``: per row and part the
-    column of its marginal source (−1 for an unquantized part), per row its high-precision source,
-    and each source's variance in units of σ² (1/k for a mean of k seeds)."""
+    """The independent noise sources behind ``p5_design``'s rows: each mixed run, each marginal value
+    (one per (N, D, part, P) and, where seed-paired, per seed; shared by every mixed run that uses it)
+    and each baseline (the (N, D)'s high-precision mean, or its run of one seed where paired).
+    Returns ``(marg_index, hp_index, marg_var, hp_var)``: per row and part the column of its marginal
+    source (−1 for an unquantized part), per row its baseline source, and each source's variance in
+    units of σ² (1/k for a mean of k seeds)."""
+    n = len(d)
     cells = list(zip(d["n_params"].to_numpy(float), d["n_tokens"].to_numpy(float)))
-    hp_keys = list(dict.fromkeys(cells))
-    hp_index = np.array([hp_keys.index(c) for c in cells])
+    seeds = d["seed"].to_numpy(float) if "seed" in d else np.full(n, -1.0)
+    paired = {c: (d[f"paired_{c}"].to_numpy(float) > 0 if f"paired_{c}" in d else np.zeros(n, bool))
+              for c in ("hp", *_PARTS)}
+    hp_rows = [(*c, s if p else None) for c, s, p in zip(cells, seeds, paired["hp"])]
+    hp_keys = list(dict.fromkeys(hp_rows))
+    hp_index = np.array([hp_keys.index(c) for c in hp_rows], dtype=int)
     k_hp = d["k_hp"].to_numpy(float)
     hp_var = np.array([1.0 / k_hp[hp_index == j][0] for j in range(len(hp_keys))])
     marg_keys: list = []
-    marg_index = np.full((len(d), len(_PARTS)), -1)
+    marg_index = np.full((n, len(_PARTS)), -1)
     marg_var: list[float] = []
     for j, x in enumerate(_PARTS):
         bits = d[f"bits_{x}"].to_numpy(float)
-        k = d[f"k_{x}"].to_numpy(float) if f"k_{x}" in d else np.ones(len(d))
+        k = d[f"k_{x}"].to_numpy(float) if f"k_{x}" in d else np.ones(n)
         for i, (c, b) in enumerate(zip(cells, bits)):
             if b >= _HIGH:
                 continue
-            key = (*c, x, b)
+            key = (*c, x, b, seeds[i] if paired[x][i] else None)
             if key not in marg_keys:
                 marg_keys.append(key)
                 marg_var.append(1.0 / max(k[i], 1.0))
@@ -515,6 +555,9 @@ def p5_covariance(d: pd.DataFrame, weights: np.ndarray | None = None) -> np.ndar
     noise and −(1 − Σ_x g_x) times its (N, D)'s high-precision mean noise (linear in the noise; for
     the product of marginals g_x is its derivative, ``_p5_weights``). So
     V_ij = δ_ij + Σ_x [i, j share marginal x] g_ix·g_jx/k_x + [same (N, D)] (1 − G_i)(1 − G_j)/k_hp.
+
+    Rule v4 fits the forms instead (``_P5Model``); for "add" its lack of fit RSS/σ² is exactly
+    rᵀV⁻¹r/σ² of the measured marginals' sum with this V (a test checks the identity).
 
     Args:
         d: ``p5_design`` rows (``k_x`` columns absent: one seed per marginal).
@@ -547,102 +590,261 @@ def _p5_weights(d: pd.DataFrame, chinchilla: Mapping[str, float]) -> np.ndarray:
     return np.column_stack([np.prod(np.delete(fac, j, axis=1), axis=1) for j in range(len(_PARTS))])
 
 
-def _quad(r: np.ndarray, v: np.ndarray) -> float:
-    return float(r @ np.linalg.solve(v, r))
+class _P5Model:
+    """P5's two no-interaction forms on the sources of ``p5_design`` (``_p5_sources``), fitted by
+    weighted least squares to every observation at once: each mixed run, each marginal value and
+    each baseline, weighted by its seed count. Parameters: a level L0 per baseline and an effect Δ
+    per marginal source. A marginal observes L0 + Δ; a mixed run observes L0 + Σ_x Δ_x ("add") or
+    L0 + T·(Π_x(1 + Δ_x/T) − 1) ("mult": N_eff = N·Π f_x through the law's N term T = A·N^(−α))."""
+
+    def __init__(self, d: pd.DataFrame, chinchilla: Mapping[str, float]):
+        mi, hi, mv, hv = _p5_sources(d)
+        n, m, h = len(d), len(mv), len(hv)
+        self.n, self.m, self.h, self.mi, self.hi = n, m, h, mi, hi
+        self.low = mi >= 0
+        self.term = float(chinchilla["A"]) * d["n_params"].to_numpy(float) ** -float(chinchilla["alpha"])
+        marg_val, self.marg_hp, hp_val = np.zeros(m), np.zeros(m, dtype=int), np.zeros(h)
+        for j, x in enumerate(_PARTS):
+            for i in np.flatnonzero(self.low[:, j])[::-1]:  # the first row using a source sets its baseline
+                marg_val[mi[i, j]], self.marg_hp[mi[i, j]] = d[f"loss_{x}"].iloc[i], hi[i]
+        hp_val[hi] = d["loss_hp"].to_numpy(float)
+        self.z = np.concatenate([d["loss_mix"].to_numpy(float), marg_val, hp_val])
+        self.var = np.concatenate([np.ones(n), mv, hv])
+        self.sw = 1.0 / np.sqrt(self.var)
+        x = np.zeros((n + m + h, h + m))
+        x[np.arange(n), hi] = 1.0
+        for j in range(len(_PARTS)):
+            rows = np.flatnonzero(self.low[:, j])
+            x[rows, h + mi[rows, j]] = 1.0
+        x[n + np.arange(m), self.marg_hp] = 1.0
+        x[n + np.arange(m), h + np.arange(m)] = 1.0
+        x[n + m + np.arange(h), np.arange(h)] = 1.0
+        self.x = x
+        self._rows = np.nonzero(self.low)[0]  # row of each (row, part) quantized, in self.mi[self.low]'s order
+        self.pinv = np.linalg.pinv(self.sw[:, None] * x)
+        self.dof = n + m + h - np.linalg.matrix_rank(x)
+
+    def _mult(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Predictions of every observation under "mult" and their Jacobian in θ."""
+        h, n, t = self.h, self.n, self.term
+        fac = np.where(self.low, 1.0 + theta[h:][np.maximum(self.mi, 0)] / t[:, None], 1.0)
+        prod = fac.prod(axis=1)
+        pred = self.x @ theta
+        pred[:n] = theta[self.hi] + t * (prod - 1.0)
+        others = np.stack([fac[:, [k for k in range(len(_PARTS)) if k != j]].prod(axis=1) for j in range(len(_PARTS))],
+                          axis=1)
+        jac = self.x.copy()
+        jac[self._rows, h + self.mi[self.low]] = others[self.low]
+        return pred, jac
+
+    def fit(self, z: np.ndarray, theta0: np.ndarray | None = None) -> dict:
+        """Both forms fitted to observations ``z`` (the order of ``self.z``): their weighted residual
+        sums of squares ``rss_add``, ``rss_mult`` [nats²], fitted means ``mean_add``, ``mean_mult`` and
+        parameters ``theta_mult``. "add" is linear (one pseudo-inverse); "mult" by Gauss–Newton with
+        step halving from ``theta0`` (None: the additive fit), to a relative change of 1e-12 in RSS."""
+        theta = self.pinv @ (self.sw * z)
+        mean_add = self.x @ theta
+        rss_add = float(np.sum((self.sw * (z - mean_add)) ** 2))
+        th = theta if theta0 is None else np.asarray(theta0, float)
+        pred, jac = self._mult(th)
+        rss = float(np.sum((self.sw * (z - pred)) ** 2))
+        for _ in range(50):
+            wj, wr = self.sw[:, None] * jac, self.sw * (z - pred)
+            try:  # the normal equations: (h + m)² and well conditioned here; lstsq if singular
+                step = np.linalg.solve(wj.T @ wj, wj.T @ wr)
+            except np.linalg.LinAlgError:
+                step = np.linalg.lstsq(wj, wr, rcond=None)[0]
+            for _ in range(30):
+                new = th + step
+                p_new, j_new = self._mult(new)
+                rss_new = float(np.sum((self.sw * (z - p_new)) ** 2))
+                if rss_new <= rss:
+                    break
+                step = step / 2
+            else:
+                break
+            done = rss - rss_new <= 1e-12 * max(rss, 1e-300)
+            th, pred, jac, rss = new, p_new, j_new, rss_new
+            if done:
+                break
+        return {"rss_add": rss_add, "rss_mult": rss, "mean_add": mean_add, "mean_mult": pred, "theta_mult": th}
+
+    def simulate(self, mean: np.ndarray, noise: NoiseModel, n_sim: int, rng: np.random.Generator) -> dict:
+        """``n_sim`` datasets on this design from ``mean`` with seed noise σ = ``noise.loss_sd`` on each run
+        (σ/√k on a mean of k), each fitted as the data are. Returns arrays ``r_add``, ``r_mult`` (RSS/σ²
+        of each form) and ``v`` (a draw of σ̂²/σ² = χ²_ν/ν, ν = ``noise.loss_dof``; 1 when ν ≤ 0): a
+        simulated dataset's statistic is r/v, as if its σ̂ came from ν degrees of freedom of its own."""
+        s, nu = noise.loss_sd, noise.loss_dof
+        r_add, r_mult = np.empty(n_sim), np.empty(n_sim)
+        theta0 = self.fit(mean)["theta_mult"]  # the generating model's nearest "mult": where each fit starts
+        for k in range(n_sim):
+            f = self.fit(mean + s * np.sqrt(self.var) * rng.standard_normal(len(mean)), theta0)
+            r_add[k], r_mult[k] = f["rss_add"] / s ** 2, f["rss_mult"] / s ** 2
+        v = rng.chisquare(nu, n_sim) / nu if nu > 0 else np.ones(n_sim)
+        return {"r_add": r_add, "r_mult": r_mult, "v": v}
 
 
-def _p5_stats(d: pd.DataFrame, add: np.ndarray, mult: np.ndarray, noise: NoiseModel,
-              v_add: np.ndarray, v_mult: np.ndarray) -> dict:
+def _p_upper(x, null: np.ndarray, nu: int) -> np.ndarray:
+    """P(R/V ≥ x) for R over the simulated ``null`` (RSS/σ² or a difference of them) and V = σ̂²/σ² ~
+    χ²_ν/ν independent of R, integrated exactly over V (``nu`` ≤ 0: V = 1), as the Monte Carlo
+    p-value (1 + Σ_k P(R_k/V ≥ x)) / (1 + n): σ̂'s few degrees of freedom enter the critical values
+    without adding Monte Carlo error."""
     from scipy import stats
 
-    from .claims import rule_p5
-
-    y = d["loss_mix"].to_numpy(float)
-    s2 = noise.loss_sd ** 2
-    n = len(y)
-    sst = float(((y - y.mean()) ** 2).sum())
-    r_add, r_mult = y - add, y - mult
-    chi_add, chi_mult = _quad(r_add, v_add) / s2, _quad(r_mult, v_mult) / s2
-    f = chi_mult / n
-    p_int = float(stats.f.sf(f, n, noise.loss_dof)) if noise.loss_dof > 0 else math.nan
-    # λ: how far apart the two predictions are in the noise (the non-centrality either χ² gains when
-    # the other form is true); Δχ² = χ²_add − χ²_mult is ≈ N(−λ, 4λ) if the effects add
-    # (both χ² of Δχ² on the additive covariance: then Δχ² = 2·δᵀV⁻¹r − λ exactly, δ = mult − add)
-    lam = _quad(mult - add, v_add) / s2
-    dchi = chi_add - _quad(r_mult, v_add) / s2
-    p_mult = float(stats.norm.sf((dchi + lam) / (2 * math.sqrt(lam)))) if lam > 0 else math.nan
-    p_add = float(stats.norm.cdf((dchi - lam) / (2 * math.sqrt(lam)))) if lam > 0 else math.nan  # against multiply
-    check = float(stats.chi2.cdf(min(chi_add, chi_mult), n))
-    return {"n_runs": float(n), "r2_add": 1 - float((r_add ** 2).sum()) / sst if sst > 0 else math.nan,
-            "r2_mult": 1 - float((r_mult ** 2).sum()) / sst if sst > 0 else math.nan,
-            "rmse_add": math.sqrt(float((r_add ** 2).mean())), "rmse_mult": math.sqrt(float((r_mult ** 2).mean())),
-            "chi2_add": chi_add, "chi2_mult": chi_mult, "f_interaction": f, "p_interaction": p_int,
-            "separation_chi2": lam, "delta_chi2": dchi, "p_multiply": p_mult, "p_against_multiply": p_add,
-            "noise_check": check,
-            "mult_better": float(dchi > 0), "grade": rule_p5(p_int, p_mult, check)}
+    x = np.atleast_1d(np.asarray(x, float))[:, None]
+    r = np.asarray(null, float)[None, :]
+    if nu > 0:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g = stats.chi2.cdf(nu * r / x, nu)  # P(V ≤ r/x)
+        prob = np.where(x > 0, np.where(r > 0, g, 0.0), np.where(r >= 0, 1.0, np.where(x < 0, 1.0 - g, 0.0)))
+    else:
+        prob = (r >= x).astype(float)
+    return (1.0 + prob.sum(axis=1)) / (1.0 + r.shape[1])
 
 
-def p5_statistics(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel) -> dict:
-    """The statistics of P5's rule (``bitlaws.study.claims.rule_p5``, version 3) on ``p5_design``.
+def _p_lower(x, null: np.ndarray, nu: int) -> np.ndarray:
+    """P(R/V ≤ x), as ``_p_upper``: (1 + Σ_k (1 − P(R_k/V ≥ x))) / (1 + n)."""
+    n = len(null)
+    return (1.0 + n - (_p_upper(x, null, nu) * (1.0 + n) - 1.0)) / (1.0 + n)
 
-    Both predictions are out of sample (``_p5_predictions``), and every χ² = rᵀV⁻¹r/σ² uses the
-    residuals' covariance from the runs they share (``p5_covariance``), so the true form's χ² is
-    χ²(n) under the noise model. Three statistics: the **interaction test** (the product's χ²/n, F
-    on (n, ν), ν the seeds' degrees of freedom); **multiply against add**, two simple hypotheses
-    with no constant fitted: Δχ² = χ²_add − χ²_mult (both on the additive covariance) is
-    N(−λ, 4λ) if the effects add and N(+λ, 4λ) if they multiply, λ the predictions' separation in
-    the noise (exact for a fixed separation; the marginals' noise moves it little), so ``p_multiply`` =
-    P(Δχ² ≥ observed | add) (its power grows with λ, so with runs); and the **noise check**, the
-    lower tail of min(χ²_add, χ²_mult) on n (under either form the smaller χ² is at most central
-    χ²(n); a small value says the residuals are tighter than the noise model allows, e.g. runs
-    sharing a seed, and the two tests above are not calibrated).
+
+def _p5_tests(s_add, s_mult, null_add: dict, null_mult: dict, nu: int) -> dict[str, np.ndarray]:
+    """Rule v4's p-values for datasets scored ``s_add``, ``s_mult`` (arrays of RSS/σ̂²), against the
+    fits simulated under the fitted "add" (``null_add``) and "mult" (``null_mult``) nulls, σ̂ on
+    ``nu`` degrees of freedom: ``p_multiply`` (Δ = s_add − s_mult, upper tail under add),
+    ``p_against_multiply`` (Δ, lower tail under mult), ``p_interaction`` and ``noise_check`` (the
+    better form's lack of fit min(s_add, s_mult), upper and lower tail, under the null of the form
+    that fits better)."""
+    s_add, s_mult = np.atleast_1d(np.asarray(s_add, float)), np.atleast_1d(np.asarray(s_mult, float))
+    dchi, best = s_add - s_mult, np.minimum(s_add, s_mult)
+    i_add, i_mult = (np.minimum(n["r_add"], n["r_mult"]) for n in (null_add, null_mult))
+    add_better = s_add <= s_mult
+    return {"p_multiply": _p_upper(dchi, null_add["r_add"] - null_add["r_mult"], nu),
+            "p_against_multiply": _p_lower(dchi, null_mult["r_add"] - null_mult["r_mult"], nu),
+            "p_interaction": np.where(add_better, _p_upper(best, i_add, nu), _p_upper(best, i_mult, nu)),
+            "noise_check": np.where(add_better, _p_lower(best, i_add, nu), _p_lower(best, i_mult, nu))}
+
+
+def _sizes(null_add: dict, null_mult: dict, check_add: dict, check_mult: dict, nu: int) -> dict[str, float]:
+    """Simulated sizes of rule v4's tests: the share of fresh null datasets (``check_*``, independent of
+    the ``null_*`` that set the critical values, each with its own σ̂) each test rejects at ``ALPHA``."""
+    from .claims import ALPHA
+
+    ta, tm = (_p5_tests(c["r_add"] / c["v"], c["r_mult"] / c["v"], null_add, null_mult, nu)
+              for c in (check_add, check_mult))
+    return {"size_multiply": float(np.mean(ta["p_multiply"] < ALPHA)),
+            "size_against_multiply": float(np.mean(tm["p_against_multiply"] < ALPHA)),
+            "size_interaction_add": float(np.mean(ta["p_interaction"] < ALPHA)),
+            "size_interaction_mult": float(np.mean(tm["p_interaction"] < ALPHA)),
+            "size_n_sim": float(len(check_add["v"]))}
+
+
+def p5_statistics(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel, n_sim: int = P5_N_NULL,
+                  seed: int = 0, n_check: int = N_SIM) -> dict:
+    """The statistics of P5's rule (``bitlaws.study.claims.rule_p5``, version 4) on ``p5_design``,
+    with critical values simulated on this exact design.
+
+    Both no-interaction forms, "add" and "mult" (``_P5Model``), are fitted to every run at once (the
+    mixed runs, the marginal runs and the seed-paired baseline), each with one parameter per
+    baseline and marginal; the statistics are their lack of fit S = RSS/σ̂² (σ̂ = ``noise.loss_sd``,
+    on ``noise.loss_dof`` degrees of freedom). Every reference distribution is a parametric
+    bootstrap: ``n_sim`` datasets from the fitted "add" model and ``n_sim`` from the fitted "mult"
+    model, each fitted as the data are, with σ̂'s sampling distribution (χ²_ν/ν, the t/χ²
+    consequence of few degrees of freedom) integrated exactly into each p-value (``_p_upper``). Tests (``_p5_tests``): **interaction** — is the
+    better form's S too large for its own fitted null (upper tail); **multiply against add** —
+    Δ = S_add − S_mult, upper tail under the fitted "add"; the **reverse** test — Δ, lower tail under
+    the fitted "mult" (reported, not graded); the **noise check** — the better form's S, lower tail
+    (residuals tighter than the noise allows, e.g. σ̂ overstating the runs' unshared noise). A second,
+    independent ``n_check`` datasets per null measure each test's size (``_sizes``: how often it
+    rejects at 5 % with these critical values; within Monte Carlo error of 5 % if calibrated).
+
+    Args:
+        d: ``p5_design`` rows. chinchilla: our Chinchilla constants (``A``, ``alpha`` set T).
+        noise: the seed noise the grade reads (σ and its degrees of freedom).
+        n_sim: simulated datasets per null for the critical values. n_check: per null for the sizes.
+        seed: seed of the simulations.
 
     Returns:
-        ``n_runs``, ``r2_add``, ``r2_mult`` (out of sample, on the mixed runs), ``rmse_add``,
-        ``rmse_mult``, ``chi2_add``, ``chi2_mult``, ``f_interaction``, ``p_interaction``,
-        ``separation_chi2`` (λ), ``delta_chi2``, ``p_multiply``, ``p_against_multiply`` (the reverse
-        test, P(Δχ² ≤ observed | multiply): reported, not graded), ``noise_check``, ``mult_better``
-        (1.0/0.0: Δχ² > 0), ``grade``.
+        ``n_runs``, ``dof`` (observations less parameters), ``r2_add``, ``r2_mult``, ``rmse_add``,
+        ``rmse_mult`` (out of sample: the measured marginals' sum and product, ``_p5_predictions``),
+        ``chi2_add``, ``chi2_mult`` (the fitted S), ``delta_chi2`` (S_add − S_mult), ``p_interaction``,
+        ``p_multiply``, ``p_against_multiply``, ``noise_check``, ``mult_better`` (1.0/0.0: Δ > 0),
+        the sizes of ``_sizes`` with ``size_n_sim``, ``n_sim``, ``sigma``, ``sigma_dof``, ``grade``.
+
+    Raises:
+        ValueError: σ not finite and positive (the message gives it).
     """
+    from .claims import rule_p5
+
+    if noise.loss_sd <= 0 or not math.isfinite(noise.loss_sd):
+        raise ValueError(f"p5_statistics needs a finite seed σ > 0; got loss_sd = {noise.loss_sd}")
+    y = d["loss_mix"].to_numpy(float)
     add, mult = _p5_predictions(d, chinchilla)
-    return _p5_stats(d, add, mult, noise, p5_covariance(d), p5_covariance(d, _p5_weights(d, chinchilla)))
+    sst = float(((y - y.mean()) ** 2).sum())
+    model = _P5Model(d, chinchilla)
+    obs = model.fit(model.z)
+    s2 = noise.loss_sd ** 2
+    s_add, s_mult = obs["rss_add"] / s2, obs["rss_mult"] / s2
+    rng = np.random.default_rng(seed)
+    null_add = model.simulate(obs["mean_add"], noise, n_sim, rng)
+    null_mult = model.simulate(obs["mean_mult"], noise, n_sim, rng)
+    check_add = model.simulate(obs["mean_add"], noise, n_check, rng)
+    check_mult = model.simulate(obs["mean_mult"], noise, n_check, rng)
+    nu = noise.loss_dof
+    t = {k: float(v[0]) for k, v in _p5_tests(s_add, s_mult, null_add, null_mult, nu).items()}
+    r_add, r_mult = y - add, y - mult
+    return {"n_runs": float(len(y)), "dof": float(model.dof),
+            "r2_add": 1 - float((r_add ** 2).sum()) / sst if sst > 0 else math.nan,
+            "r2_mult": 1 - float((r_mult ** 2).sum()) / sst if sst > 0 else math.nan,
+            "rmse_add": math.sqrt(float((r_add ** 2).mean())), "rmse_mult": math.sqrt(float((r_mult ** 2).mean())),
+            "chi2_add": s_add, "chi2_mult": s_mult, "delta_chi2": s_add - s_mult, **t,
+            "mult_better": float(s_add > s_mult), **_sizes(null_add, null_mult, check_add, check_mult, nu),
+            "n_sim": float(n_sim), "sigma": float(noise.loss_sd), "sigma_dof": float(noise.loss_dof),
+            "grade": rule_p5(t["p_interaction"], t["p_multiply"], t["noise_check"])}
 
 
 def p5_power(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel, n_sim: int = N_SIM,
              seed: int = 0) -> dict[str, float]:
-    """Power and false-positive rate of P5's rule on the design of ``d`` (its N, D, bit widths, seeds).
+    """Power and false-positive rate of P5's rule (version 4) on the design of ``d`` (its N, D, bit
+    widths, seeds and pairing; its losses are not read).
 
     Paper data: every run's loss from our Chinchilla law with N_eff = N·Π f_x(P_x) and the paper's
-    γ_x, n_x (Table 2): the effects multiply. Null: the same marginal effects, added (L_hp + Σ ΔL_x),
-    so "multiply" is removed. Noise as the runs are shared: one draw per mixed run (σ), one per
-    marginal run mean (σ/√k_x, shared by every mixed run that uses it) and one per (N, D)'s
-    high-precision mean (σ/√k_hp).
+    γ_x, n_x (Table 2): the effects multiply. Null: the same marginal effects, added (L_hp + Σ ΔL_x).
+    Noise as ``_P5Model.simulate`` (σ̂ drawn on ``noise.loss_dof``). Each dataset is graded by
+    ``rule_p5`` on ``_p5_tests`` against critical values simulated (``n_sim`` datasets each) from
+    the two generating models themselves, the known "add" and "mult" nulls of this design.
 
     Returns:
         ``power``, ``power_partly``, ``false_positive``, ``false_partly``, ``n_sim``.
     """
-    p = forms.PAPER_CONSTANTS
+    from .claims import rule_p5
+
+    p = {**forms.PAPER_CONSTANTS, **chinchilla}
     n, dd = d["n_params"].to_numpy(float), d["n_tokens"].to_numpy(float)
     bits = {x: d[f"bits_{x}"].to_numpy(float) for x in _PARTS}
     hp = forms.chinchilla_loss(n, dd, chinchilla)
-    marg = {x: forms.qat_loss(n, dd, *(bits[y] if y == x else _HIGH for y in _PARTS), {**p, **chinchilla})
-            for x in _PARTS}
-    truth = {"power": forms.qat_loss(n, dd, bits["w"], bits["a"], bits["kv"], {**p, **chinchilla}),
-             "false": hp + sum(marg[x] - hp for x in _PARTS)}
-    marg_index, hp_index, marg_var, hp_var = _p5_sources(d)
-    s = noise.loss_sd
+    marg = {x: forms.qat_loss(n, dd, *(bits[y] if y == x else _HIGH for y in _PARTS), p) for x in _PARTS}
+    model = _P5Model(d, chinchilla)
+
+    def means(mix):
+        out = np.zeros(model.n + model.m + model.h)
+        out[:model.n] = mix
+        out[model.n + model.m + model.hi] = hp
+        for j, x in enumerate(_PARTS):
+            rows = np.flatnonzero(model.low[:, j])
+            out[model.n + model.mi[rows, j]] = marg[x][rows]
+        return out
+
+    truth = {"power": means(forms.qat_loss(n, dd, bits["w"], bits["a"], bits["kv"], p)),
+             "false": means(hp + sum(marg[x] - hp for x in _PARTS))}
     rng = np.random.default_rng(seed)
+    null_mult = model.simulate(truth["power"], noise, n_sim, rng)
+    null_add = model.simulate(truth["false"], noise, n_sim, rng)
     out = {"n_sim": float(n_sim)}
-    for label, mix in truth.items():
-        grades = []
-        for _ in range(n_sim):
-            e_marg = s * np.sqrt(marg_var) * rng.standard_normal(len(marg_var))
-            loss_hp = hp + (s * np.sqrt(hp_var) * rng.standard_normal(len(hp_var)))[hp_index]
-            sim = d.assign(loss_mix=mix + s * rng.standard_normal(len(d)), loss_hp=loss_hp,
-                           **{f"loss_{x}": np.where(marg_index[:, j] >= 0, marg[x] + e_marg[marg_index[:, j]], loss_hp)
-                              for j, x in enumerate(_PARTS)})
-            grades.append(p5_statistics(sim, chinchilla, noise)["grade"])
-        g = np.array(grades)
+    for label, mean in truth.items():
+        sim = model.simulate(mean, noise, n_sim, rng)
+        t = _p5_tests(sim["r_add"] / sim["v"], sim["r_mult"] / sim["v"], null_add, null_mult, noise.loss_dof)
+        g = np.array([rule_p5(*v) for v in zip(t["p_interaction"], t["p_multiply"], t["noise_check"])])
         out["power" if label == "power" else "false_positive"] = float(np.mean(g == "reproduced"))
         out[f"{label}_partly"] = float(np.mean((g == "reproduced") | (g == "partly")))
     return out

@@ -64,8 +64,8 @@ HEADLINES: dict[str, Headline] = {
                    paper="paper_f_w_4", lo="f_w_4_lo", hi="f_w_4_hi"),
     "P4": Headline("Activations most sensitive, KV cache least", "f_a(4) (the most sensitive)", "f_a_4",
                    paper="paper_f_a_4"),
-    "P5": Headline("Precision effects multiply", "R² of the product of marginal fits", "product_r2",
-                   paper=0.897, fmt=".3f"),  # Kumar et al. Fig. 5
+    "P5": Headline("Precision effects multiply", "R² of the product of marginals (out of sample)", "r2_mult",
+                   paper=0.897, fmt=".3f"),  # Kumar et al. Fig. 5 (theirs: fitted marginals; ours: measured ones)
     "P6": Headline("Compute-optimal precision ≈ 7–8 bits", "P* (bits)", "ours_p_star", paper="paper_p_star",
                    lo="ours_p_star_lo", hi="ours_p_star_hi", fmt=".1f"),
     "P7": Headline("At low precision, grow N before D", "N*(4 bits) / N*(P*)", "ours_n_star_4_over_p_star",
