@@ -187,7 +187,8 @@ def test_p_values_integrate_sigma_hat_exactly():
 
 def _factorial_frames():
     """Training rows at one cell (5 high-precision seeds, a joint sweep of seed 0) and the seeded
-    factorial's rows: every (P_w, P_a, P_kv) in {4, 8, 16}³ but all-16 at seeds 0, 1, 2."""
+    factorial's rows: every (P_w, P_a, P_kv) in {4, 8, 16}³, all-16 included, at seeds 101, 102, 103
+    (seeds no other sweep trains, as the cpu PowerPlan declares)."""
     import itertools
 
     n, d = 83280.0, 2097152.0
@@ -196,7 +197,7 @@ def _factorial_frames():
              for x in ("w", "a", "kv")]
     base += [{"experiment": "qat_joint", "bits_w": 4, "bits_a": 4, "bits_kv": 4, "seed": 0}]
     fact = [{"experiment": "qat_factorial", "bits_w": c[0], "bits_a": c[1], "bits_kv": c[2], "seed": s}
-            for s in range(3) for c in itertools.product((4, 8, 16), repeat=3) if min(c) < 16]
+            for s in (101, 102, 103) for c in itertools.product((4, 8, 16), repeat=3)]
 
     def frame(rows, tag):
         f = pd.DataFrame(rows).assign(n_params=n, n_tokens=d, status="ok", ptq_method="none")
@@ -214,11 +215,15 @@ def test_p5_reads_the_seeded_factorial_once_complete():
 
     df, fact = _factorial_frames()
     plan = PowerPlan(marginal_seeds=(), matched_sizes=(), matched_budgets=(), matched_bits=(),
-                     factorial_cell=("n83k", 2097152), factorial_seeds=(0, 1, 2))
+                     factorial_cell=("n83k", 2097152), factorial_seeds=(101, 102, 103))
     rows, which = law_fits.p5_rows(df, fact, plan)
     d = power.p5_design(rows)
     assert which == "qat_factorial" and set(rows["experiment"]) == {"base_grid", "qat_factorial"}
     assert len(d) == 3 * 20 and (d["paired_hp"] == 1).all()  # 20 mixed combos per seed, each beside its own seed
+    assert set(d["seed"]) == {101.0, 102.0, 103.0}  # paired with the factorial's own all-16 runs
+    # without its all-16 baselines the factorial is incomplete: P5 stays on the joint sweep
+    hp16 = (fact["bits_w"] == 16) & (fact["bits_a"] == 16) & (fact["bits_kv"] == 16)
+    assert law_fits.p5_rows(df, fact[~hp16], plan)[1] == "qat_joint"
     np.testing.assert_allclose(d["loss_hp"] - d["seed"] * 1e-3, d["loss_hp"].iloc[0] - d["seed"].iloc[0] * 1e-3)
     # one run short of the declared factorial, or none of it: the joint sweep
     rows2, which2 = law_fits.p5_rows(df, fact.iloc[1:], plan)

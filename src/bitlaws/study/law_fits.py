@@ -1077,9 +1077,10 @@ def p5_rows(df: pd.DataFrame, factorial: pd.DataFrame | None = None, plan=None) 
     """The training rows P5's rule reads, and which design they are.
 
     The pre-registered design is the seeded factorial (experiment ``qat_factorial``: every
-    (P_w, P_a, P_kv) in ``plan.factorial_bits``³ but all-16, at ``plan.factorial_seeds``, at one
-    (N, D) with D = ``plan.factorial_cell[1]``): once every one of its runs is there (status ok,
-    integer formats), P5 reads those runs and the high-precision runs of their (N, D). Until then it
+    (P_w, P_a, P_kv) in ``plan.factorial_bits``³, all-16 included (each seed's paired baseline), at
+    ``plan.factorial_seeds``, at one (N, D) with D = ``plan.factorial_cell[1]``): once every one of
+    its runs is there (status ok, integer formats), P5 reads those runs and the base grid's
+    high-precision runs of their (N, D). Until then it
     reads the joint sweep: the integer-trained rows of the stages ``chinchilla``, ``neff_w``,
     ``neff_a``, ``neff_kv`` and ``neff_joint`` (``stage_frames``; no floating-point formats, no
     learning-rate or schedule confounds).
@@ -1098,8 +1099,7 @@ def p5_rows(df: pd.DataFrame, factorial: pd.DataFrame | None = None, plan=None) 
         f = factorial[(factorial["status"] == "ok") & (factorial["ptq_method"] == "none")]
         f = f[~f["run_id"].isin(_non_integer_runs(f))] if "run_id" in f else f
         f = f[pd.to_numeric(f["n_tokens"]) == float(plan.factorial_cell[1])]
-        hi = forms.HIGH_PRECISION_BITS
-        want = {(*c, float(s)) for c in itertools.product(map(float, plan.factorial_bits), repeat=3) if min(c) < hi
+        want = {(*c, float(s)) for c in itertools.product(map(float, plan.factorial_bits), repeat=3)
                 for s in plan.factorial_seeds}
         have = set(zip(*(_bits(f, f"bits_{x}") for x in ("w", "a", "kv")), pd.to_numeric(f["seed"]).astype(float)))
         if f["n_params"].nunique() == 1 and want <= have:

@@ -204,7 +204,9 @@ def candidate_p5_design(c: Candidate, hp_seeds: int) -> pd.DataFrame:
     """P5's simulated design: ``power.p5_design``'s columns for the factorial of ``c`` — one row per
     mixed run (≥ 2 parts below 16 bits) and seed, each marginal averaged over ``c.seeds`` seeds, the
     high-precision mean over ``hp_seeds`` (the base grid's seeds at that cell). Losses are
-    placeholders the simulation replaces."""
+    placeholders the simulation replaces. The declared sweep (``sweep.qat_factorial``) also trains
+    each seed's all-16 run, the seed-paired baseline the rule reads (``power.p5_design``); this
+    simulation does not pair (its runs are independent), and its hours leave those runs out."""
     hi = forms.HIGH_PRECISION_BITS
     rows = []
     for z, d, combo, s in itertools.product(c.sizes, c.budgets, itertools.product(c.bits, repeat=3), range(c.seeds)):

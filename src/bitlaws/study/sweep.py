@@ -154,8 +154,8 @@ class PowerPlan:
             used, beside the high-precision model at the same (N, D) quantized alike (experiment
             ``qat_matched``; seed 0): P9's test as P_train approaches P_post, on both grids.
         factorial_cell, factorial_bits, factorial_seeds: every (P_w, P_a, P_kv) in
-            ``factorial_bits``³ but all-16 at one (size, D), at each seed (experiment ``qat_factorial``):
-            P5's interaction test on a full factorial. Its seeds should be ones no other sweep trains
+            ``factorial_bits``³ at one (size, D), at each seed, the all-16 run being that seed's paired
+            baseline (experiment ``qat_factorial``): P5's interaction test on a full factorial. Its seeds should be ones no other sweep trains
             there: a run_id leaves the experiment out, so a shared seed makes some factorial runs the
             very models (and rows) of another sweep, seen before the factorial's rule reads them.
     """
@@ -696,12 +696,14 @@ def qat_matched(profile: Profile) -> list[RunSpec]:
 
 
 def qat_factorial(profile: Profile) -> list[RunSpec]:
-    """Every (P_w, P_a, P_kv) in ``factorial_bits``³ but all-16, at one cell and each seed (P5)."""
+    """Every (P_w, P_a, P_kv) in ``factorial_bits``³, at one cell and each seed (P5); the all-16 run
+    of each seed is its seed-paired baseline (``power.p5_design`` pairs a cell only when every
+    mixed run has the high-precision run and the marginals of its own seed)."""
     pp = profile.power_design
     if pp is None:
         return []
     size, budget = pp.factorial_cell
-    combos = [c for c in itertools.product(pp.factorial_bits, repeat=3) if min(c) < HP]
+    combos = list(itertools.product(pp.factorial_bits, repeat=3))
     return [_qat_spec("qat_factorial", profile, size, budget, _prec(*c), seed=seed)
             for seed in pp.factorial_seeds for c in combos]
 
