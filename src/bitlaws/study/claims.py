@@ -276,7 +276,9 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "each mixed run beside the high-precision run of its own seed (v3: a five-seed mean beside seed-0 runs); "
             "σ from the P5 cell's own seeds (v3: pooled over all seeded cells; the pooled σ is reported as a "
             "sensitivity); each test's simulated size reported with its Monte Carlo interval; the seeded factorial "
-            "(qat_factorial) read instead of the joint sweep once complete")],
+            "(qat_factorial) read instead of the joint sweep once complete; on the joint sweep (runs v3's sensitivity "
+            "had already read with this σ) any decision is exploratory and the grade inconclusive: only the "
+            "pre-registered factorial, at seeds no other sweep trains, can grade P5")],
     "P6": [("1", "session 2, before the compute-matched suite ran", "our P* in [6, 9] bits; the suite's lowest "
             "loss at 6 or 8 bits"),
            ("2", "session 3, after the suite's seeds (a change after the data)", "the suite's noise-resolved "

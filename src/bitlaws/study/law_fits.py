@@ -1123,7 +1123,8 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     on this design from the fitted nulls, σ̂ drawn from its sampling distribution (``P5_N_NULL``
     datasets per null). The better form's lack of fit beyond its null (p < 0.05): an interaction,
     **not reproduced**; else **reproduced** if Δ = S_add − S_mult rejects the fitted "add" (p < 0.05),
-    else **partly**. **Inconclusive** when the better form's lack of fit is in its null's lower 5 %
+    else **partly** — on the factorial only: v4 was written after the joint sweep was seen, so on it
+    any decision is reported as exploratory and the grade is **inconclusive**. **Inconclusive** when the better form's lack of fit is in its null's lower 5 %
     (the noise check: σ̂ overstates the residuals' noise) or where the rule's power
     (``power.p5_power``: the paper's γ_x, n_x multiplying, against the same marginals added) is below
     ``POWER_MIN``. Each test's size is simulated on fresh null datasets and reported with its Monte
@@ -1161,6 +1162,11 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     alt = p5_statistics(design, chin, pooled, n_sim=n_check, n_check=n_check) if own else None  # a sensitivity
     pw = p5_power(design, chin, noise, n_sim=N_SIM if n_sim is None else n_sim)
     verdict = "inconclusive" if st["grade"] == "inconclusive" else power_gate(st["grade"], pw["power"])
+    # v4 was written after the joint sweep's runs were seen (v3's σ sensitivity had read them): on
+    # those runs its decision is exploratory; only the pre-registered factorial can grade P5.
+    seen = which != "qat_factorial" and verdict != "inconclusive"
+    if seen:
+        verdict = "inconclusive"
     prod = (rec.get("product_of_marginals") or {}).get("r2")
     joint = rec.get("r2") if rec.get("status") == "ok" else None
     n_runs, paired = int(st["n_runs"]), int(design["paired_hp"].sum())
@@ -1202,11 +1208,15 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                  f"all seeded cells) instead, the rule would say {alt['grade']} (interaction p = "
                  f"{alt['p_interaction']:.2f}, 'add' against 'multiply' p = {alt['p_multiply']:.3f}, noise check p = "
                  f"{alt['noise_check']:.3f})" if alt is not None else "")
+              + (f". Rule v4 was written after these runs were seen (v3's sensitivity analysis had already read "
+                 f"them with this σ), so its '{g}' here is exploratory, not a test: the grade is inconclusive until "
+                 "the pre-registered seeded factorial (qat_factorial: every (P_w, P_a, P_kv) in {4, 8, 16}³ at "
+                 "seeds no other sweep trains) is complete" if seen else "")
               + ". The paired runs share their seed's initialisation and data order; σ (the spread across seeds) "
               "still counts that shared part, so it bounds the paired residuals' own noise from above and the tests "
               "lean conservative"
-              + ("" if which == "qat_factorial" else "; one (N, D) cell and one seed per mixed run until the seeded "
-                 "factorial (qat_factorial) is complete, when the rule reads it instead"))
+              + ("" if which == "qat_factorial" or seen else "; one (N, D) cell and one seed per mixed run until "
+                 "the seeded factorial (qat_factorial) is complete, when the rule reads it instead"))
     det = {**{k: st[k] for k in ("n_runs", "dof", "r2_add", "r2_mult", "rmse_add", "rmse_mult", "chi2_add",
                                   "chi2_mult", "delta_chi2", "p_interaction", "p_multiply", "p_against_multiply",
                                   "noise_check", "mult_better", "size_interaction_add", "size_interaction_mult",
