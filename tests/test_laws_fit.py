@@ -534,6 +534,36 @@ def test_converged_reads_the_objective_gradient_and_starts():
     assert not lf._converged(stage, data, lf.HUBER_DELTA, off, obj, 1, 1)  # away from the optimum
 
 
+def test_a_constant_whose_optimum_lies_outside_the_box_is_on_its_bound_and_not_identified():
+    """Noiseless KV-cache runs drawn with n_kv = 14 (the box stops at 10; γ_kv = 0.25, so f_kv(4) = 0.86
+    is defined at every width run): the best point of the box puts n_kv on its upper bound, the
+    optimiser converges there, and the fit says n_kv is on its bound and not identified. The same
+    design drawn at the paper's interior constants reports no constant on a bound."""
+    rows = _grid(n_params=SIZES[:4], n_tokens=BUDGETS[:3], bits_kv=(4, 5, 6, 8))
+    df = pd.DataFrame(rows)
+
+    def fitted(consts):
+        loss = forms.qat_loss(df["n_params"], df["n_tokens"], 16, 16, df["bits_kv"], {**CHIN, **consts})
+        return lf.fit_stage("neff_kv", _frame(rows, np.asarray(loss), seed=5, noise=0.0), fixed=CHIN)
+
+    outside = fitted({"gamma_kv": 0.25, "n_kv": 14.0})
+    assert outside.params["n_kv"] == pytest.approx(10.0, abs=1e-5)
+    assert outside.on_bound == ["n_kv"] and outside.identified is False
+    assert outside.to_dict()["on_bound"] == ["n_kv"] and outside.to_dict()["identified"] is False
+    inside = fitted({"gamma_kv": PC["gamma_kv"], "n_kv": PC["n_kv"]})
+    assert inside.on_bound == [] and inside.converged and inside.identified is True
+
+
+def test_bound_side_reads_raw_and_log_bounds_with_a_relative_tolerance():
+    b = {"n_a": (-5.0, 10.0), "log_A": (-20.0, 80.0)}
+    assert lf.bound_side(b, "n_a", 10.0) == "upper" and lf.bound_side(b, "n_a", -5.0) == "lower"
+    assert lf.bound_side(b, "n_a", 10.0 - 0.5 * lf.BOUND_RTOL * 15) == "upper"  # inside the tolerance
+    assert lf.bound_side(b, "n_a", 10.0 - 2 * lf.BOUND_RTOL * 15) is None  # just outside it
+    assert lf.bound_side(b, "A", math.exp(80.0)) == "upper" and lf.bound_side(b, "A", 84.0) is None
+    assert lf.bound_side(b, "gamma_a", 20.0) is None and lf.bound_side(b, "n_a", math.nan) is None
+    assert lf.bound_side(b, "A", -1.0) is None
+
+
 # --- what chapter 03 shows: the text and tables of bitlaws.study.law_fits, and its figures -------
 
 def test_ci_text_and_holdout_text_quote_a_fit_with_its_interval():
