@@ -579,6 +579,49 @@ def test_ci_text_and_holdout_text_quote_a_fit_with_its_interval():
     assert lfs.holdout_text(rec, "n_tokens") == "—" and lfs.holdout_text(None, "n_params") == "—"
 
 
+def test_an_interval_that_reaches_a_bound_prints_as_the_bound_not_as_data():
+    from bitlaws.study import law_fits as lfs
+
+    box = {"gamma_w": [0.05, 20.0], "n_w": [-5.0, 10.0], "log_A": [-20.0, 80.0]}
+    assert lfs.bounded_ci_text("n_w", 4.1, (2.3, 10.0), box, "{:.1f}") == "4.1 [2.3, to the bound 10]"
+    assert lfs.bounded_ci_text("n_w", 4.1, (-5.0, 9.9), box, "{:.1f}") == "4.1 [to the bound -5, 9.9]"
+    assert lfs.bounded_ci_text("n_w", 10.0, (2.3, 10.0), box, "{:.1f}") == "10.0 (on bound) [2.3, to the bound 10]"
+    assert lfs.bounded_ci_text("n_w", 4.1, (2.3, 9.99), box, "{:.1f}") == "4.1 [2.3, 10.0]"  # inside: data
+    assert lfs.bounded_ci_text("n_w", 4.1, (2.3, 10.0), None, "{:.1f}") == "4.1 [2.3, 10.0]"  # no box known
+    assert lfs.bounded_ci_text("A", 84.0, (30.0, math.exp(80.0)), box, "{:.0f}") == "84 [30, to the bound 5.54062e+34]"
+    rec = {"status": "ok", "params": {"gamma_w": 0.96, "n_w": 0.84}, "bounds": box,
+           "ci95": {"gamma_w": [0.24, 20.0], "n_w": [-2.23, 10.0]}}
+    assert lfs.ci_text(rec, "gamma_w", "{:.2f}") == "0.96 [0.24, to the bound 20]"
+    # a record written before fits recorded on_bound: read from its params and bounds
+    assert lfs.record_on_bound(rec) == [] and lfs.record_on_bound({**rec, "params": {"gamma_w": 0.96, "n_w": 10.0}}) == ["n_w"]
+    assert lfs.record_on_bound({**rec, "on_bound": ["gamma_w"]}) == ["gamma_w"] and lfs.record_on_bound(None) == []
+    stage_rec = {**rec, "params": {"gamma_w": 0.96, "n_w": 10.0}, "n_points": 30, "n_cells": 30, "n_groups": 30,
+                 "on_bound": ["n_w"]}
+    md = lfs.stages_markdown({"neff_w": stage_rec}, {s: pd.DataFrame({"x": range(3)}) for s in lfs.FIT_ORDER},
+                             current=True, profile="cpu")
+    assert "fitted on 30 rows (30 distinct points, 30 runs); on bound: n_w (upper bound), so not identified |" in md
+    t = lfs.paired_table({"neff_w": stage_rec})
+    assert t.loc["n_w", "absolute losses"] == "10 (on bound) [-2.23, to the bound 10]"
+
+
+def test_p3_and_p4_texts_print_an_interval_that_reaches_a_bound_as_the_bound():
+    from bitlaws.study import law_fits as lfs
+    from bitlaws.study import low_precision_training as qa
+
+    box = {"gamma_w": [0.05, 20.0], "n_w": [-5.0, 10.0]}
+    rec = {"status": "ok", "params": {"gamma_w": 0.96, "n_w": 4.1}, "bounds": box,
+           "ci95": {"gamma_w": [0.24, 20.0], "n_w": [2.3, 10.0]}, "holdout": {}}
+    v = lfs.verdict_p3({"neff_w": rec}, "cpu", None)
+    assert "γ_w = 0.96 [0.24, to the bound 20]" in v.ours and "n_w = 4.10 [2.30, to the bound 10]" in v.ours
+    assert "20.00" not in v.ours and "10.00" not in v.ours
+    box_a = {"gamma_a": [0.05, 20.0], "n_a": [-5.0, 10.0]}
+    fits = {"neff_a": {"status": "ok", "params": {"gamma_a": 0.37, "n_a": 10.0}, "bounds": box_a,
+                       "ci95": {"gamma_a": [0.35, 9.06], "n_a": [-0.47, 10.0]}, "on_bound": ["n_a"]},
+            "neff_w": {**rec, "on_bound": []}}
+    assert qa._neff_at_bound(fits) == ["n_a 10 (on bound) [-0.47, to the bound 10]"]
+    assert qa._neff_at_bound({"neff_w": {**rec, "on_bound": []}}) == []
+
+
 def test_negative_r2_text_explains_a_form_worse_than_the_mean():
     from bitlaws.study import law_fits as lfs
 

@@ -322,6 +322,11 @@ def test_paper_vs_here_sets_the_fitted_factors_beside_table_2():
     assert t.loc["w", "f(4) paper"] == pytest.approx(0.696, abs=1e-3)
     assert t.loc["w", "f(4) ours"] == pytest.approx(1 - np.exp(-2 + 0.5))
     assert t.loc["kv", "f(8) ours"] == pytest.approx(1 - np.exp(-8 + 2.0))
+    assert (t["ours on bound"] == "—").all()
+    box = {"bounds": {"gamma_kv": [0.05, 20.0], "n_kv": [-5.0, 10.0]}}
+    bounded = _fits(2.0, 0.5, 2.0, 1.0, 0.25, 10.0)
+    bounded["neff_kv"].update(box)
+    assert qa.paper_vs_here(bounded).loc["kv", "ours on bound"] == "n_kv"
     missing = qa.paper_vs_here({})
     assert missing[["γ ours [bits]", "n ours", "f(4) ours", "f(8) ours"]].isna().all().all()
     assert missing.loc["a", "f(8) paper"] == pytest.approx(t.loc["a", "f(8) paper"])
