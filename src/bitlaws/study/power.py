@@ -818,8 +818,8 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
     every one of them. Every hypothesis of ``P4_HYPOTHESES`` gives each part one of the paper's
     Table 2 curves; its losses are Eqs. 3–4 with our Chinchilla constants (``chinchilla``: A, B, E,
     α, β), N_eff = N·``extended_factor`` (the curve clipped at ``NEFF_F_FLOOR``: the paper's law
-    where it is defined, 5 % of the parameters where it gives f ≤ 0, as the activation curve does at
-    P_a = 3), plus the seed σ of one run's loss (``noise.loss_sd``). Each dataset refits its
+    wherever it gives f ≥ 0.05, 5 % of the parameters below, as where the activation curve gives
+    f ≤ 0 at P_a = 3), plus the seed σ of one run's loss (``noise.loss_sd``). Each dataset refits its
     three N_eff stages on Chinchilla constants refitted on its own simulated high-precision runs
     (``_p4_chinchillas``; held at ``chinchilla`` without a ``chinchilla`` frame or with
     ``refit_chinchilla`` off), L-BFGS-B started from the generating constants and the stage's best
@@ -863,14 +863,13 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
         if others:
             raise ValueError(f"p4_power: the {x} rows must have only {x} quantized (a marginal sweep); some have "
                              f"bits_{others[0]} < {_HIGH}")
-    p_ = forms.PAPER_CONSTANTS
+    p = forms.PAPER_CONSTANTS
     out["rows_extended"] = float(sum(int(np.sum(forms.precision_factor(_num(fr[f"bits_{x}"]).to_numpy(float),
-                                                                       p_[f"gamma_{x}"], p_[f"n_{x}"]) < NEFF_F_FLOOR))
+                                                                       p[f"gamma_{x}"], p[f"n_{x}"]) < NEFF_F_FLOOR))
                                      for x, fr in design.items()))
     rates = ["power", "power_partly", "false_positive", "false_partly"]
     if not (math.isfinite(noise.loss_sd) and design and all(len(design[x]) for x in _PARTS)):
         return {**out, **{k: math.nan for k in rates}}
-    p = forms.PAPER_CONSTANTS
     curves = {c: (p[f"gamma_{c}"], p[f"n_{c}"]) for c in _PARTS}
     b = np.asarray(bits, float)
     rng = np.random.default_rng(seed)
