@@ -721,7 +721,7 @@ def joint_all_fit(profile: str = "cpu", *, root: str | os.PathLike | None = None
         ``objective``, ``objective_staged`` (the joint objective at the staged constants: ≥
         ``objective``), ``r2``, ``n_points``, ``n_cells``, ``converged`` (false when the refined starts
         do not agree on the optimum: the constants are not identified jointly), ``n_refined``,
-        ``n_at_best``, ``input_sha256``.
+        ``n_at_best``, ``on_bound``, ``identified`` (as ``laws.fit.FitResult``), ``input_sha256``.
     """
     df = frame if frame is not None else load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
     fits = load_fits(profile, root) if fits is None else fits
@@ -749,7 +749,7 @@ def joint_all_fit(profile: str = "cpu", *, root: str | os.PathLike | None = None
                          for k in keys},
                "objective": float(res.objective), "objective_staged": at_staged, "r2": float(res.r2),
                "n_cells": int(res.n_cells), "converged": bool(res.converged), "n_refined": int(res.n_refined),
-               "n_at_best": int(res.n_at_best)}
+               "n_at_best": int(res.n_at_best), "on_bound": list(res.on_bound), "identified": bool(res.identified)}
     if write:
         _write_json(fits_path(profile, "joint_all", root), rec)
     return rec
