@@ -534,6 +534,36 @@ def test_converged_reads_the_objective_gradient_and_starts():
     assert not lf._converged(stage, data, lf.HUBER_DELTA, off, obj, 1, 1)  # away from the optimum
 
 
+def test_a_constant_whose_optimum_lies_outside_the_box_is_on_its_bound_and_not_identified():
+    """Noiseless KV-cache runs drawn with n_kv = 14 (the box stops at 10; γ_kv = 0.25, so f_kv(4) = 0.86
+    is defined at every width run): the best point of the box puts n_kv on its upper bound, the
+    optimiser converges there, and the fit says n_kv is on its bound and not identified. The same
+    design drawn at the paper's interior constants reports no constant on a bound."""
+    rows = _grid(n_params=SIZES[:4], n_tokens=BUDGETS[:3], bits_kv=(4, 5, 6, 8))
+    df = pd.DataFrame(rows)
+
+    def fitted(consts):
+        loss = forms.qat_loss(df["n_params"], df["n_tokens"], 16, 16, df["bits_kv"], {**CHIN, **consts})
+        return lf.fit_stage("neff_kv", _frame(rows, np.asarray(loss), seed=5, noise=0.0), fixed=CHIN)
+
+    outside = fitted({"gamma_kv": 0.25, "n_kv": 14.0})
+    assert outside.params["n_kv"] == pytest.approx(10.0, abs=1e-5)
+    assert outside.on_bound == ["n_kv"] and outside.identified is False
+    assert outside.to_dict()["on_bound"] == ["n_kv"] and outside.to_dict()["identified"] is False
+    inside = fitted({"gamma_kv": PC["gamma_kv"], "n_kv": PC["n_kv"]})
+    assert inside.on_bound == [] and inside.converged and inside.identified is True
+
+
+def test_bound_side_reads_raw_and_log_bounds_with_a_relative_tolerance():
+    b = {"n_a": (-5.0, 10.0), "log_A": (-20.0, 80.0)}
+    assert lf.bound_side(b, "n_a", 10.0) == "upper" and lf.bound_side(b, "n_a", -5.0) == "lower"
+    assert lf.bound_side(b, "n_a", 10.0 - 0.5 * lf.BOUND_RTOL * 15) == "upper"  # inside the tolerance
+    assert lf.bound_side(b, "n_a", 10.0 - 2 * lf.BOUND_RTOL * 15) is None  # just outside it
+    assert lf.bound_side(b, "A", math.exp(80.0)) == "upper" and lf.bound_side(b, "A", 84.0) is None
+    assert lf.bound_side(b, "gamma_a", 20.0) is None and lf.bound_side(b, "n_a", math.nan) is None
+    assert lf.bound_side(b, "A", -1.0) is None
+
+
 # --- what chapter 03 shows: the text and tables of bitlaws.study.law_fits, and its figures -------
 
 def test_ci_text_and_holdout_text_quote_a_fit_with_its_interval():
@@ -547,6 +577,49 @@ def test_ci_text_and_holdout_text_quote_a_fit_with_its_interval():
     assert lfs.ci_text(None, "alpha") == "—" and lfs.ci_text({"status": "skipped"}, "alpha") == "—"
     assert lfs.holdout_text(rec, "n_params") == "R² 0.981, MSE 2.1e-05 (5 folds)"
     assert lfs.holdout_text(rec, "n_tokens") == "—" and lfs.holdout_text(None, "n_params") == "—"
+
+
+def test_an_interval_that_reaches_a_bound_prints_as_the_bound_not_as_data():
+    from bitlaws.study import law_fits as lfs
+
+    box = {"gamma_w": [0.05, 20.0], "n_w": [-5.0, 10.0], "log_A": [-20.0, 80.0]}
+    assert lfs.bounded_ci_text("n_w", 4.1, (2.3, 10.0), box, "{:.1f}") == "4.1 [2.3, to the bound 10]"
+    assert lfs.bounded_ci_text("n_w", 4.1, (-5.0, 9.9), box, "{:.1f}") == "4.1 [to the bound -5, 9.9]"
+    assert lfs.bounded_ci_text("n_w", 10.0, (2.3, 10.0), box, "{:.1f}") == "10.0 (on bound) [2.3, to the bound 10]"
+    assert lfs.bounded_ci_text("n_w", 4.1, (2.3, 9.99), box, "{:.1f}") == "4.1 [2.3, 10.0]"  # inside: data
+    assert lfs.bounded_ci_text("n_w", 4.1, (2.3, 10.0), None, "{:.1f}") == "4.1 [2.3, 10.0]"  # no box known
+    assert lfs.bounded_ci_text("A", 84.0, (30.0, math.exp(80.0)), box, "{:.0f}") == "84 [30, to the bound 5.54062e+34]"
+    rec = {"status": "ok", "params": {"gamma_w": 0.96, "n_w": 0.84}, "bounds": box,
+           "ci95": {"gamma_w": [0.24, 20.0], "n_w": [-2.23, 10.0]}}
+    assert lfs.ci_text(rec, "gamma_w", "{:.2f}") == "0.96 [0.24, to the bound 20]"
+    # a record written before fits recorded on_bound: read from its params and bounds
+    assert lfs.record_on_bound(rec) == [] and lfs.record_on_bound({**rec, "params": {"gamma_w": 0.96, "n_w": 10.0}}) == ["n_w"]
+    assert lfs.record_on_bound({**rec, "on_bound": ["gamma_w"]}) == ["gamma_w"] and lfs.record_on_bound(None) == []
+    stage_rec = {**rec, "params": {"gamma_w": 0.96, "n_w": 10.0}, "n_points": 30, "n_cells": 30, "n_groups": 30,
+                 "on_bound": ["n_w"]}
+    md = lfs.stages_markdown({"neff_w": stage_rec}, {s: pd.DataFrame({"x": range(3)}) for s in lfs.FIT_ORDER},
+                             current=True, profile="cpu")
+    assert "fitted on 30 rows (30 distinct points, 30 runs); on bound: n_w (upper bound), so not identified |" in md
+    t = lfs.paired_table({"neff_w": stage_rec})
+    assert t.loc["n_w", "absolute losses"] == "10 (on bound) [-2.23, to the bound 10]"
+
+
+def test_p3_and_p4_texts_print_an_interval_that_reaches_a_bound_as_the_bound():
+    from bitlaws.study import law_fits as lfs
+    from bitlaws.study import low_precision_training as qa
+
+    box = {"gamma_w": [0.05, 20.0], "n_w": [-5.0, 10.0]}
+    rec = {"status": "ok", "params": {"gamma_w": 0.96, "n_w": 4.1}, "bounds": box,
+           "ci95": {"gamma_w": [0.24, 20.0], "n_w": [2.3, 10.0]}, "holdout": {}}
+    v = lfs.verdict_p3({"neff_w": rec}, "cpu", None)
+    assert "γ_w = 0.96 [0.24, to the bound 20]" in v.ours and "n_w = 4.10 [2.30, to the bound 10]" in v.ours
+    assert "20.00" not in v.ours and "10.00" not in v.ours
+    box_a = {"gamma_a": [0.05, 20.0], "n_a": [-5.0, 10.0]}
+    fits = {"neff_a": {"status": "ok", "params": {"gamma_a": 0.37, "n_a": 10.0}, "bounds": box_a,
+                       "ci95": {"gamma_a": [0.35, 9.06], "n_a": [-0.47, 10.0]}, "on_bound": ["n_a"]},
+            "neff_w": {**rec, "on_bound": []}}
+    assert qa._neff_at_bound(fits) == ["n_a 10 (on bound) [-0.47, to the bound 10]"]
+    assert qa._neff_at_bound({"neff_w": {**rec, "on_bound": []}}) == []
 
 
 def test_negative_r2_text_explains_a_form_worse_than_the_mean():

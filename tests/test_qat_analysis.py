@@ -250,7 +250,7 @@ def test_p4_rule_v2_reads_the_order_probability_over_the_bootstrap():
     assert strong.verdict == "partly"
     assert qa.verdict_p4({**tight, "pipeline_boot": {**tight["pipeline_boot"], "p4_power": weak}}, df,
                          "cpu").verdict == "reproduced"
-    # rule v4's record: the size over the boundary nulls is stated, and flagged where it exceeds 5 %
+    # rule v4–v5's record: the size over the boundary nulls is stated, and flagged where it exceeds 5 %
     v4 = {**weak, "power": 0.9, "fp_all_equal": 0.0, "fp_a_eq_w": 0.02, "fp_w_eq_kv": 0.03, "fp_partly_a_eq_w": 0.04,
           "false_positive": 0.03, "size_null": "w_eq_kv", "false_partly": 0.04, "size_partly_null": "a_eq_w",
           "chinchilla_refit": 1.0, "rows_a": 30.0}
@@ -258,6 +258,12 @@ def test_p4_rule_v2_reads_the_order_probability_over_the_bootstrap():
     assert ok.verdict == "partly" and "is 3% (at f_a < f_w = f_kv)" in ok.reason and "within 5 %" in ok.reason
     assert "exceeds" not in ok.reason and "refits Chinchilla" in ok.reason
     assert ok.details["fp_a_eq_w"] == 0.02 and ok.details["size_null"] == "w_eq_kv" and ok.details["rows_a"] == 30.0
+    assert "predates rule v5" in ok.reason  # a v4 record (no rows_extended): simulated without the P_a = 3 runs
+    # rule v5's record: every row simulated, the ones where the paper's law is undefined from the extension
+    v5 = qa.verdict_p4({**paper, "pipeline_boot": {**boot, "p4_power": {**v4, "rows_a": 36.0, "rows_extended": 6.0}}},
+                       df, "cpu")
+    assert "on the 6 where the paper's own f_x falls below 0.05" in v5.reason and "clipped at 0.05" in v5.reason
+    assert "predates" not in v5.reason and v5.details["rows_extended"] == 6.0
     big = qa.verdict_p4({**paper, "pipeline_boot": {**boot, "p4_power": {**v4, "false_positive": 0.08}}}, df, "cpu")
     assert "that exceeds the 5 %" in big.reason and big.details["false_positive"] == 0.08
     # a record made from other rows is not read: the point fits' order is graded, and the reason says so
@@ -322,6 +328,11 @@ def test_paper_vs_here_sets_the_fitted_factors_beside_table_2():
     assert t.loc["w", "f(4) paper"] == pytest.approx(0.696, abs=1e-3)
     assert t.loc["w", "f(4) ours"] == pytest.approx(1 - np.exp(-2 + 0.5))
     assert t.loc["kv", "f(8) ours"] == pytest.approx(1 - np.exp(-8 + 2.0))
+    assert (t["ours on bound"] == "—").all()
+    box = {"bounds": {"gamma_kv": [0.05, 20.0], "n_kv": [-5.0, 10.0]}}
+    bounded = _fits(2.0, 0.5, 2.0, 1.0, 0.25, 10.0)
+    bounded["neff_kv"].update(box)
+    assert qa.paper_vs_here(bounded).loc["kv", "ours on bound"] == "n_kv"
     missing = qa.paper_vs_here({})
     assert missing[["γ ours [bits]", "n ours", "f(4) ours", "f(8) ours"]].isna().all().all()
     assert missing.loc["a", "f(8) paper"] == pytest.approx(t.loc["a", "f(8) paper"])

@@ -265,9 +265,9 @@ def test_p4_power_both_ways():
     frames = _p4_frames()
     quiet = NoiseModel(**{**NOISE.__dict__, "loss_sd": 2e-4})
     pw = power.p4_power(frames, CHIN_CPU, quiet, n_sim=30, seed=0)
-    # the design is the N_eff fits' rows: the paper's f_a(3) ≤ 0 (γ_a·n_a = 3.11 bits), so the 6
-    # activation runs at 3 bits leave it (power.neff_design), the weights' and KV cache's stay
-    assert pw["rows_left_out"] == 6.0 and (pw["rows_w"], pw["rows_a"], pw["rows_kv"]) == (36.0, 30.0, 36.0)
+    # the design is every row of the N_eff fits: the 6 activation runs at 3 bits, where the paper's
+    # f_a(3) ≤ 0 (γ_a·n_a = 3.11 bits), stay and are generated from the extended law
+    assert pw["rows_extended"] == 6.0 and (pw["rows_w"], pw["rows_a"], pw["rows_kv"]) == (36.0, 36.0, 36.0)
     assert pw["n_sim"] == 30.0 and pw["chinchilla_refit"] == 0.0  # no chinchilla frame: held
     assert pw["power"] >= 0.8 and pw["false_positive"] <= 0.1
     # the size is the largest rate over every null; partly is a false positive only where
@@ -323,30 +323,40 @@ def test_p4_size_is_measured_where_a_lenient_rule_fails(monkeypatch):
     assert lenient["power"] >= strict["power"] and lenient["false_positive"] > strict["false_positive"]
 
 
-def test_p4_design_is_the_fits_rows_and_every_hypothesis_is_defined_on_it():
+def test_p4_design_is_the_fits_rows_with_the_undefined_ones_kept():
     from bitlaws.study.law_fits import stage_frames
 
     frames = _p4_frames()
     design = power.p4_design(frames)
-    assert sorted(design["a"]["bits_a"].unique()) == [4, 5, 6, 8, 12]
-    assert len(design["w"]) == len(design["kv"]) == 36
-    # stage_frames cuts its N_eff frames with the same rule, so the design of its frames is themselves
+    # no row is chosen by the hypothesis: the activation runs at 3 bits, where the paper's law is undefined, stay
+    assert sorted(design["a"]["bits_a"].unique()) == [3, 4, 5, 6, 8, 12]
+    assert len(design["w"]) == len(design["a"]) == len(design["kv"]) == 36
     rows = pd.concat([f.assign(status="ok", ptq_method="none", obs_id=f["run_id"]) for f in frames.values()])
+    assert power.paper_undefined(rows).sum() == 6 and (rows[power.paper_undefined(rows)]["bits_a"] == 3).all()
     st = stage_frames(rows)
-    for x in ("w", "a", "kv"):
-        assert st[f"neff_{x}"]["obs_id"].tolist() == sorted(design[x]["run_id"]), x
+    for x in ("w", "a", "kv"):  # the fits' rows are the simulation's, exactly
+        assert st[f"neff_{x}"]["obs_id"].tolist() == sorted(frames[f"neff_{x}"]["run_id"]), x
         assert power.p4_design(st)[x]["obs_id"].tolist() == st[f"neff_{x}"]["obs_id"].tolist(), x
-    assert len(power.neff_design(rows)) == len(rows) - 6
-    # a row where a null's curve is undefined is refused, not dropped: the KV curve (given to the
-    # weights under a = kv) is ≤ 0 at 2 bits, where the paper's weight curve is defined
+    assert (st["neff_a"]["bits_a"] == 3).sum() == 6
+    # the extension: the paper's curve wherever it is at least the floor, the floor below (f_a(3) = −0.05)
+    g, n = PC["gamma_a"], PC["n_a"]
+    f = power.extended_factor(np.array([3.0, 4.0, 8.0, 16.0]), g, n)
+    assert f[0] == power.NEFF_F_FLOOR and forms.precision_factor(3.0, g, n) < 0
+    assert np.array_equal(f[1:], forms.precision_factor(np.array([4.0, 8.0, 16.0]), g, n))
+    with pytest.raises(ValueError, match=r"floor must lie in \(0, 1\)"):
+        power.extended_factor(3.0, g, n, floor=0.0)
+    # a row where a null's curve is undefined is generated from the extension, not refused: the KV
+    # curve (given to the weights under a = kv) is ≤ 0 at 2 bits
     low = {**frames, "neff_w": pd.concat([frames["neff_w"], frames["neff_w"].head(1).assign(bits_w=2, run_id="w2")])}
-    with pytest.raises(ValueError, match=r"kv curve is undefined .* w rows at P = \[2"):
-        power.p4_power(low, CHIN_CPU, NOISE, n_sim=2)
+    assert power.p4_power(low, CHIN_CPU, NOISE, n_sim=2)["rows_w"] == 37.0
+    mixed = {**frames, "neff_a": frames["neff_a"].assign(bits_w=8)}  # not a marginal sweep
+    with pytest.raises(ValueError, match="only a quantized"):
+        power.p4_power(mixed, CHIN_CPU, NOISE, n_sim=2)
 
 
 def test_p4_simulation_and_committed_fits_read_the_same_rows():
     # the cpu profile's neff_a fit and P4's simulation (stored in the pipeline bootstrap record) are
-    # made on the same rows: the activation runs at P_a ≥ 4
+    # made on the same rows: every activation run, P_a = 3 included
     from bitlaws._io import frame_sha256
     from bitlaws.study.law_fits import TRAINING_EXPERIMENTS, load_fits, pipeline_boot_is_current, stage_frames
     from bitlaws.study.store import load_runs
@@ -354,14 +364,14 @@ def test_p4_simulation_and_committed_fits_read_the_same_rows():
     df = load_runs("cpu", experiment=TRAINING_EXPERIMENTS)
     frames, fits = stage_frames(df), load_fits("cpu")
     design = power.p4_design(frames)
-    assert (pd.to_numeric(design["a"]["bits_a"]) >= 4).all() and (pd.to_numeric(df["bits_a"]) == 3).any()
+    assert (pd.to_numeric(design["a"]["bits_a"]) == 3).sum() == (pd.to_numeric(df["bits_a"]) == 3).sum() > 0
     for x in ("w", "a", "kv"):
         assert fits[f"neff_{x}"]["input_sha256"] == frame_sha256(design[x]), x
         assert fits[f"neff_{x}"]["n_points"] == len(design[x]), x
     boot = fits["pipeline_boot"]
     assert pipeline_boot_is_current(boot, df)
     assert [boot["p4_power"][f"rows_{x}"] for x in ("w", "a", "kv")] == [float(len(design[x])) for x in ("w", "a", "kv")]
-    assert boot["p4_power"]["rows_left_out"] == 0.0
+    assert boot["p4_power"]["rows_extended"] == float(power.paper_undefined(design["a"]).sum()) > 0
 
 
 def test_rule_p4_grades_constructed_probabilities():
@@ -373,7 +383,7 @@ def test_rule_p4_grades_constructed_probabilities():
     assert claims.rule_p4(0.0, 0.0) == "not reproduced"
     assert claims.rule_p4(0.051, 0.94) == "inconclusive"
     assert claims.rule_p4(0.5, 0.5) == "inconclusive"
-    # version 3–4's gate: an underpowered partly is inconclusive, a pass stands
+    # version 3–5's gate: an underpowered partly is inconclusive, a pass stands
     assert claims.power_gate(claims.rule_p4(0.3, 0.99), 0.2) == "inconclusive"
     assert claims.power_gate(claims.rule_p4(0.99, 0.99), 0.2) == "reproduced"
 

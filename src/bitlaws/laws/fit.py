@@ -34,6 +34,8 @@ __all__ = [
     "HUBER_DELTA",
     "Stage",
     "FitResult",
+    "BOUND_RTOL",
+    "bound_side",
     "STAGES",
     "staged_start",
     "huber",
@@ -157,6 +159,11 @@ class FitResult:
             1e-6 (relative) of the best objective (a check that the optimum is not a fluke).
         converged: objective finite, projected gradient small and the refined starts agreeing
             (``_converged``), and the design identifies the constants.
+        on_bound: the fitted constants (natural names, as in ``params``) whose raw parameter lies
+            within ``BOUND_RTOL`` of a bound of the stage's box (``bound_side``): the optimum lies on
+            or beyond the box there, so the data do not fix that constant.
+        identified: ``converged`` and no constant ``on_bound``. A fit can converge (the optimiser
+            stopped at the best point of the box) without its constants being identified.
         r2, mse: in-sample R² and MSE of the target (δ_PTQ for the PTQ stages).
         ci95, se: bootstrap 95% interval and standard error per natural constant.
         n_boot, n_boot_ok: resamples asked for and fitted.
@@ -177,6 +184,8 @@ class FitResult:
     converged: bool
     r2: float
     mse: float
+    on_bound: list[str] = dataclasses.field(default_factory=list)
+    identified: bool = False
     ci95: dict[str, list[float]] = dataclasses.field(default_factory=dict)
     se: dict[str, float] = dataclasses.field(default_factory=dict)
     n_boot: int = 0
@@ -200,6 +209,47 @@ def _json_clean(obj):
     if isinstance(obj, (float, np.floating)):
         return float(obj) if math.isfinite(float(obj)) else None
     return obj
+
+
+# A constant is on a bound when its raw parameter lies within this fraction of the box's width of it.
+BOUND_RTOL = 1e-6
+
+
+def bound_side(bounds: Mapping[str, Sequence[float]], name: str, value: float,
+               rtol: float = BOUND_RTOL) -> str | None:
+    """Which bound of a stage's box a constant sits on: ``"lower"``, ``"upper"`` or None (inside).
+
+    Args:
+        bounds: raw parameter name -> (low, high), as ``Stage.bounds`` or a fit record's ``bounds``;
+            a raw ``log_X`` bounds log X.
+        name: the natural constant (``n_a``, ``A``); looked up as ``name`` or ``log_<name>``.
+        value: its natural value (an interval's end, or a fitted value).
+        rtol: the tolerance, a fraction of the box's width (high − low) in raw units.
+
+    Returns:
+        The side, or None where ``value`` is inside by more than the tolerance, not finite, has no
+        bounds, or (for a log parameter) is not positive.
+    """
+    raw, v = (name, float(value)) if name in bounds else (f"log_{name}", float(value))
+    if raw not in bounds or not math.isfinite(v):
+        return None
+    if raw != name:
+        if v <= 0:
+            return None
+        v = math.log(v)
+    lo, hi = (float(b) for b in bounds[raw])
+    tol = rtol * (hi - lo)
+    if v <= lo + tol:
+        return "lower"
+    if v >= hi - tol:
+        return "upper"
+    return None
+
+
+def _on_bound(stage: "Stage", params: Mapping[str, float]) -> list[str]:
+    """The constants of ``params`` on a bound of ``stage`` (``bound_side``), in ``param_names`` order."""
+    names = [k.removeprefix("log_") for k in stage.param_names]
+    return [k for k in names if k in params and bound_side(stage.bounds, k, params[k]) is not None]
 
 
 # --- stages ------------------------------------------------------------------------------------
@@ -684,7 +734,8 @@ def fit_stage(stage: Stage | str, frame: pd.DataFrame, fixed: Mapping[str, float
     Returns:
         The fit (``FitResult``), without bootstrap or held-out scores. ``converged`` is False
         when the data have fewer distinct design points (``n_cells``) than fitted constants: the
-        optimum is then not unique, whatever L-BFGS-B reports. ``r2`` is NaN when the target
+        optimum is then not unique, whatever L-BFGS-B reports. ``on_bound`` lists the constants on
+        a bound of the box and ``identified`` is False with any. ``r2`` is NaN when the target
         does not vary (R² undefined).
 
     Raises:
@@ -700,13 +751,15 @@ def fit_stage(stage: Stage | str, frame: pd.DataFrame, fixed: Mapping[str, float
     base = data[stage.baseline] if stage.baseline else 0.0
     r2, mse = _r2_mse(data["y"] - base, pred - base, scale=float(np.max(np.abs(data["y"]))))
     identifiable = int(data["n_cells"]) >= stage.n_params_fitted
+    params = _params_of(stage, theta)
+    on_bound = _on_bound(stage, params)
+    converged = identifiable and _converged(stage, data, delta, theta, float(best.fun), n_refined, n_at_best)
     return FitResult(
-        stage=stage.name, params=_params_of(stage, theta), theta=theta.tolist(),
+        stage=stage.name, params=params, theta=theta.tolist(),
         fixed={k: float(v) for k, v in (fixed or {}).items()}, objective=float(best.fun),
         n_points=int(len(data["y"])), n_cells=int(data["n_cells"]), n_groups=int(len(set(data["groups"]))),
         n_starts=n_starts, n_refined=n_refined, n_at_best=n_at_best,
-        converged=identifiable and _converged(stage, data, delta, theta, float(best.fun), n_refined, n_at_best),
-        r2=r2, mse=mse,
+        converged=converged, r2=r2, mse=mse, on_bound=on_bound, identified=converged and not on_bound,
     )
 
 

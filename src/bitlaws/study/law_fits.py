@@ -19,7 +19,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +30,6 @@ from ..laws import fit as lf
 from ..laws import forms
 from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, rate_text, store_verdicts
 from .noise import pooled_seed_variance
-from .power import neff_design
 from .store import data_dir, frame_sha256, load_runs
 
 __all__ = [
@@ -61,6 +60,8 @@ __all__ = [
     "joint_all_table",
     "joint_all_markdown",
     "ci_text",
+    "bounded_ci_text",
+    "record_on_bound",
     "holdout_text",
     "holdout_table",
     "paired_table",
@@ -103,14 +104,13 @@ _ROWS = {
     "ptq": "status ok, ptq_method {method}, trained at 16 bits, bits_post in {bits}; loss_base = the same run's "
            "loss before PTQ",
     "neff_w": "status ok, ptq_method none, bits_w < 16, bits_a = bits_kv = 16",
-    "neff_a": "status ok, ptq_method none, bits_a < 16, bits_w = bits_kv = 16, and the paper's f_a(P_a) > 0 "
-              "(P_a ≥ 4; power.neff_design)",
+    "neff_a": "status ok, ptq_method none, bits_a < 16, bits_w = bits_kv = 16",
     "neff_kv": "status ok, ptq_method none, bits_kv < 16, bits_w = bits_a = 16",
     "neff_w_paired": "the neff_w rows that have exactly one high-precision run (chinchilla rows) of the same n_params, "
                      "n_tokens and seed; loss_base = that run's loss",
     "neff_a_paired": "the neff_a rows paired as neff_w_paired",
     "neff_kv_paired": "the neff_kv rows paired as neff_w_paired",
-    "neff_joint": "status ok, ptq_method none, two or more of bits_w, bits_a, bits_kv < 16, every paper f_x > 0",
+    "neff_joint": "status ok, ptq_method none, two or more of bits_w, bits_a, bits_kv < 16",
     "unified": "status ok, ptq_method {method}, some of bits_w, bits_a, bits_kv < 16; loss_base = the same run's "
                "loss before PTQ",
 }
@@ -183,8 +183,10 @@ def paired_rows(rows: pd.DataFrame, hp: pd.DataFrame) -> tuple[pd.DataFrame, lis
 def stage_frames(df: pd.DataFrame, method: str = "rtn") -> dict[str, pd.DataFrame]:
     """Each stage's rows, chosen by status, PTQ method and training bit widths (see ``_ROWS``).
     Runs trained in a floating-point format (the formats sweep) are left out of every stage; the
-    N_eff stages keep the rows where the paper's N_eff is defined (``bitlaws.study.power.neff_design``);
-    the paired stages take their marginal stage's rows that ``paired_rows`` pairs.
+    N_eff stages keep every row of their sweep, including those where the paper's N_eff is undefined
+    (P_a = 3: no row is chosen by the hypothesis under test; P4's simulation generates those from a
+    defined extension, ``bitlaws.study.power.extended_factor``); the paired stages take their
+    marginal stage's rows that ``paired_rows`` pairs.
 
     Args:
         df: a profile's observation rows (``bitlaws.study.store.load_runs``), any experiments.
@@ -207,10 +209,10 @@ def stage_frames(df: pd.DataFrame, method: str = "rtn") -> dict[str, pd.DataFram
     out = {
         "chinchilla": sort(ok[none & (low == 0)]),
         "ptq": _with_base(df, ok[post & (low == 0) & _bits(ok, "bits_post").isin(PTQ_BITS)]),
-        "neff_w": sort(neff_design(ok[none & (bw < hi) & (low == 1)])),
-        "neff_a": sort(neff_design(ok[none & (ba < hi) & (low == 1)])),
-        "neff_kv": sort(neff_design(ok[none & (bkv < hi) & (low == 1)])),
-        "neff_joint": sort(neff_design(ok[none & (low >= 2)])),
+        "neff_w": sort(ok[none & (bw < hi) & (low == 1)]),
+        "neff_a": sort(ok[none & (ba < hi) & (low == 1)]),
+        "neff_kv": sort(ok[none & (bkv < hi) & (low == 1)]),
+        "neff_joint": sort(ok[none & (low >= 2)]),
         "unified": _with_base(df, ok[post & (low >= 1)]),
     }
     out["chinchilla_free"] = out["chinchilla"]
@@ -532,8 +534,9 @@ def _fit_custom(profile, stage, frame, fixed, n_boot, rows, folds=None, upstream
     res.holdout, clean = _holdout_pair(stage, frame, fixed, tuple(upstream), folds, ("n_params",))
     return {"profile": profile, "status": "ok", "reason": "", "equation": stage.equation, "rows": rows,
             "input_sha256": _sha(frame), "huber_delta": lf.HUBER_DELTA, "boot_seed": BOOT_SEED,
-            "param_names": list(stage.param_names), **res.to_dict(),
-            **({"holdout_pipeline": clean} if clean else {})}
+            "param_names": list(stage.param_names), "bounds": {k: list(v) for k, v in stage.bounds.items()
+                                                              if k in stage.param_names},
+            **res.to_dict(), **({"holdout_pipeline": clean} if clean else {})}
 
 
 def load_fits(profile: str = "cpu", root: str | os.PathLike | None = None) -> dict[str, dict]:
@@ -720,7 +723,7 @@ def joint_all_fit(profile: str = "cpu", *, root: str | os.PathLike | None = None
         ``objective``, ``objective_staged`` (the joint objective at the staged constants: ≥
         ``objective``), ``r2``, ``n_points``, ``n_cells``, ``converged`` (false when the refined starts
         do not agree on the optimum: the constants are not identified jointly), ``n_refined``,
-        ``n_at_best``, ``input_sha256``.
+        ``n_at_best``, ``on_bound``, ``identified`` (as ``laws.fit.FitResult``), ``input_sha256``.
     """
     df = frame if frame is not None else load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
     fits = load_fits(profile, root) if fits is None else fits
@@ -748,7 +751,7 @@ def joint_all_fit(profile: str = "cpu", *, root: str | os.PathLike | None = None
                          for k in keys},
                "objective": float(res.objective), "objective_staged": at_staged, "r2": float(res.r2),
                "n_cells": int(res.n_cells), "converged": bool(res.converged), "n_refined": int(res.n_refined),
-               "n_at_best": int(res.n_at_best)}
+               "n_at_best": int(res.n_at_best), "on_bound": list(res.on_bound), "identified": bool(res.identified)}
     if write:
         _write_json(fits_path(profile, "joint_all", root), rec)
     return rec
@@ -947,8 +950,11 @@ def _paired_text(rec: Mapping, paired: Mapping | None) -> str:
         return "; no fit on paired differences" + (f" ({paired['reason']})" if paired and paired.get("reason") else "")
 
     def three(r):
-        return "; ".join(f"{label} {v:.2f} [{a:.2f}, {b:.2f}]" for label, (v, a, b) in
-                         (("γ_w", _ci_of(r, "gamma_w")), ("n_w", _ci_of(r, "n_w")), ("f_w(4)", _ci_of(r, "f_4bits"))))
+        return "; ".join(f"{label} " + bounded_ci_text(key, v, (a, b), None if key == "f_4bits" else r.get("bounds"),
+                                                       "{:.2f}")
+                         for label, key, (v, a, b) in (("γ_w", "gamma_w", _ci_of(r, "gamma_w")),
+                                                       ("n_w", "n_w", _ci_of(r, "n_w")),
+                                                       ("f_w(4)", "f_4bits", _ci_of(r, "f_4bits"))))
     pairing = paired.get("pairing") or {}
     return (f"; stage bootstraps (Chinchilla held fixed), on absolute losses: {three(rec)}; on paired differences "
             f"L(P_w) − L_hp(N, D, seed) ({int(paired['n_points'])} of {int(pairing.get('n_rows', paired['n_points']))} "
@@ -1030,9 +1036,8 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     unresolved = (contains and not size_ok) or edge
     legs = int(explains) + int(size_ok)
     verdict = "pending" if df is None else ("reproduced", "partly", "not reproduced")[2 - legs]
-    ci = rec.get("ci95", {}).get("gamma_w") or [math.nan, math.nan]
-    ours = (f"γ_w = {p['gamma_w']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] (the stage's own bootstrap, Chinchilla held "
-            f"fixed), n_w = {p['n_w']:.2f}; f_w(4) = {f4:.2f}"
+    ours = (f"γ_w = {ci_text(rec, 'gamma_w', '{:.2f}')} (the stage's own bootstrap, Chinchilla held "
+            f"fixed), n_w = {ci_text(rec, 'n_w', '{:.2f}')}; f_w(4) = {f4:.2f}"
             + (f" [{lo:.{_edge_digits(lo, hi, PAPER_F_W_4)}f}, {hi:.{_edge_digits(lo, hi, PAPER_F_W_4)}f}] (95 % "
                f"over the pipeline bootstrap; paper {PAPER_F_W_4:.{_edge_digits(lo, hi, PAPER_F_W_4)}f}, "
                + ("inside" if inside else "outside" if outside else
@@ -1400,8 +1405,53 @@ _CHINCHILLA_KEYS = ("alpha", "beta", "A", "B", "E")
 _PTQ_KEYS = ("gamma_D", "gamma_N", "gamma_post", "C_T")
 
 
+def _bound_value(bounds: Mapping[str, Sequence[float]], key: str, side: str) -> float:
+    raw = key if key in bounds else f"log_{key}"
+    v = float(bounds[raw][0 if side == "lower" else 1])
+    return math.exp(v) if raw != key else v
+
+
+def bounded_ci_text(key: str, value: float, ci: Sequence[float] | None,
+                    bounds: Mapping[str, Sequence[float]] | None, fmt: str = "{:.3g}") -> str:
+    """A constant with its 95 % interval, where an end that reaches a bound of the fit's box prints as
+    the bound, not as data: ``"4.1 [2.3, to the bound 10]"``; a value on a bound gets ``" (on bound)"``.
+
+    Args:
+        key: the natural constant (``n_w``, ``A``). value: its fitted value. ci: (lo, hi) or None.
+        bounds: the stage's box, raw name -> (low, high) (a fit record's ``bounds``; ``log_X`` for
+            X = e^log_X), or None (no bound is marked).
+        fmt: the format of the value and of the ends (a bound prints with ``:g``).
+
+    Returns:
+        The text (the value alone without an interval). "On a bound" is ``laws.fit.bound_side``:
+        within ``laws.fit.BOUND_RTOL`` of the box's width.
+    """
+    bounds = bounds or {}
+
+    def one(v: float) -> str:
+        side = lf.bound_side(bounds, key, v)
+        return fmt.format(v) if side is None else f"to the bound {_bound_value(bounds, key, side):g}"
+
+    text = fmt.format(value) + (" (on bound)" if lf.bound_side(bounds, key, value) else "")
+    return text + (f" [{one(float(ci[0]))}, {one(float(ci[1]))}]" if ci else "")
+
+
+def record_on_bound(record: Mapping | None) -> list[str]:
+    """The constants of a fit record that sit on a bound of its box: its ``on_bound`` list, or, for a
+    record written before fits recorded it, those of its ``params`` that ``laws.fit.bound_side`` puts
+    on a bound of its ``bounds``; [] for a missing or unfitted stage or without bounds."""
+    if not record or record.get("status") != "ok":
+        return []
+    if "on_bound" in record:
+        return list(record["on_bound"])
+    b = record.get("bounds") or {}
+    return [k for k, v in (record.get("params") or {}).items() if v is not None and lf.bound_side(b, k, v)]
+
+
 def ci_text(record: Mapping | None, key: str, fmt: str = "{:.3g}") -> str:
-    """A fitted constant with its bootstrap 95 % interval: ``"0.316 [0.29, 0.35]"``.
+    """A fitted constant with its bootstrap 95 % interval: ``"0.316 [0.29, 0.35]"``; an end of the
+    interval on a bound of the stage's box as ``"to the bound 10"``, a value on it with ``" (on bound)"``
+    (``bounded_ci_text``, reading the record's ``bounds``).
 
     Args:
         record: a stage's fit record (:func:`load_fits`), or None. key: a name in its ``params``.
@@ -1412,8 +1462,7 @@ def ci_text(record: Mapping | None, key: str, fmt: str = "{:.3g}") -> str:
     """
     if not record or record.get("status") != "ok":
         return "—"
-    ci = record.get("ci95", {}).get(key)
-    return fmt.format(record["params"][key]) + (f" [{fmt.format(ci[0])}, {fmt.format(ci[1])}]" if ci else "")
+    return bounded_ci_text(key, record["params"][key], record.get("ci95", {}).get(key), record.get("bounds"), fmt)
 
 
 def holdout_text(record: Mapping | None, by: str) -> str:
@@ -1473,8 +1522,9 @@ def paired_table(fits: Mapping[str, dict]) -> pd.DataFrame:
             index.append(label)
             for col, stage in (("absolute losses", f"neff_{x}"), ("paired differences", f"neff_{x}_paired")):
                 v, lo, hi = _ci_of(fits.get(stage), key)
-                out[col].append("—" if not math.isfinite(v) else f"{v:.3g}" + (f" [{lo:.3g}, {hi:.3g}]"
-                                                                                 if math.isfinite(lo) else ""))
+                bounds = None if key == "f_4bits" else (fits.get(stage) or {}).get("bounds")
+                out[col].append("—" if not math.isfinite(v) else
+                                bounded_ci_text(key, v, (lo, hi) if math.isfinite(lo) else None, bounds))
             paper = (float(forms.precision_factor(4.0, pc[f"gamma_{x}"], pc[f"n_{x}"])) if key == "f_4bits"
                      else pc[key])
             out["paper (Table 2)"].append(f"{paper:.3g}")
@@ -1507,8 +1557,14 @@ def _fitted_on(record: Mapping | None, n_rows: int) -> tuple[str, str, str | Non
     if "n_cells" not in record:  # the Table 1 comparison: a ranking of several forms, not one fit
         return "—", "—", None
     used = record["n_points"]
-    return str(record["n_cells"]), str(record["n_groups"]), (f"fitted on {used} of its {n_rows} rows"
-                                                             if used != n_rows else None)
+    at = record_on_bound(record)
+    sides = {k: lf.bound_side(record.get("bounds") or {}, k, record["params"][k]) for k in at
+             if k in (record.get("params") or {})}
+    why = "; ".join(x for x in (
+        f"fitted on {used} of its {n_rows} rows" if used != n_rows else "",
+        ("on bound: " + ", ".join(f"{k} ({sides.get(k) or 'a'} bound)" for k in at) + ", so not identified")
+        if at else "") if x)
+    return str(record["n_cells"]), str(record["n_groups"]), why or None
 
 
 def stages_markdown(fits: Mapping[str, dict], frames: Mapping[str, pd.DataFrame], current: bool, profile: str) -> str:

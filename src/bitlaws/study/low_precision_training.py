@@ -21,7 +21,7 @@ import pandas as pd
 from ..formats import PAPER_FP_FORMATS
 from ..laws import forms
 from .claims import CLAIMS, Verdict, inputs_identity, power_gate, rate_text, rule_p4, store_verdicts
-from .law_fits import TRAINING_EXPERIMENTS, load_fits, stage_frames
+from .law_fits import TRAINING_EXPERIMENTS, ci_text, load_fits, record_on_bound, stage_frames
 from .noise import noise_floor
 from .store import data_dir, load_runs
 from .sweep import PROFILES, coverage, declared_experiments
@@ -149,7 +149,7 @@ def order_probabilities(boot: Mapping | None, df: pd.DataFrame, bits=SENSITIVITY
 def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verdict:
     """P4: at equal bits (4–8) activations are the most sensitive, weights next, the KV cache least.
 
-    Rule (version 4, ``bitlaws.study.claims.rule_p4``): the order is read from the pipeline
+    Rule (version 5, ``bitlaws.study.claims.rule_p4``): the order is read from the pipeline
     bootstrap (``bitlaws.study.law_fits.pipeline_bootstrap``: every stage refitted per resample of
     runs), not from the point fits: p_order, the share of draws with f_a < f_w < f_kv at every
     P = 4, 5, 6, 7, 8 (f_x(P) = N_eff/N, smaller = more sensitive), and p_a_most, the share with
@@ -158,9 +158,10 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     draws cannot resolve the order: **inconclusive** — and a partly or not reproduced becomes
     inconclusive where the rule's power on our design (``bitlaws.study.power.p4_power``, stored
     in the bootstrap record: the paper's γ_x, n_x on our Chinchilla constants and seed noise) is
-    below ``POWER_MIN``. The N_eff fits and the simulation use the same rows
-    (``bitlaws.study.power.neff_design``: the activation runs at P_a = 3, where the paper's
-    f_a ≤ 0, are left out of both). The rule's size is its largest false-positive rate over the
+    below ``POWER_MIN``. The N_eff fits and the simulation use the same rows, every run of each
+    marginal sweep (``bitlaws.study.power.p4_design``); where a hypothesis's law is undefined (the
+    paper's f_a(3) ≤ 0) the simulation generates from ``bitlaws.study.power.extended_factor`` (the
+    curve clipped at 5 % of the parameters). The rule's size is its largest false-positive rate over the
     nulls of ``bitlaws.study.power.P4_NULLS`` (all parts equal, and the boundary nulls: one
     inequality of the order an equality, the other holding, and the reversed ones); the reason
     says so where it exceeds 5 %. The share with the KV cache below the weights at every P (the
@@ -172,7 +173,9 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     the data, reads the bootstrap's probability of the order so that the grade carries its
     uncertainty; version 3 adds the power gate every other rule has (the grade it gave, inconclusive,
     does not depend on it); version 4 fits and simulates the same rows and measures the size at
-    the boundary nulls, with the thresholds unchanged.)
+    the boundary nulls, with the thresholds unchanged; but it made them the same by dropping the
+    P_a = 3 runs from the fit, a selection by the hypothesis under test, which version 5 undoes:
+    every run is fitted, and the simulation extends the paper's law to those rows instead.)
     """
     frames = stage_frames(df)
     sha = inputs_identity("P4", profile, frames={f"neff_{p}": frames[f"neff_{p}"] for p in PARTS},
@@ -217,7 +220,7 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
                      f"{probs['p_kv_below_w']:.0%}")
         power_txt = ("its power is not simulated (the bootstrap record predates the simulation)" if pw is None else
                      _p4_power_text(pw))
-        reason = ("rule v4 reads the order's probability over the pipeline bootstrap (≥ 95 % to count); "
+        reason = ("rule v5 reads the order's probability over the pipeline bootstrap (≥ 95 % to count); "
                   + power_txt + ". " + reason)
     else:
         reason = "no current pipeline bootstrap: graded on the point fits (rule v1's reading). " + reason
@@ -239,8 +242,9 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
                       "of its draws)" if probs is not None and 0.05 < probs["p_a_most"] < 0.95 else ""))
     at_bound = _neff_at_bound(fits)
     if at_bound:
-        reason += ("; not identified on our design: " + ", ".join(at_bound) + " (a fit on its bound says the data do "
-                   "not fix that constant, so its curve between the bits we ran is the bound's, not a measurement)")
+        reason += ("; not identified on our design: " + "; ".join(at_bound) + " (a constant on its bound says the data "
+                   "do not fix it, so its curve between the bits we ran is the bound's, not a measurement, and an "
+                   "interval that reaches the bound is cut by the box, not by the data)")
     det = {f"f_{p}_{b}": float(ours.loc[b, p]) for b in ours.index for p in PARTS}
     det.update({f"paper_f_{p}_{b}": float(paper.loc[b, p]) for b in (4, 8) for p in PARTS})
     if probs is not None:
@@ -252,26 +256,19 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
 
 
 def _neff_at_bound(fits: Mapping[str, dict]) -> list[str]:
-    """The N_eff constants (γ_x, n_x of the marginal fits) that sit on a bound of their stage, as
-    ``"n_a = 10 (its upper bound)"``; empty when every one is inside its bounds (relative 1e-6)."""
+    """The N_eff constants (γ_x, n_x of the marginal fits) on a bound of their stage's box
+    (``law_fits.record_on_bound``), each with its stage-bootstrap interval, an end on the bound printed
+    as the bound: ``"n_a 10 (on bound) [-0.47, to the bound 10]"``; empty when none is."""
     out = []
     for x in PARTS:
         rec = fits.get(f"neff_{x}") or {}
-        if rec.get("status") != "ok":
-            continue
-        for k in (f"gamma_{x}", f"n_{x}"):
-            v, b = rec.get("params", {}).get(k), rec.get("bounds", {}).get(k)
-            if v is None or not b:
-                continue
-            for end, name in ((b[0], "lower"), (b[1], "upper")):
-                if abs(float(v) - float(end)) <= 1e-6 * max(1.0, abs(float(end))):
-                    out.append(f"{k} = {float(v):g} (its {name} bound)")
+        out += [f"{k} {ci_text(rec, k)}" for k in record_on_bound(rec)]
     return out
 
 
 # The numbers of P4's power record (``power.p4_power``) its verdict stores, besides every ``fp_<null>``.
 _P4_POWER_DETAILS = ("power", "power_partly", "false_positive", "false_partly", "size_null", "size_partly_null",
-                     "n_sim", "chinchilla_refit", "rows_a")
+                     "n_sim", "chinchilla_refit", "rows_a", "rows_extended")
 # The largest false-positive rate a rule at the 5 % level may have.
 _P4_SIZE_MAX = 0.05
 
@@ -284,6 +281,7 @@ def _p4_power_text(pw: Mapping) -> str:
            "hypothesis")
     if "size_null" not in pw:  # a record of rule v3: one null, all parts equally sensitive
         return txt + f"), and it grades {pw['false_positive']:.0%} of datasets with equally sensitive parts reproduced"
+    from .power import NEFF_F_FLOOR
     from .power import P4_HYPOTHESIS_TEXT as name
 
     over = pw["false_positive"] > _P4_SIZE_MAX or pw["false_partly"] > _P4_SIZE_MAX
@@ -296,8 +294,13 @@ def _p4_power_text(pw: Mapping) -> str:
             f"better where activations are not the most sensitive is {pw['false_partly']:.0%}{at_partly}"
             + ("; that exceeds the 5 % a rule at this level may have, so a pass is weaker evidence than its "
                "threshold says" if over else ", within 5 %")
-            + ". The fits and the simulation use the same rows (the activation runs at 3 bits, where the paper's "
-            "f_a ≤ 0, are left out of both)")
+            + (". The fits and the simulation use the same rows, every run of each sweep"
+               + (f"; on the {int(pw['rows_extended'])} where the paper's own f_x falls below {NEFF_F_FLOOR:g} (N_eff "
+                  f"undefined at f ≤ 0, as for activations at 3 bits) the simulation generates from the paper's curve "
+                  f"clipped at {NEFF_F_FLOOR:g}" if pw["rows_extended"] else "")
+               if "rows_extended" in pw else
+               ". This power record predates rule v5: it was simulated, and the N_eff fits made, without the "
+               "activation runs at 3 bits"))
     if pw.get("chinchilla_refit") == 1.0:
         txt += (". Each simulated dataset refits Chinchilla on its own simulated high-precision runs, as the bootstrap "
                 "does, but starts its N_eff fits at the generating constants and uses the other datasets' spread for "
@@ -722,7 +725,9 @@ def paper_vs_here(fits: Mapping[str, dict]) -> pd.DataFrame:
 
     Returns:
         One row per part (index ``part``: w, a, kv), columns ``γ paper [bits]``, ``n paper``,
-        ``γ ours [bits]``, ``n ours``, ``f(4) paper``, ``f(4) ours``, ``f(8) paper``, ``f(8) ours``.
+        ``γ ours [bits]``, ``n ours``, ``f(4) paper``, ``f(4) ours``, ``f(8) paper``, ``f(8) ours``,
+        ``ours on bound`` (text: the fitted constants on a bound of the fit's box, which the data do
+        not identify, ``law_fits.record_on_bound``; ``—`` for none).
     """
     c, pf, of = forms.PAPER_CONSTANTS, paper_factors((4, 8)), fitted_factors(fits, (4, 8))
     rows = []
@@ -731,7 +736,8 @@ def paper_vs_here(fits: Mapping[str, dict]) -> pd.DataFrame:
         rows.append({"part": part, "γ paper [bits]": c[f"gamma_{part}"], "n paper": c[f"n_{part}"],
                      "γ ours [bits]": p.get(f"gamma_{part}", np.nan), "n ours": p.get(f"n_{part}", np.nan),
                      "f(4) paper": pf.loc[4, part], "f(4) ours": of.loc[4, part] if of is not None else np.nan,
-                     "f(8) paper": pf.loc[8, part], "f(8) ours": of.loc[8, part] if of is not None else np.nan})
+                     "f(8) paper": pf.loc[8, part], "f(8) ours": of.loc[8, part] if of is not None else np.nan,
+                     "ours on bound": ", ".join(record_on_bound(fits.get(f"neff_{part}"))) or "—"})
     return pd.DataFrame(rows).set_index("part")
 
 

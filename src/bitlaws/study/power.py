@@ -10,7 +10,8 @@ the false-positive rate the share of null datasets graded so. Simulations are se
 "Paper constants" are the paper's exponents and precision constants; the one scale constant that
 does not carry across tokenizers (C_T of Eq. 2) is set so the simulated δ_PTQ has the geometric
 mean of ours on the same cells. Each function's docstring says which constants it draws from.
-``neff_design`` fixes the N_eff fits' rows, so P4's simulation and the real fits share them.
+P4's simulation runs on the N_eff fits' own rows (``p4_design``: every row, none chosen by a
+hypothesis); where a hypothesis's law is undefined it generates from ``extended_factor``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ __all__ = [
     "P4_BITS",
     "p4_truth",
     "p4_facts",
-    "neff_design",
+    "NEFF_F_FLOOR",
+    "extended_factor",
+    "paper_undefined",
     "p4_design",
     "p4_power",
     "mc_interval",
@@ -896,38 +899,56 @@ def p4_facts(hypothesis: str, bits=P4_BITS) -> dict[str, bool]:
             "a_most": bool(np.all((f["a"] < f["w"]) & (f["a"] < f["kv"])))}
 
 
-def neff_design(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of an N_eff stage (P3, P4): those where the paper's N_eff is defined, every quantized
-    part's f_x(P_x) = 1 − e^(−P_x/γ_x + n_x) with Table 2's γ_x, n_x above 0.
+# The floor of ``extended_factor``: where a Table 2 curve gives f_x(P) below it (at or below zero
+# included), the simulation generates as if 5 % of the parameters were effective.
+NEFF_F_FLOOR = 0.05
 
-    The one row set that both the real fits (``bitlaws.study.law_fits.stage_frames``) and P4's
-    simulation (``p4_power``) use. It drops the activation runs at P_a = 3 (the paper's
-    γ_a·n_a = 3.11 bits, so f_a(3) < 0): the paper's law has no value there to simulate from, and
-    keeping them would make the paper's
-    constants an undefined point of our fit's objective (N_eff NaN), so the fit could not land near
-    them whatever the 4–8-bit runs say; the paper, too, left its P_a = 3 runs (which often
-    diverged) out of its fits. Weights and KV cache at 3 bits stay: the law is defined there
-    (f_w(3) = 0.56, f_kv(3) = 0.51) and none of our runs diverged (the paper also dropped its
-    P_kv = 3 runs, for divergence). A rule fixed by typed constants, not by our losses.
+
+def extended_factor(bits, gamma: float, offset: float, floor: float = NEFF_F_FLOOR) -> np.ndarray:
+    """f_x(P) = 1 − e^(−P/γ_x + n_x) clipped below at ``floor``: the defined extension of Eqs. 3–4 that
+    P4's simulation generates from (``p4_power``).
+
+    The paper's law is undefined where f_x(P) ≤ 0 (N_eff ≤ 0): with Table 2's activation constants
+    at P_a = 3 bits (γ_a·n_a = 3.11 bits, f_a(3) = −0.05), rows our N_eff fits keep. The extension
+    keeps the paper's value wherever it is at least ``floor`` (every row but those: f_w(3) = 0.56,
+    f_kv(3) = 0.51, f_a(4) = 0.33), is continuous and non-decreasing in P, as the law is, and reads
+    the paper's "no effective parameters left" as a model with 5 % of them: finite, and far worse
+    than at 4 bits. It uses only typed constants, not our losses, so the simulated world stays the
+    paper's. (The alternative, drawing those rows from our own fitted law, would put our data into
+    the paper's hypothesis.)
 
     Args:
-        frame: rows with ``bits_w``, ``bits_a``, ``bits_kv`` (missing or NaN: 16, unquantized).
+        bits: (...) float — P_x; ≥ 16 is unquantized (f = 1).
+        gamma: γ_x [bits], > 0. offset: n_x. floor: the floor, in (0, 1).
 
     Returns:
-        The rows kept, in their order (index kept).
+        (...) max(f_x(P), floor).
+
+    Raises:
+        ValueError: ``floor`` outside (0, 1).
     """
+    if not 0.0 < floor < 1.0:
+        raise ValueError(f"extended_factor: floor must lie in (0, 1); got {floor!r}")
+    return np.maximum(np.asarray(forms.precision_factor(bits, gamma, offset), dtype=float), floor)
+
+
+def paper_undefined(frame: pd.DataFrame) -> np.ndarray:
+    """(n,) bool: the rows of ``frame`` where the paper's N_eff (Table 2's γ_x, n_x) is undefined, some
+    quantized part's f_x(P_x) ≤ 0 (``bits_*`` missing or NaN: 16, unquantized). Reported, never
+    used to choose rows: the fits and the simulation keep them (``p4_design``)."""
     c = forms.PAPER_CONSTANTS
-    keep = np.ones(len(frame), dtype=bool)
+    bad = np.zeros(len(frame), dtype=bool)
     for x in forms.COMPONENTS:
         bits = _num(frame[f"bits_{x}"]).to_numpy(float) if f"bits_{x}" in frame else np.full(len(frame), _HIGH)
-        keep &= np.asarray(forms.precision_factor(bits, c[f"gamma_{x}"], c[f"n_{x}"])) > 0  # unquantized: f = 1
-    return frame[keep]
+        bad |= np.asarray(forms.precision_factor(bits, c[f"gamma_{x}"], c[f"n_{x}"])) <= 0  # unquantized: f = 1
+    return bad
 
 
 def p4_design(frames: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """P4's simulated design: each part's ``neff_*`` frame cut to ``neff_design``, the rows the real
-    N_eff fits use (so ``law_fits.stage_frames``' frames come back unchanged)."""
-    return {x: neff_design(frames[f"neff_{x}"]) for x in _PARTS}
+    """P4's simulated design: each part's ``neff_*`` frame as it is, the very rows the real N_eff fits
+    use (``law_fits.stage_frames``), P_a = 3 included. No row is chosen by a hypothesis: where one
+    is undefined the simulation generates from ``extended_factor``."""
+    return {x: frames[f"neff_{x}"] for x in _PARTS}
 
 
 def _shift_bootstrap(theta: Mapping[str, np.ndarray], bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1029,11 +1050,12 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
              refit_chinchilla: bool = True, seed_sd: float = 0.0) -> dict[str, float | str]:
     """Power and size of P4's rule (``bitlaws.study.claims.rule_p4``) on our design, by simulation.
 
-    Design: each part's rows of ``frames`` cut to ``p4_design`` (``neff_design``), the very
-    rows the real N_eff fits use: the paper's activation curve is undefined at P_a = 3 and those
-    runs are left out of both. Every hypothesis of ``P4_HYPOTHESES`` gives each part one of the
-    paper's Table 2 curves; its losses are Eqs. 3–4 with our Chinchilla constants (``chinchilla``:
-    A, B, E, α, β) plus the seed σ of one run's loss (``noise.loss_sd``). Each dataset refits its
+    Design: each part's rows of ``frames`` (``p4_design``), the very rows the real N_eff fits use,
+    every one of them. Every hypothesis of ``P4_HYPOTHESES`` gives each part one of the paper's
+    Table 2 curves; its losses are Eqs. 3–4 with our Chinchilla constants (``chinchilla``: A, B, E,
+    α, β), N_eff = N·``extended_factor`` (the curve clipped at ``NEFF_F_FLOOR``: the paper's law
+    wherever it gives f ≥ 0.05, 5 % of the parameters below, as where the activation curve gives
+    f ≤ 0 at P_a = 3), plus the seed σ of one run's loss (``noise.loss_sd``). Each dataset refits its
     three N_eff stages on Chinchilla constants refitted on its own simulated high-precision runs
     (``_p4_chinchillas``; held at ``chinchilla`` without a ``chinchilla`` frame or with
     ``refit_chinchilla`` off), L-BFGS-B started from the generating constants and the stage's best
@@ -1059,14 +1081,15 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
         (reproduced) and ``fp_partly_<name>`` (partly or better, only where activations are not
         the most sensitive); ``false_positive`` and ``false_partly`` (the size: the largest of
         those), ``size_null`` and ``size_partly_null`` (which null); ``fp_all_equal`` is the one
-        null of earlier versions; ``n_sim``, ``rows_w``, ``rows_a``, ``rows_kv`` (the design),
-        ``rows_left_out`` (rows of ``frames`` outside it), ``chinchilla_refit`` (1.0 or 0.0), ``seed_sd``,
+        null of earlier versions; ``n_sim``, ``rows_w``, ``rows_a``, ``rows_kv`` (the design: every
+        row of the frames), ``rows_extended`` (its rows where the paper's own curves fall below
+        ``NEFF_F_FLOOR``, generated from the extension), ``chinchilla_refit`` (1.0 or 0.0), ``seed_sd``,
         ``n_failed`` (datasets whose Chinchilla refit failed). Power and rates NaN without three
         non-empty frames or a finite σ.
 
     Raises:
-        ValueError: a hypothesis's curve is undefined (f ≤ 0) on a row of the design; ``seed_sd``
-            negative, not finite, or above ``noise.loss_sd``.
+        ValueError: a row of a part's frame with another part quantized (the design is the marginal
+            sweeps); ``seed_sd`` negative, not finite, or above ``noise.loss_sd``.
     """
     from ..laws import fit as lfit
     from .claims import rule_p4
@@ -1078,11 +1101,18 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
     design = p4_design(frames) if all(f"neff_{x}" in frames for x in _PARTS) else {}
     out: dict[str, float | str] = {"n_sim": float(n_sim)}
     out.update({f"rows_{x}": float(len(design.get(x, ()))) for x in _PARTS})
-    out["rows_left_out"] = float(sum(len(frames[f"neff_{x}"]) - len(design[x]) for x in design))
+    for x, fr in design.items():
+        others = [y for y in _PARTS if y != x and f"bits_{y}" in fr and (_num(fr[f"bits_{y}"]) < _HIGH).any()]
+        if others:
+            raise ValueError(f"p4_power: the {x} rows must have only {x} quantized (a marginal sweep); some have "
+                             f"bits_{others[0]} < {_HIGH}")
+    p = forms.PAPER_CONSTANTS
+    out["rows_extended"] = float(sum(int(np.sum(forms.precision_factor(_num(fr[f"bits_{x}"]).to_numpy(float),
+                                                                       p[f"gamma_{x}"], p[f"n_{x}"]) < NEFF_F_FLOOR))
+                                     for x, fr in design.items()))
     rates = ["power", "power_partly", "false_positive", "false_partly"]
     if not (math.isfinite(noise.loss_sd) and design and all(len(design[x]) for x in _PARTS)):
         return {**out, **{k: math.nan for k in rates}}
-    p = forms.PAPER_CONSTANTS
     curves = {c: (p[f"gamma_{c}"], p[f"n_{c}"]) for c in _PARTS}
     b = np.asarray(bits, float)
     rng = np.random.default_rng(seed)
@@ -1098,12 +1128,8 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
             return cache[(x, c)]
         stage, fr = lfit.STAGES[f"neff_{x}"], design[x]
         g, n = curves[c]
-        f = forms.precision_factor(pd.to_numeric(fr[f"bits_{x}"]).to_numpy(float), g, n)
-        if not np.all(f > 0):
-            raise ValueError(f"p4_power: the paper's {c} curve is undefined (f ≤ 0) on the {x} rows at "
-                             f"P = {sorted({float(v) for v in pd.to_numeric(fr[f'bits_{x}'])[f <= 0]})}; the design must hold "
-                             "only rows where every hypothesis is defined")
-        true = lfit.predict(stage, fr, {f"gamma_{x}": g, f"n_{x}": n}, chinchilla)
+        f = extended_factor(_num(fr[f"bits_{x}"]).to_numpy(float), g, n)
+        true = forms.chinchilla_loss(fr["n_params"].to_numpy(float) * f, fr["n_tokens"].to_numpy(float), chinchilla)
         theta = np.full((n_sim, 2), np.nan)
         sd, block = _within_sd(noise, blocks), _block_of(fr, blocks)
         for s in range(n_sim):
