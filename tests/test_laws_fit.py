@@ -599,7 +599,7 @@ def test_an_interval_that_reaches_a_bound_prints_as_the_bound_not_as_data():
                  "on_bound": ["n_w"]}
     md = lfs.stages_markdown({"neff_w": stage_rec}, {s: pd.DataFrame({"x": range(3)}) for s in lfs.FIT_ORDER},
                              current=True, profile="cpu")
-    assert "fitted on 30 rows (30 distinct points, 30 runs); on bound: n_w (upper bound), so not identified |" in md
+    assert "`neff_w` fitted on 30 of its 3 rows; on bound: n_w (upper bound), so not identified" in md
     t = lfs.paired_table({"neff_w": stage_rec})
     assert t.loc["n_w", "absolute losses"] == "10 (on bound) [-2.23, to the bound 10]"
 
@@ -665,9 +665,12 @@ def test_stage_tables_say_what_is_fitted_and_what_is_pending():
             "neff_w": {"status": "skipped", "reason": "needs the P_w sweep"}}
     frames = {s: pd.DataFrame({"x": range(3)}) for s in lfs.FIT_ORDER}
     md = lfs.stages_markdown(fits, frames, current=False, profile="cpu").splitlines()
-    assert md[2].endswith("| 3 | fitted on 46 rows (20 distinct points, 46 runs) |")
-    assert md[5].startswith("| `neff_w` |") and md[5].endswith("| 3 | not fitted: needs the P_w sweep |")
-    assert md[-3].startswith("| `table1` |") and md[-3].endswith("| 3 | no fit file |")
+    assert md[2].endswith("| 3 | 20 | 46 |")  # rows it takes, distinct points, runs
+    assert md[5].startswith("| `neff_w` |") and md[5].endswith("| 3 | — | — |")
+    assert md[-5].startswith("| `table1` |") and md[-5].endswith("| 3 | — | — |")
+    note = next(line for line in md if line.startswith("*Rows*"))
+    assert "`chinchilla` fitted on 46 of its 3 rows" in note  # 46 points fitted, 3 rows in the frame
+    assert "`neff_w` not fitted: needs the P_w sweep" in note and "`table1` no fit file" in note
     assert md[-1].endswith("`python -m bitlaws fit --profile cpu` refreshes them.")
     assert lfs.stages_markdown(fits, frames, current=True, profile="cpu").endswith("(their input hashes match).")
     t = lfs.fitting_table(fits)
