@@ -312,8 +312,9 @@ def _cmd_fit(args) -> int:
             print(f"{stage}: {consts} (R² {rec['r2']:.3f}, {rec['n_points']} rows)")
         else:
             print(f"{stage}: {rec['status']}" + (f" — {rec['reason']}" if rec.get("reason") else ""))
-    rec = pipeline_bootstrap(args.profile, n_boot=args.boot, root=args.data_root, progress=True)
+    rec = pipeline_bootstrap(args.profile, n_boot=args.pipeline_boot, root=args.data_root, progress=True)
     print(f"pipeline_boot: {rec['status']}, {rec['n_ok']} of {rec['n_boot']} resamples refitted every stage"
+          + (f" ({rec['n_resumed']} reused from the stored record)" if rec.get("n_resumed") else "")
           + (f" — {rec['reason']}" if rec.get("reason") else ""))
     rec = joint_all_fit(args.profile, root=args.data_root)
     print(f"joint_all: {rec['status']}" + (f", objective {rec['objective']:.4g} against {rec['objective_staged']:.4g} "
@@ -529,6 +530,9 @@ def main(argv: list[str] | None = None) -> int:
     p_quik.add_argument("--limit", type=_count(0), default=None, help="at most this many new rows")
     p_fit.add_argument("--boot", type=_count(1), default=None,
                        help="bootstrap resamples per stage, ≥ 1 (default 20 smoke, 200 cpu)")
+    p_fit.add_argument("--pipeline-boot", type=_count(1), default=None,
+                       help="resamples of the pipeline bootstrap (every stage refitted per resample), ≥ 1 "
+                            "(default 20 smoke, 2000 cpu); draws already stored for the same rows are kept")
     for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
         p.add_argument("--profile", default="cpu", choices=sorted(PROFILE_NAMES),
                        help="which declared sweep: %(choices)s (default %(default)s)")

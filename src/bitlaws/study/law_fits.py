@@ -56,6 +56,8 @@ __all__ = [
     "PIPELINE_STAGES",
     "pipeline_bootstrap",
     "pipeline_boot_is_current",
+    "pipeline_intervals",
+    "PIPELINE_N_BOOT",
     "joint_all_fit",
     "joint_all_table",
     "joint_all_markdown",
@@ -566,85 +568,190 @@ def fits_are_current(fits: Mapping[str, dict], df: pd.DataFrame, method: str = "
 PIPELINE_STAGES = ("chinchilla", "neff_w", "neff_a", "neff_kv")
 
 
+# Resamples of the pipeline bootstrap per profile (issue 14: 200 draws could not resolve P3's interval end).
+PIPELINE_N_BOOT = {"smoke": 20, "cpu": 2000, "gpu": 2000}
+# P4's power simulation, stored in the bootstrap record: datasets per hypothesis (as before the draws rose).
+P4_POWER_SIM = {"smoke": 20, "cpu": 200, "gpu": 200}
+# The starts of each resample's fits (``_refit_draw``): the full-sample optimum of the stage (its
+# fit on every run) and the best ``PIPELINE_REFINE`` screened points of the stage's usual grid.
+PIPELINE_REFINE = 3
+# What the draws of a record were made with; a record with another value is not resumed.
+PIPELINE_METHOD = (f"draw i resamples with numpy default_rng([boot_seed, i]); each fit: L-BFGS-B from the "
+                   f"full-sample optimum and the best {PIPELINE_REFINE} screened grid points")
+
+
+def _resample_picks(frame: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
+    """As many run ids as ``frame`` has runs, drawn with replacement (sorted unique ids, numpy ``choice``)."""
+    uniq = np.unique(frame["run_id"].astype(str).to_numpy())
+    return rng.choice(uniq, size=len(uniq), replace=True)
+
+
+def _rows_of(frame: pd.DataFrame, picks: np.ndarray) -> np.ndarray:
+    """The row positions of ``frame`` for the drawn runs ``picks``, every row of each, repeats kept."""
+    runs = frame["run_id"].astype(str).to_numpy()
+    return np.concatenate([np.flatnonzero(runs == g) for g in picks] or [np.zeros(0, dtype=int)])
+
+
 def _resample_runs(frame: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     """As many runs as ``frame`` has, drawn with replacement, every row of each drawn run kept."""
-    runs = frame["run_id"].astype(str).to_numpy()
-    uniq = np.unique(runs)
-    pick = rng.choice(uniq, size=len(uniq), replace=True)
-    return frame.iloc[np.concatenate([np.flatnonzero(runs == g) for g in pick])].reset_index(drop=True)
+    return frame.iloc[_rows_of(frame, _resample_picks(frame, rng))].reset_index(drop=True)
+
+
+def _draw_picks(frames: Mapping[str, pd.DataFrame], stages, seed: int, i: int) -> dict[str, np.ndarray]:
+    """Draw ``i``'s resampled run ids per stage of ``stages`` (in order), from ``default_rng([seed, i])``
+    alone, so a draw is the same whichever draws are computed with it (resumable)."""
+    rng = np.random.default_rng([seed, i])
+    return {s: _resample_picks(frames[s], rng) for s in stages}
+
+
+def _refit_draw(frames: Mapping[str, pd.DataFrame], stages, paired_stages, picks: Mapping[str, np.ndarray],
+                starts: Mapping[str, np.ndarray] | None) -> tuple[dict | None, dict]:
+    """Refit every stage on one resample: Chinchilla, then each N_eff stage of ``stages`` on that
+    Chinchilla, then each stage of ``paired_stages`` (keys of ``PAIRED_STAGES``) on the rows of its
+    marginal's drawn runs that have a partner. ``starts``: stage -> (1, p) full-sample optimum; with it each fit
+    starts there and at the best ``PIPELINE_REFINE`` screened grid points; None: the stage's own
+    starts (every grid point for N_eff, the best 16 for Chinchilla), as ``fit_stage`` by default.
+    Returns (constants of ``stages`` or None if a fit failed, paired constants keyed ``<name>_paired``)."""
+    def fit(s, frame, fixed):
+        sub = frame.iloc[_rows_of(frame, picks[PAIRED_STAGES.get(s, s)])].reset_index(drop=True)
+        kw = {} if starts is None or s not in starts else {"n_refine": PIPELINE_REFINE, "extra_starts": starts[s]}
+        return lf.fit_stage(lf.STAGES[s], sub, fixed, **kw)
+
+    chin = fit("chinchilla", frames["chinchilla"], None)
+    params, ok = dict(chin.params), math.isfinite(chin.objective)
+    for s in stages[1:]:
+        res = fit(s, frames[s], dict(chin.params))
+        params.update(res.params)
+        ok = ok and math.isfinite(res.objective) and res.objective < 1e30
+    paired = {}
+    for s in paired_stages:
+        try:
+            res = fit(s, frames[s], dict(chin.params))
+        except ValueError:  # too few paired rows in this resample
+            continue
+        if math.isfinite(res.objective) and res.objective < 1e30:
+            paired.update({f"{k}_paired": float(v) for k, v in res.params.items()})
+    good = ok and all(math.isfinite(v) for v in params.values())
+    return ({k: float(v) for k, v in params.items()} if good else None), paired
+
+
+def _full_sample_starts(frames: Mapping[str, pd.DataFrame], stages) -> dict[str, np.ndarray]:
+    """Each stage of ``stages`` fitted on every run (the others on the full-sample Chinchilla), as (1, p) starts."""
+    chin = lf.fit_stage(lf.STAGES["chinchilla"], frames["chinchilla"])
+    out = {"chinchilla": np.asarray(chin.theta, dtype=float)[None, :]}
+    for s in stages[1:]:
+        out[s] = np.asarray(lf.fit_stage(lf.STAGES[s], frames[s], dict(chin.params)).theta, dtype=float)[None, :]
+    return out
+
+
+def _reusable_draws(path: Path, base: Mapping) -> dict | None:
+    """The draws of an earlier record at ``path`` made from the same rows, seed, stages and method, else None."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    same = all(old.get(k) == base[k] for k in ("input_sha256", "boot_seed", "stages", "method"))
+    return old if same and old.get("status") == "ok" and "draw_ids" in old else None
 
 
 def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
                        root: str | os.PathLike | None = None, write: bool = True,
-                       frame: pd.DataFrame | None = None, progress: bool = False) -> dict:
+                       frame: pd.DataFrame | None = None, progress: bool = False, resume: bool = True,
+                       p4_sim: int | None = None) -> dict:
     """Resample training runs and refit every stage of ``PIPELINE_STAGES`` inside each resample.
 
     The per-stage intervals of ``run_fits`` hold the earlier stages fixed, so they miss the
     uncertainty of the Chinchilla constants that every N_eff stage rests on. Here each resample
     draws the high-precision runs with replacement and refits Chinchilla, then draws each
-    low-precision sweep's runs and refits its N_eff stage on the resampled Chinchilla constants.
-    The draws carry every constant the compute-optimal analysis needs (P*, N*, D*, f_x), so
-    intervals on derived quantities propagate the whole pipeline's uncertainty.
+    low-precision sweep's runs and refits its N_eff stage on the resampled Chinchilla constants,
+    and refits each paired-difference stage (``PAIRED_STAGES``) on the paired rows of its marginal
+    sweep's drawn runs. The draws carry every constant the compute-optimal analysis needs (P*, N*,
+    D*, f_x), so intervals on derived quantities propagate the whole pipeline's uncertainty.
+
+    Speed (issue 14): each resample's fits start from the stage's full-sample optimum and the best
+    ``PIPELINE_REFINE`` screened points of its usual grid (``PIPELINE_METHOD``; the standard
+    bootstrap practice of starting at the estimate, cf. Besiroglu et al.), not from every grid
+    point; ``bench/pipeline_boot_speed.py`` measures the speed ratio and the per-draw agreement
+    with the full multi-start on the same resamples. Draw i is seeded by ``[BOOT_SEED, i]`` alone,
+    so with ``resume`` a rerun on the same rows keeps the stored draws and computes only the new ones.
 
     Args:
         profile: ``smoke`` or ``cpu``.
-        n_boot: resamples (default ``N_BOOT[profile]``).
+        n_boot: resamples (default ``PIPELINE_N_BOOT[profile]``), an int ≥ 1.
         root: a ``data/`` folder (default ``data_dir()``); written to ``fits/<profile>_pipeline_boot.json``.
         write: write the record.
         frame: use these rows instead of the profile's training sweeps (tests).
         progress: a progress bar.
+        resume: reuse the draws of the record at that path when it was made from the same rows, seed,
+            stages and ``PIPELINE_METHOD`` (draws ``0 … n_boot − 1`` only).
+        p4_sim: datasets per hypothesis of P4's power (default ``P4_POWER_SIM[profile]``).
 
     Returns:
         The record: ``status`` (``ok`` or ``skipped`` with ``reason``), ``stages`` (those of
         ``PIPELINE_STAGES`` with enough runs to refit; their constants are in each draw),
-        ``input_sha256`` (stage -> hash of its rows, as ``run_fits`` records them), ``n_boot``,
-        ``n_ok``, ``boot_seed``, ``draws`` (a list of {constant: value}; resamples whose fit did
-        not end at a finite objective are dropped and counted in ``n_boot - n_ok``), and, with all
-        three N_eff stages, ``p4_power`` (``bitlaws.study.power.p4_power`` with ``n_boot`` datasets
-        per hypothesis: the point Chinchilla fit generates, each dataset refits it; the seed noise of
-        the base grid; its power and its size over the boundary nulls).
+        ``paired_stages`` (the paired stages refitted too), ``input_sha256`` (stage -> hash of its
+        rows, as ``run_fits`` records them, paired stages included), ``n_boot``, ``n_ok``,
+        ``boot_seed``, ``method``, ``draws`` (a list of {constant: value}; resamples whose fit did
+        not end at a finite objective are dropped, their ids in ``failed_ids``), ``draw_ids`` (the
+        draw index of each kept draw), ``paired_draws`` (aligned with ``draws``: {``gamma_x_paired``,
+        ``n_x_paired``: value} of the paired stages that fitted), ``n_resumed`` (draws reused), and,
+        with all three N_eff stages, ``p4_power`` (``bitlaws.study.power.p4_power`` with ``p4_sim``
+        datasets per hypothesis: the point Chinchilla fit generates, each dataset refits it; the
+        seed noise of the base grid; its power and its size over the boundary nulls).
 
     Raises:
         FileNotFoundError: no observations for ``profile``.
+        ValueError: ``n_boot`` not an int ≥ 1.
     """
     from tqdm.auto import tqdm
 
     df = frame if frame is not None else load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
-    n_boot = N_BOOT.get(profile, 200) if n_boot is None else n_boot
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be ≥ 1, got {n_boot}")
+    n_boot = PIPELINE_N_BOOT.get(profile, 2000) if n_boot is None else n_boot
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
+        raise ValueError(f"n_boot must be an int ≥ 1 (resamples to draw), got {n_boot!r}")
     frames = stage_frames(df)
     # the stages with enough runs to refit on a resample (Chinchilla first; the N_eff stages need it)
     stages = [s for s in PIPELINE_STAGES if frames[s]["run_id"].nunique() >= lf.STAGES[s].n_params_fitted + 1]
-    base = {"profile": profile, "stage": "pipeline_boot", "stages": stages,
-            "input_sha256": {s: _sha(frames[s]) for s in PIPELINE_STAGES}, "boot_seed": BOOT_SEED,
-            "n_boot": n_boot, "equation": "Eqs. 3–4 on Chinchilla, every stage refitted per resample of runs"}
+    paired = [p for p, m in PAIRED_STAGES.items() if m in stages[1:]
+              and frames[p]["run_id"].nunique() >= lf.STAGES[p].n_params_fitted + 1]
+    base = {"profile": profile, "stage": "pipeline_boot", "stages": stages, "paired_stages": paired,
+            "input_sha256": {s: _sha(frames[s]) for s in (*PIPELINE_STAGES, *PAIRED_STAGES)},
+            "boot_seed": BOOT_SEED, "method": PIPELINE_METHOD, "n_boot": int(n_boot),
+            "equation": "Eqs. 3–4 on Chinchilla, every stage refitted per resample of runs"}
+    path = fits_path(profile, "pipeline_boot", root)
     if "chinchilla" not in stages or len(stages) < 2:
         rec = {**base, "status": "skipped", "reason": "needs the chinchilla stage and at least one N_eff stage with "
-               "enough runs to refit", "n_ok": 0, "draws": []}
+               "enough runs to refit", "n_ok": 0, "draws": [], "draw_ids": [], "failed_ids": [], "paired_draws": []}
     else:
-        rng = np.random.default_rng(BOOT_SEED)
-        draws = []
-        for _ in tqdm(range(n_boot), desc=f"pipeline bootstrap ({profile})", disable=not progress):
-            chin = lf.fit_stage(lf.STAGES["chinchilla"], _resample_runs(frames["chinchilla"], rng))
-            params = dict(chin.params)
-            ok = math.isfinite(chin.objective)
-            for s in stages[1:]:
-                res = lf.fit_stage(lf.STAGES[s], _resample_runs(frames[s], rng), dict(chin.params))
-                params.update(res.params)
-                ok = ok and math.isfinite(res.objective)
-            if ok and all(math.isfinite(v) for v in params.values()):
-                draws.append({k: float(v) for k, v in params.items()})
-        rec = {**base, "status": "ok", "reason": "", "n_ok": len(draws), "draws": draws}
+        old = _reusable_draws(path, base) if resume else None
+        done: dict[int, tuple[dict | None, dict]] = {}
+        if old is not None:
+            done.update({int(i): (d, p) for i, d, p in zip(old["draw_ids"], old["draws"], old["paired_draws"])
+                         if int(i) < n_boot})
+            done.update({int(i): (None, {}) for i in old.get("failed_ids", []) if int(i) < n_boot})
+        n_resumed = len(done)
+        starts = _full_sample_starts(frames, [*stages, *paired])
+        for i in tqdm([i for i in range(n_boot) if i not in done], desc=f"pipeline bootstrap ({profile})",
+                      disable=not progress):
+            done[i] = _refit_draw(frames, stages, paired, _draw_picks(frames, stages, BOOT_SEED, i), starts)
+        kept = [i for i in range(n_boot) if done[i][0] is not None]
+        rec = {**base, "status": "ok", "reason": "", "n_ok": len(kept), "draws": [done[i][0] for i in kept],
+               "draw_ids": kept, "failed_ids": [i for i in range(n_boot) if done[i][0] is None],
+               "paired_draws": [done[i][1] for i in kept], "n_resumed": n_resumed}
         if {"neff_w", "neff_a", "neff_kv"} <= set(stages):
             # P4's power on this design (its rule reads these draws), simulated once here, not per verdict
             from .noise import noise_model
             from .power import p4_power
 
-            chin = dict(lf.fit_stage(lf.STAGES["chinchilla"], frames["chinchilla"]).params)
-            rec["p4_power"] = p4_power(frames, chin, noise_model(df), n_sim=n_boot, seed=BOOT_SEED)
+            n_sim = P4_POWER_SIM.get(profile, 200) if p4_sim is None else p4_sim
+            reuse = old is not None and (old.get("p4_power") or {}).get("n_sim") == float(n_sim)
+            if reuse:
+                rec["p4_power"] = old["p4_power"]
+            else:
+                chin = dict(lf.fit_stage(lf.STAGES["chinchilla"], frames["chinchilla"]).params)
+                rec["p4_power"] = p4_power(frames, chin, noise_model(df), n_sim=n_sim, seed=BOOT_SEED)
     if write:
-        _write_json(fits_path(profile, "pipeline_boot", root), rec)
+        _write_json(path, rec)
     return rec
 
 
@@ -653,7 +760,43 @@ def pipeline_boot_is_current(record: Mapping | None, df: pd.DataFrame) -> bool:
     if not record:
         return False
     frames = stage_frames(df)
-    return record.get("input_sha256") == {s: _sha(frames[s]) for s in PIPELINE_STAGES}
+    sha = record.get("input_sha256") or {}
+    # the paired stages' hashes are checked where the record has them (records before issue 14 do not)
+    return all(sha.get(s) == _sha(frames[s]) for s in PIPELINE_STAGES) and \
+        all(sha[s] == _sha(frames[s]) for s in PAIRED_STAGES if s in sha)
+
+
+def pipeline_intervals(boot: Mapping | None, part: str, paired: bool = False) -> dict[str, list[float]]:
+    """95 % percentile intervals of γ_x, n_x and f_x(4 bits) over the pipeline bootstrap's draws.
+
+    Args:
+        boot: the ``pipeline_boot`` record (``pipeline_bootstrap``), or None.
+        part: ``w``, ``a`` or ``kv``.
+        paired: read the paired-difference stage's draws (``paired_draws``, stage ``neff_<part>_paired``,
+            refitted on the same resamples) instead of the absolute-loss stage's.
+
+    Returns:
+        ``gamma_<part>``, ``n_<part>``, ``f_4bits`` -> [2.5 %, 97.5 %], plus ``n_draws`` -> [count];
+        {} without an ``ok`` record holding that stage or with fewer than two finite draws.
+    """
+    if not boot or boot.get("status") != "ok":
+        return {}
+    g, n = f"gamma_{part}", f"n_{part}"
+    if paired:
+        src, key = boot.get("paired_draws") or [], "_paired"
+    else:
+        src, key = boot.get("draws") or [], ""
+    rows = [(d[g + key], d[n + key]) for d in src if g + key in d and n + key in d]
+    if len(rows) < 2:
+        return {}
+    t = np.array(rows, dtype=float)
+    f4 = np.asarray(forms.precision_factor(4.0, t[:, 0], t[:, 1]), dtype=float)
+    out = {}
+    for name, v in ((g, t[:, 0]), (n, t[:, 1]), ("f_4bits", f4)):
+        v = v[np.isfinite(v)]
+        out[name] = [float(x) for x in np.percentile(v, [2.5, 97.5])] if len(v) >= 2 else [math.nan, math.nan]
+    out["n_draws"] = [float(len(t))]
+    return out
 
 
 # --- every constant at once (issue 14, item 3) -----------------------------------------------------
@@ -975,7 +1118,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     tell an effect from none (its upper end below ``P3_NO_EFFECT_F``); an interval that holds
     both the paper's value and no effect leaves (b) *unresolved*, as does the paper's value within
     two Monte Carlo errors of an end of the interval (``_percentile_mc_se``: the ends of a
-    200-draw interval move by that much between bootstrap runs). **Reproduced** if (a) and (b)
+    finite-draw interval move by that much between bootstrap runs). **Reproduced** if (a) and (b)
     are met; **partly** if one is met, or (a) with (b) unresolved; **not reproduced** if neither
     (the paper's value outside our interval counts against it); without seeds or without the
     bootstrap the missing leg counts as not met and the reason says so. The grade reads the fit
@@ -1018,6 +1161,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
         sigma = math.sqrt(seed_var) if math.isfinite(seed_var) else math.nan
         tests = precision_tests(spread, seed_var, seed_dof)
     lo = hi = se_lo = se_hi = math.nan
+    pipe_paired = pipeline_intervals(boot, "w", paired=True) if current else {}
     if current and "neff_w" in boot.get("stages", ()):
         f4s = np.array([forms.precision_factor(4.0, d["gamma_w"], d["n_w"]) for d in boot["draws"]], dtype=float)
         f4s = f4s[np.isfinite(f4s)]
@@ -1051,7 +1195,9 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
               f"precision term against a precision-blind law p = {tests['p_effect']:.1g}, the law's lack of fit "
               f"against the seed noise p = {tests['p_lack_of_fit']:.2f}; held-out R² (leave one size out, Chinchilla "
               f"refitted without it) {r2:.2f} ({r2_leaky:.2f} with Chinchilla fitted on every size, which leaks the "
-              "held-out size)" + _paired_text(rec, paired))
+              "held-out size)" + _paired_text(rec, paired)
+            + (f"; on the pipeline bootstrap's resamples the paired fit gives f_w(4) in "
+               f"[{pipe_paired['f_4bits'][0]:.2f}, {pipe_paired['f_4bits'][1]:.2f}]" if pipe_paired else ""))
     reason = ("graded on (a) the precision term is significant (p < 0.05) and the law shows no lack of fit "
               "against the seed noise (p ≥ 0.05): " + ("met" if explains else "not met" if math.isfinite(sigma)
                                                      else "no seeds")
@@ -1075,6 +1221,9 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
         for key, name in (("gamma_w", "gamma_w_paired"), ("n_w", "n_w_paired"), ("f_4bits", "f_w_4_paired")):
             det[name], det[name + "_lo"], det[name + "_hi"] = _ci_of(paired, key)
         det["n_paired"] = float(paired["n_points"])
+    if pipe_paired:  # the paired fit on the pipeline bootstrap's resamples (Chinchilla refitted in each)
+        det["f_w_4_paired_pipe_lo"], det["f_w_4_paired_pipe_hi"] = pipe_paired["f_4bits"]
+        det["gamma_w_paired_pipe_lo"], det["gamma_w_paired_pipe_hi"] = pipe_paired["gamma_w"]
     return Verdict("P3", verdict, CLAIMS["P3"]["paper"], ours, reason, profile, sha, finite_or_na(det))
 
 
@@ -1505,19 +1654,26 @@ def holdout_table(fits: Mapping[str, dict]) -> pd.DataFrame:
 
 def paired_table(fits: Mapping[str, dict]) -> pd.DataFrame:
     """The marginal N_eff constants fitted on absolute losses and on paired differences L(P) − L_hp(N, D,
-    seed), with the stage bootstraps' 95 % intervals (Chinchilla held fixed), beside the paper's Table 2.
+    seed), with the stage bootstraps' 95 % intervals (Chinchilla held fixed), and both fits' intervals
+    from the pipeline bootstrap (Chinchilla refitted per resample, the same resamples for both),
+    beside the paper's Table 2.
 
     Args:
-        fits: :func:`load_fits`.
+        fits: :func:`load_fits` (``pipeline_boot`` read where present).
 
     Returns:
         Text cells; index: γ_x, n_x, f_x(4) for x in w, a, kv; columns ``absolute losses``,
-        ``paired differences``, ``paper (Table 2)`` (``—`` for a stage not fitted).
+        ``paired differences`` (value [stage-bootstrap interval]), ``absolute, pipeline``, ``paired,
+        pipeline`` (the pipeline bootstrap's interval), ``paper (Table 2)`` (``—`` for a stage not
+        fitted or not in the pipeline draws).
     """
-    out = {"absolute losses": [], "paired differences": [], "paper (Table 2)": []}
+    cols = ("absolute losses", "paired differences", "absolute, pipeline", "paired, pipeline", "paper (Table 2)")
+    out = {c: [] for c in cols}
     index = []
     pc = forms.PAPER_CONSTANTS
+    boot = fits.get("pipeline_boot")
     for x in forms.COMPONENTS:
+        pipe = {"absolute, pipeline": pipeline_intervals(boot, x), "paired, pipeline": pipeline_intervals(boot, x, True)}
         for key, label in ((f"gamma_{x}", f"γ_{x} [bits]"), (f"n_{x}", f"n_{x}"), ("f_4bits", f"f_{x}(4 bits)")):
             index.append(label)
             for col, stage in (("absolute losses", f"neff_{x}"), ("paired differences", f"neff_{x}_paired")):
@@ -1525,6 +1681,9 @@ def paired_table(fits: Mapping[str, dict]) -> pd.DataFrame:
                 bounds = None if key == "f_4bits" else (fits.get(stage) or {}).get("bounds")
                 out[col].append("—" if not math.isfinite(v) else
                                 bounded_ci_text(key, v, (lo, hi) if math.isfinite(lo) else None, bounds))
+            for col, iv in pipe.items():
+                lo, hi = iv.get(key, [math.nan, math.nan])
+                out[col].append(f"[{lo:.3g}, {hi:.3g}]" if math.isfinite(lo) else "—")
             paper = (float(forms.precision_factor(4.0, pc[f"gamma_{x}"], pc[f"n_{x}"])) if key == "f_4bits"
                      else pc[key])
             out["paper (Table 2)"].append(f"{paper:.3g}")
