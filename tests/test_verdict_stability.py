@@ -189,6 +189,14 @@ def test_verdict_differences_tolerates_last_bits_only():
     assert any("note" in d for d in verdict_differences(v, _verdict(details={"gamma_w": 2.0, "note": "y",
                                                                                  "zero": 0.0})))
     assert any("only in" in d for d in verdict_differences(v, _verdict(details={"gamma_w": 2.0, "note": "x"})))
+    # a Monte Carlo rate of n = 200 datasets may move by one dataset (1/200), not by two
+    mc = _verdict(details={"gamma_w": 2.0, "note": "x", "zero": 0.0, "power_partly": 0.93, "n_sim": 200.0})
+    one = _verdict(details={**mc.details, "power_partly": 0.935})
+    two = _verdict(details={**mc.details, "power_partly": 0.94})
+    assert verdict_differences(mc, one) == [] and any("power_partly" in d for d in verdict_differences(mc, two))
+    no_n = _verdict(details={"gamma_w": 2.0, "note": "x", "zero": 0.0, "power_partly": 0.93})
+    assert any("power_partly" in d for d in verdict_differences(no_n, _verdict(details={**no_n.details,
+                                                                                        "power_partly": 0.935})))
     # prose: other digits are no difference (they come from the details), other words are
     assert verdict_differences(v, _verdict(ours="γ_w = 1.99", reason="r")) == []
     assert any("ours" in d for d in verdict_differences(v, _verdict(ours="γ_a = 2.00")))

@@ -725,12 +725,33 @@ def _numbers_agree(a: float, b: float, rtol: float) -> bool:
     return abs(a - b) <= DETAIL_ATOL + rtol * max(abs(a), abs(b))
 
 
+_MC_RATES = ("power", "power_partly", "false_positive", "false_partly")
+_DRAW_SHARES = ("p_order", "p_a_most", "p_kv_below_w")
+
+
+def _mc_datasets(key: str, details: Mapping) -> float | None:
+    """The number of simulated datasets behind a Monte Carlo rate detail (``power``, ``fp_<null>``,
+    ``size_<test>`` ...: a share of ``n_sim`` or ``size_n_sim`` datasets; P4's ``p_order``,
+    ``p_a_most``, ``p_kv_below_w``: shares of ``n_draws`` bootstrap draws), None for any other key."""
+    if key.startswith("size_") and key != "size_n_sim":
+        n = details.get("size_n_sim")
+    elif key in _DRAW_SHARES:  # P4: shares of the pipeline bootstrap's draws
+        n = details.get("n_draws")
+    elif key in _MC_RATES or key.startswith(("fp_", "fp_partly_")):
+        n = details.get("n_sim")
+    else:
+        return None
+    return float(n) if isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 1 else None
+
+
 def verdict_differences(stored: Verdict, new: Verdict, rtol: float = DETAIL_RTOL) -> list[str]:
     """How a recomputed verdict differs from the stored one; empty if they agree.
 
     Grade, claim, profile, identity and every string detail compare exactly; numeric details
     compare within ``rtol`` (plus ``DETAIL_ATOL``), since refits differ in the last bits across
-    machines. The prose fields (``ours``, ``reason``) compare with every number masked: a number
+    machines; a Monte Carlo rate (``power``, ``false_positive``, ``fp_<null>``, ``size_<test>``, P4's
+    shares of bootstrap draws: a share of the n datasets or draws the details name) within one of
+    them, 1/n, since a statistic within the last bits of its threshold flips one dataset's grade. The prose fields (``ours``, ``reason``) compare with every number masked: a number
     within tolerance may round to another printed digit, but a changed word is a difference.
 
     Args:
@@ -759,6 +780,8 @@ def verdict_differences(stored: Verdict, new: Verdict, rtol: float = DETAIL_RTOL
         if isinstance(a, str) or isinstance(b, str):
             if a != b:
                 out.append(f"{stored.claim_id}.details[{key!r}]: stored {a!r}, recomputed {b!r}")
+        elif (n := _mc_datasets(key, stored.details)) is not None and abs(float(a) - float(b)) <= 1.0 / n + DETAIL_ATOL:
+            continue  # a share of n simulated datasets: one dataset whose statistic sits on a threshold may flip
         elif not _numbers_agree(float(a), float(b), rtol):
             out.append(f"{stored.claim_id}.details[{key!r}]: stored {a!r}, recomputed {b!r} "
                        f"(beyond rtol {rtol:g})")
