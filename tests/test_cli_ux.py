@@ -41,14 +41,14 @@ def test_coverage_table_shows_runs_trained_and_observations_per_version_newest_f
              "obs_done_by_eval_version": {"1": 2, "2": 0},
              "obs_planned_by_eval_version": {"1": 2, "2": 2}}]  # JSON's string keys read alike
     lines = coverage_table(covs).splitlines()
-    assert _columns(lines[0]) == ["experiment", "runs trained", "observations v2", "observations v1",
+    assert _columns(lines[0]) == ["experiment", "runs trained", "observations at eval v2", "observations at eval v1",
                                   "runs with all rows"]
     assert _columns(lines[1]) == ["base_grid", "3/3", "1/6", "4/6", "1/3"]
     assert _columns(lines[2]) == ["qat_marginal", "2/2", "0/2", "2/2", "0/2"]
     assert _columns(lines[3]) == ["total", "5/5", "1/8", "6/8", "1/5"]
     notes = lines[4:]  # one footnote per kind of column, naming it
-    assert [n.split(":", 1)[0] for n in notes] == ["runs trained", "observations vN", "runs with all rows"]
-    assert "v2 is the current one, the chapters read v1" in notes[1]  # store.EVAL_VERSION_READ["cpu"]
+    assert [n.split(":", 1)[0] for n in notes] == ["runs trained", "observations at eval vN", "runs with all rows"]
+    assert "eval v2 is the current one, the chapters read eval v1" in notes[1]  # store.EVAL_VERSION_READ["cpu"]
     with pytest.raises(ValueError, match="at least one coverage record"):
         coverage_table([])
 
