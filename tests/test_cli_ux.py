@@ -241,8 +241,8 @@ def test_the_throughput_columns_read_are_columns_device_check_writes():
 
 def test_sweep_estimate_splits_runs_to_train_from_runs_to_reevaluate(tmp_path, capsys):
     specs = plan("smoke", "base_grid")
-    (v1, v2), done, reeval, partial = specs[0].evals, specs[0], specs[1], specs[2]
-    rows = ([o for o in done.obs_ids]  # every row: nothing to do
+    (v1, _), done, reeval, partial = specs[0].evals, specs[0], specs[1], specs[2]
+    rows = (list(done.obs_ids)  # every row: nothing to do
             + [reeval.obs_id(p, v1) for p in (None, *reeval.ptq)]  # complete at v1, no v2 row
             + [partial.obs_id(None, v1)])  # an interrupted run: trained again, counted "to train"
     _write_obs(tmp_path / "runs" / "smoke" / "base_grid.csv", rows)

@@ -164,7 +164,7 @@ def _check_out_folder(flag: str, path: str, holds: str) -> None:
 _FLAG_PREFIX = {"ModelConfig": "model", "TrainConfig": "train", "RTNConfig": "ptq"}  # class -> its dotted flags
 
 
-def flag_names(message: str) -> str:
+def _flag_names(message: str) -> str:
     """`message` with each configuration field it names (``TrainConfig.n_tokens``, ``ModelConfig.d_model/n_heads``)
     written as the flag that sets it, the field in parentheses: ``--train.n_tokens (TrainConfig.n_tokens)``."""
     pattern = re.compile(r"\b(" + "|".join(_FLAG_PREFIX) + r")\.(\w+(?:/\w+)*)(=\S+)?")
@@ -181,7 +181,7 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
     try:
         return _train(args, overrides)
     except ValueError as exc:  # the configuration's own errors, in the flags' names
-        raise ValueError(flag_names(str(exc))) from None
+        raise ValueError(_flag_names(str(exc))) from None
 
 
 def _train(args, overrides: dict[str, str]) -> int:
@@ -592,7 +592,8 @@ def main(argv: list[str] | None = None) -> int:
                             "train_throughput.csv, else the profile's rows' tokens_per_s)")
         p.add_argument("--tflops", type=float, default=None, help="an assumed model FLOP rate, TFLOP/s")
         p.add_argument("--measure", action="store_true", help="measure tokens/s here in a few steps")
-    p_sweep.add_argument("--estimate", action="store_true", help="print the estimate of the runs to train and to re-evaluate, and stop")
+    p_sweep.add_argument("--estimate", action="store_true",
+                         help="print the estimate of the runs to train and to re-evaluate, and stop")
     p_sweep.add_argument("--no-estimate", action="store_true", help="start without printing the estimate")
     p_sweep.add_argument("--gpus-per-node", type=_count(0), default=0, help="submitit/slurm: GPUs per job")
     p_sweep.add_argument("--partition", default=None, help="slurm: --partition")
