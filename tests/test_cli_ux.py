@@ -15,6 +15,7 @@ import pytest
 
 from bitlaws.cli import main
 from bitlaws.model import SIZE_LADDERS
+from bitlaws.study.budget import THROUGHPUT_COLUMNS
 from bitlaws.study.sweep import coverage, coverage_table, declared_experiments, plan
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -40,14 +41,14 @@ def test_coverage_table_shows_runs_trained_and_observations_per_version_newest_f
              "obs_done_by_eval_version": {"1": 2, "2": 0},
              "obs_planned_by_eval_version": {"1": 2, "2": 2}}]  # JSON's string keys read alike
     lines = coverage_table(covs).splitlines()
-    assert _columns(lines[0]) == ["experiment", "runs trained", "observations v2", "observations v1",
+    assert _columns(lines[0]) == ["experiment", "runs trained", "observations at eval v2", "observations at eval v1",
                                   "runs with all rows"]
     assert _columns(lines[1]) == ["base_grid", "3/3", "1/6", "4/6", "1/3"]
     assert _columns(lines[2]) == ["qat_marginal", "2/2", "0/2", "2/2", "0/2"]
     assert _columns(lines[3]) == ["total", "5/5", "1/8", "6/8", "1/5"]
     notes = lines[4:]  # one footnote per kind of column, naming it
-    assert [n.split(":", 1)[0] for n in notes] == ["runs trained", "observations vN", "runs with all rows"]
-    assert "v2 is the current one, the chapters read v1" in notes[1]  # store.EVAL_VERSION_READ["cpu"]
+    assert [n.split(":", 1)[0] for n in notes] == ["runs trained", "observations at eval vN", "runs with all rows"]
+    assert "eval v2 is the current one, the chapters read eval v1" in notes[1]  # store.EVAL_VERSION_READ["cpu"]
     with pytest.raises(ValueError, match="at least one coverage record"):
         coverage_table([])
 
@@ -210,19 +211,93 @@ def test_verdicts_reads_and_writes_the_data_root_it_is_given(tmp_path, monkeypat
     assert seen == [root] * 3
 
 
-@pytest.mark.parametrize("kind", ["missing", "folder", "other csv", "empty"])
+@pytest.mark.parametrize("kind", ["missing", "folder", "other csv", "empty", "markdown"])
 @pytest.mark.parametrize("cmd", [["estimate"], ["sweep", "--estimate"]])
 def test_a_bad_throughput_file_is_one_line_naming_it_and_what_is_expected(kind, cmd, tmp_path, capsys):
     path = {"missing": tmp_path / "nope.csv", "folder": tmp_path, "other csv": tmp_path / "other.csv",
-            "empty": tmp_path / "empty.csv"}[kind]
+            "empty": tmp_path / "empty.csv", "markdown": tmp_path / "README.md"}[kind]
     if kind == "other csv":
         path.write_text("a,b\n1,2\n", encoding="utf-8")
     if kind == "empty":
         path.write_text("", encoding="utf-8")
+    if kind == "markdown":  # the README: rows of unequal field counts, which pandas' parser refuses
+        path.write_text("# title\n\na, b\nc, d, e\n", encoding="utf-8")
     assert main([*cmd, "--profile", "smoke", "--throughput", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: --throughput {path}: ") and err.count("\n") == 1, err
     assert "train_throughput.csv that bench/device_check.py writes" in err and "Errno" not in err, err
+    assert "TRAIN_COLUMNS" not in err and "Error tokenizing" not in err, err  # no internal or parser names
+    assert ", ".join(THROUGHPUT_COLUMNS) in err, err  # the columns it needs, named
+    if kind == "markdown":
+        assert "not a comma-separated table" in err, err
+
+
+def test_the_throughput_columns_read_are_columns_device_check_writes():
+    tree = ast.parse((SRC.parent / "bench" / "device_check.py").read_text(encoding="utf-8"))
+    written = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                   and [getattr(t, "id", None) for t in node.targets] == ["TRAIN_COLUMNS"])
+    assert set(THROUGHPUT_COLUMNS) <= set(written), set(THROUGHPUT_COLUMNS) - set(written)
+
+
+def test_sweep_estimate_splits_runs_to_train_from_runs_to_reevaluate(tmp_path, capsys):
+    specs = plan("smoke", "base_grid")
+    (v1, _), done, reeval, partial = specs[0].evals, specs[0], specs[1], specs[2]
+    rows = (list(done.obs_ids)  # every row: nothing to do
+            + [reeval.obs_id(p, v1) for p in (None, *reeval.ptq)]  # complete at v1, no v2 row
+            + [partial.obs_id(None, v1)])  # an interrupted run: trained again, counted "to train"
+    _write_obs(tmp_path / "runs" / "smoke" / "base_grid.csv", rows)
+    assert main(["sweep", "--estimate", "--profile", "smoke", "--experiments", "base_grid", "--tflops", "1",
+                 "--data-root", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert _columns(lines[1])[:3] == ["experiment", "to train", "to re-evaluate"]
+    base = _columns(next(line for line in lines if line.startswith("base_grid")))
+    assert base[1:3] == [str(len(specs) - 2), "1"]
+    tokens = sum(s.train.tokens_trained for s in specs[1:])  # both groups at full training cost
+    assert base[3] == f"{tokens:,}"
+    notes = [line.split(":", 1)[0] for line in lines if not line.startswith(("estimate", "experiment", "base_grid",
+                                                                             "total"))]
+    assert notes == ["to train", "to re-evaluate", "tokens, FLOPs and hours"], lines
+    assert "runs not yet in the CSVs" not in "\n".join(lines)
+    assert main(["estimate", "--profile", "smoke", "--experiments", "base_grid", "--tflops", "1",
+                 "--data-root", str(tmp_path)]) == 0  # without --missing: every declared run, one column
+    lines = capsys.readouterr().out.splitlines()
+    assert _columns(lines[1])[:2] == ["experiment", "runs"] and _columns(lines[2])[:2] == ["base_grid", str(len(specs))]
+
+
+@pytest.mark.parametrize("cmd", [["train", "--quiet"], ["export-hf"]])
+@pytest.mark.parametrize("where", ["file", "below a file"])
+def test_an_out_that_is_a_file_is_refused_naming_out_before_any_work(cmd, where, tmp_path, capsys):
+    f = tmp_path / "README.md"
+    f.write_text("a file\n", encoding="utf-8")
+    out = f if where == "file" else f / "sub"
+    assert _exit_code([*cmd, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.startswith(f"error: --out {out} ") and err.count("\n") == 1, err
+    assert ("is a file;" if where == "file" else f"cannot be made: {f} is a file;") in err, err
+    assert "--out takes a folder (made if it is not there)" in err, err
+    assert "--data-root" not in err and "--run-root" not in err and "finished runs" not in err, err
+    assert "%|" not in err and captured.out == "", err  # no progress bar before the error
+    assert f.read_text(encoding="utf-8") == "a file\n"
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--train.n_tokens=1000", "--train.n_tokens=1000 (TrainConfig.n_tokens) is less than one step"),
+    ("--train.n_tokens=-5", "--train.n_tokens (TrainConfig.n_tokens) must be a positive int, got -5"),
+    ("--train.beta2=1", "--train.beta1/--train.beta2 (TrainConfig.beta1/beta2) must be in [0, 1)"),
+    ("--train.grad_clip=0", "--train.grad_clip (TrainConfig.grad_clip) must be > 0, got 0.0"),
+    ("--train.eval_tokens=10", "--train.eval_tokens=10 (TrainConfig.eval_tokens) is shorter than one evaluation"),
+    ("--model.d_model=36", "--model.d_model/--model.n_heads (ModelConfig.d_model/n_heads) = 36/4 = 9 (the head "
+                           "size) must be even"),
+    ("--model.norm_eps=0", "--model.norm_eps (ModelConfig.norm_eps) must be positive, got 0.0"),
+    ("--ptq.bits=1", "--ptq.bits (RTNConfig.bits) must be an int in [2, 16], got 1"),
+])
+def test_train_errors_name_the_flag_with_the_config_field_after_it(flag, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BITLAWS_CACHE", str(tmp_path / "cache"))
+    assert main(["train", flag, "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
 
 
 def test_export_hf_shows_one_progress_bar_and_restores_transformers_settings(tmp_path, capsys):

@@ -16,6 +16,10 @@ def _cells(line: str) -> list[str]:
 
 def test_stages_markdown_gives_rows_and_what_each_stage_was_fitted_on():
     frames = {s: pd.DataFrame({"x": range(10 + i)}) for i, s in enumerate(lfs.FIT_ORDER)}
+    # the P_w rows Table 1 ranks: 13 rows, 4 distinct (N, D, P_w) points, 6 runs
+    frames["neff_w"] = pd.DataFrame({"n_params": [1] * 7 + [2] * 6, "n_tokens": [10] * 13,
+                                     "bits_w": [3, 3, 3, 4, 4, 4, 4, 3, 3, 3, 8, 8, 8],
+                                     "run_id": ["a", "a", "b", "c", "c", "d", "d", "e", "e", "e", "f", "f", "f"]})
     first, second, third = lfs.FIT_ORDER[:3]
     fits = {first: {"status": "ok", "n_points": 10, "n_cells": 7, "n_groups": 5},
             second: {"status": "ok", "n_points": 9, "n_cells": 6, "n_groups": 4},  # one row not used
@@ -30,7 +34,8 @@ def test_stages_markdown_gives_rows_and_what_each_stage_was_fitted_on():
     assert body[second][2:] == ["11", "6", "4"]
     assert body[third][2:] == ["12", "—", "—"]
     assert body[lfs.FIT_ORDER[3]][2:] == ["13", "—", "—"]
-    assert body["table1"][2:] == [str(len(frames["neff_w"])), "—", "—"]  # Table 1 takes neff_w's rows
+    assert body["table1"][2:] == ["13", "4", "6"]  # Table 1 ranks neff_w's rows: their points and runs
+    assert {"n_params", "n_tokens", "bits_w"} <= set(lfs.lf.STAGES["neff_w"].cell)  # the points counted above
     note = next(line for line in md.splitlines() if line.startswith("*Rows*"))
     assert f"`{second}` fitted on 9 of its 11 rows" in note  # one row not used, said once, below
     assert f"`{third}` not fitted: no rows at this profile" in note
@@ -40,3 +45,8 @@ def test_stages_markdown_gives_rows_and_what_each_stage_was_fitted_on():
     assert "*points*: the distinct design points" in md
     assert re.search(r"older than the rows.*`python -m bitlaws fit --profile smoke`", md)
     assert "exactly these rows" in lfs.stages_markdown(fits, frames, current=True, profile="smoke")
+    # a Table 1 record of other rows than these: no counts, and the note says why
+    other = lfs.stages_markdown({**fits, "table1": {"status": "ok", "n_points": 12}}, frames, False, "smoke")
+    line = next(x for x in other.splitlines() if x.startswith("| `table1`"))
+    assert _cells(line)[2:] == ["13", "—", "—"]
+    assert "`table1` counts not recorded (its record took 12 rows, 13 are here)" in other

@@ -93,13 +93,15 @@ def test_causal():
 
 
 @pytest.mark.parametrize("kwargs, pattern", [
-    ({"d_model": 30, "n_heads": 4}, r"d_model \(30\) must be divisible by n_heads \(4\)"),
-    ({"d_model": 24, "n_heads": 8}, r"head size d_model/n_heads = 3"),
+    ({"d_model": 30, "n_heads": 4}, r"ModelConfig\.d_model=30 must be divisible by ModelConfig\.n_heads=4"),
+    ({"d_model": 24, "n_heads": 8}, r"ModelConfig\.d_model/n_heads = 24/8 = 3 \(the head size\) must be even"),
     ({"n_layers": 0}, r"ModelConfig\.n_layers"),
     ({"d_ff": -1}, r"ModelConfig\.d_ff"),
     ({"vocab_size": 2.5}, r"ModelConfig\.vocab_size"),
     ({"n_heads": True}, r"ModelConfig\.n_heads"),
-    ({"init_std": 0.0}, r"init_std"),
+    ({"init_std": 0.0}, r"ModelConfig\.init_std must be positive, got 0\.0"),
+    ({"norm_eps": -1e-5}, r"ModelConfig\.norm_eps must be positive, got -1e-05"),
+    ({"rope_theta": 0.0}, r"ModelConfig\.rope_theta must be positive, got 0\.0"),
 ])
 def test_config_validation(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):

@@ -391,3 +391,33 @@ def test_declared_marginal_seeds_are_the_committed_tables_choice():
     choice = qd.seed_choice(tab)
     assert choice["by_interval"] is not None
     assert 1 + len(PROFILES["cpu"].power_design.marginal_seeds) == choice["by_interval"]
+
+
+def test_seed_reading_names_the_blocked_column_and_the_conservative_choice_beside_it():
+    # blocked: 5 seeds clear 0.8 by their interval (0.96 [0.90, 0.98]); independent: 0.80 reaches it only as a point
+    tab = _design_rows({1: 0.1, 3: 0.55, 5: 0.96}).assign(
+        power_independent=[0.1, float("nan"), 0.80], seed_sd=0.0103, seed_sd_lo=0.0, seed_sd_hi=0.0441)
+    text = qd.seed_reading_sentence(tab)
+    assert text.startswith("The seed count above is chosen on the `power [95% MC]` column, simulated with the "
+                           "seed block"), text
+    assert "σ_seed = 0.0103 [0.0000, 0.0441]" in text and "holds 0" in text
+    assert "simulated at 1 and 5 seeds (1 seed: 0.10 [0.06, 0.17]; 5 seeds: 0.80 [0.71, 0.87])" in text
+    assert "choose 5 seeds, on its point estimate only" in text and "the same count as the choice (5)" in text
+    # an independent power whose interval clears 0.8 is chosen on it; one short of 0.8 chooses nothing
+    high = qd.seed_reading_sentence(tab.assign(power_independent=[0.1, float("nan"), 0.95], seed_sd_lo=0.002))
+    assert "choose 5 seeds, on its interval" in high and "holds 0" not in high
+    low = qd.seed_reading_sentence(tab.assign(power_independent=[0.1, float("nan"), 0.7]))
+    assert "no count simulated that way reaches 0.8" in low
+    # no seed block measured: the main column is already the independent reading, nothing to set beside it
+    plain = qd.seed_reading_sentence(tab.assign(seed_sd=0.0))
+    assert plain.endswith("simulated with every run independent (no seed block measured).")
+    assert qd.seed_reading_sentence(tab, claim="P9") == ""
+
+
+def test_design_table_notes_name_the_candidates_simulated_with_independent_runs():
+    tab = _design_rows({1: 0.1, 3: 0.55, 5: 0.96}).assign(power_independent=[0.1, float("nan"), 0.80])
+    notes = qd.design_table_notes(tab)
+    assert "only for P4 (marginal sweeps as run, 1 seeds) and P4 (marginal sweeps as run, 5 seeds);" in notes
+    assert '"—" in that column marks a candidate not simulated that way' in notes
+    assert "*partly* or better" in notes and "power_independent" not in notes
+    assert "runs independent" not in qd.design_table_notes(_design_rows({1: 0.1}))

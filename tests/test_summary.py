@@ -16,6 +16,7 @@ from bitlaws.study.summary import (
     chapter_summary_markdown,
     key_number,
     ledger_details_markdown,
+    markdown_text,
     readme_block,
     summary_markdown,
 )
@@ -118,3 +119,24 @@ def test_chapter_box_holds_its_claims_grades_and_reasons():
     assert "P1" not in box and "```{dropdown}" in box
     box = chapter_summary_markdown("00-number-formats", verdicts, CLAIMS)
     assert "grades no claim" in box and f"graded *{verdicts['P10'].verdict}*" in box
+
+
+def test_inline_code_in_the_store_renders_as_one_code_span():
+    # rst's ``x`` and Markdown's `x` -> `x`, untouched inside; a stray backtick and the rest escaped
+    text = "σ from ``design_checks.repetition_evidence`` and `a|b` at p < 0.05 * 2, a stray ` tick"
+    assert markdown_text(text) == ("σ from `design_checks.repetition_evidence` and `a|b` at p \\< 0.05 \\* 2, "
+                                   "a stray \\` tick")
+    assert markdown_text(text, table=True).count("`a\\|b`") == 1  # GitHub's tables need the pipe escaped
+    verdicts = _full({"P2": _verdict("P2", {}, reason=text)})
+    details = ledger_details_markdown(verdicts, CLAIMS)
+    assert "`design_checks.repetition_evidence`" in details and "``" not in details.replace("`" * 3, "")
+    assert "\\`\\`" not in details
+
+
+def test_the_committed_readme_ledger_has_no_escaped_or_doubled_backticks():
+    from bitlaws.study.claims import repo_root
+
+    text = (repo_root() / "README.md").read_text(encoding="utf-8")
+    ledger = text.split("<!-- ledger:start -->", 1)[1].split("<!-- ledger:end -->", 1)[0]
+    assert "\\`" not in ledger and "``" not in ledger, [line[:80] for line in ledger.splitlines()
+                                                       if "\\`" in line or "``" in line]

@@ -195,6 +195,8 @@ def test_eval_budget_past_val_split(corpus):
     ({"warmup_frac": 1.0}, "warmup_frac"), ({"min_lr_frac": -0.1}, "min_lr_frac"),
     ({"n_tokens": 8 * 64 - 1}, "n_tokens"), ({"batch_size": 0}, "batch_size"),
     ({"seq_len": 2.5}, "seq_len"), ({"ckpt_every": -1}, "ckpt_every"),
+    ({"weight_decay": -0.1}, "weight_decay must be ≥ 0"), ({"grad_clip": 0.0}, "grad_clip must be > 0"),
+    ({"eps": -1e-8}, "eps must be > 0"), ({"max_epochs": 0}, "max_epochs must be > 0"),
 ])
 def test_train_config_validation(kwargs, field):
     base = dict(n_tokens=8 * 64, batch_size=8, seq_len=64)

@@ -23,6 +23,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import sys
 import typing
 from pathlib import Path
@@ -144,8 +145,49 @@ def _parse_bits(text: str) -> list[int]:
     return bits
 
 
+def _check_out_folder(flag: str, path: str, holds: str) -> None:
+    """An output folder given as `flag`: made later if absent, so its nearest existing ancestor must
+    be a writable folder. Raises ValueError (a file stands there, or no write permission), naming
+    `flag`, the path and what the folder `holds`; creates nothing and imports nothing heavy."""
+    given = Path(path)
+    probe = given
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "is a file" if probe == given else f"cannot be made: {probe} is a file"
+        raise ValueError(f"{flag} {given} {where}; {flag} takes a folder (made if it is not there) for {holds}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {given}: {probe} is not writable here; {flag} takes a writable folder (made if "
+                         f"it is not there) for {holds}")
+
+
+_FLAG_PREFIX = {"ModelConfig": "model", "TrainConfig": "train", "RTNConfig": "ptq"}  # class -> its dotted flags
+
+
+def _flag_names(message: str) -> str:
+    """`message` with each configuration field it names (``TrainConfig.n_tokens``, ``ModelConfig.d_model/n_heads``)
+    written as the flag that sets it, the field in parentheses: ``--train.n_tokens (TrainConfig.n_tokens)``."""
+    pattern = re.compile(r"\b(" + "|".join(_FLAG_PREFIX) + r")\.(\w+(?:/\w+)*)(=\S+)?")
+
+    def flag(m: re.Match) -> str:
+        cls, names, value = m.group(1), m.group(2), m.group(3) or ""
+        flags = "/".join(f"--{_FLAG_PREFIX[cls]}.{n}" for n in names.split("/"))
+        return f"{flags}{value} ({cls}.{names})"
+
+    return pattern.sub(flag, message)
+
+
 def _cmd_train(args, overrides: dict[str, str]) -> int:
+    try:
+        return _train(args, overrides)
+    except ValueError as exc:  # the configuration's own errors, in the flags' names
+        raise ValueError(_flag_names(str(exc))) from None
+
+
+def _train(args, overrides: dict[str, str]) -> int:
     from .configs import ModelConfig, TrainConfig, get_size  # torch-free: a bad size or field answers at once
+
+    _check_out_folder("--out", args.out, "the run's checkpoint, config JSON and rows CSV")
 
     unknown = [k for k in overrides if k.split(".")[0] not in ("model", "train", "ptq")]
     if unknown:
@@ -174,7 +216,7 @@ def _cmd_train(args, overrides: dict[str, str]) -> int:
     spec = RunSpec("manual", "custom", size or "custom", model, train_cfg, ptq)
     from .study.store import probe_csv
 
-    probe_csv(Path(args.out) / "custom" / spec.run_id / "rows.csv")  # a write fault now, not after training
+    probe_csv(Path(args.out) / "custom" / spec.run_id / "rows.csv", "--out")  # a write fault now, not after training
     rows, curve = run_spec(spec, threads=train_cfg.threads, run_root=args.out, progress=not args.quiet)
     out_csv = Path(args.out) / "custom" / spec.run_id / "rows.csv"
     append_rows(out_csv, rows)
@@ -191,19 +233,13 @@ def _throughput(args, measure_if_none: bool):
 
     if getattr(args, "throughput", None):
         path = Path(args.throughput)
-        expected = ("expected the train_throughput.csv that bench/device_check.py writes (its columns: "
-                    "device_check.TRAIN_COLUMNS)")
         if not path.is_file():
             raise FileNotFoundError(f"--throughput {path}: {'a folder' if path.is_dir() else 'no such file'}; "
-                                    f"{expected}")
+                                    f"{budget.THROUGHPUT_HINT}")
         try:
             return budget.throughput_from_csv(path)
-        except KeyError as exc:  # a CSV of another kind
-            raise ValueError(f"--throughput {path}: no column {exc}; {expected}") from None
-        except ValueError as exc:  # pandas' own (an empty or unreadable file) does not name it
-            if str(path) in str(exc):
-                raise
-            raise ValueError(f"--throughput {path}: {exc}; {expected}") from None
+        except ValueError as exc:  # one line naming the file and the columns expected
+            raise ValueError(f"--throughput {exc}") from None
     if getattr(args, "tflops", None) is not None:
         if not (math.isfinite(args.tflops) and args.tflops > 0):
             raise ValueError(f"--tflops must be a positive number, got {args.tflops}")
@@ -227,7 +263,7 @@ def _print_estimate(args, missing_only: bool, measure_if_none: bool) -> None:
     tp = _throughput(args, measure_if_none)
     table = budget.estimate(args.profile, tp, _parse_experiments(args.experiments), missing_only=missing_only,
                             data_root=args.data_root)
-    print(budget.format_estimate(args.profile, table, tp) + ("\n(runs not yet in the CSVs only)" if missing_only else ""))
+    print(budget.format_estimate(args.profile, table, tp))
 
 
 def _cmd_estimate(args) -> int:
@@ -359,6 +395,7 @@ def _cmd_export_hf(args) -> int:
         raise FileNotFoundError(f"no committed checkpoints under {src}; `python -m bitlaws export-checkpoints "
                                 f"--profile {args.profile}` makes them")
     out = Path(args.out)
+    _check_out_folder("--out", args.out, "one Hugging Face folder per checkpoint")  # before any progress bar
     with _transformers_quiet():  # one progress bar: ours, not transformers' per-save "Writing model shards"
         for f in tqdm(files, desc="export-hf"):
             export_hf_folder(f, out / f.stem)
@@ -498,7 +535,8 @@ def main(argv: list[str] | None = None) -> int:
     p_train.add_argument("--out", default="runs", help="folder for the checkpoint, config JSON and rows CSV")
     p_sweep = sub.add_parser("sweep", help="run a profile's sweep, resumably")
     p_est = sub.add_parser("estimate", help="device-hours of a profile's sweeps from a measured tokens/s (runs nothing)")
-    p_est.add_argument("--missing", action="store_true", help="only the runs not yet in the CSVs")
+    p_est.add_argument("--missing", action="store_true",
+                       help="only the runs that miss a row in the CSVs: to train, and to re-evaluate")
     p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed, per experiment: runs "
                                             "trained and observations at each evaluation version, of those declared")
     p_cov.add_argument("--json", action="store_true", help="one JSON record per experiment instead of the table")
@@ -554,7 +592,8 @@ def main(argv: list[str] | None = None) -> int:
                             "train_throughput.csv, else the profile's rows' tokens_per_s)")
         p.add_argument("--tflops", type=float, default=None, help="an assumed model FLOP rate, TFLOP/s")
         p.add_argument("--measure", action="store_true", help="measure tokens/s here in a few steps")
-    p_sweep.add_argument("--estimate", action="store_true", help="print the estimate of the missing runs and stop")
+    p_sweep.add_argument("--estimate", action="store_true",
+                         help="print the estimate of the runs to train and to re-evaluate, and stop")
     p_sweep.add_argument("--no-estimate", action="store_true", help="start without printing the estimate")
     p_sweep.add_argument("--gpus-per-node", type=_count(0), default=0, help="submitit/slurm: GPUs per job")
     p_sweep.add_argument("--partition", default=None, help="slurm: --partition")
@@ -586,8 +625,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as exc:  # a write fault (read-only folder, a file where a folder should be, disk full)
         where = f" {exc.filename}" if exc.filename else ""
-        print(f"error: cannot write{where}: {exc.strerror or exc}; choose a writable folder and rerun "
-              "(finished runs are kept)", file=sys.stderr)
+        kept = " (finished runs are kept)" if args.cmd in ("train", "sweep", "quik") else ""
+        print(f"error: cannot write{where}: {exc.strerror or exc}; choose a writable folder and rerun{kept}",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: finished runs are saved; rerun the same command to resume", file=sys.stderr)

@@ -53,14 +53,16 @@ class ModelConfig:
                 raise ValueError(f"ModelConfig.{f} must be a positive int, got {v!r}")
         if self.d_model % self.n_heads:
             raise ValueError(
-                f"ModelConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+                f"ModelConfig.d_model={self.d_model} must be divisible by ModelConfig.n_heads={self.n_heads}"
             )
         if (self.d_model // self.n_heads) % 2:
             raise ValueError(
-                f"head size d_model/n_heads = {self.d_model // self.n_heads} must be even for rotary embeddings"
+                f"ModelConfig.d_model/n_heads = {self.d_model}/{self.n_heads} = {self.d_model // self.n_heads} "
+                "(the head size) must be even for rotary embeddings"
             )
-        if not self.init_std > 0 or not self.norm_eps > 0 or not self.rope_theta > 0:
-            raise ValueError("ModelConfig.init_std, norm_eps and rope_theta must be positive")
+        for f in ("init_std", "norm_eps", "rope_theta"):
+            if not getattr(self, f) > 0:
+                raise ValueError(f"ModelConfig.{f} must be positive, got {getattr(self, f)!r}")
 
     @property
     def head_size(self) -> int:
@@ -287,10 +289,11 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{f} must be in [0, 1), got {v!r}")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise ValueError(f"TrainConfig.beta1/beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
-        if self.weight_decay < 0 or self.grad_clip <= 0 or self.eps <= 0 or self.max_epochs <= 0:
-            raise ValueError("TrainConfig.weight_decay must be ≥ 0 and grad_clip, eps, max_epochs > 0, got "
-                             f"weight_decay={self.weight_decay}, grad_clip={self.grad_clip}, eps={self.eps}, "
-                             f"max_epochs={self.max_epochs}")
+        if self.weight_decay < 0:
+            raise ValueError(f"TrainConfig.weight_decay must be ≥ 0, got {self.weight_decay!r}")
+        for f in ("grad_clip", "eps", "max_epochs"):
+            if getattr(self, f) <= 0:
+                raise ValueError(f"TrainConfig.{f} must be > 0, got {getattr(self, f)!r}")
         for f in ("seed", "ckpt_every"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:

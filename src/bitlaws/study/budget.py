@@ -28,12 +28,20 @@ from ..model import ModelConfig, hand_count_n_params
 
 __all__ = ["Throughput", "flops_per_token", "throughput_from_csv", "throughput_from_rows", "assumed_throughput",
            "measure_throughput", "default_throughput", "run_seconds", "estimate", "format_estimate",
-           "ASSUMED_GPU_TFLOPS"]
+           "ASSUMED_GPU_TFLOPS", "THROUGHPUT_COLUMNS"]
 
 # Only for the book's table while no GPU throughput is committed: an assumed sustained bf16 model
 # FLOP rate, about a third of an H100/H200's dense bf16 peak (989 TFLOP/s). Never used silently:
 # the source of every estimate is printed with it.
 ASSUMED_GPU_TFLOPS = 100.0
+
+
+# The columns of bench/device_check.py's train_throughput.csv (its TRAIN_COLUMNS) that
+# :func:`throughput_from_csv` reads.
+THROUGHPUT_COLUMNS = ("size", "n_params", "d_model", "n_layers", "vocab_size", "seq_len", "grad_accum", "compile",
+                      "precision", "tokens_per_s", "status", "device")
+THROUGHPUT_FILE = "the train_throughput.csv that bench/device_check.py writes"
+THROUGHPUT_HINT = f"expected {THROUGHPUT_FILE}, with the columns {', '.join(THROUGHPUT_COLUMNS)}"
 
 
 def flops_per_token(model: ModelConfig, seq_len: int) -> float:
@@ -118,14 +126,24 @@ def throughput_from_csv(path: str | os.PathLike) -> Throughput:
     its unquantized, uncompiled, unaccumulated rows; ``qat_factor`` from its W8 A8 KV8 row.
 
     Raises:
-        FileNotFoundError: no such file. ValueError: no usable row in it.
+        FileNotFoundError: no such file. ValueError: not a comma-separated table, a column of
+            :data:`THROUGHPUT_COLUMNS` missing, or no usable row; one line naming `path` and those columns.
     """
-    df = pd.read_csv(path)
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = reason.split("C error: ", 1)[-1]  # pandas' "Error tokenizing data. C error: ..." -> its detail
+        raise ValueError(f"{path}: not a comma-separated table ({reason}); {THROUGHPUT_HINT}") from None
+    missing = [c for c in THROUGHPUT_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: lacks the column(s) {', '.join(missing)}; expected {THROUGHPUT_FILE}")
     ok = df[(df["status"] == "ok") & (df["tokens_per_s"] > 0)]
     compiled = ok["compile"].astype(str).str.strip().str.lower().isin(("true", "1"))
     plain = ok[(ok["grad_accum"] == 1) & ~compiled & (ok["precision"] == "W16 A16 KV16")]
     if not len(plain):
-        raise ValueError(f"{path}: no row with status ok, grad_accum 1, compile False and precision W16 A16 KV16")
+        raise ValueError(f"{path}: no row with status ok, grad_accum 1, compile False and precision W16 A16 KV16; "
+                         f"{THROUGHPUT_HINT}")
 
     def fpt(r) -> float:
         return _flops(r["n_params"], r["d_model"], r["n_layers"], r["vocab_size"], r["seq_len"])
@@ -239,17 +257,22 @@ def estimate(profile: str, throughput: Throughput, experiments: Sequence[str] | 
         profile: a name in ``bitlaws.study.sweep.PROFILES``.
         throughput: see :class:`Throughput`.
         experiments: which sweeps (default: every one the profile declares).
-        missing_only: count only the runs whose rows are not yet in ``data/runs/<profile>/``.
+        missing_only: count only the runs that miss a row in ``data/runs/<profile>/``: those to
+            train (no row yet, or an interrupted run's) and those to re-evaluate (every row at one
+            evaluation version, some missing at another, e.g. v1 rows without their v2 ones). A sweep retrains both (the
+            checkpoints are build products; one still under its run root is loaded instead), so
+            both count at full training cost.
 
     Raises:
         ValueError: an experiment the profile does not declare (the message lists those it does).
 
     Returns:
         One row per experiment and a ``total`` row: ``experiment``, ``runs``, ``train_tokens``
-        (D summed), ``train_flops``, ``hours`` (training and evaluation at `throughput`).
+        (D summed), ``train_flops``, ``hours`` (training and evaluation at `throughput`); with
+        `missing_only`, also ``runs_to_train`` and ``runs_to_reevaluate`` (they sum to ``runs``).
     """
     from .store import COLUMNS, data_dir, read_rows
-    from .sweep import _paths, declared_experiments, plan
+    from .sweep import _complete_at_some_version, _paths, declared_experiments, plan
 
     declared = declared_experiments(profile)
     exps = list(experiments) if experiments is not None else declared
@@ -260,9 +283,12 @@ def estimate(profile: str, throughput: Throughput, experiments: Sequence[str] | 
     out = []
     for exp in exps:
         specs = plan(profile, exp)
+        split = {}
         if missing_only:
-            have = set(read_rows(_paths(profile, root, exp)[0], COLUMNS, "obs_id").get("obs_id", []))
+            have = dict.fromkeys(read_rows(_paths(profile, root, exp)[0], COLUMNS, "obs_id").get("obs_id", []))
             specs = [s for s in specs if not all(o in have for o in s.obs_ids)]
+            n_reeval = sum(_complete_at_some_version(s, have) for s in specs)
+            split = {"runs_to_train": len(specs) - n_reeval, "runs_to_reevaluate": n_reeval}
         secs = tokens = flops = 0.0
         for s in specs:
             d = s.train.tokens_trained
@@ -270,20 +296,35 @@ def estimate(profile: str, throughput: Throughput, experiments: Sequence[str] | 
                                 quantized=not s.precision.is_high_precision)
             tokens += d
             flops += d * flops_per_token(s.model, s.train.seq_len)
-        out.append({"experiment": exp, "runs": len(specs), "train_tokens": int(tokens), "train_flops": flops,
-                    "hours": secs / 3600})
-    df = pd.DataFrame(out, columns=["experiment", "runs", "train_tokens", "train_flops", "hours"])
-    total = {"experiment": "total", "runs": int(df["runs"].sum()), "train_tokens": int(df["train_tokens"].sum()),
+        out.append({"experiment": exp, "runs": len(specs), **split, "train_tokens": int(tokens),
+                    "train_flops": flops, "hours": secs / 3600})
+    cols = ["experiment", "runs", *(["runs_to_train", "runs_to_reevaluate"] if missing_only else []),
+            "train_tokens", "train_flops", "hours"]
+    df = pd.DataFrame(out, columns=cols)
+    total = {"experiment": "total", **{c: int(df[c].sum()) for c in cols if c.startswith(("runs", "train_tokens"))},
              "train_flops": float(df["train_flops"].sum()), "hours": float(df["hours"].sum())}
     return pd.concat([df, pd.DataFrame([total])], ignore_index=True)
 
 
 def format_estimate(profile: str, table: pd.DataFrame, throughput: Throughput) -> str:
-    """The estimate as lines of text, its throughput's source first."""
+    """The estimate of :func:`estimate` as lines of text, its throughput's source first; a table of
+    missing runs (its ``runs_to_train`` / ``runs_to_reevaluate`` columns) shows both counts and ends
+    with a note saying what each counts."""
+    split = "runs_to_reevaluate" in table.columns
+    runs_head = f"{'to train':>9}  {'to re-evaluate':>14}" if split else f"{'runs':>5}"
     lines = [f"estimate for profile {profile!r} on {throughput.device} — throughput: {throughput.source}"
              + (f"; fake-quantized runs at {throughput.qat_factor:.2f}× the tokens/s" if throughput.qat_factor < 1 else ""),
-             f"{'experiment':<16} {'runs':>5} {'tokens':>14} {'FLOPs':>10} {'hours':>9}"]
+             f"{'experiment':<16} {runs_head} {'tokens':>14} {'FLOPs':>10} {'hours':>9}"]
     for _, r in table.iterrows():
-        lines.append(f"{r['experiment']:<16} {int(r['runs']):>5} {int(r['train_tokens']):>14,} "
+        runs = (f"{int(r['runs_to_train']):>9}  {int(r['runs_to_reevaluate']):>14}" if split
+                else f"{int(r['runs']):>5}")
+        lines.append(f"{r['experiment']:<16} {runs} {int(r['train_tokens']):>14,} "
                      f"{r['train_flops']:>10.2e} {r['hours']:>9.2f}")
+    if split:
+        lines += [f"to train: runs of profile {profile!r} with no row in its CSVs yet (or an interrupted run's "
+                  "first rows only).",
+                  "to re-evaluate: runs with every row at one evaluation version but some missing at another "
+                  "(`coverage` counts the rows per version); the sweep retrains them to add those rows "
+                  "(a checkpoint still under the run root is loaded instead).",
+                  "tokens, FLOPs and hours: both groups, each run at its full training cost."]
     return "\n".join(lines)

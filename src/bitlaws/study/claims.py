@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import frame_sha256, json_sha256, write_atomic
-from .summary import readme_block
+from .summary import markdown_text, readme_block
 
 __all__ = [
     "finite_or_na",
@@ -344,9 +344,6 @@ DETAIL_ATOL = 1e-12
 _VERDICTS_FILE = Path("data") / "verdicts.json"
 _LEDGER_START = "<!-- ledger:start -->"
 _LEDGER_END = "<!-- ledger:end -->"
-# Characters that would change the meaning of a table cell on GitHub or in MyST: cell
-# separators, emphasis, strikethrough, math and raw HTML.
-_MARKDOWN_SPECIALS = "\\|*~$<`"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -912,9 +909,9 @@ def store_verdicts(new: Mapping[str, Verdict], data_root: str | os.PathLike[str]
 
 
 def _cell(text: str) -> str:
-    """One Markdown table cell: on one line, with the characters that break tables escaped."""
-    flat = " ".join(text.split())
-    return "".join("\\" + char if char in _MARKDOWN_SPECIALS else char for char in flat)
+    """One Markdown table cell: on one line, inline code as a code span, the characters that break
+    tables escaped (``bitlaws.study.summary.markdown_text``)."""
+    return markdown_text(text, table=True)
 
 
 def ledger_markdown(verdicts: Mapping[str, Verdict]) -> str:

@@ -1706,15 +1706,21 @@ def pairing_text(fits: Mapping[str, dict]) -> str:
     return "Pairs are matched on " + ", ".join(f"`{c}`" for c in PAIR_KEY) + ": " + "; ".join(parts) + "."
 
 
-def _fitted_on(record: Mapping | None, n_rows: int) -> tuple[str, str, str | None]:
+def _fitted_on(record: Mapping | None, n_rows: int, frame: pd.DataFrame | None = None) -> tuple[str, str, str | None]:
     """(points, runs, why not) of a stage's record: its distinct design points and training runs, or
-    "—" and the reason it has none."""
+    "—" and the reason it has none. The Table 1 comparison (a ranking of several forms, whose record
+    keeps no counts) is counted on `frame`, the rows it ranks, where the record says it took as many."""
     if record is None:
         return "—", "—", "no fit file"
     if record["status"] != "ok":
         return "—", "—", f"not fitted: {record['reason']}"
-    if "n_cells" not in record:  # the Table 1 comparison: a ranking of several forms, not one fit
-        return "—", "—", None
+    if "n_cells" not in record:
+        if frame is None or record.get("n_points") != len(frame):
+            return "—", "—", (f"counts not recorded (its record took {record.get('n_points')} rows, "
+                              f"{n_rows} are here)")
+        cell = [c for c in lf.STAGES["neff_w"].cell if c in frame]
+        return (str(frame.drop_duplicates(cell).shape[0]) if cell else "—",
+                str(frame["run_id"].nunique()) if "run_id" in frame else "—", None)
     used = record["n_points"]
     at = record_on_bound(record)
     sides = {k: lf.bound_side(record.get("bounds") or {}, k, record["params"][k]) for k in at
@@ -1742,15 +1748,16 @@ def stages_markdown(fits: Mapping[str, dict], frames: Mapping[str, pd.DataFrame]
     lines = ["| stage | form | rows | points | runs |", "|---|---|---|---|---|"]
     notes = []
     for s in (*FIT_ORDER, "table1"):
-        n = len(frames.get(s, frames["neff_w"] if s == "table1" else []))
+        frame = frames.get(s, frames["neff_w"] if s == "table1" else None)
+        n = len(frame) if frame is not None else 0
         form = lf.STAGES[s].equation if s in lf.STAGES else fits.get(s, {}).get("equation", "")
-        points, runs, why = _fitted_on(fits.get(s), n)
+        points, runs, why = _fitted_on(fits.get(s), n, frame if s == "table1" else None)
         lines.append(f"| `{s}` | {form} | {n} | {points} | {runs} |")
         if why:
             notes.append(f"`{s}` {why}")
     lines += ["", "*Rows*: the observation rows a stage takes; *points*: the distinct design points (N, D, bits) "
               "among them; *runs*: the training runs they come from (what the bootstrap resamples); `table1` "
-              "ranks each form of Table 1 on the `neff_w` rows."
+              "ranks each form of Table 1 on the `neff_w` rows, so its counts are theirs."
               + (" " + "; ".join(notes) + "." if notes else ""), "",
               "The fits were made from exactly these rows (their input hashes match)." if current else
               "**The fit files are older than the rows** (an input hash differs): `python -m bitlaws fit "

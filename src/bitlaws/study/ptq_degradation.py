@@ -1180,7 +1180,7 @@ def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[st
 __all__ += ["coverage_facts", "committed_fits", "fit_status_markdown", "gptq_rtn_ratio_table", "eq2_table",
             "D_CRIT_FORMATS", "d_crit_table", "paper_d_crit", "d_crit_facts", "chinchilla_sentence",
             "verdict_table_markdown", "paper_vs_here_table", "training_time", "argmin_set_table", "ARGMIN_FORMATS",
-            "p2_set_facts", "bpe_facts", "ARGMIN_SHARE_COLUMNS"]
+            "p2_set_facts", "bpe_facts", "ARGMIN_SHARE_COLUMNS", "ARGMIN_SET_COLUMNS"]
 
 
 def _braced(values, fmt: str = "{:,}") -> str:
@@ -1393,8 +1393,13 @@ def chinchilla_sentence(chin: dict[str, float]) -> str:
             "so Eq. 13's D_crit is n/a above.")
 
 
-ARGMIN_SHARE_COLUMNS = {"share_independent": "share, independent (v1)", "share_joint": "share, joint",
-                        "share": "share, joint + small-k"}
+# argmin_set_table's column labels: the share of draws in which a D is the minimum under each draw
+# (the first, each D drawn independently, was this report's first version; the last is the reported
+# one), and whether the D is in the 95 % set of the reported draw and of the independent one. No "v1":
+# that names an evaluation version elsewhere (``coverage``).
+ARGMIN_SHARE_COLUMNS = {"share_independent": "share, D drawn independently", "share_joint": "share, seeds drawn jointly",
+                        "share": "share, seeds jointly, widened for few seeds"}
+ARGMIN_SET_COLUMNS = {"in_set": "in 95 % set", "in_set_independent": "in 95 % set, D drawn independently"}
 
 
 def argmin_set_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -1408,12 +1413,13 @@ def argmin_set_table(df: pd.DataFrame) -> pd.DataFrame:
         Columns ``method`` (label), ``N``, ``P_post``, ``D`` [tokens], ``seeds`` (the seed labels),
         ``draw`` (``seeds`` or ``parametric``), ``mean post-PTQ loss`` [nats], the share of draws in
         which the D is the minimum under each draw (``ARGMIN_SHARE_COLUMNS``: independent and
-        uncorrected, as version 1; joint; joint with the small-k correction, the reported one),
-        ``in 95 % set`` (``yes`` or ``""``, the reported draw's) and ``in v1 set``; empty (those
-        columns) where no cell has several seeds (no σ_post to draw from).
+        uncorrected, this report's first version; joint; joint with the small-k correction, the
+        reported one), and whether the D is in the 95 % set (``yes`` or ``""``) of the reported draw
+        and of the independent one (``ARGMIN_SET_COLUMNS``); empty (those columns) where no cell has
+        several seeds (no σ_post to draw from).
     """
     shares = list(ARGMIN_SHARE_COLUMNS.values())
-    cols = ["method", "N", "P_post", "D", "seeds", "draw", "mean post-PTQ loss", *shares, "in 95 % set", "in v1 set"]
+    cols = ["method", "N", "P_post", "D", "seeds", "draw", "mean post-PTQ loss", *shares, *ARGMIN_SET_COLUMNS.values()]
     parts = []
     for m in methods_present(df):
         noise = noise_model(df, m)
@@ -1426,8 +1432,7 @@ def argmin_set_table(df: pd.DataFrame) -> pd.DataFrame:
                                    "D": a["n_tokens"], "seeds": a["seeds"].str.replace(";", ", "), "draw": a["draw"],
                                    "mean post-PTQ loss": a["loss_post"],
                                    **{label: a[k] for k, label in ARGMIN_SHARE_COLUMNS.items()},
-                                   "in 95 % set": a["in_set"].map(mark),
-                                   "in v1 set": a["in_set_independent"].map(mark)}))
+                                   **{label: a[k].map(mark) for k, label in ARGMIN_SET_COLUMNS.items()}}))
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 
@@ -1450,7 +1455,8 @@ def p2_set_facts(df: pd.DataFrame, table: pd.DataFrame | None = None) -> dict[st
     for m in methods_present(df):
         rows = tab[tab["method"] == METHOD_LABELS[m]]
         if len(rows):
-            for key, col in ((f"p2set_{m}", "in 95 % set"), (f"p2set_{m}_v1", "in v1 set")):
+            for key, col in ((f"p2set_{m}", ARGMIN_SET_COLUMNS["in_set"]),
+                             (f"p2set_{m}_v1", ARGMIN_SET_COLUMNS["in_set_independent"])):
                 out[key] = "{" + ", ".join(_fmt_m(d) for d in rows.loc[rows[col] == "yes", "D"]) + "}"
             out[f"p2set_{m}_series"] = f"N = {int(rows['N'].iloc[0]):,}, INT{int(rows['P_post'].iloc[0])}"
         else:

@@ -571,3 +571,64 @@ def block_sentence(block: Mapping[str, float], tab: pd.DataFrame) -> str:
                "remove." if down else "")
         text += f" P4's power on the design as run: {'; '.join(parts)}.{how}"
     return text
+
+
+def seed_reading_sentence(tab: pd.DataFrame, target: float = 0.8, claim: str = "P4", design: str = "as run") -> str:
+    """Which of the design table's two powers ``seed_choice`` reads, why, and what the other gives.
+
+    ``seed_choice`` reads ``power`` (the table's ``power [95% MC]``), simulated with the seed block
+    ``seed_sd`` that ``seed_block_sd`` estimates from the committed runs; ``power_independent``
+    (σ_seed = 0, every run independent) is the conservative reading where the block raises power.
+    The same choice is made on that column, on the candidates simulated both ways, and set beside it.
+
+    Args:
+        tab: the design-power rows (``load_design_power``). target, claim, design: as ``seed_choice``.
+
+    Returns:
+        Sentences for the chapter; every number read from `tab`. "" where `claim` has no candidate.
+    """
+    rows = tab[(tab["claim"] == claim) & tab["design"].str.contains(design, regex=False)]
+    if not len(rows):
+        return ""
+    blocked = seed_choice(tab, target, claim, design)
+    k = blocked["by_interval"] or blocked["by_point"]
+    sd, lo, hi = (float(rows[c].iloc[0]) if c in rows else math.nan for c in ("seed_sd", "seed_sd_lo", "seed_sd_hi"))
+    text = ("The seed count above is chosen on the `power [95% MC]` column, "
+            + (f"simulated with the seed block that the committed runs show (σ_seed = {sd:.4f} [{lo:.4f}, {hi:.4f}] "
+               "nats, the analysis of variance above), because that is the noise model fitted to our runs."
+               if math.isfinite(sd) and sd > 0 else "simulated with every run independent (no seed block measured)."))
+    both = rows[rows["power_independent"].notna()] if "power_independent" in rows else rows.iloc[0:0]
+    if not len(both) or not (math.isfinite(sd) and sd > 0):
+        return text
+    indep = seed_choice(both.assign(power=both["power_independent"]), target, claim, design)
+    sims = " and ".join(map(str, indep["simulated"]))
+    k_ind = indep["by_interval"] or indep["by_point"]
+    parts = "; ".join(f"{n} seed{'s' * (n > 1)}: {p:.2f} [{a:.2f}, {b:.2f}]" for n, (p, a, b) in indep["power"].items())
+    if k_ind is None:
+        how = f"no count simulated that way reaches {target:.1f}"
+    else:
+        how = (f"it would choose {k_ind} seeds, " + ("on its interval" if indep["by_interval"] == k_ind else
+               f"on its point estimate only (its interval starts below {target:.1f})"))
+    if math.isfinite(lo) and lo <= 0:
+        text += " The block's interval holds 0, so runs that share nothing are not ruled out:"
+    else:
+        text += " Beside it:"
+    return (text + f" the conservative reading, `power, runs independent` (σ_seed = 0), was simulated at {sims} "
+            f"seed{'s' * (len(indep['simulated']) > 1)} ({parts}); {how}"
+            + (f", the same count as the choice ({k})" if k_ind is not None and k_ind == k else "") + ".")
+
+
+def design_table_notes(tab: pd.DataFrame) -> str:
+    """What the design table's rate columns hold beside power, and its "—" cells, for the chapter
+    (the candidates named are read from `tab`)."""
+    text = ("*reproduced or partly* is the share of the datasets simulated from the paper's constants that the rule "
+            "grades *partly* or better (so it is at least the power, which counts *reproduced* only); *false "
+            "positive* is the share of the null's datasets graded *reproduced*.")
+    if "power_independent" in tab:
+        done = tab[tab["power_independent"].notna()]
+        named = [f"{c} ({d})" for c, d in zip(done["claim"], done["design"])]
+        names = ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else "".join(named)
+        text += (" *power, runs independent* is the power again with σ_seed = 0, simulated only for "
+                 f"{names or 'no candidate'}; \"—\" in that column marks a candidate not simulated that way, not a "
+                 "power of zero.")
+    return text

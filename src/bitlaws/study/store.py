@@ -398,9 +398,10 @@ def _remove_orphans(path: Path) -> None:
             pass
 
 
-def _os_error(path: Path, exc: OSError, what: str = "write results to") -> StoreError:
+def _os_error(path: Path, exc: OSError, what: str = "write results to", flag: str = "--data-root / --run-root"
+              ) -> StoreError:
     return StoreError(f"cannot {what} {exc.filename or path}: {exc.strerror or exc}; choose a writable "
-                      f"--data-root / --run-root (a folder, not a file) and rerun")
+                      f"{flag} (a folder, not a file) and rerun")
 
 
 def append_rows(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns: list[str] | None = None,
@@ -621,9 +622,12 @@ def rewrite_rows(path: str | os.PathLike, rewrite: RowRewrite, key: str = "obs_i
         os.close(fd)
 
 
-def probe_writable(folder: str | os.PathLike) -> Path:
+def probe_writable(folder: str | os.PathLike, flag: str = "--data-root / --run-root") -> Path:
     """Check, before any work, that `folder` can be made and written: its nearest existing ancestor
     is a folder in which a file can be created (a probe file, removed at once). Creates nothing.
+
+    Args:
+        flag: the command-line option that chose `folder`, named in the error.
 
     Raises:
         StoreError: a file stands where a folder should be, or the folder cannot be written.
@@ -641,25 +645,28 @@ def probe_writable(folder: str | os.PathLike) -> Path:
         os.close(fd)
         os.unlink(tmp)
     except OSError as exc:
-        raise _os_error(folder, exc) from None
+        raise _os_error(folder, exc, flag=flag) from None
     return folder
 
 
-def probe_csv(path: str | os.PathLike) -> None:
+def probe_csv(path: str | os.PathLike, flag: str = "--data-root / --run-root") -> None:
     """Check that the results file `path` can be appended to (or created) before any work.
+
+    Args:
+        flag: the command-line option that chose where `path` is, named in the error.
 
     Raises:
         StoreError: its folder cannot be made or written, it is a folder, or it is read-only.
     """
     path = Path(path)
-    probe_writable(path.parent)
+    probe_writable(path.parent, flag)
     if path.is_dir():
         raise StoreError(f"{path} is a folder where a results file should be")
     if path.exists():
         try:
             os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
         except OSError as exc:
-            raise _os_error(path, exc) from None
+            raise _os_error(path, exc, flag=flag) from None
 
 
 @contextlib.contextmanager

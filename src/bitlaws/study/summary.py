@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -249,14 +250,37 @@ def _check(verdicts: Mapping[str, Any], claims: Mapping[str, Any]) -> None:
         raise ValueError(f"no HEADLINES entry for {missing}")
 
 
-def _esc(text: str) -> str:
-    """Text from the store on one line, with the characters that Markdown would read escaped."""
+# Inline code in the store's text: reStructuredText's ``x`` (docstring style) or Markdown's `x`.
+_CODE = re.compile(r"``([^`]+)``|`([^`]+)`")
+
+
+def markdown_text(text: str, table: bool = False) -> str:
+    """Text from the store on one line, as Markdown that GitHub and MyST render as it reads.
+
+    Inline code (````x```` or ```x```) becomes one Markdown code span, ```x```, left as it is
+    (a ``|`` in it escaped where `table` is set, as GitHub's tables need); everywhere else the
+    characters that Markdown would read (:data:`_MARKDOWN_SPECIALS`: cell separators, emphasis,
+    strikethrough, math, raw HTML, a stray backtick) are escaped with a backslash.
+    """
     flat = " ".join(text.split())
-    return "".join("\\" + char if char in _MARKDOWN_SPECIALS else char for char in flat)
+
+    def plain(part: str) -> str:
+        return "".join("\\" + char if char in _MARKDOWN_SPECIALS else char for char in part)
+
+    out, pos = [], 0
+    for m in _CODE.finditer(flat):
+        code = m.group(1) if m.group(1) is not None else m.group(2)
+        out += [plain(flat[pos:m.start()]), "`" + (code.replace("|", "\\|") if table else code) + "`"]
+        pos = m.end()
+    return "".join(out) + plain(flat[pos:])
+
+
+def _esc(text: str) -> str:
+    return markdown_text(text, table=True)
 
 
 def _flat(text: str) -> str:
-    return _esc(text) or "—"
+    return markdown_text(text) or "—"
 
 
 def ledger_details_markdown(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], claim_ids=None,

@@ -1013,7 +1013,7 @@ def coverage(profile: str, data_root: str | os.PathLike | None = None, experimen
 def coverage_table(covs: Sequence[dict[str, Any]]) -> str:
     """:func:`coverage` records (one per experiment) as a text table, done/declared in each cell: one
     line per experiment and a ``total`` line, with the columns ``runs trained`` (a row at any
-    evaluation version), ``observations vN`` for each evaluation version N, newest (the one a sweep
+    evaluation version), ``observations at eval vN`` for each evaluation version N, newest (the one a sweep
     measures now) first, and ``runs with all rows`` (every observation at every version; a sweep
     retrains the others); then a footnote line per column saying so.
 
@@ -1031,7 +1031,7 @@ def coverage_table(covs: Sequence[dict[str, Any]]) -> str:
         row = {"runs trained": f"{c['runs_trained']}/{c['runs_planned']}"}
         done, planned = by(c, "obs_done_by_eval_version"), by(c, "obs_planned_by_eval_version")
         for v in versions:
-            row[f"observations v{v}"] = f"{done.get(v, 0)}/{planned.get(v, 0)}"
+            row[f"observations at eval v{v}"] = f"{done.get(v, 0)}/{planned.get(v, 0)}"
         row["runs with all rows"] = f"{c['runs_done']}/{c['runs_planned']}"
         return row
 
@@ -1045,11 +1045,12 @@ def coverage_table(covs: Sequence[dict[str, Any]]) -> str:
     lines += [[r[k].ljust(widths[k]) if k == "experiment" else r[k].rjust(widths[k]) for k in cols] for r in rows]
     read = sorted({EVAL_VERSION_READ[c["profile"]] for c in covs if c.get("profile") in EVAL_VERSION_READ})
     words = {"first": "the first windows of the validation split", "spread": "windows spread over the whole split"}
-    how = "; ".join(f"v{v}: {words.get(EVAL_VERSIONS.get(v), 'see data/README.md')}" for v in versions)
+    how = "; ".join(f"eval v{v}: {words.get(EVAL_VERSIONS.get(v), 'see data/README.md')}" for v in versions)
     notes = ["runs trained: runs with a row at any evaluation version, of those declared.",
-             f"observations vN: rows measured by evaluation version N, of those declared ({how}; "
-             + (f"v{versions[0]} is the current one" if versions else "none declared")
-             + (f", the chapters read v{', v'.join(map(str, read))}" if read else "") + ").",
+             f"observations at eval vN: rows measured by evaluation version N (how the validation loss is "
+             f"measured, data/README.md's eval_version), of those declared ({how}; "
+             + (f"eval v{versions[0]} is the current one" if versions else "none declared")
+             + (f", the chapters read eval v{', eval v'.join(map(str, read))}" if read else "") + ").",
              "runs with all rows: every observation at every version; a sweep retrains the other runs to add "
              "their missing rows."]
     return "\n".join(["  ".join(line) for line in lines] + notes)
