@@ -118,14 +118,15 @@ def test_chi2_of_independent_noise_has_mean_n():
     assert naive.var() > 1.3 * chi2.var()  # ... but a wider spread, so v2's F-test was miscalibrated
 
 
-def test_rule_p5_grades_and_the_noise_check():
+def test_rule_p5_v4_grades_and_the_noise_check():
+    # version 4, kept for the joint sweep's exploratory reading (rule v5: tests/test_p5_factorial.py)
     from bitlaws.study import claims
 
-    assert claims.rule_p5(0.5, 0.01, 0.5) == "reproduced"
-    assert claims.rule_p5(0.5, 0.20, 0.5) == "partly"
-    assert claims.rule_p5(0.01, 0.01, 0.5) == "not reproduced"
-    assert claims.rule_p5(0.5, 0.01, 0.01) == "inconclusive"  # residuals tighter than the noise allows
-    assert claims.rule_p5(0.5, 0.01, float("nan")) == "inconclusive"
+    assert claims.rule_p5_v4(0.5, 0.01, 0.5) == "reproduced"
+    assert claims.rule_p5_v4(0.5, 0.20, 0.5) == "partly"
+    assert claims.rule_p5_v4(0.01, 0.01, 0.5) == "not reproduced"
+    assert claims.rule_p5_v4(0.5, 0.01, 0.01) == "inconclusive"  # residuals tighter than the noise allows
+    assert claims.rule_p5_v4(0.5, 0.01, float("nan")) == "inconclusive"
 
 
 NM = dict(loss_dof=30, post_sd=0.015, post_dof=30, delta_abs=2e-4, delta_rel=0.07, delta_dof=30, n_cells=4,
@@ -218,7 +219,8 @@ def test_p5_reads_the_seeded_factorial_once_complete():
                      factorial_cell=("n83k", 2097152), factorial_seeds=(101, 102, 103))
     rows, which = law_fits.p5_rows(df, fact, plan)
     d = power.p5_design(rows)
-    assert which == "qat_factorial" and set(rows["experiment"]) == {"base_grid", "qat_factorial"}
+    # rule v5 reads the factorial's rows alone (a seed block: other seeds' base-grid runs carry nothing)
+    assert which == "qat_factorial" and set(rows["experiment"]) == {"qat_factorial"}
     assert len(d) == 3 * 20 and (d["paired_hp"] == 1).all()  # 20 mixed combos per seed, each beside its own seed
     assert set(d["seed"]) == {101.0, 102.0, 103.0}  # paired with the factorial's own all-16 runs
     # without its all-16 baselines the factorial is incomplete: P5 stays on the joint sweep

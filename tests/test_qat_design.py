@@ -166,11 +166,16 @@ def test_as_run_agreement_z_is_the_two_sample_binomial_z():
 def test_p5_factorial_candidate_counts_and_its_design():
     c = qd.Candidate("P5", "factorial", ("n83k",), (2_097_152,), (4, 8, 16), 2)
     assert c.qat_runs == 2 * (27 - 1)  # every (w, a, kv) in {4, 8, 16}³ but all-16, at 2 seeds
-    d = qd.candidate_p5_design(c, hp_seeds=5)
-    # mixed runs: 2 parts low (3 pairs × 2² widths = 12) or 3 (2³ = 8), at each seed
-    assert len(d) == 2 * (12 + 8) and set(d["n_low"]) == {2.0, 3.0} and set(d["k_hp"]) == {5.0}
-    low = d[["bits_w", "bits_a", "bits_kv"]].to_numpy() < 16
-    assert ((d[["k_w", "k_a", "k_kv"]].to_numpy() == 2.0) == low).all()
+    # rule v5's seed blocks need each seed's own all-16 run: its hours count one unquantized run per seed
+    from bitlaws.study.budget import assumed_throughput, run_seconds
+    from bitlaws.study.sweep import _model
+
+    tp = dataclasses.replace(assumed_throughput(1e-6), qat_factor=0.5)
+    prof = PROFILES["cpu"]
+    m, e = _model("n83k", prof), 2 * prof.train.eval_tokens
+    want = (52 * run_seconds(tp, m, prof.train.seq_len, 2_097_152, e, quantized=True)
+            + 2 * run_seconds(tp, m, prof.train.seq_len, 2_097_152, e, quantized=False)) / 3600
+    assert qd.candidate_hours(c, "cpu", throughput=tp) == pytest.approx(want, rel=1e-12)
     with pytest.raises(ValueError, match="'P4', 'P5' or 'P9'"):
         qd.Candidate("P6", "x", ("n27k",), (1,), (4,), 1)
 

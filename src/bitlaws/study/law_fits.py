@@ -1228,16 +1228,18 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
 
 
 def p5_rows(df: pd.DataFrame, factorial: pd.DataFrame | None = None, plan=None) -> tuple[pd.DataFrame, str]:
-    """The training rows P5's rule reads, and which design they are.
+    """The training rows P5's rule reads, and which design they are (rule v5).
 
     The pre-registered design is the seeded factorial (experiment ``qat_factorial``: every
-    (P_w, P_a, P_kv) in ``plan.factorial_bits``³, all-16 included (each seed's paired baseline), at
-    ``plan.factorial_seeds``, at one (N, D) with D = ``plan.factorial_cell[1]``): once every one of
-    its runs is there (status ok, integer formats), P5 reads those runs and the base grid's
-    high-precision runs of their (N, D). Until then it
-    reads the joint sweep: the integer-trained rows of the stages ``chinchilla``, ``neff_w``,
-    ``neff_a``, ``neff_kv`` and ``neff_joint`` (``stage_frames``; no floating-point formats, no
-    learning-rate or schedule confounds).
+    (P_w, P_a, P_kv) in ``plan.factorial_bits``³, all-16 included (each seed's own baseline), at
+    ``plan.factorial_seeds``, at one (N, D) with D = ``plan.factorial_cell[1]``). Once every one of
+    its runs has a row (integer formats; status ok or diverged), P5 reads those rows alone: a seed
+    block makes the base grid's high-precision runs of other seeds carry no within-seed
+    information. A run with no row keeps the factorial unread (the resumable sweep trains it); a
+    diverged or non-finite run drops its seed (``power.p5_factorial_table``). Until then P5 reads
+    the joint sweep: the integer-trained rows of the stages ``chinchilla``, ``neff_w``, ``neff_a``,
+    ``neff_kv`` and ``neff_joint`` (``stage_frames``; no floating-point formats, no learning-rate or
+    schedule confounds), read by rule v4's statistics as exploratory only.
 
     Args:
         df: a profile's training rows (``load_runs(profile, experiment=TRAINING_EXPERIMENTS)``).
@@ -1245,20 +1247,20 @@ def p5_rows(df: pd.DataFrame, factorial: pd.DataFrame | None = None, plan=None) 
         plan: the profile's ``bitlaws.study.sweep.PowerPlan`` (None: no factorial declared).
 
     Returns:
-        ``(rows, design)``: rows for ``power.p5_design``, and ``"qat_factorial"`` or ``"qat_joint"``.
+        ``(rows, design)``: the factorial's rows and ``"qat_factorial"``, or the joint sweep's rows
+        (for ``power.p5_design``) and ``"qat_joint"``.
     """
     frames = stage_frames(df)
-    hp = frames["chinchilla"]
     if factorial is not None and len(factorial) and plan is not None:
-        f = factorial[(factorial["status"] == "ok") & (factorial["ptq_method"] == "none")]
+        f = factorial[factorial["ptq_method"] == "none"]
         f = f[~f["run_id"].isin(_non_integer_runs(f))] if "run_id" in f else f
         f = f[pd.to_numeric(f["n_tokens"]) == float(plan.factorial_cell[1])]
         want = {(*c, float(s)) for c in itertools.product(map(float, plan.factorial_bits), repeat=3)
                 for s in plan.factorial_seeds}
         have = set(zip(*(_bits(f, f"bits_{x}") for x in ("w", "a", "kv")), pd.to_numeric(f["seed"]).astype(float)))
         if f["n_params"].nunique() == 1 and want <= have:
-            cell = hp[(hp["n_params"] == f["n_params"].iloc[0]) & (hp["n_tokens"] == f["n_tokens"].iloc[0])]
-            return pd.concat([cell, f], ignore_index=True), "qat_factorial"
+            keep = pd.to_numeric(f["seed"]).astype(float).isin([float(s) for s in plan.factorial_seeds])
+            return f[keep].reset_index(drop=True), "qat_factorial"
     parts = [frames[k] for k in ("chinchilla", "neff_w", "neff_a", "neff_kv", "neff_joint") if len(frames[k])]
     return (pd.concat(parts, ignore_index=True) if parts else df.iloc[0:0]), "qat_joint"
 
@@ -1267,28 +1269,25 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                n_sim: int | None = None, factorial: pd.DataFrame | None = None) -> Verdict:
     """P5: the effects of w, a, kv precision are independent and multiply (Fig. 5).
 
-    Rule (version 4, ``bitlaws.study.claims.rule_p5``; statistics ``bitlaws.study.power.p5_statistics``):
-    the rows of ``p5_rows`` (the seeded factorial once complete, else the joint sweep), each mixed
-    run beside its marginal runs and its **seed-paired** baseline (the high-precision run of its own
-    seed where there is one, ``power.p5_design``). Two no-interaction forms, "add" (L_hp + Σ ΔL_x)
-    and "mult" (N_eff = N·Π f_x through our Chinchilla law's N term), each fitted to every run at
-    once; their lack of fit S = RSS/σ̂² with σ̂ the P5 cell's own high-precision seed σ (its k − 1
-    degrees of freedom; the pooled σ where the cell has < 2 seeds). Every critical value is simulated
-    on this design from the fitted nulls, σ̂ drawn from its sampling distribution (``P5_N_NULL``
-    datasets per null). The better form's lack of fit beyond its null (p < 0.05): an interaction,
-    **not reproduced**; else **reproduced** if Δ = S_add − S_mult rejects the fitted "add" (p < 0.05),
-    else **partly** — on the factorial only: v4 was written after the joint sweep was seen, so on it
-    any decision is reported as exploratory and the grade is **inconclusive**. **Inconclusive** when the better form's lack of fit is in its null's lower 5 %
-    (the noise check: σ̂ overstates the residuals' noise) or where the rule's power
-    (``power.p5_power``: the paper's γ_x, n_x multiplying, against the same marginals added) is below
-    ``POWER_MIN``. Each test's size is simulated on fresh null datasets and reported with its Monte
-    Carlo interval; the grade with the pooled σ is reported as a sensitivity, not graded.
+    Rule (version 5, registered 2026-12-02 before the first ``qat_factorial`` run;
+    ``bitlaws.study.claims.rule_p5``, statistics ``bitlaws.study.power.p5_factorial_statistics``):
+    the seeded factorial (``p5_rows``: every (P_w, P_a, P_kv) in {4, 8, 16}³ at seeds 101–103, one
+    (N, D)), graded on the seeds whose 27 runs are all finite (fewer than 2: **inconclusive**) as a
+    seed-blocked two-way layout, σ̂ the within-seed σ of its own replicates. The multiplicative form
+    with T free (κ = 1/T; κ = 0 is "add") leaving lack of fit beyond σ̂ (F, p < 0.05): an interaction,
+    **not reproduced**; else Tukey's one-degree-of-freedom test of the multiplicative direction
+    (t, one-sided): p < 0.05 **reproduced**, p > 0.95 (the effects compound less than they add)
+    **not reproduced**, else **partly**. A grade short of reproduced is **inconclusive** where the
+    rule's power (``power.p5_factorial_power``: the paper's γ_x, n_x multiplying, seed blocks at
+    ρ = 0, 0.4, 0.7, the least; σ at the upper end of σ̂'s 95 % interval) is below ``POWER_MIN``,
+    and "partly" also where the power against the interaction alternative (``P5_INTERACTION``) is.
+    The size of the whole procedure is simulated (``P5_N_CHECK`` datasets per fitted null) and
+    reported with its 95 % Monte Carlo interval; T̂ is reported beside our Chinchilla fit's T.
 
-    (Version 1 set the fitted product's out-of-sample R² against the joint fit's in-sample one;
-    version 2 compared the measured marginals' product and sum out of sample; version 3 took the
-    residuals' covariance from the shared runs with analytic F and normal references, which a
-    referee measured miscalibrated on our design (sizes 2 % and 0.5 % at a nominal 5 %), against a
-    five-seed-mean baseline for seed-0 runs and the pooled σ. Versions 2–4 were written after data.)
+    Until the factorial is complete, the joint sweep is read by version 4's statistics
+    (``power.p5_statistics``: both forms fitted to every run, critical values simulated from the
+    fitted nulls, the P5 cell's seed σ) as exploratory only (v4 was written after those runs were
+    seen): the grade is **inconclusive**, and the factorial's pre-registered power is reported.
     """
     from .claims import POWER_MIN, power_gate
     from .noise import noise_model
@@ -1299,6 +1298,8 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     chin = params_of(fits.get("chinchilla"))
     plan = PROFILES[profile].power_design if profile in PROFILES else None
     rows, which = p5_rows(df, factorial, plan) if df is not None else (pd.DataFrame(), "qat_joint")
+    if which == "qat_factorial" and chin is not None:
+        return _p5_factorial_verdict(rows, fits, profile, df, plan, n_sim)
     design = p5_design(rows) if len(rows) else pd.DataFrame()
     sha = inputs_identity("P5", profile, frames={"mixed": design},
                           records={s: fits.get(s) for s in ("chinchilla", "neff_joint")})
@@ -1315,12 +1316,10 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     st = p5_statistics(design, chin, noise, n_sim=n_null, n_check=n_check)
     alt = p5_statistics(design, chin, pooled, n_sim=n_check, n_check=n_check) if own else None  # a sensitivity
     pw = p5_power(design, chin, noise, n_sim=N_SIM if n_sim is None else n_sim)
-    verdict = "inconclusive" if st["grade"] == "inconclusive" else power_gate(st["grade"], pw["power"])
-    # v4 was written after the joint sweep's runs were seen (v3's σ sensitivity had read them): on
-    # those runs its decision is exploratory; only the pre-registered factorial can grade P5.
-    seen = which != "qat_factorial" and verdict != "inconclusive"
-    if seen:
-        verdict = "inconclusive"
+    pre = _p5_preregistered(chin, pooled.loss_sd, plan, n_sim)
+    # v4's statistics were written after the joint sweep's runs were seen: on them any decision is
+    # exploratory; only the pre-registered factorial (rule v5) can grade P5.
+    verdict = "inconclusive"
     prod = (rec.get("product_of_marginals") or {}).get("r2")
     joint = rec.get("r2") if rec.get("status") == "ok" else None
     n_runs, paired = int(st["n_runs"]), int(design["paired_hp"].sum())
@@ -1343,34 +1342,27 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
             f"p = {st['noise_check']:.2f}; simulated sizes at a nominal 5 % (fresh null datasets): interaction "
             f"{size('size_interaction_add')} under 'add' and {size('size_interaction_mult')} under 'multiply', "
             f"'add' against 'multiply' {size('size_multiply')}, the reverse {size('size_against_multiply')}; "
-            f"power {rate_text(pw)}, false-positive rate {rate_text(pw, 'false_positive')}"
+            f"v4's power on this design {rate_text(pw)}, false-positive rate {rate_text(pw, 'false_positive')}"
             + (f"; fitted-marginal product R² {float(prod):.3f}, joint fit R² {float(joint):.3f} (in sample)"
                if prod is not None and joint is not None else ""))
     g = st["grade"]
     result = ("the better form's residuals are tighter than σ̂ allows (noise check p = "
-              f"{st['noise_check']:.3f}), so neither test is calibrated: inconclusive" if g == "inconclusive" else
-              f"an interaction beyond the noise (p = {st['p_interaction']:.3f}): not reproduced" if g == "not reproduced"
+              f"{st['noise_check']:.3f})" if g == "inconclusive" else
+              f"an interaction beyond the noise (p = {st['p_interaction']:.3f})" if g == "not reproduced"
               else f"no interaction beyond the noise (p = {st['p_interaction']:.2f}) and "
-              + (f"Δ = {st['delta_chi2']:.1f} rejects the fitted 'add' (p = {st['p_multiply']:.3f}): reproduced"
+              + (f"Δ = {st['delta_chi2']:.1f} rejects the fitted 'add' (p = {st['p_multiply']:.3f})"
                  if g == "reproduced" else f"Δ = {st['delta_chi2']:.1f} does not reject the fitted 'add' (p = "
-                 f"{st['p_multiply']:.3f}), so 'multiply' is not told from 'add': partly"))
-    reason = (f"rule v4: the grade reads {sigma_text}; {result}"
-              + (f"; with the paper's constants multiplying the rule says reproduced in {rate_text(pw)} of simulated "
-                 f"datasets on this design, below the power gate's {POWER_MIN:.0%}, so the grade is inconclusive"
-                 if pw["power"] < POWER_MIN and g not in ("reproduced", "inconclusive") else "")
-              + (f". Sensitivity: with the pooled σ = {pooled.loss_sd:.4f} ({pooled.loss_dof} degrees of freedom, "
-                 f"all seeded cells) instead, the rule would say {alt['grade']} (interaction p = "
-                 f"{alt['p_interaction']:.2f}, 'add' against 'multiply' p = {alt['p_multiply']:.3f}, noise check p = "
-                 f"{alt['noise_check']:.3f})" if alt is not None else "")
-              + (f". Rule v4 was written after these runs were seen (v3's sensitivity analysis had already read "
-                 f"them with this σ), so its '{g}' here is exploratory, not a test: the grade is inconclusive until "
-                 "the pre-registered seeded factorial (qat_factorial: every (P_w, P_a, P_kv) in {4, 8, 16}³ at "
-                 "seeds no other sweep trains) is complete" if seen else "")
-              + ". The paired runs share their seed's initialisation and data order; σ (the spread across seeds) "
-              "still counts that shared part, so it bounds the paired residuals' own noise from above and the tests "
-              "lean conservative"
-              + ("" if which == "qat_factorial" or seen else "; one (N, D) cell and one seed per mixed run until "
-                 "the seeded factorial (qat_factorial) is complete, when the rule reads it instead"))
+                 f"{st['p_multiply']:.3f})"))
+    reason = (f"rule v5: P5 is graded only on the pre-registered seeded factorial (qat_factorial: every (P_w, P_a, "
+              f"P_kv) in {{4, 8, 16}}³ at seeds no other sweep trains), not yet complete, so the grade is inconclusive. "
+              f"{_p5_preregistered_text(pre)} Exploratory, on the joint sweep (version 4's statistics, written after "
+              f"these runs were seen, so not a test): with {sigma_text}, {result}, which v4 would call '{g}'"
+              + (f"; with the pooled σ = {pooled.loss_sd:.4f} ({pooled.loss_dof} degrees of freedom, all seeded cells) "
+                 f"instead it would say {alt['grade']} (interaction p = {alt['p_interaction']:.2f}, 'add' against "
+                 f"'multiply' p = {alt['p_multiply']:.3f}, noise check p = {alt['noise_check']:.3f})"
+                 if alt is not None else "")
+              + ". The joint sweep's σ is the spread across seeds, which also counts the seed effect that pairing "
+              "removes; the factorial's seed blocks measure the within-seed σ instead")
     det = {**{k: st[k] for k in ("n_runs", "dof", "r2_add", "r2_mult", "rmse_add", "rmse_mult", "chi2_add",
                                   "chi2_mult", "delta_chi2", "p_interaction", "p_multiply", "p_against_multiply",
                                   "noise_check", "mult_better", "size_interaction_add", "size_interaction_mult",
@@ -1379,11 +1371,122 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
            **({f"pooled_{k}": alt[k] for k in ("sigma", "sigma_dof", "chi2_add", "p_interaction", "p_multiply",
                                                "p_against_multiply", "noise_check")} | {"pooled_grade": alt["grade"]}
               if alt is not None else {}),
-           "power": pw["power"], "power_partly": pw["power_partly"], "false_positive": pw["false_positive"],
-           "false_partly": pw["false_partly"], "n_sim": pw["n_sim"], "rule_grade": st["grade"]}
+           **{f"v4_{k}": pw[k] for k in ("power", "power_partly", "false_positive", "false_partly", "n_sim")},
+           "rule_grade": st["grade"], **{f"factorial_{k}": v for k, v in pre.items()},
+           # the power that grades P5 is rule v5's on the declared factorial (pre-registered)
+           **{k: pre[k] for k in ("power", "power_partly", "false_positive", "false_partly", "n_sim") if k in pre}}
     if prod is not None and joint is not None:
         det.update(product_r2=float(prod), joint_r2=float(joint))
     return Verdict("P5", verdict, CLAIMS["P5"]["paper"], ours, reason, profile, sha, finite_or_na(det))
+
+
+def _p5_preregistered(chin: Mapping[str, float], sigma: float, plan, n_sim: int | None) -> dict:
+    """Rule v5's power and size on the declared factorial (``plan``'s cell and seeds) before its
+    runs: ``power.p5_factorial_power`` at the pooled seed σ ``sigma`` (seed blocks at
+    ``P5_RHOS``) and ``power.p5_factorial_sizes`` at the paper's "add" and "mult" means; {} without
+    a declared factorial."""
+    from ..model import get_size, hand_count_n_params
+    from .power import N_SIM, P5_N_CHECK, _p5_truths, p5_factorial_power, p5_factorial_sizes
+
+    if plan is None or not math.isfinite(sigma) or sigma <= 0:
+        return {}
+    n = float(hand_count_n_params(get_size(plan.factorial_cell[0])))
+    d = float(plan.factorial_cell[1])
+    k = len(plan.factorial_seeds)
+    pw = p5_factorial_power(n, d, chin, sigma, k, n_sim=N_SIM if n_sim is None else n_sim)
+    combos = np.array(list(itertools.product(map(float, plan.factorial_bits), repeat=3)))
+    truth = _p5_truths(n, d, chin, combos, 0.0)
+    sz = p5_factorial_sizes(truth["add"], truth["mult"], sigma, k, n_check=P5_N_CHECK if n_sim is None else n_sim)
+    return {**pw, **sz, "n_params": n, "n_tokens": d}
+
+
+def _p5_preregistered_text(pre: Mapping) -> str:
+    """``_p5_preregistered``'s numbers in a sentence."""
+    from .power import P5_INTERACTION, P5_RHOS
+
+    if not pre:
+        return "No factorial is declared for this profile."
+    rho = ", ".join(f"{rate_text({'rate': pre[f'power_rho{r:g}'], 'n_sim': pre['n_sim']}, 'rate')} at ρ = {r:g}"
+                    for r in P5_RHOS if f"power_rho{r:g}" in pre)
+
+    def size(key):
+        return rate_text({"rate": pre[key], "n_sim": pre["size_n_sim"]}, "rate")
+
+    return (f"Pre-registered (rule v5, 2026-12-02), on the declared factorial ({int(pre['n_seeds'])} seeds, simulated "
+            f"with the paper's γ_x, n_x multiplying on our Chinchilla law and the pooled seed σ = {pre['sigma']:.4f} "
+            f"nats/byte, a share ρ of it a seed block): power {rho}, the gate reading the least; false-positive rate "
+            f"{rate_text(pre, 'false_positive')}; power against the interaction alternative (W4A4 effects adding, "
+            f"{abs(P5_INTERACTION):.2f} nats/byte {'less' if P5_INTERACTION < 0 else 'more'} on every run with weights "
+            f"and activations at 4 bits) {rate_text(pre, 'power_interaction')}; size of the whole procedure at a "
+            f"nominal 5 % ({int(pre['size_n_sim'])} datasets per null, each refitted): 'multiply' test "
+            f"{size('size_multiply')}, interaction test {size('size_interaction_add')} under 'add' and "
+            f"{size('size_interaction_mult')} under 'multiply'.")
+
+
+def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None,
+                          plan, n_sim: int | None) -> Verdict:
+    """Rule v5 on the complete seeded factorial (``verdict_p5`` states the rule)."""
+    from .claims import P5_MIN_SEEDS, POWER_MIN, power_gate
+    from .power import N_SIM, P5_N_CHECK, p5_factorial_power, p5_factorial_sizes, p5_factorial_statistics, \
+        p5_factorial_table
+
+    chin = params_of(fits.get("chinchilla"))
+    cols = [c for c in ("run_id", "seed", "bits_w", "bits_a", "bits_kv", "status", "loss_val", "n_params", "n_tokens")
+            if c in rows]
+    sha = inputs_identity("P5", profile, frames={"factorial": rows[cols]},
+                          records={"chinchilla": fits.get("chinchilla")})
+    tab = p5_factorial_table(rows, bits=tuple(plan.factorial_bits), seeds=plan.factorial_seeds)
+    n, d = float(rows["n_params"].iloc[0]), float(rows["n_tokens"].iloc[0])
+    k = len(tab["seeds"])
+    dropped = "; ".join(f"seed {s}: {why}" for s, why in tab["dropped"].items())
+    head = (f"the seeded factorial (qat_factorial, {len(rows)} runs at N = {n:.0f}, D = {d:.0f}): "
+            f"{k} of {len(plan.factorial_seeds)} seeds graded" + (f" ({dropped})" if dropped else ""))
+    if k < P5_MIN_SEEDS:
+        return Verdict("P5", "inconclusive", CLAIMS["P5"]["paper"], head,
+                       f"rule v5: fewer than {P5_MIN_SEEDS} seeds have all their runs finite, so there is no "
+                       "within-seed σ to test against: inconclusive", profile, sha,
+                       finite_or_na({"n_seeds": float(k), "design": "qat_factorial"}))
+    st = p5_factorial_statistics(tab, chin, n)
+    pw = p5_factorial_power(n, d, chin, st["sigma_w_hi"], k, n_sim=N_SIM if n_sim is None else n_sim)
+    sz = p5_factorial_sizes(st["mean_add"], st["mean_mult"], st["sigma_w"], k,
+                            n_check=P5_N_CHECK if n_sim is None else n_sim)
+    g = st["grade"]
+    gate = min(pw["power"], pw["power_interaction"]) if g == "partly" else pw["power"]
+    verdict = g if g in ("reproduced", "inconclusive") else power_gate(g, gate)
+
+    def size(key):
+        return rate_text({"rate": sz[key], "n_sim": sz["size_n_sim"]}, "rate")
+
+    t_text = (f"T̂ = 1/κ̂ = {st['t_fit']:.3f} [{st['t_lo']:.3f}, {st['t_hi']:.3f}]" if st["kappa_lo"] > 0 else
+              f"κ̂ = {st['kappa']:.2f} [{st['kappa_lo']:.2f}, {st['kappa_hi']:.2f}] (its interval holds 0, so T is "
+              "not bounded)")
+    ours = (f"{head}; within-seed σ̂ = {st['sigma_w']:.4f} [{st['sigma_w_lo']:.4f}, {st['sigma_w_hi']:.4f}] nats/byte "
+            f"on {int(st['nu'])} degrees of freedom (the all-16 runs' spread across seeds {st['sigma_across']:.4f}; "
+            f"seed blocks F = {st['seed_f']:.2f}, p = {st['seed_p']:.3f}, σ_seed ≈ {st['sigma_seed']:.4f}); 'add' "
+            f"lack of fit F = {st['f_add']:.2f} (p = {st['p_add']:.3f}); the multiplicative form with T free: "
+            f"{t_text} beside our Chinchilla fit's T = A·N^(−α) = {st['t_chinchilla']:.3f}, lack of fit F = "
+            f"{st['f_interaction']:.2f} (p = {st['p_interaction']:.3f}); Tukey's test of the multiplicative "
+            f"direction t = {st['t_multiply']:.2f} (one-sided p = {st['p_multiply']:.3g}); power {rate_text(pw)} "
+            f"(least over ρ, σ at σ̂'s upper end), against the interaction alternative "
+            f"{rate_text(pw, 'power_interaction')}, false-positive rate {rate_text(pw, 'false_positive')}; size of "
+            f"the whole procedure at a nominal 5 % ({int(sz['size_n_sim'])} refitted datasets per fitted null): "
+            f"'multiply' {size('size_multiply')}, interaction {size('size_interaction_add')} under 'add' and "
+            f"{size('size_interaction_mult')} under 'multiply'")
+    why = {"reproduced": "no interaction beyond the within-seed noise and the effects compound (multiply)",
+           "partly": "no interaction beyond the within-seed noise, but multiply is not told from add",
+           "not reproduced": ("an interaction the multiplicative form cannot carry" if st["p_interaction"] < 0.05
+                              else "the effects compound less than they add")}[g]
+    reason = (f"rule v5 (registered 2026-12-02, before the factorial's first run): {why}: {g}"
+              + (f"; the rule's power ({rate_text(pw)}, interaction alternative "
+                 f"{rate_text(pw, 'power_interaction')}) is below the gate's {POWER_MIN:.0%}, so the grade is "
+                 "inconclusive" if verdict == "inconclusive" and g != "inconclusive" else ""))
+    det = {**{k2: st[k2] for k2 in ("n_seeds", "n_runs", "sigma_w", "sigma_w_lo", "sigma_w_hi", "nu", "sigma_across",
+                                     "sigma_seed", "seed_f", "seed_p", "f_add", "p_add", "f_interaction",
+                                     "p_interaction", "t_multiply", "p_multiply", "kappa", "kappa_lo", "kappa_hi",
+                                     "t_fit", "t_lo", "t_hi", "t_chinchilla")},
+           **{k2: v for k2, v in pw.items()}, **sz, "design": "qat_factorial", "rule_grade": g}
+    return Verdict("P5", verdict, CLAIMS["P5"]["paper"], ours, reason, profile, sha, finite_or_na(det))
+
 
 
 def _p5_cell_sigma(df: pd.DataFrame, design: pd.DataFrame) -> tuple[float, int]:

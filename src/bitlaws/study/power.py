@@ -16,6 +16,7 @@ hypothesis); where a hypothesis's law is undefined it generates from ``extended_
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 
@@ -40,6 +41,14 @@ __all__ = [
     "p5_power",
     "p5_covariance",
     "P5_N_NULL",
+    "P5_BITS",
+    "P5_N_CHECK",
+    "P5_RHOS",
+    "P5_INTERACTION",
+    "p5_factorial_table",
+    "p5_factorial_statistics",
+    "p5_factorial_power",
+    "p5_factorial_sizes",
     "P4_HYPOTHESES",
     "P4_NULLS",
     "P4_HYPOTHESIS_TEXT",
@@ -744,8 +753,8 @@ def _sizes(null_add: dict, null_mult: dict, check_add: dict, check_mult: dict, n
 
 def p5_statistics(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel, n_sim: int = P5_N_NULL,
                   seed: int = 0, n_check: int = N_SIM) -> dict:
-    """The statistics of P5's rule (``bitlaws.study.claims.rule_p5``, version 4) on ``p5_design``,
-    with critical values simulated on this exact design.
+    """The statistics of P5's rule version 4 (``bitlaws.study.claims.rule_p5_v4``; the joint sweep,
+    exploratory) on ``p5_design``, with critical values simulated on this exact design.
 
     Both no-interaction forms, "add" and "mult" (``_P5Model``), are fitted to every run at once (the
     mixed runs, the marginal runs and the seed-paired baseline), each with one parameter per
@@ -777,7 +786,7 @@ def p5_statistics(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: Noise
     Raises:
         ValueError: σ not finite and positive (the message gives it).
     """
-    from .claims import rule_p5
+    from .claims import rule_p5_v4 as rule_p5
 
     if noise.loss_sd <= 0 or not math.isfinite(noise.loss_sd):
         raise ValueError(f"p5_statistics needs a finite seed σ > 0; got loss_sd = {noise.loss_sd}")
@@ -820,7 +829,7 @@ def p5_power(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel
     Returns:
         ``power``, ``power_partly``, ``false_positive``, ``false_partly``, ``n_sim``.
     """
-    from .claims import rule_p5
+    from .claims import rule_p5_v4 as rule_p5
 
     p = {**forms.PAPER_CONSTANTS, **chinchilla}
     n, dd = d["n_params"].to_numpy(float), d["n_tokens"].to_numpy(float)
@@ -850,6 +859,381 @@ def p5_power(d: pd.DataFrame, chinchilla: Mapping[str, float], noise: NoiseModel
         g = np.array([rule_p5(*v) for v in zip(t["p_interaction"], t["p_multiply"], t["noise_check"])])
         out["power" if label == "power" else "false_positive"] = float(np.mean(g == "reproduced"))
         out[f"{label}_partly"] = float(np.mean((g == "reproduced") | (g == "partly")))
+    return out
+
+
+# --- P5, rule v5: the seeded factorial, seed-blocked (registered 2026-12-02, before its first run) ----
+# The factorial's widths per part (the high-precision width the reference level).
+P5_BITS = (4, 8, 16)
+# Datasets per null for the simulated size of the whole v5 procedure (its 95 % MC interval ±1.4 points).
+P5_N_CHECK = 1000
+# Shares ρ of a run's seed variance that the runs of one seed share, simulated for v5's power.
+P5_RHOS = (0.0, 0.4, 0.7)
+# v5's interaction alternative for "partly": this loss [nats/byte] added to every run with weights and
+# activations both at the factorial's lowest width, on top of the paper's multiplicative law. −0.03 is
+# about the paper's own compounding there (κ·Δ_w(4)·Δ_a(4) ≈ 0.030 on our Chinchilla constants): the
+# alternative is "at W4A4 the two effects add where the paper's law compounds them".
+P5_INTERACTION = -0.03
+
+
+def p5_factorial_table(rows: pd.DataFrame, bits: tuple[int, ...] = P5_BITS, seeds=None) -> dict:
+    """The seeded factorial as rule v5 reads it: a (combination × seed) table of losses.
+
+    A seed is graded when each of its runs, every (P_w, P_a, P_kv) in ``bits``³, has a row with
+    status ok and a finite ``loss_val``; a seed with a diverged, non-finite or missing run is left
+    out (its other runs too: the seed block needs the whole seed), and ``dropped`` says why.
+
+    Args:
+        rows: training rows of one (N, D) cell (``ptq_method`` none; columns ``bits_w``, ``bits_a``,
+            ``bits_kv`` — NaN or 16 for an unquantized part — ``seed``, ``status``, ``loss_val``).
+        bits: the widths per part; must hold 16 (the reference level). seeds: the declared seeds
+            (None: those in ``rows``).
+
+    Returns:
+        ``y``: (C, S) float64 — the loss [nats/byte] of each combination (rows in
+        ``itertools.product(bits, repeat=3)`` order, w slowest) at each graded seed; ``combos``:
+        (C, 3) float64 widths; ``seeds``: the graded seeds (sorted); ``dropped``: seed -> reason.
+
+    Raises:
+        ValueError: ``bits`` without 16; rows of more than one (N, D) cell; a combination with
+            several rows at one seed.
+    """
+    if _HIGH not in bits:
+        raise ValueError(f"p5_factorial_table: bits must include {_HIGH} (the reference level); got {bits}")
+    if len(rows) and rows[["n_params", "n_tokens"]].drop_duplicates().shape[0] > 1:
+        raise ValueError("p5_factorial_table reads one (N, D) cell; got rows of "
+                         f"{rows[['n_params', 'n_tokens']].drop_duplicates().shape[0]}")
+    combos = list(itertools.product(map(float, bits), repeat=3))
+    r = rows.assign(**{f"bits_{x}": _num(rows[f"bits_{x}"]) for x in _PARTS},
+                    seed=pd.to_numeric(rows["seed"], errors="coerce"),
+                    loss_val=pd.to_numeric(rows["loss_val"], errors="coerce"))
+    key = [f"bits_{x}" for x in _PARTS] + ["seed"]
+    if r.duplicated(key).any():
+        raise ValueError("p5_factorial_table: a combination has several rows at one seed: "
+                         f"{r[r.duplicated(key, keep=False)][key].drop_duplicates().to_dict('records')[:3]}")
+    declared = sorted(float(s) for s in (r["seed"].dropna().unique() if seeds is None else seeds))
+    good, cols, dropped = {}, [], {}
+    for s in declared:
+        g = r[r["seed"] == s].set_index([f"bits_{x}" for x in _PARTS])
+        missing = [c for c in combos if c not in g.index]
+        bad = [c for c in combos
+               if c in g.index and not (g.loc[c, "status"] == "ok" and np.isfinite(g.loc[c, "loss_val"]))]
+        if missing or bad:
+            dropped[int(s)] = (f"{len(missing)} run(s) missing" if missing else "") + \
+                ("; " if missing and bad else "") + (f"{len(bad)} run(s) diverged or not finite" if bad else "")
+            continue
+        good[int(s)] = np.array([float(g.loc[c, "loss_val"]) for c in combos])
+        cols.append(int(s))
+    y = np.column_stack([good[s] for s in cols]) if cols else np.zeros((len(combos), 0))
+    return {"y": y, "combos": np.array(combos, float), "seeds": tuple(cols), "dropped": dropped}
+
+
+def _p5_main_effects(combos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The no-interaction design on the factorial's combinations: X (C, 1 + Σ_x levels) — a level
+    and one indicator per part and width below 16 — and col (C, 3): each combination's column of
+    Δ_x (−1 where part x is at 16)."""
+    c = len(combos)
+    cols, x = np.full((c, 3), -1), [np.ones(c)]
+    k = 1
+    for j in range(3):
+        for b in sorted(set(combos[:, j]) - {float(_HIGH)}):
+            on = combos[:, j] == b
+            x.append(on.astype(float))
+            cols[on, j] = k
+            k += 1
+    return np.column_stack(x), cols
+
+
+def _p5_v5_batch(y: np.ndarray, combos: np.ndarray) -> dict[str, np.ndarray]:
+    """Rule v5's statistics on K factorials at once (``p5_factorial_statistics`` states them).
+
+    Args:
+        y: (K, C, S) float64 losses [nats/byte], S ≥ 2 seeds. combos: (C, 3) widths.
+
+    Returns:
+        Arrays (K,): ``sigma_w``, ``nu``, ``rss_add``, ``rss_mult`` (of the combination means,
+        [nats²]), ``f_add``, ``p_add``, ``f_interaction``, ``p_interaction``, ``t_multiply``,
+        ``p_multiply``, ``kappa`` (1/T of the κ form) and ``kappa_se``, ``kappa_tukey``; ``mean_add``,
+        ``mean_mult`` (K, C) fitted means; ``seed_f``, ``seed_p``, ``sigma_seed`` (the seed blocks'
+        F-test and σ_seed estimate).
+    """
+    from scipy import stats
+
+    kk, c, s = y.shape
+    x, col = _p5_main_effects(combos)
+    p = x.shape[1]
+    m = y.mean(axis=2)
+    pure = y - m[:, :, None] - y.mean(axis=1, keepdims=True) + y.mean(axis=(1, 2), keepdims=True)[:, :, :]
+    nu = (c - 1) * (s - 1)
+    s2 = (pure ** 2).sum(axis=(1, 2)) / nu
+    var_mean = s2 / s  # of one combination mean; the seed mean is common to all and sits in the level
+    h = np.linalg.pinv(x)
+    beta = m @ h.T
+    mean_add = beta @ x.T
+    r_add = m - mean_add
+    rss_add = (r_add ** 2).sum(axis=1)
+
+    def effects(theta):
+        ext = np.concatenate([theta, np.zeros((len(theta), 1))], axis=1)
+        return ext[:, np.where(col >= 0, col, ext.shape[1] - 1)]  # (K, C, 3)
+
+    d = effects(beta)
+    z = d[:, :, 0] * d[:, :, 1] + d[:, :, 0] * d[:, :, 2] + d[:, :, 1] * d[:, :, 2]
+    zp = z - (z @ h.T) @ x.T
+    zz = (zp ** 2).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k_t = (zp * r_add).sum(axis=1) / zz
+        t_mult = k_t / np.sqrt(var_mean / zz)
+    # the κ form, μ = L0 + e1 + κ·e2 + κ²·e3 (= L0 + (Π(1 + κΔ_x) − 1)/κ), by Gauss–Newton from (add, κ_Tukey)
+    theta = np.concatenate([beta, np.where(np.isfinite(k_t), k_t, 0.0)[:, None]], axis=1)
+
+    def model(th):
+        dd, kap = effects(th[:, :p]), th[:, p][:, None]
+        e1, e3 = dd.sum(axis=2), dd.prod(axis=2)
+        e2 = dd[:, :, 0] * dd[:, :, 1] + dd[:, :, 0] * dd[:, :, 2] + dd[:, :, 1] * dd[:, :, 2]
+        mu = th[:, :1] + e1 + kap * e2 + kap ** 2 * e3
+        jac = np.zeros((len(th), c, p + 1))
+        jac[:, :, 0] = 1.0
+        for j in range(3):
+            others = [i for i in range(3) if i != j]
+            g = 1.0 + kap * dd[:, :, others].sum(axis=2) + kap ** 2 * dd[:, :, others].prod(axis=2)
+            on = np.flatnonzero(col[:, j] >= 0)
+            jac[:, on, col[on, j]] += g[:, on]
+        jac[:, :, p] = e2 + 2.0 * kap * e3
+        return mu, jac
+
+    mu, jac = model(theta)
+    rss = ((m - mu) ** 2).sum(axis=1)
+    for _ in range(40):
+        jt = np.swapaxes(jac, 1, 2)
+        a = jt @ jac + 1e-18 * np.eye(p + 1)
+        step = np.linalg.solve(a, (jt @ (m - mu)[:, :, None]))[:, :, 0]
+        scale = np.ones(kk)
+        new_rss, new_th = rss.copy(), theta.copy()
+        todo = np.ones(kk, bool)
+        for _ in range(20):
+            cand = theta + scale[:, None] * step
+            mu_c, _ = model(cand)
+            r_c = ((m - mu_c) ** 2).sum(axis=1)
+            ok = todo & (r_c <= rss)
+            new_rss[ok], new_th[ok] = r_c[ok], cand[ok]
+            todo &= ~ok
+            scale[todo] /= 2
+            if not todo.any():
+                break
+        gain = rss - new_rss
+        theta, rss = new_th, new_rss
+        mu, jac = model(theta)
+        if np.all(gain <= 1e-13 * np.maximum(rss, 1e-300)):
+            break
+    rss_mult = np.minimum(rss, rss_add)
+    dof_add, dof_mult = c - p, c - p - 1
+    jt = np.swapaxes(jac, 1, 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cov = np.linalg.pinv(jt @ jac) * var_mean[:, None, None]
+        f_add = rss_add / dof_add / var_mean
+        f_int = rss_mult / dof_mult / var_mean
+        seed_ms = c * ((y.mean(axis=1) - y.mean(axis=(1, 2))[:, None]) ** 2).sum(axis=1) / (s - 1)
+        seed_f = seed_ms / s2
+    return {"sigma_w": np.sqrt(s2), "nu": np.full(kk, float(nu)), "rss_add": rss_add, "rss_mult": rss_mult,
+            "f_add": f_add, "p_add": stats.f.sf(f_add, dof_add, nu), "f_interaction": f_int,
+            "p_interaction": stats.f.sf(f_int, dof_mult, nu), "t_multiply": t_mult,
+            "p_multiply": stats.t.sf(t_mult, nu), "kappa": theta[:, p], "kappa_se": np.sqrt(cov[:, p, p]),
+            "kappa_tukey": k_t, "mean_add": mean_add, "mean_mult": mu, "seed_f": seed_f,
+            "seed_p": stats.f.sf(seed_f, s - 1, nu), "sigma_seed": np.sqrt(np.maximum(0.0, (seed_ms - s2) / c))}
+
+
+def p5_factorial_statistics(table: Mapping, chinchilla: Mapping[str, float] | None = None,
+                            n_params: float | None = None) -> dict:
+    """The statistics of P5's rule (``bitlaws.study.claims.rule_p5``, version 5) on the seeded
+    factorial (``p5_factorial_table``: C = 27 combinations × S graded seeds).
+
+    The seed is a block: y_cs = m_c + b_s + e_cs with e_cs ~ N(0, σ_w²) and the seed effect b_s
+    removed (fixed). σ̂_w² is the combination × seed residual mean square on ν = (C − 1)(S − 1)
+    degrees of freedom (52 at 3 seeds): the within-seed noise, not the across-seed spread (which
+    also counts b_s). The forms are fitted to the combination means m̄_c (variance σ_w²/S; the seed
+    mean is common to all and sits in the level L0): "add", L0 + Σ_x Δ_x(P_x) (7 parameters), and
+    the multiplicative form with T free, L0 + (Π_x(1 + κΔ_x) − 1)/κ = L0 + e1 + κ·e2 + κ²·e3
+    (e_k the elementary symmetric sums of the Δ_x; κ = 1/T, T = A·N^(−α) in the paper's
+    N_eff = N·Π f_x; κ = 0 is "add", so the forms are nested; 8 parameters, Gauss–Newton).
+    T is fitted, not plugged in from the Chinchilla fit, because it is the only quantity that tells
+    the two forms apart at one (N, D) and its plug-in value has an interval (issue 14).
+    Tests: **multiply** — Tukey's one-degree-of-freedom test: the additive fit's residual on the
+    direction e2(Δ̂) (orthogonalised to the additive design), t = κ̂_T/se on ν degrees of freedom,
+    one-sided; exact under "add" with normal errors (the direction is a function of the additive
+    fit, independent of its residuals). **Interaction** — the κ form's lack of fit,
+    F = (S·RSS_κ/(C − 8))/σ̂_w² on (C − 8, ν); the additive form's F on (C − 7, ν) is reported.
+
+    Args:
+        table: ``p5_factorial_table``'s dict (``y`` with S ≥ 2 columns, ``combos``).
+        chinchilla: our Chinchilla constants (``A``, ``alpha``) and ``n_params``: the Chinchilla T
+            reported beside T̂ (not graded); None: not reported.
+
+    Returns:
+        ``n_seeds``, ``n_runs``, ``sigma_w`` with ``sigma_w_lo``, ``sigma_w_hi`` (95 % χ² interval),
+        ``nu``, ``sigma_across`` (the all-16 runs' across-seed SD, for comparison), ``sigma_seed``,
+        ``seed_f``, ``seed_p``, ``f_add``, ``p_add``, ``f_interaction``, ``p_interaction``,
+        ``t_multiply``, ``p_multiply``, ``kappa``, ``kappa_lo``, ``kappa_hi`` (95 % Wald, t on ν),
+        ``t_fit`` (1/κ̂), ``t_lo``, ``t_hi`` (T's interval from κ's; NaN/inf where κ's holds 0),
+        ``t_chinchilla``, ``mean_add``, ``mean_mult`` (C,) fitted means, ``grade``.
+
+    Raises:
+        ValueError: fewer than 2 graded seeds (the rule then says inconclusive without statistics).
+    """
+    from scipy import stats
+
+    from .claims import rule_p5
+
+    y = np.asarray(table["y"], float)
+    if y.ndim != 2 or y.shape[1] < 2:
+        raise ValueError(f"p5_factorial_statistics needs ≥ 2 graded seeds (columns of y); got shape {y.shape}")
+    b = _p5_v5_batch(y[None], np.asarray(table["combos"], float))
+    out = {k: float(v[0]) for k, v in b.items() if v.ndim == 1}
+    nu, s = out["nu"], y.shape[1]
+    q = stats.t.ppf(0.975, nu)
+    lo, hi = out["kappa"] - q * out["kappa_se"], out["kappa"] + q * out["kappa_se"]
+    hp = np.all(np.asarray(table["combos"]) >= _HIGH, axis=1)
+    t_ch = (float(chinchilla["A"]) * float(n_params) ** -float(chinchilla["alpha"])
+            if chinchilla is not None and n_params is not None else math.nan)
+    out.update(n_seeds=float(s), n_runs=float(y.size), kappa_lo=lo, kappa_hi=hi,
+               sigma_w_lo=out["sigma_w"] * math.sqrt(nu / stats.chi2.ppf(0.975, nu)),
+               sigma_w_hi=out["sigma_w"] * math.sqrt(nu / stats.chi2.ppf(0.025, nu)),
+               sigma_across=float(np.std(y[hp].ravel(), ddof=1)),
+               t_fit=1.0 / out["kappa"] if out["kappa"] != 0 else math.inf,
+               t_lo=1.0 / hi if hi > 0 else math.nan, t_hi=1.0 / lo if lo > 0 else math.inf, t_chinchilla=t_ch,
+               mean_add=b["mean_add"][0], mean_mult=b["mean_mult"][0],
+               grade=rule_p5(s, out["p_interaction"], out["p_multiply"]))
+    return out
+
+
+def _p5_grades(b: Mapping[str, np.ndarray], n_seeds: int) -> np.ndarray:
+    from .claims import rule_p5
+
+    return np.array([rule_p5(n_seeds, pi, pm) for pi, pm in zip(b["p_interaction"], b["p_multiply"])])
+
+
+def _p5_truths(n_params: float, n_tokens: float, chinchilla: Mapping[str, float], combos: np.ndarray,
+               interaction: float) -> dict[str, np.ndarray]:
+    """The factorial's combination means under the paper's law (Table 2's γ_x, n_x on our Chinchilla
+    constants: the effects multiply), under the same marginal effects added, and under the paper's law
+    plus ``interaction`` nats on every combination with weights and activations at the lowest width."""
+    p = {**forms.PAPER_CONSTANTS, **chinchilla}
+    n, d = np.full(len(combos), float(n_params)), np.full(len(combos), float(n_tokens))
+    mult = forms.qat_loss(n, d, combos[:, 0], combos[:, 1], combos[:, 2], p)
+    hp = forms.chinchilla_loss(n, d, chinchilla)
+    add = hp + sum(forms.qat_loss(n, d, *(combos[:, j] if k == j else np.full(len(combos), float(_HIGH))
+                                          for k in range(3)), p) - hp for j in range(3))
+    low = combos[:, :3].min()
+    both = (combos[:, 0] == low) & (combos[:, 1] == low)
+    return {"mult": np.asarray(mult, float), "add": np.asarray(add, float),
+            "interaction": np.asarray(mult, float) + interaction * both}
+
+
+def p5_factorial_power(n_params: float, n_tokens: float, chinchilla: Mapping[str, float], sigma: float,
+                       n_seeds: int, rhos: tuple[float, ...] = P5_RHOS, n_sim: int = N_SIM, seed: int = 0,
+                       interaction: float = P5_INTERACTION, bits: tuple[int, ...] = P5_BITS) -> dict:
+    """Power of P5's rule (version 5) on the seeded factorial at (``n_params``, ``n_tokens``) with
+    ``n_seeds`` seeds, by simulating the whole procedure (``_p5_v5_batch``: every dataset fitted and
+    tested as the data are; its references are analytic, so nothing is taken from the generating
+    model).
+
+    Each run's loss is the combination's mean (``_p5_truths``: "mult", the paper's γ_x, n_x on our
+    Chinchilla law, the claim; "add", the same marginals added, the null; "interaction", the paper's
+    law plus ``interaction`` nats on every run with weights and activations at the lowest width: an
+    interaction the κ form cannot carry when negative; a positive one is read as a smaller T)
+    plus noise of SD ``sigma``, of which a share ρ is a seed block b_s shared by every run of seed s
+    and 1 − ρ is the run's own (the same standard-normal draws at every ρ). The blocked analysis
+    removes b_s exactly, so power rises with ρ at a fixed ``sigma``: ρ = 0 is the unfavourable end.
+
+    Args:
+        n_params: N. n_tokens: D [tokens]. chinchilla: ``A``, ``B``, ``E``, ``alpha`` (``beta``).
+        sigma: one run's total seed SD [nats/byte], > 0. n_seeds: seeds of the factorial.
+        rhos: the shares simulated, each in [0, 1). n_sim: datasets per hypothesis and ρ.
+        interaction: the alternative's extra loss [nats/byte]. bits: the factorial's widths.
+
+    Returns:
+        ``power`` (the least over ρ of the share graded reproduced under "mult"), ``power_partly``,
+        ``false_positive`` (the largest over ρ under "add"), ``false_partly``, ``power_interaction``
+        (the least over ρ of the share graded not reproduced under "interaction"), the same per ρ as
+        ``<key>_rho<ρ>`` (e.g. ``power_rho0.4``), ``rho_worst`` (the ρ of ``power``), ``n_sim``,
+        ``sigma``, ``n_seeds``; every rate 0 (and ``false_positive`` 0) below ``P5_MIN_SEEDS``.
+
+    Raises:
+        ValueError: ``sigma`` not finite and positive, or a ρ outside [0, 1).
+    """
+    from .claims import P5_MIN_SEEDS
+
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"p5_factorial_power needs a finite σ > 0; got {sigma}")
+    if any(not 0.0 <= r < 1.0 for r in rhos):
+        raise ValueError(f"p5_factorial_power: every ρ must lie in [0, 1); got {rhos}")
+    combos = np.array(list(itertools.product(map(float, bits), repeat=3)))
+    keys = ("power", "power_partly", "false_positive", "false_partly", "power_interaction")
+    out = {"n_sim": float(n_sim), "sigma": float(sigma), "n_seeds": float(n_seeds)}
+    if n_seeds < P5_MIN_SEEDS:
+        return {**out, **{k: 0.0 for k in keys}, **{f"{k}_rho{r:g}": 0.0 for k in keys for r in rhos},
+                "rho_worst": float(rhos[0])}
+    truth = _p5_truths(n_params, n_tokens, chinchilla, combos, interaction)
+    rng = np.random.default_rng(seed)
+    own = rng.standard_normal((3, n_sim, len(combos), n_seeds))
+    block = rng.standard_normal((3, n_sim, 1, n_seeds))
+    for r in rhos:
+        rate = {}
+        for i, (name, mu) in enumerate(truth.items()):
+            y = mu[None, :, None] + sigma * (math.sqrt(1 - r) * own[i] + math.sqrt(r) * block[i])
+            g = _p5_grades(_p5_v5_batch(y, combos), n_seeds)
+            rate[name] = {"reproduced": float(np.mean(g == "reproduced")),
+                          "partly": float(np.mean((g == "reproduced") | (g == "partly"))),
+                          "not": float(np.mean(g == "not reproduced"))}
+        vals = {"power": rate["mult"]["reproduced"], "power_partly": rate["mult"]["partly"],
+                "false_positive": rate["add"]["reproduced"], "false_partly": rate["add"]["partly"],
+                "power_interaction": rate["interaction"]["not"]}
+        out.update({f"{k}_rho{r:g}": v for k, v in vals.items()})
+    worst = min(rhos, key=lambda r: out[f"power_rho{r:g}"])
+    out.update(rho_worst=float(worst), power=min(out[f"power_rho{r:g}"] for r in rhos),
+               power_partly=min(out[f"power_partly_rho{r:g}"] for r in rhos),
+               false_positive=max(out[f"false_positive_rho{r:g}"] for r in rhos),
+               false_partly=max(out[f"false_partly_rho{r:g}"] for r in rhos),
+               power_interaction=min(out[f"power_interaction_rho{r:g}"] for r in rhos))
+    return out
+
+
+def p5_factorial_sizes(mean_add: np.ndarray, mean_mult: np.ndarray, sigma: float, n_seeds: int,
+                       n_check: int = P5_N_CHECK, seed: int = 0, bits: tuple[int, ...] = P5_BITS) -> dict:
+    """The size of rule v5's whole procedure at a nominal ``ALPHA``: ``n_check`` datasets from each
+    null (``mean_add``: the additive form's combination means, e.g. its fit to the data; ``mean_mult``:
+    the κ form's), with within-seed noise ``sigma`` on each run, each refitted and tested from
+    scratch (``_p5_v5_batch``: both forms, σ̂_w and every p-value come from that dataset alone, so
+    no critical value is taken from the model that generated it). Seed blocks are not drawn: the
+    blocked analysis is exactly invariant to them (a test checks).
+
+    Returns:
+        ``size_multiply`` (p_multiply < α under "add"), ``size_interaction_add`` and
+        ``size_interaction_mult`` (p_interaction < α under each), ``size_reverse`` (p_multiply >
+        1 − α under "mult": the rule's "compound less than they add"), each with ``<key>_lo``,
+        ``<key>_hi`` (95 % Wilson interval), and ``size_n_sim``.
+
+    Raises:
+        ValueError: ``n_seeds`` < 2 or ``sigma`` not finite and positive.
+    """
+    from .claims import ALPHA
+
+    if n_seeds < 2 or not (math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"p5_factorial_sizes needs ≥ 2 seeds and a finite σ > 0; got {n_seeds}, {sigma}")
+    combos = np.array(list(itertools.product(map(float, bits), repeat=3)))
+    rng = np.random.default_rng(seed)
+    sims = {}
+    for name, mu in (("add", mean_add), ("mult", mean_mult)):
+        y = np.asarray(mu, float)[None, :, None] + sigma * rng.standard_normal((n_check, len(combos), n_seeds))
+        sims[name] = _p5_v5_batch(y, combos)
+    rates = {"size_multiply": np.mean(sims["add"]["p_multiply"] < ALPHA),
+             "size_interaction_add": np.mean(sims["add"]["p_interaction"] < ALPHA),
+             "size_interaction_mult": np.mean(sims["mult"]["p_interaction"] < ALPHA),
+             "size_reverse": np.mean(sims["mult"]["p_multiply"] > 1 - ALPHA)}
+    out = {"size_n_sim": float(n_check)}
+    for k, v in rates.items():
+        lo, hi = mc_interval(float(v), float(n_check))
+        out.update({k: float(v), f"{k}_lo": lo, f"{k}_hi": hi})
     return out
 
 

@@ -20,9 +20,9 @@ import pandas as pd
 
 from ..laws import forms
 from .._io import frame_sha256
-from .power import N_SIM, mc_interval, p4_power, p5_power, p9_power
+from .power import N_SIM, mc_interval, p4_power, p5_factorial_power, p9_power
 
-__all__ = ["Candidate", "CANDIDATES", "candidate_frames", "seed_block_sd", "candidate_cells", "candidate_p5_design", "candidate_hours",
+__all__ = ["Candidate", "CANDIDATES", "candidate_frames", "seed_block_sd", "candidate_cells", "candidate_hours",
            "design_power_table", "write_design_power", "load_design_power", "design_power_view", "as_run_agreement",
            "agreement_sentence", "seed_choice", "seed_choice_sentence", "factorial_overlap",
            "block_sentence"]
@@ -200,33 +200,13 @@ def candidate_cells(c: Candidate, eq2: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def candidate_p5_design(c: Candidate, hp_seeds: int) -> pd.DataFrame:
-    """P5's simulated design: ``power.p5_design``'s columns for the factorial of ``c`` — one row per
-    mixed run (≥ 2 parts below 16 bits) and seed, each marginal averaged over ``c.seeds`` seeds, the
-    high-precision mean over ``hp_seeds`` (the base grid's seeds at that cell). Losses are
-    placeholders the simulation replaces. The declared sweep (``sweep.qat_factorial``) also trains
-    each seed's all-16 run, the seed-paired baseline the rule reads (``power.p5_design``); this
-    simulation does not pair (its runs are independent), and its hours leave those runs out."""
-    hi = forms.HIGH_PRECISION_BITS
-    rows = []
-    for z, d, combo, s in itertools.product(c.sizes, c.budgets, itertools.product(c.bits, repeat=3), range(c.seeds)):
-        low = sum(b < hi for b in combo)
-        if low < 2:
-            continue
-        rows.append({"n_params": _n_params(z), "n_tokens": float(d), "loss_mix": 1.0, "loss_hp": 1.0,
-                     "k_hp": float(hp_seeds), **{f"bits_{x}": float(b) for x, b in zip(_PARTS, combo)},
-                     **{f"loss_{x}": 1.0 for x in _PARTS},
-                     **{f"k_{x}": float(c.seeds if b < hi else 0) for x, b in zip(_PARTS, combo)}, "n_low": float(low)})
-    return pd.DataFrame(rows)
-
-
 def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None,
                     committed_hp: pd.DataFrame | None = None) -> float:
     """CPU-hours to train ``c``'s low-precision runs and its high-precision twins (P4, P9), at the
     measured tokens/s (``budget.default_throughput``), each run timed by ``budget.run_seconds`` as
     ``budget.estimate`` times it, with two evaluations. NaN without a throughput. The twins are
     those of ``candidate_frames`` not in ``committed_hp`` (without it: every seed beyond 0, seed 0
-    being the base grid's); P5's factorial reads the base grid's high-precision runs and has none."""
+    being the base grid's); P5's factorial trains one all-16 run per seed (its seed block's baseline)."""
     from .budget import default_throughput, run_seconds
     from .sweep import PROFILES, _model
 
@@ -237,8 +217,8 @@ def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None,
     secs = 0.0
     per_cell = c.qat_runs / (len(c.sizes) * len(c.budgets))
     eval_tokens = prof.train.eval_tokens * 2  # two evaluations of each run
-    if c.claim == "P5":
-        twins = {}
+    if c.claim == "P5":  # each seed's all-16 run (rule v5's seed block needs its own baseline)
+        twins = {(z, d): c.seeds for z, d in itertools.product(c.sizes, c.budgets)}
     elif committed_hp is None:
         twins = {(z, d): c.seeds - 1 for z, d in itertools.product(c.sizes, c.budgets)}
     else:
@@ -251,16 +231,6 @@ def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None,
         secs += per_cell * run_seconds(tp, m, prof.train.seq_len, d, eval_tokens, quantized=True)
         secs += twins.get((z, d), 0) * run_seconds(tp, m, prof.train.seq_len, d, eval_tokens, quantized=False)
     return secs / 3600
-
-
-def _hp_seeds(df: pd.DataFrame, c: Candidate) -> int:
-    """Seeds of the high-precision runs at ``c``'s (N, D) cells in ``df`` (at least 1)."""
-    from .law_fits import stage_frames
-
-    n = {_n_params(z) for z in c.sizes}
-    hp = stage_frames(df)["chinchilla"]  # the high-precision runs, as every stage reads them
-    hp = hp[hp["n_params"].astype(float).isin(n) & hp["n_tokens"].astype(float).isin([float(d) for d in c.budgets])]
-    return max(1, int(hp.groupby(["n_params", "n_tokens"])["seed"].nunique().min())) if len(hp) else 1
 
 
 def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = CANDIDATES, n_sim: int = N_SIM,
@@ -276,7 +246,9 @@ def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = C
     (N, seed); ``power_independent`` is the same simulation with σ_seed = 0 (the same draws
     otherwise), on the candidates named in ``independent`` (name part, seeds: the as-run family's
     ends, 1 and 5 seeds).
-    P5 and P9 hold their constants and treat runs as independent.
+    P5 simulates rule v5 on the seed-blocked factorial (``power.p5_factorial_power``: the pooled σ, a
+    share ρ ∈ ``power.P5_RHOS`` of it a seed block; ``power`` is the least over ρ, the unfavourable
+    end) with its constants held; P9 holds its constants and treats runs as independent.
 
     Returns:
         One row per candidate: ``claim``, ``design``, ``sizes``, ``budgets``, ``bits`` (";"-joined),
@@ -317,8 +289,10 @@ def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = C
             pw = p4_power(frames, chin, noise, n_sim=n_sim, seed=seed, seed_sd=seed_sd)
             if any(name in c.name and c.seeds == k for name, k in independent):
                 indep = p4_power(frames, chin, noise, n_sim=n_sim, seed=seed)["power"]
-        elif c.claim == "P5":
-            pw = p5_power(candidate_p5_design(c, _hp_seeds(df, c)), chin, noise, n_sim=n_sim, seed=seed)
+        elif c.claim == "P5":  # rule v5 on the seed-blocked factorial, the least power over ρ (its unfavourable end)
+            pw = p5_factorial_power(_n_params(c.sizes[0]), float(c.budgets[0]), chin, noise.loss_sd, c.seeds,
+                                    n_sim=n_sim, seed=seed)
+            twins = len(c.sizes) * len(c.budgets) * c.seeds  # each seed's all-16 run, its own block's baseline
         else:
             pw = p9_power(candidate_cells(c, eq2), eq2, noise, n_sim=n_sim, seed=seed)
             twins = len(c.sizes) * len(c.budgets) * (c.seeds - 1)
