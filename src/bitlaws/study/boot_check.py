@@ -504,8 +504,9 @@ def coverage_text(cov: pd.DataFrame) -> str:
 
     k, n = int(cov["covered"].sum()), int(len(cov))
     ci = binomtest(k, n).proportion_ci(0.95, method="exact")
+    lo, hi = int(cov["n_ok"].min()), int(cov["n_ok"].max())
     return (f"On {cov['dataset'].nunique()} synthetic datasets on our design with known constants "
-            f"({int(cov['n_ok'].min())}–{int(cov['n_ok'].max())} resamples each), the fast path's 95 % intervals covered "
+            f"({lo if lo == hi else f'{lo}–{hi}'} resamples each), the fast path's 95 % intervals covered "
             f"the truth in {k} of {n} (dataset, quantity) cases ({k / n:.0%}, exact 95 % interval {ci.low:.0%}–"
             f"{ci.high:.0%}, the quantities of one dataset not independent); per quantity below.")
 

@@ -684,7 +684,9 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
     ``PIPELINE_REFINE`` screened points of its usual grid (``PIPELINE_METHOD``; the standard
     bootstrap practice of starting at the estimate, cf. Besiroglu et al.), not from every grid
     point; ``bench/pipeline_boot_speed.py`` measures the speed ratio and the per-draw agreement
-    with the full multi-start on the same resamples. Draw i is seeded by ``[BOOT_SEED, i]`` alone,
+    with the full multi-start on the same resamples, and ``bitlaws.study.boot_check`` keeps both paths'
+    objectives per stage on the first draws and compares the verdicts' numbers against the better of the
+    two (``bound_refit`` is what it measures). Draw i is seeded by ``[BOOT_SEED, i]`` alone,
     so with ``resume`` a rerun on the same rows keeps the stored draws and computes only the new ones.
 
     Args:
