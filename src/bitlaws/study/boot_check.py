@@ -477,7 +477,7 @@ def check_text(summary: Mapping, n_boot: int | None = None) -> str:
                       for s, v in st.items())
     n_worse = sum(v["fast_worse"] for v in st.values())
     caught = sum(v["fast_worse"] - v["worse_not_on_bound"] for v in st.values())
-    on_b = "; ".join(f"`{s}` {v['fast_on_bound']}" for s, v in st.items() if v["fast_on_bound"])
+    on_b = ", ".join(f"{v['fast_on_bound']} of `{s}`" for s, v in st.items() if v["fast_on_bound"])
     fixed = sum(v["bound_fixed"] for v in st.values())
     ups = st.get("chinchilla", {}).get("fast_worse", 0)
     agree = [k for k, r in summary["numbers"].items() if not r["fast_agrees"]]
@@ -489,8 +489,8 @@ def check_text(summary: Mapping, n_boot: int | None = None) -> str:
             + (f"In {ups} the fast Chinchilla was the worse, so the later stages of the fast path rest on other "
                "constants than the reference's. " if ups else "")
             + f"{caught} of the {n_worse} worse fits had a constant on a bound, so refitting only the fits that land on "
-            f"a bound would catch them; the fast fit was on a bound in {on_b or 'no draw'}, and the bound refit "
-            f"lowered the objective in {fixed}. "
+            f"a bound would catch them. The fast fit had a constant on a bound in {on_b or 'no draw'}"
+            f"{' draws' if on_b else ''}; refitting those from every start lowered the objective in {fixed}. "
             + ("Every number the verdicts read agrees between the fast path and the reference within two Monte "
                "Carlo errors (paired: the same resamples, so the error of a difference is that of the draws that "
                "move)." if not agree else
