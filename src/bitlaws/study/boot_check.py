@@ -283,7 +283,8 @@ def check_summary(table: pd.DataFrame, rtol: float = OBJ_RTOL) -> dict:
     indicators), and whether each difference lies within 2 errors.
 
     Returns:
-        {``n_draws``, ``stages``: {stage: counts}, ``numbers``: {name: {...}}}.
+        {``n_draws``, ``max_draw`` (the largest draw index), ``stages``: {stage: counts}, ``numbers``:
+        {name: {...}}}.
     """
     obj = table.groupby(["draw", "stage", "path"])["objective"].first().unstack("path")
     bound = table[table["path"] == "fast"].groupby(["draw", "stage"])["on_bound"].any()
@@ -328,7 +329,8 @@ def check_summary(table: pd.DataFrame, rtol: float = OBJ_RTOL) -> dict:
             fin = ref[np.isfinite(ref)]
             rec["reference_mc_se"] = float(fin.std(ddof=1) / math.sqrt(len(fin)))
             numbers[name] = rec
-    return {"n_draws": int(table["draw"].nunique()), "stages": stages, "numbers": numbers}
+    return {"n_draws": int(table["draw"].nunique()), "max_draw": int(table["draw"].max()), "stages": stages,
+            "numbers": numbers}
 
 
 # --- coverage of the fast path on data with known constants ------------------------------------------
@@ -461,10 +463,11 @@ def check_table(summary: Mapping) -> pd.DataFrame:
         if r is None:
             continue
         rows.append({"number": label, "reference": r["reference"], "fast": r["fast"],
-                     "fast − reference": r["fast_diff"], "its MC error": r["fast_se"],
+                     "fast − reference": r["fast_diff"], "MC error (fast − reference)": r["fast_se"],
                      "within 2 errors": "yes" if r["fast_agrees"] else "no",
-                     "bound refit − reference": r["bound_refit_diff"], "its MC error ": r["bound_refit_se"],
-                     "reference's own MC error": r["reference_mc_se"]})
+                     "bound refit − reference": r["bound_refit_diff"],
+                     "MC error (bound refit − reference)": r["bound_refit_se"],
+                     "MC error (reference)": r["reference_mc_se"]})
     return pd.DataFrame(rows).set_index("number")
 
 
@@ -481,8 +484,10 @@ def check_text(summary: Mapping, n_boot: int | None = None) -> str:
     fixed = sum(v["bound_fixed"] for v in st.values())
     ups = st.get("chinchilla", {}).get("fast_worse", 0)
     agree = [k for k, r in summary["numbers"].items() if not r["fast_agrees"]]
-    of = f" of the {n_boot}" if n_boot else ""
-    return (f"On the first {n}{of} resamples, every stage was refitted with its own full multi-start "
+    of = f" of the pipeline bootstrap's {n_boot}" if n_boot else ""
+    which = f"the first {n}{of} resamples" if summary["max_draw"] == n - 1 else \
+        f"{n} of the first {summary['max_draw'] + 1}{of} resamples (draws picked by index, not by outcome)"
+    return (f"On {which}, every stage was refitted with its own full multi-start "
             f"(`bitlaws.study.boot_check`), and the better of the two objectives per stage taken as the reference. "
             f"Draws whose fast fit ends above the full multi-start's objective by more than {OBJ_RTOL:g} (relative), "
             f"per stage: {worse}. "
