@@ -106,3 +106,16 @@ def test_paired_interval_from_the_pipeline_draws(tmp_path):
     table = la.paired_table({"pipeline_boot": boot})
     assert table.loc["f_w(4 bits)", "paired, pipeline"] == f"[{lo:.3g}, {hi:.3g}]"
     assert table.loc["f_a(4 bits)", "paired, pipeline"] == "—"
+
+
+def test_bound_refit_draws_are_not_resumed_from_fast_ones(tmp_path):
+    """A record made with the bound refit names it in ``method``, so a rerun without it (or with it, on a
+    record made without it) recomputes every draw; each record's on-bound shares are those of its draws."""
+    df = _sweep()
+    fast = la.pipeline_bootstrap("smoke", n_boot=2, root=tmp_path, frame=df)
+    refit = la.pipeline_bootstrap("smoke", n_boot=2, root=tmp_path, frame=df, bound_refit=True)
+    assert refit["n_resumed"] == 0 and refit["method"] == la.PIPELINE_METHOD + la.PIPELINE_BOUND_METHOD
+    assert fast["method"] == la.PIPELINE_METHOD
+    assert la.pipeline_bootstrap("smoke", n_boot=2, root=tmp_path, frame=df)["n_resumed"] == 0
+    assert refit["on_bound_share"] == la.pipeline_bound_shares(refit)
+    assert set(refit["on_bound_share"]) == {"chinchilla", "neff_w", "neff_w_paired"}

@@ -56,6 +56,7 @@ __all__ = [
     "PIPELINE_STAGES",
     "pipeline_bootstrap",
     "pipeline_boot_is_current",
+    "pipeline_bound_shares",
     "pipeline_intervals",
     "PIPELINE_N_BOOT",
     "joint_all_fit",
@@ -578,6 +579,11 @@ PIPELINE_REFINE = 3
 # What the draws of a record were made with; a record with another value is not resumed.
 PIPELINE_METHOD = (f"draw i resamples with numpy default_rng([boot_seed, i]); each fit: L-BFGS-B from the "
                    f"full-sample optimum and the best {PIPELINE_REFINE} screened grid points")
+# Appended to the method with ``bound_refit``: a fit with a constant on a bound is refitted from the stage's own
+# starts (every grid point of an N_eff stage, the best 16 of Chinchilla's) and the better objective kept.
+PIPELINE_BOUND_METHOD = "; a fit with a constant on a bound refitted from the stage's own starts, the better kept"
+# Off by default: ``bitlaws.study.boot_check`` measures its cost and what it changes (issue 14).
+PIPELINE_BOUND_REFIT = False
 
 
 def _resample_picks(frame: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
@@ -605,17 +611,23 @@ def _draw_picks(frames: Mapping[str, pd.DataFrame], stages, seed: int, i: int) -
 
 
 def _refit_draw(frames: Mapping[str, pd.DataFrame], stages, paired_stages, picks: Mapping[str, np.ndarray],
-                starts: Mapping[str, np.ndarray] | None) -> tuple[dict | None, dict]:
+                starts: Mapping[str, np.ndarray] | None, bound_refit: bool = False) -> tuple[dict | None, dict]:
     """Refit every stage on one resample: Chinchilla, then each N_eff stage of ``stages`` on that
     Chinchilla, then each stage of ``paired_stages`` (keys of ``PAIRED_STAGES``) on the rows of its
     marginal's drawn runs that have a partner. ``starts``: stage -> (1, p) full-sample optimum; with it each fit
     starts there and at the best ``PIPELINE_REFINE`` screened grid points; None: the stage's own
     starts (every grid point for N_eff, the best 16 for Chinchilla), as ``fit_stage`` by default.
+    ``bound_refit``: a fast fit with a constant on a bound (``FitResult.on_bound``) is refitted from the
+    stage's own starts and the lower objective kept (the fast one unless lower by more than 1e-6, relative).
     Returns (constants of ``stages`` or None if a fit failed, paired constants keyed ``<name>_paired``)."""
     def fit(s, frame, fixed):
         sub = frame.iloc[_rows_of(frame, picks[PAIRED_STAGES.get(s, s)])].reset_index(drop=True)
         kw = {} if starts is None or s not in starts else {"n_refine": PIPELINE_REFINE, "extra_starts": starts[s]}
-        return lf.fit_stage(lf.STAGES[s], sub, fixed, **kw)
+        res = lf.fit_stage(lf.STAGES[s], sub, fixed, **kw)
+        if bound_refit and kw and res.on_bound:
+            full = lf.fit_stage(lf.STAGES[s], sub, fixed)
+            res = full if full.objective < res.objective - 1e-6 * abs(res.objective) else res
+        return res
 
     chin = fit("chinchilla", frames["chinchilla"], None)
     params, ok = dict(chin.params), math.isfinite(chin.objective)
@@ -657,7 +669,7 @@ def _reusable_draws(path: Path, base: Mapping) -> dict | None:
 def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
                        root: str | os.PathLike | None = None, write: bool = True,
                        frame: pd.DataFrame | None = None, progress: bool = False, resume: bool = True,
-                       p4_sim: int | None = None) -> dict:
+                       p4_sim: int | None = None, bound_refit: bool = PIPELINE_BOUND_REFIT) -> dict:
     """Resample training runs and refit every stage of ``PIPELINE_STAGES`` inside each resample.
 
     The per-stage intervals of ``run_fits`` hold the earlier stages fixed, so they miss the
@@ -672,7 +684,9 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
     ``PIPELINE_REFINE`` screened points of its usual grid (``PIPELINE_METHOD``; the standard
     bootstrap practice of starting at the estimate, cf. Besiroglu et al.), not from every grid
     point; ``bench/pipeline_boot_speed.py`` measures the speed ratio and the per-draw agreement
-    with the full multi-start on the same resamples. Draw i is seeded by ``[BOOT_SEED, i]`` alone,
+    with the full multi-start on the same resamples, and ``bitlaws.study.boot_check`` keeps both paths'
+    objectives per stage on the first draws and compares the verdicts' numbers against the better of the
+    two (``bound_refit`` is what it measures). Draw i is seeded by ``[BOOT_SEED, i]`` alone,
     so with ``resume`` a rerun on the same rows keeps the stored draws and computes only the new ones.
 
     Args:
@@ -685,6 +699,9 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
         resume: reuse the draws of the record at that path when it was made from the same rows, seed,
             stages and ``PIPELINE_METHOD`` (draws ``0 … n_boot − 1`` only).
         p4_sim: datasets per hypothesis of P4's power (default ``P4_POWER_SIM[profile]``).
+        bound_refit: refit from the stage's own starts every fit that lands a constant on a bound,
+            keeping the better objective (``PIPELINE_BOUND_METHOD`` is then part of ``method``, so draws
+            made without it are not resumed); default ``PIPELINE_BOUND_REFIT``.
 
     Returns:
         The record: ``status`` (``ok`` or ``skipped`` with ``reason``), ``stages`` (those of
@@ -697,7 +714,8 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
         ``n_x_paired``: value} of the paired stages that fitted), ``n_resumed`` (draws reused), and,
         with all three N_eff stages, ``p4_power`` (``bitlaws.study.power.p4_power`` with ``p4_sim``
         datasets per hypothesis: the point Chinchilla fit generates, each dataset refits it; the
-        seed noise of the base grid; its power and its size over the boundary nulls).
+        seed noise of the base grid; its power and its size over the boundary nulls), and
+        ``on_bound_share`` (``pipeline_bound_shares``: stage -> constant -> share of draws on a bound).
 
     Raises:
         FileNotFoundError: no observations for ``profile``.
@@ -716,7 +734,8 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
               and frames[p]["run_id"].nunique() >= lf.STAGES[p].n_params_fitted + 1]
     base = {"profile": profile, "stage": "pipeline_boot", "stages": stages, "paired_stages": paired,
             "input_sha256": {s: _sha(frames[s]) for s in (*PIPELINE_STAGES, *PAIRED_STAGES)},
-            "boot_seed": BOOT_SEED, "method": PIPELINE_METHOD, "n_boot": int(n_boot),
+            "boot_seed": BOOT_SEED, "method": PIPELINE_METHOD + (PIPELINE_BOUND_METHOD if bound_refit else ""),
+            "n_boot": int(n_boot),
             "equation": "Eqs. 3–4 on Chinchilla, every stage refitted per resample of runs"}
     path = fits_path(profile, "pipeline_boot", root)
     if "chinchilla" not in stages or len(stages) < 2:
@@ -733,11 +752,13 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
         starts = _full_sample_starts(frames, [*stages, *paired])
         for i in tqdm([i for i in range(n_boot) if i not in done], desc=f"pipeline bootstrap ({profile})",
                       disable=not progress):
-            done[i] = _refit_draw(frames, stages, paired, _draw_picks(frames, stages, BOOT_SEED, i), starts)
+            done[i] = _refit_draw(frames, stages, paired, _draw_picks(frames, stages, BOOT_SEED, i), starts,
+                                  bound_refit=bound_refit)
         kept = [i for i in range(n_boot) if done[i][0] is not None]
         rec = {**base, "status": "ok", "reason": "", "n_ok": len(kept), "draws": [done[i][0] for i in kept],
                "draw_ids": kept, "failed_ids": [i for i in range(n_boot) if done[i][0] is None],
                "paired_draws": [done[i][1] for i in kept], "n_resumed": n_resumed}
+        rec["on_bound_share"] = pipeline_bound_shares(rec)
         if {"neff_w", "neff_a", "neff_kv"} <= set(stages):
             # P4's power on this design (its rule reads these draws), simulated once here, not per verdict
             from .noise import noise_model
@@ -753,6 +774,34 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
     if write:
         _write_json(path, rec)
     return rec
+
+
+def pipeline_bound_shares(record: Mapping | None) -> dict[str, dict[str, float]]:
+    """The share of a pipeline bootstrap's kept draws with each constant on a bound of its stage's box.
+
+    Args:
+        record: a ``pipeline_bootstrap`` record (or None).
+
+    Returns:
+        stage (``stages`` and ``paired_stages``) -> fitted constant (natural name, as in the stage's
+        ``FitResult.params``) -> share of draws (of those that have it) on a bound (``laws.fit.bound_side``
+        with the stage's bounds); {} without an ``ok`` record. Chinchilla's tied β (= α) is not listed.
+    """
+    if not record or record.get("status") != "ok":
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for s in [*record.get("stages", ()), *record.get("paired_stages", ())]:
+        src, suffix = (record.get("paired_draws") or [], "_paired") if s in PAIRED_STAGES else \
+            (record.get("draws") or [], "")
+        st = lf.STAGES[s]
+        shares = {}
+        for raw in st.param_names:
+            k = raw.removeprefix("log_")
+            vals = [d[k + suffix] for d in src if d.get(k + suffix) is not None]
+            if vals:
+                shares[k] = float(np.mean([lf.bound_side(st.bounds, k, v) is not None for v in vals]))
+        out[s] = shares
+    return out
 
 
 def pipeline_boot_is_current(record: Mapping | None, df: pd.DataFrame) -> bool:
@@ -1841,6 +1890,9 @@ def stages_markdown(fits: Mapping[str, dict], frames: Mapping[str, pd.DataFrame]
     fitted on; then a line saying what those count, one naming each stage that was not fitted (and
     why), and whether the fit files match the rows.
 
+    A stage of the pipeline bootstrap whose constants sit on a bound in some of its draws says in how
+    many (``pipeline_bound_shares``), beside its point fit's identified / not identified.
+
     Args:
         fits: :func:`load_fits`. frames: :func:`stage_frames`. current: :func:`fits_are_current`.
         profile: named in the refresh command when the fits are stale.
@@ -1850,11 +1902,20 @@ def stages_markdown(fits: Mapping[str, dict], frames: Mapping[str, pd.DataFrame]
     """
     lines = ["| stage | form | rows | points | runs |", "|---|---|---|---|---|"]
     notes = []
+    boot = fits.get("pipeline_boot")
+    shares = pipeline_bound_shares(boot)
     for s in (*FIT_ORDER, "table1"):
         frame = frames.get(s, frames["neff_w"] if s == "table1" else None)
         n = len(frame) if frame is not None else 0
         form = lf.STAGES[s].equation if s in lf.STAGES else fits.get(s, {}).get("equation", "")
         points, runs, why = _fitted_on(fits.get(s), n, frame if s == "table1" else None)
+        at = {k: v for k, v in (shares.get(s) or {}).items() if v > 0}
+        if at:  # the point fit's identified reads one fit; the draws say how often the data leave a constant free
+            lead = why or ("identified at its point fit" if (fits.get(s) or {}).get("identified") else "")
+            why = (lead + "; " if lead else "") + "on a bound in " + ", ".join(
+                f"{v:.0%} ({k.replace('gamma_', 'γ_')})" if v >= 0.01 else f"{v:.1%} ({k.replace('gamma_', 'γ_')})"
+                for k, v in sorted(at.items(), key=lambda kv: -kv[1])) + \
+                f" of the pipeline bootstrap's {len(boot['draws'])} draws"
         lines.append(f"| `{s}` | {form} | {n} | {points} | {runs} |")
         if why:
             notes.append(f"`{s}` {why}")

@@ -135,15 +135,30 @@ def order_probabilities(boot: Mapping | None, df: pd.DataFrame, bits=SENSITIVITY
         return None
     if not {"neff_w", "neff_a", "neff_kv"} <= set(boot.get("stages", ())):
         return None
+    ind = order_indicators(boot["draws"], bits)
+    ok = ind["finite"]
+    return {"p_order": float(ind["p_order"][ok].mean()), "p_a_most": float(ind["p_a_most"][ok].mean()),
+            "p_kv_below_w": float(ind["p_kv_below_w"][ok].mean()), "n_draws": float(ok.sum())}
+
+
+def order_indicators(draws, bits=SENSITIVITY_BITS) -> dict[str, np.ndarray]:
+    """Per draw, whether each order of ``order_probabilities`` holds at every width of ``bits``.
+
+    Args:
+        draws: k dicts with ``gamma_w``, ``n_w``, ``gamma_a``, ``n_a``, ``gamma_kv``, ``n_kv``.
+        bits: the widths.
+
+    Returns:
+        ``p_order``, ``p_a_most``, ``p_kv_below_w``: (k,) bool; ``finite``: (k,) bool, every f_x finite
+        (the shares of ``order_probabilities`` are the means over the finite draws).
+    """
     b = np.asarray(bits, float)
-    f = {p: np.array([forms.precision_factor(b, d[f"gamma_{p}"], d[f"n_{p}"]) for d in boot["draws"]]) for p in PARTS}
-    ok = np.all(np.isfinite(np.stack(list(f.values()))), axis=(0, 2))
-    f = {p: v[ok] for p, v in f.items()}
-    order = np.all((f["a"] < f["w"]) & (f["w"] < f["kv"]), axis=1)
-    a_most = np.all((f["a"] < f["w"]) & (f["a"] < f["kv"]), axis=1)
-    kv_below = np.all(f["kv"] < f["w"], axis=1)
-    return {"p_order": float(order.mean()), "p_a_most": float(a_most.mean()), "p_kv_below_w": float(kv_below.mean()),
-            "n_draws": float(ok.sum())}
+    f = {p: np.array([forms.precision_factor(b, d[f"gamma_{p}"], d[f"n_{p}"]) for d in draws],
+                     dtype=float).reshape(len(draws), len(b)) for p in PARTS}
+    return {"p_order": np.all((f["a"] < f["w"]) & (f["w"] < f["kv"]), axis=1),
+            "p_a_most": np.all((f["a"] < f["w"]) & (f["a"] < f["kv"]), axis=1),
+            "p_kv_below_w": np.all(f["kv"] < f["w"], axis=1),
+            "finite": np.all(np.isfinite(np.stack(list(f.values()))), axis=(0, 2))}
 
 
 def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verdict:
