@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from bitlaws.study import ptq_degradation as pa
+from bitlaws.study.ptq_degradation import ARGMIN_LEVEL
 from bitlaws.laws.forms import PAPER_CONSTANTS
 from bitlaws.laws.optimal import brute_force_critical_data_size
 
@@ -429,6 +430,57 @@ def test_bytes_per_token_interval_holds_the_point_and_shrinks_with_more_windows(
         pa.bytes_per_token_interval([128, 128], [300, 10], level=1.0)
 
 
+def test_argmin_coverage_is_95_percent_where_the_normal_is_exact_and_short_with_few_seeds():
+    # two D values a hair apart (the first is the minimum): with many seeds and σ known, each D's
+    # bootstrap mean is normal, the share of the minimum is uniform, and the 95 % set misses it in
+    # 5 % of datasets; with 3 seeds the plug-in spread is too small and it misses far more often
+    n = 400
+    band = 4 * math.sqrt(0.95 * 0.05 / n)  # four Monte Carlo standard errors
+    truth = [0.0, 1e-9]
+    many = pa.argmin_ahead(truth, [np.arange(100)] * 2, sigma=0.1, n_datasets=n, n_boot=1000, seed=3)
+    assert many["true_index"] == 0 and many["n_datasets"] == n
+    for key in ("ahead", "ahead_corrected"):  # the small-k factor at k = 100 is 1.01: both ≈ 95 %
+        cov = pa.argmin_coverage(many[key])
+        assert abs(cov["coverage"] - 0.95) < band, (key, cov)
+        assert cov["lo"] < cov["coverage"] < cov["hi"] and cov["n_sim"] == n
+    few = pa.argmin_ahead(truth, [np.arange(3)] * 2, sigma=0.1, n_datasets=n, n_boot=1000, seed=3)
+    assert pa.argmin_coverage(few["ahead"])["coverage"] < 0.95 - band
+    # a minimum far below its neighbours is always in the set
+    far = pa.argmin_ahead([0.0, 1.0, 1.0], [np.arange(3)] * 3, sigma=0.01, n_datasets=50, n_boot=200, seed=4)
+    assert pa.argmin_coverage(far["ahead"])["coverage"] == 1.0
+    with pytest.raises(ValueError, match="sigma"):
+        pa.argmin_ahead(truth, [np.arange(3)] * 2, sigma=0.0)
+    with pytest.raises(ValueError, match="one finite mean"):
+        pa.argmin_ahead(truth, [np.arange(3)], sigma=0.1)
+
+
+def test_calibrated_level_is_the_quantile_of_the_share_ahead():
+    ahead = np.array([0.0, 0.5, 0.9, 0.96, 0.99])
+    level = pa.calibrated_level(ahead, target=0.8, floor=0.5)
+    assert level == pytest.approx(0.96, abs=1e-8) and level > 0.96  # just above the 4th smallest
+    assert pa.argmin_coverage(ahead, level)["coverage"] == 0.8  # 4 of 5 datasets
+    assert pa.argmin_coverage(ahead, 0.96)["coverage"] == 0.6  # at 0.96 itself the 4th is left out
+    assert pa.calibrated_level(ahead, target=0.4, floor=0.95) == 0.95  # never below the floor
+    # a true minimum that wins no draw in 2 of 5 datasets: no level below 1 reaches 80 %
+    short = np.array([0.0, 0.1, 0.2, 1.0, 1.0])
+    assert pa.calibrated_level(short, target=0.8) == 1.0
+    assert pa.argmin_coverage(short, 1.0)["coverage"] == 0.6
+    with pytest.raises(ValueError, match="target"):
+        pa.calibrated_level(ahead, target=0.0)
+    with pytest.raises(ValueError, match="level"):
+        pa.argmin_coverage(ahead, 1.5)
+
+
+def test_p2_argmin_truths_keep_the_fitted_minimum_and_flatten_its_bottom():
+    d = np.array(DS, dtype=float)
+    t = pa.p2_argmin_truths(NS[0], 3, d, CHIN, EQ2, flat=0.1)
+    fit = base_loss(NS[0], d) + np.array([eq2_delta(EQ2)(NS[0], x, 3) for x in d])
+    assert t["fitted"] == pytest.approx(fit, rel=1e-12)
+    assert int(np.argmin(t["flat"])) == int(np.argmin(fit))
+    assert t["flat"] - t["flat"].min() == pytest.approx(0.1 * (fit - fit.min()), rel=1e-9, abs=1e-15)
+    assert np.isnan(pa.p2_argmin_truths(NS[0], 3, d, {**CHIN, "B": math.nan}, EQ2)["fitted"]).all()
+
+
 def test_p2_argmin_set_on_a_turn_up_and_in_the_verdict(known_fits):
     df = make_frame({"gptq": _turn_up({NS[0]}), "rtn": _turn_up(set())})
     a = pa.p2_argmin_set(df, "gptq", NS[0], 3)
@@ -447,9 +499,26 @@ def test_p2_argmin_set_on_a_turn_up_and_in_the_verdict(known_fits):
     v = pa.verdict_p2(df, "test", n_sim=10)
     assert (v.details["gptq_argmin_n_params"], v.details["gptq_argmin_bits_post"]) == (NS[0], 3.0)
     assert v.details["gptq_argmin_set"] == str(DS[-2]) and v.details["gptq_argmin_set_size"] == 1.0
-    assert v.details[f"gptq_argmin_share_d{DS[-2]}"] == 1.0 and "at 95% the minimum" in v.reason
+    assert v.details[f"gptq_argmin_share_d{DS[-2]}"] == 1.0 and "at 95% coverage the minimum" in v.reason
     assert v.details["gptq_argmin_set_joint"] == v.details["gptq_argmin_set_independent"] == str(DS[-2])
     assert "resamples seeds jointly across D" in v.reason and "uncorrected, as before, {" in v.reason
+    # the set's coverage, simulated on this series' design (10 datasets at n_sim = 10): its level is a
+    # level, the coverages are rates out of 10 with their intervals, and the reason says so
+    level = v.details["gptq_argmin_level"]
+    assert ARGMIN_LEVEL <= level <= 1.0 and v.details["argmin_cal_n_sim"] == 10.0
+    for t in pa.ARGMIN_TRUTHS:
+        for d in ("joint", "smallk", "calibrated"):
+            c = v.details[f"gptq_argmin_cov_{t}_{d}"]
+            assert round(10 * c) == pytest.approx(10 * c, abs=1e-9)
+            assert v.details[f"gptq_argmin_cov_{t}_{d}_lo"] <= c <= v.details[f"gptq_argmin_cov_{t}_{d}_hi"]
+    assert "datasets simulated on this series' design with a flat bottom" in v.reason
+    assert f"calibrated level {level:.2%}" in v.reason
+    # a calibrated level widens the reported set and leaves the nominal one as it was
+    wide = pa.p2_argmin_set(df, "gptq", NS[0], 3, calibrated=1.0)
+    assert wide["in_set_nominal"].tolist() == a["in_set"].tolist()
+    assert wide["in_set"].tolist() == (wide["share"] > 0).tolist()
+    with pytest.raises(ValueError, match="calibrated"):
+        pa.p2_argmin_set(df, "gptq", NS[0], 3, calibrated=0.5)
     with pytest.raises(ValueError, match="n_params=7"):
         pa.p2_argmin_set(df, "gptq", 7, 3)
 
@@ -466,12 +535,81 @@ def test_bpe_conversion_reads_the_committed_csv_and_its_windows_sum_to_it():
     for _, w in win.groupby("obs_id"):  # every method's windows: the same text, summed exactly
         assert (int(w["n_bytes"].sum()), int(w["n_tokens"].sum())) == (conv["eval_bytes"], conv["eval_tokens"])
     assert conv["bytes_per_token"] == pytest.approx(conv["eval_bytes"] / conv["eval_tokens"], rel=1e-12)
-    # its interval: the window bootstrap of those windows, around the point value
-    one = win.drop_duplicates("window")
+    # its intervals: the cluster bootstrap over the works of the committed works file, and the
+    # window bootstrap beside it, both around the point value
+    one = win.drop_duplicates("window").sort_values("window")
     assert conv["n_windows"] == len(one) == win["window"].nunique()
-    ci = pa.bytes_per_token_interval(one.sort_values("window")["n_tokens"], one.sort_values("window")["n_bytes"])
+    works = pd.read_csv(runs / pa.WORKS_CSV).set_index("window").loc[one["window"], "work"]
+    assert conv["n_works"] == works.nunique() and conv["windows"]["work"].tolist() == works.tolist()
+    ci = pa.bytes_per_token_interval(one["n_tokens"], one["n_bytes"], groups=works.to_numpy())
+    iid = pa.bytes_per_token_interval(one["n_tokens"], one["n_bytes"])
     assert (conv["bytes_per_token_lo"], conv["bytes_per_token_hi"]) == pytest.approx((ci["lo"], ci["hi"]), rel=1e-12)
-    assert conv["bytes_per_token_lo"] < conv["bytes_per_token"] < conv["bytes_per_token_hi"]
+    assert (conv["bytes_per_token_window_lo"], conv["bytes_per_token_window_hi"]) == pytest.approx(
+        (iid["lo"], iid["hi"]), rel=1e-12)
+    for lo, hi in (("lo", "hi"), ("window_lo", "window_hi")):
+        assert conv[f"bytes_per_token_{lo}"] < conv["bytes_per_token"] < conv[f"bytes_per_token_{hi}"]
+
+
+def test_cluster_bootstrap_is_wider_with_a_work_effect_and_equal_without():
+    # 40 works of 10 windows of 128 tokens; bytes per token = 3 + work effect + window noise
+    rng = np.random.default_rng(21)
+    works = np.repeat(np.arange(40), 10)
+    tok = np.full(400, 128)
+
+    def widths(effect_sd: float) -> np.ndarray:
+        out = []
+        for _ in range(20):
+            rate = 3.0 + effect_sd * rng.standard_normal(40)[works] + 0.3 * rng.standard_normal(400)
+            byt = np.rint(128 * rate)
+            c = pa.bytes_per_token_interval(tok, byt, groups=works, seed=int(rng.integers(1000)))
+            w = pa.bytes_per_token_interval(tok, byt, seed=int(rng.integers(1000)))
+            assert c["n_groups"] == 40 and math.isnan(w["n_groups"]) and c["bytes_per_token"] == w["bytes_per_token"]
+            out.append((c["hi"] - c["lo"]) / (w["hi"] - w["lo"]))
+        return np.array(out)
+
+    # a work effect as large as the window noise: the design effect 1 + 9·0.5 widens it ≈ √5.5 = 2.3×
+    assert widths(0.3).mean() == pytest.approx(math.sqrt(5.5), rel=0.2)
+    # none: the same width on average (each ratio's spread ≈ 1/√78 from 39 degrees of freedom: 20 of
+    # them average to ±0.03; ±0.1 is three of those)
+    assert widths(0.0).mean() == pytest.approx(1.0, abs=0.1)
+    # one window per work is the window bootstrap itself, draw for draw
+    byt = np.rint(128 * (3 + 0.3 * rng.standard_normal(400)))
+    assert pa.bytes_per_token_interval(tok, byt, groups=np.arange(400)) == {
+        **pa.bytes_per_token_interval(tok, byt), "n_groups": 400.0}
+    with pytest.raises(ValueError, match="one label per window"):
+        pa.bytes_per_token_interval(tok, byt, groups=works[:10])
+    with pytest.raises(ValueError, match="≥ 2 groups"):
+        pa.bytes_per_token_interval(tok, byt, groups=np.zeros(400))
+
+
+def test_window_works_are_where_the_windows_read(corpus):
+    from bitlaws.corpus import SEPARATOR, shakespeare_doc_spans
+    from bitlaws.study.claims import repo_root
+    from bitlaws.study.quik_realmodel import text_window_spans, text_windows
+    from bitlaws.study.quik_smollm import SMOL_SETTING
+
+    val = np.asarray(corpus.val).tobytes()
+    spans = shakespeare_doc_spans("val")
+    # the works tile the split, joined by the separator, in the corpus's order
+    assert [n for n, _, _ in spans] == list(corpus.val_docs) and spans[0][1] == 0 and spans[-1][2] == len(val)
+    for (_, _, end), (_, start, _) in zip(spans, spans[1:]):
+        assert val[end:start] == SEPARATOR.encode("utf-8")
+    # the spans are text_windows' windows, byte for byte
+    cut = text_window_spans(corpus.val, 6, 512, None)
+    assert [val[a:b].decode("utf-8", errors="replace") for a, b in cut] == text_windows(corpus.val, 6, 512, None)
+    # the committed file is what the corpus gives, and each window's predicted bytes lie in its work
+    ww = pa.window_works(corpus)
+    committed = pd.read_csv(repo_root() / "data" / "runs" / "cpu" / pa.WORKS_CSV)
+    cols = ["window", "start_byte", "end_byte", "work", "work_end_byte", "corpus_sha256"]
+    assert committed[cols].to_dict("list") == ww[cols].to_dict("list")
+    assert len(ww) == SMOL_SETTING.n_eval and ww["work"].nunique() == len(corpus.val_docs)
+    win = pd.read_csv(repo_root() / "data" / "runs" / "cpu" / "quik_smollm_windows.csv").drop_duplicates("window")
+    start = {n: a for n, a, _ in spans}
+    both = ww.merge(win[["window", "n_bytes"]], on="window")
+    assert ((both["start_byte"] >= both["work"].map(start))
+            & (both["start_byte"] + both["n_bytes"] < both["work_end_byte"])).all()
+    with pytest.raises(ValueError, match="split"):
+        shakespeare_doc_spans("test")
 
 
 def test_p2_reports_d_over_n_in_bpe_tokens_only_for_the_same_text(known_fits):

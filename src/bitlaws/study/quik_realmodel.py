@@ -38,7 +38,7 @@ from .store import append_rows, data_dir, provenance, read_rows, stable_hash
 __all__ = [
     "load_causal_lm", "minilm_dir", "load_minilm", "MinilmSetting", "MINILM_SETTING", "MinilmMethod",
     "MINILM_METHODS", "MINILM_COLUMNS", "MINILM_CSV", "MINILM_PACKAGE", "MINILM_NAME", "INSTALL_HINT", "minilm_kind",
-    "text_windows", "encode_windows", "capture_minilm_statistics", "quantize_minilm_layer", "gaussian_absmax_ratio",
+    "text_windows", "text_window_spans", "encode_windows", "capture_minilm_statistics", "quantize_minilm_layer", "gaussian_absmax_ratio",
     "run_minilm_experiment", "load_minilm_rows", "minilm_error_table", "minilm_outlier_table",
     "SMOLLM_PACKAGE", "SMOLLM_GGUF", "SMOLLM_NAME", "cache_dir", "smollm_gguf", "file_sha256",
     "load_gguf_causal_lm", "load_smollm", "SMOLLM_MODULE", "GGUF_PACKAGES",
@@ -308,6 +308,31 @@ def _weights_sha256(folder: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def text_window_spans(data: np.ndarray, n: int, window_bytes: int, seed: int | None) -> list[tuple[int, int]]:
+    """The byte spans ``(start, end)`` of ``text_windows`` (same arguments) in `data`: each window read
+    from its start, cut after its first newline where that lies in its first half.
+
+    Raises:
+        ValueError: as ``text_windows``.
+    """
+    if n < 1 or window_bytes < 2:
+        raise ValueError(f"n and window_bytes must be positive, got {n}, {window_bytes}")
+    data = np.asarray(data)
+    top = len(data) - window_bytes
+    if top < 0:
+        raise ValueError(f"the split has {len(data)} bytes, fewer than one window of {window_bytes}")
+    if seed is None:
+        starts = np.linspace(0, top, n).round().astype(np.int64)
+    else:
+        starts = np.random.default_rng(seed).integers(0, top + 1, size=n)
+    spans = []
+    for s in starts:
+        raw = np.asarray(data[s:s + window_bytes], dtype=np.uint8).tobytes()
+        nl = raw.find(b"\n")
+        spans.append((int(s) + (nl + 1 if 0 <= nl < len(raw) // 2 else 0), int(s) + window_bytes))
+    return spans
+
+
 def text_windows(data: np.ndarray, n: int, window_bytes: int, seed: int | None) -> list[str]:
     """`n` text windows of the byte corpus `data`, each starting after its first newline.
 
@@ -323,23 +348,9 @@ def text_windows(data: np.ndarray, n: int, window_bytes: int, seed: int | None) 
     Raises:
         ValueError: non-positive sizes, or a split shorter than one window.
     """
-    if n < 1 or window_bytes < 2:
-        raise ValueError(f"n and window_bytes must be positive, got {n}, {window_bytes}")
     data = np.asarray(data)
-    top = len(data) - window_bytes
-    if top < 0:
-        raise ValueError(f"the split has {len(data)} bytes, fewer than one window of {window_bytes}")
-    if seed is None:
-        starts = np.linspace(0, top, n).round().astype(np.int64)
-    else:
-        starts = np.random.default_rng(seed).integers(0, top + 1, size=n)
-    out = []
-    for s in starts:
-        raw = np.asarray(data[s:s + window_bytes], dtype=np.uint8).tobytes()
-        nl = raw.find(b"\n")
-        raw = raw[nl + 1:] if 0 <= nl < len(raw) // 2 else raw
-        out.append(raw.decode("utf-8", errors="replace"))
-    return out
+    return [np.asarray(data[a:b], dtype=np.uint8).tobytes().decode("utf-8", errors="replace")
+            for a, b in text_window_spans(data, n, window_bytes, seed)]
 
 
 def encode_windows(tokenizer, texts: list[str], seq_len: int) -> dict[str, torch.Tensor]:
