@@ -697,7 +697,10 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
         ``n_x_paired``: value} of the paired stages that fitted), ``n_resumed`` (draws reused), and,
         with all three N_eff stages, ``p4_power`` (``bitlaws.study.power.p4_power`` with ``p4_sim``
         datasets per hypothesis: the point Chinchilla fit generates, each dataset refits it; the
-        seed noise of the base grid; its power and its size over the boundary nulls).
+        seed noise of the base grid; its power and its size over the boundary nulls; a stored one is
+        reused only at the same ``p4_sim`` and ``power.P4_SIM_VERSION``) and ``p4_no_pa3``
+        (``low_precision_training.p4_dropped_draws``: the activation stage of each draw refitted
+        without the runs at P_a ≤ 3, P4 rule v6's fourth variant; reused while current).
 
     Raises:
         FileNotFoundError: no observations for ``profile``.
@@ -740,16 +743,20 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
                "paired_draws": [done[i][1] for i in kept], "n_resumed": n_resumed}
         if {"neff_w", "neff_a", "neff_kv"} <= set(stages):
             # P4's power on this design (its rule reads these draws), simulated once here, not per verdict
+            from .low_precision_training import p4_dropped_draws, p4_dropped_is_current
             from .noise import noise_model
-            from .power import p4_power
+            from .power import P4_SIM_VERSION, p4_power
 
             n_sim = P4_POWER_SIM.get(profile, 200) if p4_sim is None else p4_sim
-            reuse = old is not None and (old.get("p4_power") or {}).get("n_sim") == float(n_sim)
-            if reuse:
-                rec["p4_power"] = old["p4_power"]
+            stored = (old or {}).get("p4_power") or {}  # reused only if made by this simulation at this n_sim
+            if stored.get("n_sim") == float(n_sim) and stored.get("sim_version") == P4_SIM_VERSION:
+                rec["p4_power"] = stored
             else:
                 chin = dict(lf.fit_stage(lf.STAGES["chinchilla"], frames["chinchilla"]).params)
                 rec["p4_power"] = p4_power(frames, chin, noise_model(df), n_sim=n_sim, seed=BOOT_SEED)
+            # rule v6's variant without the P_a <= 3 runs: the activation stage refitted on each draw
+            nd = (old or {}).get("p4_no_pa3")
+            rec["p4_no_pa3"] = nd if p4_dropped_is_current(nd, rec, frames) else p4_dropped_draws(rec, frames, progress)
     if write:
         _write_json(path, rec)
     return rec
