@@ -295,8 +295,9 @@ def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = C
     candidates whose name contains ``seed_ends`` (the as-run family, whose seed count the
     ``qat_seeds`` sweep declares) the power is also simulated at σ_seed's interval ends
     (``seed_block_sd``: ``lo``, and ``hi`` capped at one run's σ, the whole seed noise then
-    shared), and ``power_seed_min``, the least of the three, is what ``seed_choice`` reads: the
-    seed count is chosen at the unfavourable end of σ_seed's interval.
+    shared; the paper's hypothesis alone, ``power_only``), and ``power_seed_min``, the least of the
+    three, is what ``seed_choice`` reads: the seed count is chosen at the unfavourable end of
+    σ_seed's interval.
 
     Returns:
         One row per candidate: ``claim``, ``design``, ``sizes``, ``budgets``, ``bits`` (";"-joined),
@@ -346,14 +347,14 @@ def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = C
             extra.update({k: pw[k] for k in _P4_VARIANT_COLUMNS})
             at = {}
             if seed_ends in c.name and ends:
-                at = {k: p4_power(frames, chin, noise, n_sim=n_sim, seed=seed, seed_sd=v)["power"]
+                at = {k: p4_power(frames, chin, noise, n_sim=n_sim, seed=seed, seed_sd=v, power_only=True)["power"]
                       for k, v in ends.items()}
                 extra.update({"power_seed_lo": at["lo"], "power_seed_hi": at["hi"]})
             extra["power_seed_min"] = min([pw["power"], *at.values()])
             if ends.get("lo") == 0.0 and "lo" in at:
                 indep = at["lo"]
             elif any(name in c.name and c.seeds == k for name, k in independent):
-                indep = p4_power(frames, chin, noise, n_sim=n_sim, seed=seed)["power"]
+                indep = p4_power(frames, chin, noise, n_sim=n_sim, seed=seed, power_only=True)["power"]
         elif c.claim == "P5":
             pw = p5_power(candidate_p5_design(c, _hp_seeds(df, c)), chin, noise, n_sim=n_sim, seed=seed)
         else:
