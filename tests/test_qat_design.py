@@ -391,3 +391,28 @@ def test_declared_marginal_seeds_are_the_committed_tables_choice():
     choice = qd.seed_choice(tab)
     assert choice["by_interval"] is not None
     assert 1 + len(PROFILES["cpu"].power_design.marginal_seeds) == choice["by_interval"]
+
+
+def test_committed_p4_design_powers_follow_rule_v6():
+    """The committed table's P4 powers are rule v6's (a pass needs the fits with and without the P_a ≤ 3
+    runs, at the worst floor, so at most each variant's own power); the seed choice reads the least over
+    σ_seed's interval ends and its point; and on the as-run family that power, and the point's, does not
+    fall as seeds are added beyond Monte Carlo error (1.96 standard errors of the difference)."""
+    tab = qd.load_design_power("cpu")
+    if tab is None:
+        pytest.skip("no committed design table for cpu")
+    p4 = tab[tab["claim"] == "P4"]
+    variants = ["power_floor_0.02", "power_floor_0.05", "power_floor_0.2", "power_no_pa3"]
+    assert len(p4) == 6 and p4[variants].notna().all().all()
+    assert (p4["power"] <= p4[variants].min(axis=1) + 1e-12).all()
+    assert (p4["power_partly"] >= p4["power"]).all()
+    run = p4[p4["design"].str.contains("as run")].sort_values("seeds")
+    assert list(run["seeds"]) == [1, 2, 3, 5] and run[["power_seed_lo", "power_seed_hi"]].notna().all().all()
+    least = run[["power", "power_seed_lo", "power_seed_hi"]].min(axis=1)
+    assert np.allclose(run["power_seed_min"], least, rtol=0, atol=1e-12)
+    assert qd.seed_choice(tab)["column"] == "power_seed_min"
+    for col in ("power", "power_seed_min"):
+        p, n = run[col].to_numpy(float), run["n_sim"].to_numpy(float)
+        for i in range(len(p) - 1):
+            se = np.sqrt(p[i] * (1 - p[i]) / n[i] + p[i + 1] * (1 - p[i + 1]) / n[i + 1])
+            assert p[i + 1] >= p[i] - 1.96 * se, (col, run["seeds"].iloc[i + 1], p[i], p[i + 1])
