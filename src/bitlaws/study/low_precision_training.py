@@ -428,9 +428,12 @@ def _p4_power_text(pw: Mapping) -> str:
             + ("; that exceeds the 5 % a rule at this level may have, so a pass is weaker evidence than its "
                "threshold says" if over else ", within 5 %")
             + (". The fits and the simulation use the same rows, every run of each sweep"
-               + (f"; on the {int(pw['rows_extended'])} where the paper's own f_x falls below {NEFF_F_FLOOR:g} (N_eff "
-                  f"undefined at f ≤ 0, as for activations at 3 bits) the simulation generates from the paper's curve "
-                  f"clipped at {NEFF_F_FLOOR:g}" if pw["rows_extended"] else "")
+               + ((f"; on the {int(pw['rows_extended'])} where the paper's own f_x falls below the floor (N_eff "
+                   "undefined at f ≤ 0, as for activations at 3 bits) each floor variant generates from the paper's "
+                   "curve clipped at its floor" if "sim_version" in pw else
+                   f"; on the {int(pw['rows_extended'])} where the paper's own f_x falls below {NEFF_F_FLOOR:g} (N_eff "
+                   f"undefined at f ≤ 0, as for activations at 3 bits) the simulation generates from the paper's curve "
+                   f"clipped at {NEFF_F_FLOOR:g}") if pw["rows_extended"] else "")
                if "rows_extended" in pw else
                ". This power record predates rule v5: it was simulated, and the N_eff fits made, without the "
                "activation runs at 3 bits"))
