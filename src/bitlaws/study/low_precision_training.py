@@ -22,7 +22,8 @@ from ..formats import PAPER_FP_FORMATS
 from ..laws import forms
 from .claims import (CLAIMS, P4_VARIANTS, Verdict, inputs_identity, power_gate, rate_text, rule_p4, rule_p4_variants,
                      store_verdicts)
-from .law_fits import TRAINING_EXPERIMENTS, ci_text, load_fits, record_on_bound, stage_frames
+from .law_fits import (P4_DROPPED_VERSION, TRAINING_EXPERIMENTS, ci_text, load_fits, p4_dropped_draws,  # noqa: F401
+                       p4_dropped_is_current, record_on_bound, stage_frames)
 from .noise import noise_floor
 from .store import data_dir, load_runs
 from .sweep import PROFILES, coverage, declared_experiments
@@ -116,77 +117,6 @@ def empirical_order(table: pd.DataFrame, bits=(4, 5, 6, 8)) -> pd.DataFrame:
 def _order(row: pd.Series) -> str:
     """``f_a < f_kv < f_w``: the parts by their factor f_x, the most sensitive (smallest f) first."""
     return " < ".join(f"f_{p}" for p in row.sort_values().index)
-
-
-# The version of ``p4_dropped_draws``' method; a stored record of another is recomputed.
-P4_DROPPED_VERSION = ("1: per kept draw i, the runs at P_a <= 3 left out, the rest resampled with default_rng([boot_seed, "
-                      "i, 3]), neff_a refitted on draw i's Chinchilla constants from its full-sample optimum and the "
-                      "best 3 screened grid points")
-
-
-def p4_dropped_draws(boot: Mapping, frames: Mapping[str, pd.DataFrame], progress: bool = False) -> dict:
-    """Rule v6's ``no_pa3`` variant on our runs: the activation stage of the pipeline bootstrap refitted
-    without the runs at P_a ≤ 3 (``bitlaws.study.power.p4_kept``), draw by draw.
-
-    For each kept draw i of ``boot`` the remaining activation runs are resampled with replacement
-    (``default_rng([boot_seed, i, 3])``, as many as there are) and ``neff_a`` is refitted on draw i's
-    own Chinchilla constants (A, B, E, α, β of the draw), L-BFGS-B from the full-sample optimum of the
-    reduced stage and the best ``law_fits.PIPELINE_REFINE`` screened grid points, as the pipeline
-    refits it. The weight and KV-cache stages do not read the activation runs, so their draws stand.
-
-    Args:
-        boot: a ``pipeline_boot`` record with status ``ok`` (``draws``, ``draw_ids``, ``boot_seed``).
-        frames: ``law_fits.stage_frames(df)`` of the rows the record was made from.
-        progress: a progress bar.
-
-    Returns:
-        ``version`` (``P4_DROPPED_VERSION``), ``input_sha256`` (hash of the reduced ``neff_a`` rows),
-        ``rows_a`` (their count), ``draw_ids`` (of ``boot``), ``gamma_a`` and ``n_a`` (one per draw, NaN
-        where the refit did not end at a finite objective).
-
-    Raises:
-        ValueError: ``boot`` not an ``ok`` record with draws.
-    """
-    from tqdm.auto import tqdm
-
-    from .._io import frame_sha256
-    from ..laws import fit as lf
-    from .law_fits import PIPELINE_REFINE, _rows_of
-    from .power import p4_kept
-
-    if not boot or boot.get("status") != "ok" or not boot.get("draws"):
-        raise ValueError("p4_dropped_draws needs a pipeline_boot record with status 'ok' and draws "
-                         "(law_fits.pipeline_bootstrap)")
-    fr = frames["neff_a"]
-    kept = fr[p4_kept(fr, True)].reset_index(drop=True)
-    stage, chin_keys = lf.STAGES["neff_a"], lf.STAGES["chinchilla"]
-    full_chin = lf.fit_stage(chin_keys, frames["chinchilla"])
-    start = np.asarray(lf.fit_stage(stage, kept, dict(full_chin.params)).theta, dtype=float)[None, :]
-    uniq = np.unique(kept["run_id"].astype(str).to_numpy())
-    gamma, offset = [], []
-    for i, d in tqdm(list(zip(boot["draw_ids"], boot["draws"])), desc="P4 without P_a <= 3", disable=not progress):
-        rng = np.random.default_rng([int(boot["boot_seed"]), int(i), 3])
-        sub = kept.iloc[_rows_of(kept, rng.choice(uniq, size=len(uniq), replace=True))].reset_index(drop=True)
-        res = lf.fit_stage(stage, sub, {k: d[k] for k in full_chin.params}, n_refine=PIPELINE_REFINE,
-                           extra_starts=start)
-        ok = math.isfinite(res.objective) and res.objective < 1e30
-        gamma.append(float(res.params["gamma_a"]) if ok else math.nan)
-        offset.append(float(res.params["n_a"]) if ok else math.nan)
-    return {"version": P4_DROPPED_VERSION, "input_sha256": frame_sha256(kept), "rows_a": float(len(kept)),
-            "draw_ids": [int(i) for i in boot["draw_ids"]], "gamma_a": gamma, "n_a": offset}
-
-
-def p4_dropped_is_current(record: Mapping | None, boot: Mapping, frames: Mapping[str, pd.DataFrame]) -> bool:
-    """True if ``record`` (``p4_dropped_draws``) was made by this version, from ``boot``'s draws and
-    from the reduced activation rows ``frames`` give now."""
-    from .._io import frame_sha256
-    from .power import p4_kept
-
-    if not record or record.get("version") != P4_DROPPED_VERSION:
-        return False
-    fr = frames["neff_a"]
-    return record.get("draw_ids") == [int(i) for i in boot.get("draw_ids", [])] and \
-        record.get("input_sha256") == frame_sha256(fr[p4_kept(fr, True)].reset_index(drop=True))
 
 
 def order_probabilities(boot: Mapping | None, df: pd.DataFrame, bits=SENSITIVITY_BITS,
