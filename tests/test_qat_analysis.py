@@ -215,6 +215,25 @@ def _boot(df, draws):
             "input_sha256": {s: _sha(frames[s]) for s in PIPELINE_STAGES}}
 
 
+def _v6(df, boot, power=0.9, drop_draws=None, **extra):
+    """``boot`` with a rule v6 record: every variant's power ``power`` (``extra`` overrides keys), and
+    the activation draws without P_a ≤ 3 those of ``boot`` (or of ``drop_draws``)."""
+    from bitlaws._io import frame_sha256
+    from bitlaws.study.claims import P4_VARIANTS
+    from bitlaws.study.law_fits import stage_frames
+    from bitlaws.study.power import P4_SIM_VERSION, p4_kept
+
+    fr = stage_frames(df)["neff_a"]
+    ids = list(range(len(boot["draws"])))
+    src = boot["draws"] if drop_draws is None else drop_draws
+    nd = {"version": qa.P4_DROPPED_VERSION, "input_sha256": frame_sha256(fr[p4_kept(fr, True)].reset_index(drop=True)),
+          "draw_ids": ids, "gamma_a": [d["gamma_a"] for d in src], "n_a": [d["n_a"] for d in src]}
+    rec = {"power": power, "power_partly": power, "false_positive": 0.0, "false_partly": 0.0, "n_sim": 50.0,
+           "sim_version": P4_SIM_VERSION, "rows_a": 36.0, "rows_a_no_pa3": 30.0, "power_floor": "floor_0.02",
+           **{f"power_{v}": power for v in P4_VARIANTS}, **extra}
+    return {**boot, "draw_ids": ids, "p4_power": rec, "p4_no_pa3": nd}
+
+
 def test_p4_rule_v2_reads_the_order_probability_over_the_bootstrap():
     df = frame()
     c = forms.PAPER_CONSTANTS
@@ -225,46 +244,54 @@ def test_p4_rule_v2_reads_the_order_probability_over_the_bootstrap():
         return [{kk: centre[kk] * (1 + spread * rng.standard_normal()) for kk in keys} for _ in range(k)]
 
     paper = _fits(*(c[k] for k in keys))
-    tight = {**paper, "pipeline_boot": _boot(df, draws(c, 0.01))}
+    tight = {**paper, "pipeline_boot": _v6(df, _boot(df, draws(c, 0.01)))}
     v = qa.verdict_p4(tight, df, "cpu")
     assert v.verdict == "reproduced" and v.details["p_order"] == 1.0 and v.details["n_draws"] == 200.0
+    assert v.details["p_order_no_pa3"] == 1.0 and v.details["grade_no_pa3"] == "reproduced"
     swapped_c = {**c, "gamma_w": c["gamma_kv"], "n_w": c["n_kv"], "gamma_kv": c["gamma_w"], "n_kv": c["n_w"]}
-    sw = qa.verdict_p4({**paper, "pipeline_boot": _boot(df, draws(swapped_c, 0.01))}, df, "cpu")
+    sw = qa.verdict_p4({**paper, "pipeline_boot": _v6(df, _boot(df, draws(swapped_c, 0.01)))}, df, "cpu")
     assert sw.verdict == "partly" and sw.details["p_kv_below_w"] == 1.0 and sw.details["p_order"] == 0.0
     # draws that cannot tell the parts apart: neither the order nor its reverse is resolved
     mixed = draws(c, 0.01, 100) + draws(swapped_c, 0.01, 100)
     a_least = {**swapped_c, "gamma_a": 0.3, "n_a": 0.0}
-    unresolved = qa.verdict_p4({**paper, "pipeline_boot": _boot(df, draws(c, 0.01, 60) + draws(a_least, 0.01, 140))},
-                               df, "cpu")
+    unresolved = qa.verdict_p4({**paper, "pipeline_boot": _v6(df, _boot(df, draws(c, 0.01, 60)
+                                                                        + draws(a_least, 0.01, 140)))}, df, "cpu")
     assert unresolved.verdict == "inconclusive" and 0.05 < unresolved.details["p_order"] < 0.95
-    assert qa.verdict_p4({**paper, "pipeline_boot": _boot(df, mixed)}, df, "cpu").verdict == "partly"
-    excluded = qa.verdict_p4({**paper, "pipeline_boot": _boot(df, draws(a_least, 0.01))}, df, "cpu")
+    assert qa.verdict_p4({**paper, "pipeline_boot": _v6(df, _boot(df, mixed))}, df, "cpu").verdict == "partly"
+    excluded = qa.verdict_p4({**paper, "pipeline_boot": _v6(df, _boot(df, draws(a_least, 0.01)))}, df, "cpu")
     assert excluded.verdict == "not reproduced"
-    # rule v3: a partly or not reproduced from an underpowered design is inconclusive; a pass stands
+    # the power gate: a partly or not reproduced from an underpowered design is inconclusive; a pass stands
     boot = _boot(df, mixed)
-    weak = {"power": 0.2, "power_partly": 0.4, "false_positive": 0.0, "false_partly": 0.0, "n_sim": 50.0,
-            "rows_dropped": 6.0}
-    gated = qa.verdict_p4({**paper, "pipeline_boot": {**boot, "p4_power": weak}}, df, "cpu")
-    assert gated.verdict == "inconclusive" and gated.details["power"] == 0.2 and "power on our design is 20%" in gated.reason
-    strong = qa.verdict_p4({**paper, "pipeline_boot": {**boot, "p4_power": {**weak, "power": 0.9}}}, df, "cpu")
-    assert strong.verdict == "partly"
-    assert qa.verdict_p4({**tight, "pipeline_boot": {**tight["pipeline_boot"], "p4_power": weak}}, df,
+    gated = qa.verdict_p4({**paper, "pipeline_boot": _v6(df, boot, 0.2)}, df, "cpu")
+    assert gated.verdict == "inconclusive" and gated.details["power"] == 0.2
+    assert "the rule's own power, a pass in the fits with and without those runs" in gated.reason
+    assert "are 20% [11, 33] (inconclusive), 20% [11, 33] (inconclusive), 20% [11, 33] (inconclusive)" in gated.reason
+    assert qa.verdict_p4({**tight, "pipeline_boot": _v6(df, tight["pipeline_boot"], 0.2)}, df,
                          "cpu").verdict == "reproduced"
-    # rule v4–v5's record: the size over the boundary nulls is stated, and flagged where it exceeds 5 %
-    v4 = {**weak, "power": 0.9, "fp_all_equal": 0.0, "fp_a_eq_w": 0.02, "fp_w_eq_kv": 0.03, "fp_partly_a_eq_w": 0.04,
-          "false_positive": 0.03, "size_null": "w_eq_kv", "false_partly": 0.04, "size_partly_null": "a_eq_w",
-          "chinchilla_refit": 1.0, "rows_a": 30.0}
-    ok = qa.verdict_p4({**paper, "pipeline_boot": {**boot, "p4_power": v4}}, df, "cpu")
+    # rule v6: a pass in three variants and a fail in the fourth is no pass (the draws without P_a ≤ 3
+    # put activations least sensitive); one variant underpowered makes a partly inconclusive
+    split = qa.verdict_p4({**paper, "pipeline_boot": _v6(df, tight["pipeline_boot"],
+                                                         drop_draws=draws(a_least, 0.01))}, df, "cpu")
+    assert split.verdict == "inconclusive"
+    assert [split.details[f"grade_{v}"] for v in ("floor_0.02", "floor_0.05", "floor_0.2", "no_pa3")] == \
+        ["reproduced", "reproduced", "reproduced", "not reproduced"]
+    assert "of the draws (activations the most sensitive in 0%)" in split.reason
+    one_weak = qa.verdict_p4({**paper, "pipeline_boot": _v6(df, boot, 0.9, **{"power_floor_0.2": 0.3})}, df, "cpu")
+    assert one_weak.verdict == "inconclusive" and one_weak.details["grade_floor_0.2"] == "inconclusive"
+    assert one_weak.details["grade_floor_0.05"] == "partly" and one_weak.details["power_floor_0.2"] == 0.3
+    # a record of rule v5 (no variants, no draws without P_a ≤ 3) cannot give v6 a grade
+    v5 = {"power": 0.9, "power_partly": 0.9, "false_positive": 0.0, "false_partly": 0.0, "n_sim": 50.0}
+    old = qa.verdict_p4({**tight, "pipeline_boot": {**tight["pipeline_boot"], "p4_power": v5}}, df, "cpu")
+    assert old.verdict == "inconclusive" and "rule v6 needs the power of each of its four variants" in old.reason
+    # the size over the boundary nulls is stated, and flagged where it exceeds 5 %
+    sized = dict(fp_all_equal=0.0, fp_a_eq_w=0.02, fp_w_eq_kv=0.03, fp_partly_a_eq_w=0.04, false_positive=0.03,
+                 size_null="w_eq_kv", false_partly=0.04, size_partly_null="a_eq_w", chinchilla_refit=1.0,
+                 rows_extended=6.0)
+    ok = qa.verdict_p4({**paper, "pipeline_boot": _v6(df, boot, **sized)}, df, "cpu")
     assert ok.verdict == "partly" and "is 3% (at f_a < f_w = f_kv)" in ok.reason and "within 5 %" in ok.reason
     assert "exceeds" not in ok.reason and "refits Chinchilla" in ok.reason
-    assert ok.details["fp_a_eq_w"] == 0.02 and ok.details["size_null"] == "w_eq_kv" and ok.details["rows_a"] == 30.0
-    assert "predates rule v5" in ok.reason  # a v4 record (no rows_extended): simulated without the P_a = 3 runs
-    # rule v5's record: every row simulated, the ones where the paper's law is undefined from the extension
-    v5 = qa.verdict_p4({**paper, "pipeline_boot": {**boot, "p4_power": {**v4, "rows_a": 36.0, "rows_extended": 6.0}}},
-                       df, "cpu")
-    assert "on the 6 where the paper's own f_x falls below 0.05" in v5.reason and "clipped at 0.05" in v5.reason
-    assert "predates" not in v5.reason and v5.details["rows_extended"] == 6.0
-    big = qa.verdict_p4({**paper, "pipeline_boot": {**boot, "p4_power": {**v4, "false_positive": 0.08}}}, df, "cpu")
+    assert ok.details["fp_a_eq_w"] == 0.02 and ok.details["size_null"] == "w_eq_kv" and ok.details["rows_a"] == 36.0
+    big = qa.verdict_p4({**paper, "pipeline_boot": _v6(df, boot, **{**sized, "false_positive": 0.08})}, df, "cpu")
     assert "that exceeds the 5 %" in big.reason and big.details["false_positive"] == 0.08
     # a record made from other rows is not read: the point fits' order is graded, and the reason says so
     stale = {**paper, "pipeline_boot": {**_boot(df, draws(a_least, 0.01)), "input_sha256": {}}}

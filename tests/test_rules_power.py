@@ -388,6 +388,83 @@ def test_rule_p4_grades_constructed_probabilities():
     assert claims.power_gate(claims.rule_p4(0.99, 0.99), 0.2) == "reproduced"
 
 
+def test_p4_variants_read_the_same_rows_in_fit_and_simulation():
+    # rule v6's four variants: the floors fit and simulate every run; no_pa3 leaves the P_a ≤ 3 runs out
+    # of the fit (the activation stage refitted per draw) and of the simulation alike
+    from bitlaws._io import frame_sha256
+    from bitlaws.study.law_fits import stage_frames
+    from bitlaws.study.low_precision_training import p4_dropped_draws, p4_dropped_is_current
+
+    frames = _p4_frames()
+    hp = [{"run_id": f"hp{i}", "n_params": n, "n_tokens": d, "bits_w": 16, "bits_a": 16, "bits_kv": 16,
+           "loss_val": float(forms.chinchilla_loss(n, d, CHIN_CPU))}
+          for i, (n, d) in enumerate(itertools.product((3e4, 8e4, 2e5), (1e6, 2e6)))]
+    frames["neff_a"] = frames["neff_a"].assign(loss_val=forms.chinchilla_loss(
+        frames["neff_a"]["n_params"] * power.extended_factor(frames["neff_a"]["bits_a"], PC["gamma_a"], PC["n_a"]),
+        frames["neff_a"]["n_tokens"], CHIN_CPU))
+    rows = pd.concat([f.assign(status="ok", ptq_method="none", obs_id=f["run_id"], seed=0)
+                      for f in (*frames.values(), pd.DataFrame(hp))])
+    st = stage_frames(rows)
+    assert (st["neff_a"]["bits_a"] == 3).sum() == 6
+    for v, (floor, drop) in power.P4_VARIANT_SETTINGS.items():
+        design = power.p4_design(st, drop_low_a=drop)
+        for x in ("w", "kv"):  # the weights' and KV cache's runs are every variant's
+            assert design[x]["obs_id"].tolist() == st[f"neff_{x}"]["obs_id"].tolist(), (v, x)
+        a = design["a"]
+        if drop:
+            assert len(a) == 30 and not (a["bits_a"] <= 3).any(), v
+        else:
+            assert a["obs_id"].tolist() == st["neff_a"]["obs_id"].tolist(), v
+    # the fit of the no_pa3 variant reads exactly the simulation's activation rows
+    draws = [{**CHIN_CPU, "gamma_a": PC["gamma_a"], "n_a": PC["n_a"]}] * 2
+    boot = {"status": "ok", "draws": draws, "draw_ids": [0, 1], "boot_seed": 0}
+    nd = p4_dropped_draws(boot, st)
+    reduced = power.p4_design(st, drop_low_a=True)["a"].reset_index(drop=True)
+    assert nd["input_sha256"] == frame_sha256(reduced) and nd["rows_a"] == 30.0
+    assert nd["input_sha256"] != frame_sha256(st["neff_a"].reset_index(drop=True))
+    assert p4_dropped_is_current(nd, boot, st) and not p4_dropped_is_current(nd, {**boot, "draw_ids": [0, 2]}, st)
+    # exact data from the paper's law on the kept runs: every draw's refit lands on the paper's constants
+    assert np.allclose(nd["gamma_a"], PC["gamma_a"], rtol=0.05) and np.allclose(nd["n_a"], PC["n_a"], rtol=0.05)
+    with pytest.raises(ValueError, match="needs a pipeline_boot record with status 'ok'"):
+        p4_dropped_draws({"status": "skipped"}, st)
+    # the simulation's variants share their noise run by run: on a design without P_a ≤ 3 runs every
+    # variant reads the same rows the same way, so all four powers, and rule v6's, are equal exactly
+    quiet = NoiseModel(**{**NOISE.__dict__, "loss_sd": 5e-3})
+    no3 = {**frames, "neff_a": frames["neff_a"][frames["neff_a"]["bits_a"] > 3]}
+    pw = power.p4_power(no3, CHIN_CPU, quiet, n_sim=8, seed=3)
+    assert pw["rows_a"] == pw["rows_a_no_pa3"] == 30.0 and pw["rows_extended"] == 0.0
+    assert len({pw[f"power_{v}"] for v in claims.P4_VARIANTS} | {pw["power"]}) == 1
+    assert len({pw[f"false_positive_{v}"] for v in claims.P4_VARIANTS} | {pw["false_positive"]}) == 1
+    full = power.p4_power(frames, CHIN_CPU, quiet, n_sim=8, seed=3)
+    assert full["rows_a_no_pa3"] == 30.0 and full["rows_extended_no_pa3"] == 0.0 and full["rows_extended"] == 6.0
+    # rule v6 passes a dataset only where both fits do: its power is at most every variant's
+    assert full["power"] <= min(full[f"power_{v}"] for v in claims.P4_VARIANTS)
+    assert full["power"] == min(full[f"power_joint_{v}"] for v in ("floor_0.02", "floor_0.05", "floor_0.2"))
+
+
+def test_rule_p4_variants_needs_all_four():
+    both = lambda o, a: {v: (o, a) for v in claims.P4_VARIANTS}  # noqa: E731
+    strong = {v: 0.9 for v in claims.P4_VARIANTS}
+    assert claims.rule_p4_variants(both(0.97, 0.99), strong) == "reproduced"
+    assert claims.rule_p4_variants(both(0.3, 0.99), strong) == "partly"
+    assert claims.rule_p4_variants(both(0.01, 0.2), strong) == "not reproduced"
+    # a pass in three variants and a fail in the fourth: not the pass
+    split = {**both(0.97, 0.99), "no_pa3": (0.01, 0.2)}
+    assert claims.rule_p4(0.97, 0.99) == "reproduced" and claims.rule_p4(0.01, 0.2) == "not reproduced"
+    assert claims.rule_p4_variants(split, strong) == "inconclusive"
+    assert claims.rule_p4_variants({**both(0.97, 0.99), "floor_0.2": (0.5, 0.99)}, strong) == "inconclusive"
+    # the floors share the fit's probabilities; one floor's power below POWER_MIN gates its partly
+    assert claims.rule_p4_variants(both(0.3, 0.99), {**strong, "floor_0.2": 0.3}) == "inconclusive"
+    assert claims.rule_p4_variants(both(0.97, 0.99), {v: 0.1 for v in claims.P4_VARIANTS}) == "reproduced"
+    assert claims.rule_p4_variants(both(0.3, 0.99), {**strong, "no_pa3": math.nan}) == "inconclusive"
+    with pytest.raises(ValueError, match="probabilities lacks no_pa3; it needs every one of floor_0.02"):
+        claims.rule_p4_variants({v: (0.97, 0.99) for v in claims.P4_VARIANTS[:3]}, strong)
+    with pytest.raises(ValueError, match="powers lacks floor_0.02"):
+        claims.rule_p4_variants(both(0.97, 0.99), {"floor_0.05": 0.9})
+    with pytest.raises(ValueError, match=r"floor_0.02's probabilities must lie in \[0, 1\]"):
+        claims.rule_p4_variants({**both(0.97, 0.99), "floor_0.02": (1.2, 0.99)}, strong)
+
+
 def test_shift_bootstrap_is_exact_on_separated_draws():
     # every dataset's constants far apart in the paper's order: each draw keeps it (p_order = 1);
     # the reverse order everywhere: p_order = 0 and activations never the most sensitive

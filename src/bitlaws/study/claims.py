@@ -48,6 +48,8 @@ __all__ = [
     "rule_p1",
     "rule_p2",
     "rule_p4",
+    "P4_VARIANTS",
+    "rule_p4_variants",
     "rule_p5",
     "rule_p5_v4",
     "P5_MIN_SEEDS",
@@ -198,7 +200,7 @@ CLAIMS: dict[str, dict[str, str | None]] = {
 # cannot pass for the stored verdict. Bump it with every change of a rule (and say why in the
 # rule's docstring). RULE_HISTORY says which changes came after the data were seen.
 RULE_VERSIONS: dict[str, str] = {
-    "P1": "2", "P2": "3", "P3": "3", "P4": "5", "P5": "5", "P6": "3", "P7": "2", "P8": "2",
+    "P1": "2", "P2": "3", "P3": "3", "P4": "6", "P5": "5", "P6": "3", "P7": "2", "P8": "2",
     "P9": "2", "P10": "3", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "1",
 }
 
@@ -263,7 +265,15 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "test; now the simulation keeps those rows too and generates them from a stated extension of the "
             "paper's law (f_x(P) clipped at 0.05, power.extended_factor), so both still read exactly the same rows; "
             "constants on a bound of the fit's box are reported as not identified and an interval that reaches a "
-            "bound is printed as reaching it")],
+            "bound is printed as reaching it"),
+           ("6", "session 9 (2026-12-02, issue 14), after a referee's reading of v5 (a change after the data; "
+            "thresholds unchanged)", "v5's power rose from 7 % to 28 % on the 6 clipped P_a = 3 rows alone, at a floor "
+            "(0.05) chosen after the data: the grade is now read in four variants, the simulation's floor at 0.02, "
+            "0.05 and 0.2 and the P_a ≤ 3 runs dropped from both the fit and the simulation, each with its own "
+            "power gate, and a grade other than inconclusive stands only if all four give it (rule_p4_variants); "
+            "the power reported is that rule's (a simulated dataset passes only if the fits with and without "
+            "those rows both pass it) at the least favourable floor, each variant's own power beside it. The grade "
+            "on our runs stays inconclusive (the order holds in 31 % of the pipeline draws)")],
     "P5": [("1", "session 2, before the joint sweep ran", "the product of marginal fits predicts the mixed runs "
             "with R² ≥ 0.75, within 0.05 of the joint fit"),
            ("2", "2026-12-01, after a referee's reading of the data (a change after the data)", "out of sample against "
@@ -742,19 +752,60 @@ def rule_p5_v4(p_interaction: float, p_multiply: float, noise_check: float) -> s
 
 
 def rule_p4(p_order: float, p_a_most: float) -> str:
-    """P4 (versions 2–5): from the pipeline bootstrap's draws, the probability of the paper's order
+    """P4 (versions 2–6): from the pipeline bootstrap's draws, the probability of the paper's order
     f_a < f_w < f_kv at every P in 4–8 bits (``p_order``) and of activations being the most
     sensitive at every P (``p_a_most``). p_order ≥ 0.95: reproduced; p_a_most ≥ 0.95 (the w/KV
     order not resolved the paper's way): partly; p_order ≤ 0.05 (the paper's order excluded):
     not reproduced; otherwise the draws cannot resolve the order: inconclusive. Versions 3–4 pass
     a partly or not reproduced through ``power_gate`` with the rule's simulated power; version 4
     reports the rule's size at the boundary nulls (``bitlaws.study.power.P4_NULLS``); version 5 fits and
-    simulates every run (P_a = 3 included, ``bitlaws.study.power.extended_factor``), grades unchanged."""
+    simulates every run (P_a = 3 included, ``bitlaws.study.power.extended_factor``), grades unchanged;
+    version 6 applies this rule in each of ``P4_VARIANTS`` (``rule_p4_variants``)."""
     if p_order >= 0.95:
         return "reproduced"
     if p_a_most >= 0.95:
         return "partly"
     return "not reproduced" if p_order <= 0.05 else "inconclusive"
+
+
+# P4 (version 6): the variants a grade must agree across (``rule_p4_variants``). ``floor_<f>``: every
+# run fitted, the simulation generating the rows where the paper's law is undefined from its curve
+# clipped at f (``bitlaws.study.power.extended_factor``); ``no_pa3``: the runs at P_a ≤ 3 dropped from
+# the fit and the simulation alike. The floors differ only in the simulated world, so in the power.
+P4_VARIANTS = ("floor_0.02", "floor_0.05", "floor_0.2", "no_pa3")
+
+
+def rule_p4_variants(probabilities: Mapping[str, tuple[float, float]], powers: Mapping[str, float]) -> str:
+    """P4 (version 6): ``rule_p4`` in each of ``P4_VARIANTS``, an underpowered partly or not reproduced
+    made inconclusive by ``power_gate`` with that variant's power; a grade other than inconclusive
+    stands only if every variant gives it, else *inconclusive*.
+
+    Args:
+        probabilities: variant -> (p_order, p_a_most), the shares of the pipeline bootstrap's draws
+            (the floor variants share the fit on every run, so they share these).
+        powers: variant -> the rule's simulated power in that variant (``bitlaws.study.power.p4_power``'s
+            ``power_<variant>``); NaN (not simulated) gates a failure to inconclusive, as ``power_gate`` does.
+
+    Returns:
+        ``reproduced``, ``partly``, ``not reproduced`` or ``inconclusive``.
+
+    Raises:
+        ValueError: a variant of ``P4_VARIANTS`` missing from ``probabilities`` or ``powers`` (the message
+            names it and lists the variants), or a probability outside [0, 1].
+    """
+    for name, given in (("probabilities", probabilities), ("powers", powers)):
+        missing = [v for v in P4_VARIANTS if v not in given]
+        if missing:
+            raise ValueError(f"rule_p4_variants: {name} lacks {', '.join(missing)}; it needs every one of "
+                             f"{', '.join(P4_VARIANTS)}")
+    grades = set()
+    for v in P4_VARIANTS:
+        p_order, p_a = (float(x) for x in probabilities[v])
+        if not (0.0 <= p_order <= 1.0 and 0.0 <= p_a <= 1.0):
+            raise ValueError(f"rule_p4_variants: {v}'s probabilities must lie in [0, 1]; got {probabilities[v]!r}")
+        g = rule_p4(p_order, p_a)
+        grades.add(g if g == "inconclusive" else power_gate(g, float(powers[v])))
+    return grades.pop() if len(grades) == 1 else "inconclusive"
 
 
 # A printed number in the prose: digits with their sign, point, exponent and thousands separators.
@@ -777,7 +828,10 @@ def _mc_datasets(key: str, details: Mapping) -> float | None:
         n = details.get("size_n_sim")
     elif key in _DRAW_SHARES:  # P4: shares of the pipeline bootstrap's draws
         n = details.get("n_draws")
-    elif key in _MC_RATES or key.startswith(("fp_", "fp_partly_")):
+    elif key.endswith("_no_pa3") and key[:-len("_no_pa3")] in _DRAW_SHARES:  # P4 v6: the draws without P_a ≤ 3
+        n = details.get("n_draws_no_pa3")
+    elif key in _MC_RATES or key.startswith(("fp_", "fp_partly_")) or (
+            key.startswith(("power_", "false_")) and key.endswith(tuple(f"_{v}" for v in P4_VARIANTS))):
         n = details.get("n_sim")
     else:
         return None

@@ -714,7 +714,10 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
         ``n_x_paired``: value} of the paired stages that fitted), ``n_resumed`` (draws reused), and,
         with all three N_eff stages, ``p4_power`` (``bitlaws.study.power.p4_power`` with ``p4_sim``
         datasets per hypothesis: the point Chinchilla fit generates, each dataset refits it; the
-        seed noise of the base grid; its power and its size over the boundary nulls), and
+        seed noise of the base grid; its power and its size over the boundary nulls; a stored one is
+        reused only at the same ``p4_sim`` and ``power.P4_SIM_VERSION``), ``p4_no_pa3``
+        (``p4_dropped_draws``: the activation stage of each draw refitted
+        without the runs at P_a ≤ 3, P4 rule v6's fourth variant; reused while current), and
         ``on_bound_share`` (``pipeline_bound_shares``: stage -> constant -> share of draws on a bound).
 
     Raises:
@@ -762,15 +765,18 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
         if {"neff_w", "neff_a", "neff_kv"} <= set(stages):
             # P4's power on this design (its rule reads these draws), simulated once here, not per verdict
             from .noise import noise_model
-            from .power import p4_power
+            from .power import P4_SIM_VERSION, p4_power
 
             n_sim = P4_POWER_SIM.get(profile, 200) if p4_sim is None else p4_sim
-            reuse = old is not None and (old.get("p4_power") or {}).get("n_sim") == float(n_sim)
-            if reuse:
-                rec["p4_power"] = old["p4_power"]
+            stored = (old or {}).get("p4_power") or {}  # reused only if made by this simulation at this n_sim
+            if stored.get("n_sim") == float(n_sim) and stored.get("sim_version") == P4_SIM_VERSION:
+                rec["p4_power"] = stored
             else:
                 chin = dict(lf.fit_stage(lf.STAGES["chinchilla"], frames["chinchilla"]).params)
                 rec["p4_power"] = p4_power(frames, chin, noise_model(df), n_sim=n_sim, seed=BOOT_SEED)
+            # rule v6's variant without the P_a <= 3 runs: the activation stage refitted on each draw
+            nd = (old or {}).get("p4_no_pa3")
+            rec["p4_no_pa3"] = nd if p4_dropped_is_current(nd, rec, frames) else p4_dropped_draws(rec, frames, progress)
     if write:
         _write_json(path, rec)
     return rec
@@ -813,6 +819,75 @@ def pipeline_boot_is_current(record: Mapping | None, df: pd.DataFrame) -> bool:
     # the paired stages' hashes are checked where the record has them (records before issue 14 do not)
     return all(sha.get(s) == _sha(frames[s]) for s in PIPELINE_STAGES) and \
         all(sha[s] == _sha(frames[s]) for s in PAIRED_STAGES if s in sha)
+
+
+# The version of ``p4_dropped_draws``' method; a stored record of another is recomputed.
+P4_DROPPED_VERSION = ("1: per kept draw i, the runs at P_a <= 3 left out, the rest resampled with default_rng([boot_seed, "
+                      "i, 3]), neff_a refitted on draw i's Chinchilla constants from its full-sample optimum and the "
+                      "best 3 screened grid points")
+
+
+def p4_dropped_draws(boot: Mapping, frames: Mapping[str, pd.DataFrame], progress: bool = False) -> dict:
+    """Rule v6's ``no_pa3`` variant on our runs: the activation stage of the pipeline bootstrap refitted
+    without the runs at P_a ≤ 3 (``bitlaws.study.power.p4_kept``), draw by draw.
+
+    For each kept draw i of ``boot`` the remaining activation runs are resampled with replacement
+    (``default_rng([boot_seed, i, 3])``, as many as there are) and ``neff_a`` is refitted on draw i's
+    own Chinchilla constants (A, B, E, α, β of the draw), L-BFGS-B from the full-sample optimum of the
+    reduced stage and the best ``PIPELINE_REFINE`` screened grid points, as the pipeline
+    refits it. The weight and KV-cache stages do not read the activation runs, so their draws stand.
+
+    Args:
+        boot: a ``pipeline_boot`` record with status ``ok`` (``draws``, ``draw_ids``, ``boot_seed``).
+        frames: ``stage_frames(df)`` of the rows the record was made from.
+        progress: a progress bar.
+
+    Returns:
+        ``version`` (``P4_DROPPED_VERSION``), ``input_sha256`` (hash of the reduced ``neff_a`` rows),
+        ``rows_a`` (their count), ``draw_ids`` (of ``boot``), ``gamma_a`` and ``n_a`` (one per draw, NaN
+        where the refit did not end at a finite objective).
+
+    Raises:
+        ValueError: ``boot`` not an ``ok`` record with draws.
+    """
+    from tqdm.auto import tqdm
+
+    from .._io import frame_sha256
+    from .power import p4_kept
+
+    if not boot or boot.get("status") != "ok" or not boot.get("draws"):
+        raise ValueError("p4_dropped_draws needs a pipeline_boot record with status 'ok' and draws "
+                         "(law_fits.pipeline_bootstrap)")
+    fr = frames["neff_a"]
+    kept = fr[p4_kept(fr, True)].reset_index(drop=True)
+    stage, chin_keys = lf.STAGES["neff_a"], lf.STAGES["chinchilla"]
+    full_chin = lf.fit_stage(chin_keys, frames["chinchilla"])
+    start = np.asarray(lf.fit_stage(stage, kept, dict(full_chin.params)).theta, dtype=float)[None, :]
+    uniq = np.unique(kept["run_id"].astype(str).to_numpy())
+    gamma, offset = [], []
+    for i, d in tqdm(list(zip(boot["draw_ids"], boot["draws"])), desc="P4 without P_a <= 3", disable=not progress):
+        rng = np.random.default_rng([int(boot["boot_seed"]), int(i), 3])
+        sub = kept.iloc[_rows_of(kept, rng.choice(uniq, size=len(uniq), replace=True))].reset_index(drop=True)
+        res = lf.fit_stage(stage, sub, {k: d[k] for k in full_chin.params}, n_refine=PIPELINE_REFINE,
+                           extra_starts=start)
+        ok = math.isfinite(res.objective) and res.objective < 1e30
+        gamma.append(float(res.params["gamma_a"]) if ok else math.nan)
+        offset.append(float(res.params["n_a"]) if ok else math.nan)
+    return {"version": P4_DROPPED_VERSION, "input_sha256": frame_sha256(kept), "rows_a": float(len(kept)),
+            "draw_ids": [int(i) for i in boot["draw_ids"]], "gamma_a": gamma, "n_a": offset}
+
+
+def p4_dropped_is_current(record: Mapping | None, boot: Mapping, frames: Mapping[str, pd.DataFrame]) -> bool:
+    """True if ``record`` (``p4_dropped_draws``) was made by this version, from ``boot``'s draws and
+    from the reduced activation rows ``frames`` give now."""
+    from .._io import frame_sha256
+    from .power import p4_kept
+
+    if not record or record.get("version") != P4_DROPPED_VERSION:
+        return False
+    fr = frames["neff_a"]
+    return record.get("draw_ids") == [int(i) for i in boot.get("draw_ids", [])] and \
+        record.get("input_sha256") == frame_sha256(fr[p4_kept(fr, True)].reset_index(drop=True))
 
 
 def pipeline_intervals(boot: Mapping | None, part: str, paired: bool = False) -> dict[str, list[float]]:

@@ -20,13 +20,16 @@ import pandas as pd
 
 from ..formats import PAPER_FP_FORMATS
 from ..laws import forms
-from .claims import CLAIMS, Verdict, inputs_identity, power_gate, rate_text, rule_p4, store_verdicts
-from .law_fits import TRAINING_EXPERIMENTS, ci_text, load_fits, record_on_bound, stage_frames
+from .claims import (CLAIMS, P4_VARIANTS, Verdict, inputs_identity, power_gate, rate_text, rule_p4, rule_p4_variants,
+                     store_verdicts)
+from .law_fits import (P4_DROPPED_VERSION, TRAINING_EXPERIMENTS, ci_text, load_fits, p4_dropped_draws,  # noqa: F401
+                       p4_dropped_is_current, record_on_bound, stage_frames)
 from .noise import noise_floor
 from .store import data_dir, load_runs
 from .sweep import PROFILES, coverage, declared_experiments
 
-__all__ = ["PARTS", "SENSITIVITY_BITS", "training_rows", "marginal_table", "fitted_factors",
+__all__ = ["PARTS", "SENSITIVITY_BITS", "P4_DROPPED_VERSION", "p4_dropped_draws", "p4_dropped_is_current",
+           "training_rows", "marginal_table", "fitted_factors",
            "paper_factors", "empirical_order", "verdict_p4", "formats_table", "verdict_p10",
            "PAPER_FP_WEIGHT", "paper_fp_int_effect", "p10_power",
            "compute_matched_table", "compute_matched_summary", "qat_verdicts", "refresh_qat_verdicts",
@@ -116,18 +119,22 @@ def _order(row: pd.Series) -> str:
     return " < ".join(f"f_{p}" for p in row.sort_values().index)
 
 
-def order_probabilities(boot: Mapping | None, df: pd.DataFrame, bits=SENSITIVITY_BITS) -> dict[str, float] | None:
+def order_probabilities(boot: Mapping | None, df: pd.DataFrame, bits=SENSITIVITY_BITS,
+                        drop_low_a: bool = False) -> dict[str, float] | None:
     """The sensitivity order over the pipeline bootstrap's draws (P4, version 2).
 
     Args:
         boot: the ``pipeline_boot`` record (``bitlaws.study.law_fits.pipeline_bootstrap``).
         df: the training rows, to check the record is current.
         bits: the widths at which the order must hold.
+        drop_low_a: rule v6's ``no_pa3`` variant: each draw's γ_a, n_a from the record's ``p4_no_pa3``
+            (``p4_dropped_draws``: the activation stage refitted without the runs at P_a ≤ 3).
 
     Returns:
         ``p_order`` (share of draws with f_a < f_w < f_kv at every width), ``p_a_most`` (f_a the
         smallest at every width), ``p_kv_below_w`` (f_kv < f_w at every width), ``n_draws``; None
-        without a current record holding all three N_eff stages.
+        without a current record holding all three N_eff stages (with ``drop_low_a``: or without a
+        current ``p4_no_pa3``).
     """
     from .law_fits import pipeline_boot_is_current
 
@@ -135,7 +142,13 @@ def order_probabilities(boot: Mapping | None, df: pd.DataFrame, bits=SENSITIVITY
         return None
     if not {"neff_w", "neff_a", "neff_kv"} <= set(boot.get("stages", ())):
         return None
-    ind = order_indicators(boot["draws"], bits)
+    draws = boot["draws"]
+    if drop_low_a:
+        nd = boot.get("p4_no_pa3")
+        if not p4_dropped_is_current(nd, boot, stage_frames(df)):
+            return None
+        draws = [{**d, "gamma_a": g, "n_a": n} for d, g, n in zip(draws, nd["gamma_a"], nd["n_a"])]
+    ind = order_indicators(draws, bits)
     ok = ind["finite"]
     return {"p_order": float(ind["p_order"][ok].mean()), "p_a_most": float(ind["p_a_most"][ok].mean()),
             "p_kv_below_w": float(ind["p_kv_below_w"][ok].mean()), "n_draws": float(ok.sum())}
@@ -164,7 +177,16 @@ def order_indicators(draws, bits=SENSITIVITY_BITS) -> dict[str, np.ndarray]:
 def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verdict:
     """P4: at equal bits (4–8) activations are the most sensitive, weights next, the KV cache least.
 
-    Rule (version 5, ``bitlaws.study.claims.rule_p4``): the order is read from the pipeline
+    Rule (version 6, ``bitlaws.study.claims.rule_p4_variants``, on version 5's reading below): the
+    grade is read in four variants, the simulation's floor at 0.02, 0.05 and 0.2 (every run fitted)
+    and the runs at P_a ≤ 3 dropped from the fit (``p4_dropped_draws``) and the simulation alike,
+    each with its own power gate; a grade other than inconclusive stands only if all four give it.
+    The power reported is that rule's (``power.p4_power``: a simulated dataset passes only where the
+    fits with and without those rows both pass it) at the least favourable floor, with the four
+    variants' own powers in the reason. Without a record of this simulation and of the dropped
+    variant's draws the grade is inconclusive.
+
+    Version 5 (``bitlaws.study.claims.rule_p4``): the order is read from the pipeline
     bootstrap (``bitlaws.study.law_fits.pipeline_bootstrap``: every stage refitted per resample of
     runs), not from the point fits: p_order, the share of draws with f_a < f_w < f_kv at every
     P = 4, 5, 6, 7, 8 (f_x(P) = N_eff/N, smaller = more sensitive), and p_a_most, the share with
@@ -206,12 +228,23 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     a_most = all(ours.loc[b, "a"] < min(ours.loc[b, "w"], ours.loc[b, "kv"]) for b in ours.index)
     full = all(ours.loc[b, "a"] < ours.loc[b, "w"] < ours.loc[b, "kv"] for b in ours.index)
     verdict = "reproduced" if full else "partly" if a_most else "not reproduced"
+    from .power import P4_SIM_VERSION
+
     probs = order_probabilities(fits.get("pipeline_boot"), df)
+    probs_d = order_probabilities(fits.get("pipeline_boot"), df, drop_low_a=True) if probs is not None else None
     pw = (fits.get("pipeline_boot") or {}).get("p4_power") if probs is not None else None
+    v6 = pw is not None and pw.get("sim_version") == P4_SIM_VERSION and probs_d is not None
+    grades: dict[str, str] = {}
     if probs is not None:
-        verdict = rule_p4(probs["p_order"], probs["p_a_most"])
-        if pw is not None and verdict != "inconclusive":
-            verdict = power_gate(verdict, pw["power"])
+        if v6:
+            by = {v: (probs_d if v == "no_pa3" else probs) for v in P4_VARIANTS}
+            for v in P4_VARIANTS:
+                g = rule_p4(by[v]["p_order"], by[v]["p_a_most"])
+                grades[v] = g if g == "inconclusive" else power_gate(g, pw[f"power_{v}"])
+            verdict = rule_p4_variants({v: (by[v]["p_order"], by[v]["p_a_most"]) for v in P4_VARIANTS},
+                                       {v: pw[f"power_{v}"] for v in P4_VARIANTS})
+        else:
+            verdict = "inconclusive"  # rule v6 needs every variant's power and the draws without P_a <= 3
 
     emp = empirical_order(marginal_table(df))
     base = df[df["experiment"] == "base_grid"]
@@ -233,9 +266,15 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
                      f"f_a < f_w < f_kv at every width from 4 to 8 bits holds in {probs['p_order']:.0%}, activations "
                      f"are the most sensitive in {probs['p_a_most']:.0%}, and the KV cache is below the weights in "
                      f"{probs['p_kv_below_w']:.0%}")
-        power_txt = ("its power is not simulated (the bootstrap record predates the simulation)" if pw is None else
-                     _p4_power_text(pw))
-        reason = ("rule v5 reads the order's probability over the pipeline bootstrap (≥ 95 % to count); "
+        if v6:
+            power_txt = _p4_variants_text(pw, probs, probs_d, grades) + "; " + _p4_power_text(pw)
+        else:
+            power_txt = ("rule v6 needs the power of each of its four variants and the draws refitted without the "
+                         "runs at P_a ≤ 3, which the bootstrap record lacks (`python -m bitlaws fit` makes them), so "
+                         "the grade is inconclusive; "
+                         + ("its power is not simulated" if pw is None else "v5's record: " + _p4_power_text(pw)))
+        reason = ("rule v6 reads the order's probability over the pipeline bootstrap (≥ 95 % to count) in four "
+                  "variants and lets a grade other than inconclusive stand only if all four give it; "
                   + power_txt + ". " + reason)
     else:
         reason = "no current pipeline bootstrap: graded on the point fits (rule v1's reading). " + reason
@@ -264,8 +303,12 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     det.update({f"paper_f_{p}_{b}": float(paper.loc[b, p]) for b in (4, 8) for p in PARTS})
     if probs is not None:
         det.update(probs)
+    if probs_d is not None:
+        det.update({f"{k}_no_pa3": v for k, v in probs_d.items()})
+    det.update({f"grade_{v}": g for v, g in grades.items()})
     if pw is not None:
-        det.update({k: v for k, v in pw.items() if k in _P4_POWER_DETAILS or k.startswith("fp_")})
+        det.update({k: v for k, v in pw.items() if k in _P4_POWER_DETAILS or k.startswith("fp_")
+                    or k.endswith(tuple(f"_{v}" for v in P4_VARIANTS)) and k.startswith(("power_", "false_"))})
     return Verdict("P4", verdict, CLAIMS["P4"]["paper"], ours_txt, reason, profile, sha,
                    {k: v for k, v in det.items() if isinstance(v, str) or math.isfinite(v)})
 
@@ -283,9 +326,29 @@ def _neff_at_bound(fits: Mapping[str, dict]) -> list[str]:
 
 # The numbers of P4's power record (``power.p4_power``) its verdict stores, besides every ``fp_<null>``.
 _P4_POWER_DETAILS = ("power", "power_partly", "false_positive", "false_partly", "size_null", "size_partly_null",
-                     "n_sim", "chinchilla_refit", "rows_a", "rows_extended")
+                     "n_sim", "chinchilla_refit", "rows_a", "rows_extended", "rows_a_no_pa3", "power_floor")
 # The largest false-positive rate a rule at the 5 % level may have.
 _P4_SIZE_MAX = 0.05
+
+
+def _p4_variants_text(pw: Mapping, probs: Mapping, probs_d: Mapping, grades: Mapping[str, str]) -> str:
+    """Rule v6's four variants in words: each one's order probability, power (95 % MC interval) and
+    grade, then the rule's own power (a pass in the fits with and without the P_a ≤ 3 runs)."""
+    from .power import P4_VARIANT_SETTINGS
+
+    def one(v: str) -> str:
+        return f"{rate_text(pw, f'power_{v}')} ({grades[v]})"
+
+    floors = [v for v in P4_VARIANTS if v != "no_pa3"]
+    return (f"with every run fitted the order holds in {probs['p_order']:.0%} of the draws, and the powers at the "
+            f"simulation's floors " + ", ".join(f"{P4_VARIANT_SETTINGS[v][0]:g}" for v in floors) + " are "
+            + ", ".join(one(v) for v in floors)
+            + f"; with the {int(pw['rows_a'] - pw['rows_a_no_pa3'])} runs at P_a ≤ 3 dropped from the fit and the "
+            f"simulation ({int(pw['rows_a_no_pa3'])} activation runs left) the order holds in "
+            f"{probs_d['p_order']:.0%} of the draws (activations the most sensitive in {probs_d['p_a_most']:.0%}) "
+            f"and the power is {one('no_pa3')}; the rule's own power, a pass in the fits with and without those "
+            f"runs, at the least favourable floor ({P4_VARIANT_SETTINGS[pw['power_floor']][0]:g}), is "
+            f"{rate_text(pw)} ({rate_text(pw, 'power_partly')} for partly or better)")
 
 
 def _p4_power_text(pw: Mapping) -> str:
@@ -310,9 +373,12 @@ def _p4_power_text(pw: Mapping) -> str:
             + ("; that exceeds the 5 % a rule at this level may have, so a pass is weaker evidence than its "
                "threshold says" if over else ", within 5 %")
             + (". The fits and the simulation use the same rows, every run of each sweep"
-               + (f"; on the {int(pw['rows_extended'])} where the paper's own f_x falls below {NEFF_F_FLOOR:g} (N_eff "
-                  f"undefined at f ≤ 0, as for activations at 3 bits) the simulation generates from the paper's curve "
-                  f"clipped at {NEFF_F_FLOOR:g}" if pw["rows_extended"] else "")
+               + ((f"; on the {int(pw['rows_extended'])} where the paper's own f_x falls below the floor (N_eff "
+                   "undefined at f ≤ 0, as for activations at 3 bits) each floor variant generates from the paper's "
+                   "curve clipped at its floor" if "sim_version" in pw else
+                   f"; on the {int(pw['rows_extended'])} where the paper's own f_x falls below {NEFF_F_FLOOR:g} (N_eff "
+                   f"undefined at f ≤ 0, as for activations at 3 bits) the simulation generates from the paper's curve "
+                   f"clipped at {NEFF_F_FLOOR:g}") if pw["rows_extended"] else "")
                if "rows_extended" in pw else
                ". This power record predates rule v5: it was simulated, and the N_eff fits made, without the "
                "activation runs at 3 bits"))
