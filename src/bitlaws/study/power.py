@@ -1468,13 +1468,19 @@ def _p4_rates(grades: Mapping[str, np.ndarray], bits) -> dict[str, float | str]:
         out[f"fp_{name}"] = rep
         if not p4_facts(name, bits)["a_most"]:
             out[f"fp_partly_{name}"] = partly
+    _p4_size_fields(out)
+    return out
+
+
+def _p4_size_fields(out: dict) -> None:
+    """Set P4's size in ``out`` from its ``fp_<null>`` and ``fp_partly_<null>`` rates: ``false_positive``,
+    ``false_partly`` (the largest over ``P4_NULLS``) and ``size_null``, ``size_partly_null`` (where)."""
     fp = {k: out[f"fp_{k}"] for k in P4_NULLS}
     fpp = {k: out[f"fp_partly_{k}"] for k in P4_NULLS if f"fp_partly_{k}" in out}
     out["size_null"] = max(fp, key=fp.get)
     out["false_positive"] = fp[out["size_null"]]
     out["size_partly_null"] = max(fpp, key=fpp.get)
     out["false_partly"] = fpp[out["size_partly_null"]]
-    return out
 
 
 def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise: NoiseModel,
@@ -1640,12 +1646,7 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
     for k in joint[worst]:
         if k.startswith("fp_"):
             out[k] = max(j[k] for j in joint.values())
-    fp = {k: out[f"fp_{k}"] for k in P4_NULLS}
-    fpp = {k: out[f"fp_partly_{k}"] for k in P4_NULLS if f"fp_partly_{k}" in out}
-    out["size_null"] = max(fp, key=fp.get)
-    out["false_positive"] = fp[out["size_null"]]
-    out["size_partly_null"] = max(fpp, key=fpp.get)
-    out["false_partly"] = fpp[out["size_partly_null"]]
+    _p4_size_fields(out)
     if power_only:  # the nulls were not simulated
         out.update({k: math.nan for k in out if k.startswith(("fp_", "false_"))})
         out["size_null"] = out["size_partly_null"] = ""
