@@ -823,19 +823,38 @@ _DRAW_SHARES = ("p_order", "p_a_most", "p_kv_below_w")
 def _mc_datasets(key: str, details: Mapping) -> float | None:
     """The number of simulated datasets behind a Monte Carlo rate detail (``power``, ``fp_<null>``,
     ``size_<test>`` ...: a share of ``n_sim`` or ``size_n_sim`` datasets; P4's ``p_order``,
-    ``p_a_most``, ``p_kv_below_w``: shares of ``n_draws`` bootstrap draws), None for any other key."""
+    ``p_a_most``, ``p_kv_below_w``: shares of ``n_draws`` bootstrap draws; P5's ``factorial_`` and
+    ``v4_`` rates, per ρ (``_rho<ρ>``) and their interval ends (``_lo``, ``_hi``): of that prefix's
+    ``n_sim`` or ``size_n_sim``), None for any other key."""
+    pre = next((p for p in ("factorial_", "v4_") if key.startswith(p)
+                and key not in (p + "n_sim", p + "size_n_sim")), "")
+    if pre:
+        key = key[len(pre):]
+        key = key.split("_rho")[0]
+        key = key[:-3] if key.endswith(("_lo", "_hi")) else key
+        if not key.startswith(("power", "false_", "size_")):
+            return None
     if key.startswith("size_") and key != "size_n_sim":
-        n = details.get("size_n_sim")
+        n = details.get(pre + "size_n_sim")
     elif key in _DRAW_SHARES:  # P4: shares of the pipeline bootstrap's draws
         n = details.get("n_draws")
     elif key.endswith("_no_pa3") and key[:-len("_no_pa3")] in _DRAW_SHARES:  # P4 v6: the draws without P_a ≤ 3
         n = details.get("n_draws_no_pa3")
-    elif key in _MC_RATES or key.startswith(("fp_", "fp_partly_")) or (
+    elif pre or key in _MC_RATES or key.startswith(("fp_", "fp_partly_")) or (
             key.startswith(("power_", "false_")) and key.endswith(tuple(f"_{v}" for v in P4_VARIANTS))):
-        n = details.get("n_sim")
+        n = details.get(pre + "n_sim")
     else:
         return None
     return float(n) if isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 1 else None
+
+
+def _mc_tolerance(p: float, n: float) -> float:
+    """How far a Monte Carlo rate ``p`` of ``n`` datasets may move under last-bit arithmetic: one
+    dataset (1/n) or half its Monte Carlo standard error, sqrt(p(1 − p)/n)/2, whichever is larger (a
+    few datasets whose statistics sit within the last bits of a threshold may flip; the rate is
+    reported to its MC interval, several times wider)."""
+    q = min(max(float(p), 0.0), 1.0)
+    return max(1.0 / n, 0.5 * math.sqrt(q * (1.0 - q) / n))
 
 
 def verdict_differences(stored: Verdict, new: Verdict, rtol: float = DETAIL_RTOL) -> list[str]:
@@ -844,8 +863,9 @@ def verdict_differences(stored: Verdict, new: Verdict, rtol: float = DETAIL_RTOL
     Grade, claim, profile, identity and every string detail compare exactly; numeric details
     compare within ``rtol`` (plus ``DETAIL_ATOL``), since refits differ in the last bits across
     machines; a Monte Carlo rate (``power``, ``false_positive``, ``fp_<null>``, ``size_<test>``, P4's
-    shares of bootstrap draws: a share of the n datasets or draws the details name) within one of
-    them, 1/n, since a statistic within the last bits of its threshold flips one dataset's grade. The prose fields (``ours``, ``reason``) compare with every number masked: a number
+    shares of bootstrap draws, P5's factorial rates: a share of the n datasets or draws the details
+    name) within one of them, 1/n, or half its Monte Carlo standard error if larger (``_mc_tolerance``),
+    since statistics within the last bits of a threshold flip a few datasets' grades. The prose fields (``ours``, ``reason``) compare with every number masked: a number
     within tolerance may round to another printed digit, but a changed word is a difference.
 
     Args:
@@ -874,7 +894,8 @@ def verdict_differences(stored: Verdict, new: Verdict, rtol: float = DETAIL_RTOL
         if isinstance(a, str) or isinstance(b, str):
             if a != b:
                 out.append(f"{stored.claim_id}.details[{key!r}]: stored {a!r}, recomputed {b!r}")
-        elif (n := _mc_datasets(key, stored.details)) is not None and abs(float(a) - float(b)) <= 1.0 / n + DETAIL_ATOL:
+        elif (n := _mc_datasets(key, stored.details)) is not None and \
+                abs(float(a) - float(b)) <= _mc_tolerance(float(a), n) + DETAIL_ATOL:
             continue  # a share of n simulated datasets: one dataset whose statistic sits on a threshold may flip
         elif not _numbers_agree(float(a), float(b), rtol):
             out.append(f"{stored.claim_id}.details[{key!r}]: stored {a!r}, recomputed {b!r} "
