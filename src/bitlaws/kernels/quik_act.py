@@ -193,15 +193,20 @@ if HAS_TRITON:
         x_rows = x_ptr + rm.to(tl.int64) * stride_xm  # (BLOCK_M,) row starts
 
         # Pass 1: the range of the base features, widened to include 0 (masked lanes load 0).
-        lo = tl.zeros((BLOCK_M,), dtype=tl.float32)
-        hi = tl.zeros((BLOCK_M,), dtype=tl.float32)
+        # Element-wise running min/max over the tiles, reduced once after the loop: the same
+        # numbers as reducing each tile, and it avoids a loop-carried reduction, which Triton 3.6's
+        # TritonGPUOptimizeThreadLocality pass fails to compile for float32 input on sm_90.
+        lo2 = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
+        hi2 = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
         for k0 in range(0, K_BASE, BLOCK_K):
             rk = k0 + tl.arange(0, BLOCK_K)
             cols = tl.load(base_idx_ptr + rk, mask=rk < K_BASE, other=0)
             x = tl.load(x_rows[:, None] + cols[None, :] * stride_xk,
                         mask=row_ok[:, None] & (rk < K_BASE)[None, :], other=0.0).to(tl.float32)
-            lo = tl.minimum(lo, tl.min(x, axis=1))
-            hi = tl.maximum(hi, tl.max(x, axis=1))
+            lo2 = tl.minimum(lo2, x)
+            hi2 = tl.maximum(hi2, x)
+        lo = tl.min(lo2, axis=1)
+        hi = tl.max(hi2, axis=1)
         scale = tl.math.div_rn(hi - lo, tl.full((BLOCK_M,), Q_MAX, tl.float32))
         scale = tl.where(scale == 0.0, 1.0, scale)
         # zero = round_half_even(-lo / scale), written out with floor (no rint in the interpreter)
