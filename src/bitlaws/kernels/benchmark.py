@@ -170,6 +170,8 @@ def benchmark_layer(model: str, layer: str, n: int, k: int, s: BenchSettings, *,
         parts += benchmark_int_gemm(s.tokens, n, k - n_out, bits, device=device, reps=s.reps)
         if n_out:
             parts += _outlier_gemm(s.tokens, n, n_out, device, dtype, s.reps)
+        if bits == 8 and torch.device(device).type == "cuda":
+            parts += _int8_cublas(s.tokens, n, k - n_out, device, s.reps)
         for r in parts:
             rows.append({**ident, **r, "method": f"quik_w{bits}a{bits}", "n_out": n, "k_in": k,
                          "n_outliers": n_out, "dtype": str(dtype).removeprefix("torch."),
@@ -196,6 +198,27 @@ def _outlier_gemm(tokens, n: int, k: int, device: str, dtype: torch.dtype, reps:
         x = torch.randn(m, k, device=device, dtype=dtype)
         ms = time_ms(lambda: torch.nn.functional.linear(x, w), device=device, reps=reps)
         rows.append({"part": "outlier_gemm", "impl": "torch", "m_tokens": m, "latency_ms": ms})
+    return rows
+
+
+def _int8_cublas(tokens, n: int, k: int, device: str, reps: int) -> list[dict]:
+    """The int8 GEMM ceiling on this GPU: ``torch._int_mm`` (cuBLASLt, int8 x int8 -> int32) on the
+    base-feature shape, beside our Triton ``int_gemm`` (``impl = cublas``). cuBLASLt's int8 path
+    needs more than 16 rows and K, N multiples of 8: other shapes get no row."""
+    if n % 8 or k % 8:
+        return []
+    gen = torch.Generator(device=device).manual_seed(2)
+    w = torch.randint(-128, 128, (n, k), device=device, dtype=torch.int8, generator=gen)
+    rows = []
+    for m in tokens:
+        if m <= 16:
+            continue
+        a = torch.randint(-128, 128, (m, k), device=device, dtype=torch.int8, generator=gen)
+        try:
+            ms = time_ms(lambda: torch._int_mm(a, w.t()), device=device, reps=reps)
+        except RuntimeError:  # a build without the cuBLASLt int8 path: no row
+            continue
+        rows.append({"part": "int_gemm", "impl": "cublas", "m_tokens": m, "latency_ms": ms})
     return rows
 
 
