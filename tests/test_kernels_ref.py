@@ -370,8 +370,28 @@ def test_verdict_q4_pending_without_gpu_rows():
 
 @pytest.mark.parametrize("s8,s4,verdict", [(1.9, 1.7, "reproduced"), (1.3, 1.1, "partly"), (0.9, 0.8, "not reproduced")])
 def test_verdict_q4_rule_on_synthetic_gpu_rows(s8, s4, verdict):
-    rows = [{"part": "layer", "device": "cuda:NVIDIA H200", "m_tokens": 2048, "n_out": 8192, "k_in": 8192,
-             "method": m, "speedup": sp, "n_outliers": o}
-            for m, sp, o in (("dense", 1.0, 0), ("quik_w8a8", s8, 0), ("quik_w4a4", s4, 256))]
-    v = qk.verdict_q4(pd.DataFrame(rows))
-    assert v.verdict == verdict and v.details["speedup_w8a8"] == s8
+    v = qk.verdict_q4(_q4_rows(1.0, s8, s4))
+    assert v.verdict == verdict and v.details["speedup_w8a8"] == pytest.approx(s8, rel=1e-12)
+
+
+def _q4_rows(dense_ms, s8, s4):
+    """One large layer at 2048 tokens: the dense bf16 layer and the QUIK layers at the given speed-ups."""
+    return pd.DataFrame([{"part": "layer", "device": "cuda:NVIDIA H200", "m_tokens": 2048, "n_out": 8192,
+                          "k_in": 8192, "method": m, "latency_ms": ms, "speedup": dense_ms / ms, "n_outliers": o}
+                         for m, ms, o in (("dense", dense_ms, 0), ("quik_w8a8", 1.0 / s8, 0),
+                                          ("quik_w4a4", 1.0 / s4, 256))])
+
+
+def test_verdict_q4_reads_every_runs_baseline():
+    """Rule 2: a replicate run whose bf16 layer is slower moves the speed-up; the grade stands only
+    when every baseline gives it (1.3 partly either way), else it is inconclusive (1.55 / 1.65)."""
+    main = _q4_rows(1.0, 1.3, 0.5)
+    v = qk.verdict_q4(main, [_q4_rows(1.05, 1.3, 0.5)])
+    assert v.verdict == "partly" and v.details["n_runs"] == 2
+    assert v.details["speedup_w8a8_lo"] == pytest.approx(1.3) and v.details["speedup_w8a8_hi"] == pytest.approx(1.365)
+    v = qk.verdict_q4(_q4_rows(1.0, 1.55, 0.5), [_q4_rows(1.0 * 1.65 / 1.55, 1.55, 0.5)])
+    assert v.verdict == "inconclusive"
+    v = qk.verdict_q4(_q4_rows(1.0, 1.7, 0.5), [_q4_rows(0.98, 1.7, 0.5)])
+    assert v.verdict == "reproduced"
+    cpu_replicate = _q4_rows(0.5, 1.0, 1.0).assign(device="cpu:x86_64")  # a CPU run is no baseline
+    assert qk.verdict_q4(main, [cpu_replicate]).details["n_runs"] == 1

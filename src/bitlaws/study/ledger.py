@@ -1,12 +1,12 @@
 """Every verdict of a profile at once: recompute from the committed data, check against the store.
 
 ``compute_verdicts`` runs each chapter's verdict functions (P1–P2, P3, P5 and P9, P4 and P10,
-P6–P8, Q1–Q3) on ``data/runs/<profile>`` and ``data/fits`` without writing anything; ``check_verdicts``
+P6–P8, Q1–Q3) on ``data/runs/<profile>`` and ``data/fits``, and Q4 on ``data/runs/gpu``'s benchmark
+rows where they exist, without writing anything; ``check_verdicts``
 sets the result against ``data/verdicts.json`` with ``bitlaws.study.claims.verdict_differences``
 (grades and identities exactly, numbers within ``DETAIL_RTOL``), which is what a reader's machine
 must reproduce; ``refresh_verdicts`` stores them through the one refresh path,
-``bitlaws.study.claims.store_verdicts``. Q4 is judged from GPU benchmark rows by chapter 06 and is
-left as stored.
+``bitlaws.study.claims.store_verdicts``. Without GPU benchmark rows Q4 is left as stored (pending).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from .law_fits import current_fits, law_verdicts
 from .low_precision_training import qat_verdicts
 from .ptq_degradation import refresh_verdicts as refresh_ptq
 from .quik_accuracy import refresh_quik_verdicts
+from .quik_kernels import load_benchmark, load_replicates, verdict_q4
 from .store import data_dir
 
 __all__ = ["compute_verdicts", "check_verdicts", "refresh_verdicts"]
@@ -33,7 +34,7 @@ def compute_verdicts(profile: str = "cpu", refit: bool = True) -> dict[str, Verd
         refit: refit in memory any law fit whose input rows changed (else use the stored fits).
 
     Returns:
-        claim id -> verdict for P1–P10 and, when the QUIK rows exist, Q1–Q3.
+        claim id -> verdict for P1–P10, Q1–Q3 when the QUIK rows exist, Q4 when the GPU benchmark's do.
 
     Raises:
         FileNotFoundError: no training rows for ``profile``.
@@ -48,6 +49,9 @@ def compute_verdicts(profile: str = "cpu", refit: bool = True) -> dict[str, Verd
         out.update(refresh_quik_verdicts(profile=profile, write=False))
     except FileNotFoundError:
         pass
+    gpu = load_benchmark("gpu")  # Q4: the GPU benchmark rows, whatever the profile (none: left as stored)
+    if gpu is not None:
+        out["Q4"] = verdict_q4(gpu, load_replicates("gpu"))
     return out
 
 
