@@ -9,6 +9,7 @@ judged (``verdict_q4``: the best layer-wise speed-up over bf16 on a CUDA device)
 Public names: ``PROFILES``, ``bench_profile``, ``csv_path``, ``load_benchmark``,
 ``coverage_markdown``, ``DEMO_OUTLIERS``, ``correctness_demo``, ``demo_prose_values``,
 ``memory_table``, ``paper_comparison``, ``verdict_q4``, ``load_replicates``, ``gemm_ceiling``,
+``gpu_prose_values``, ``gpu_checks_markdown``,
 ``LARGE_LAYER``, ``Q4_REPRODUCED_8BIT``, ``Q4_PARTLY``.
 """
 
@@ -26,7 +27,8 @@ from .claims import CLAIMS, Verdict, inputs_identity, pending_verdict
 from .store import data_dir
 
 __all__ = ["PROFILES", "bench_profile", "csv_path", "load_benchmark", "coverage_markdown", "DEMO_OUTLIERS",
-           "correctness_demo", "demo_prose_values", "memory_table", "paper_comparison", "verdict_q4", "load_replicates", "gemm_ceiling", "LARGE_LAYER",
+           "correctness_demo", "demo_prose_values", "memory_table", "paper_comparison", "verdict_q4", "load_replicates", "gemm_ceiling", "gpu_prose_values", "gpu_checks_markdown",
+           "LARGE_LAYER",
            "Q4_REPRODUCED_8BIT", "Q4_PARTLY"]
 
 # The chapter's profiles; `gpu` reads the `cpu` benchmark for the CPU figures (bench_profile).
@@ -330,3 +332,44 @@ def gemm_ceiling(gpu: pd.DataFrame | None, m: int | None = None) -> dict[str, fl
         if len(ratio):
             out[impl] = float(ratio.max())
     return out
+
+
+def gpu_prose_values(gpu: pd.DataFrame | None, replicates: list[pd.DataFrame] | None = None) -> dict[str, object]:
+    """The numbers chapter 06's GPU section glues into its text, from the GPU rows (NaN and "—"
+    without them): ``gpu_tokens``, ``gpu_best_w8a8`` / ``gpu_best_w4a4`` (best layer speed-ups
+    over bf16 on the large layers at the largest token count, as :func:`verdict_q4`),
+    ``gpu_best_w8a8_layer`` (the model and layer where W8A8 is best), ``gpu_w8a8_range`` (its
+    range over the committed runs' bf16 timings), ``gpu_gemm_triton`` / ``gpu_gemm_cublas``
+    (:func:`gemm_ceiling`)."""
+    nan = float("nan")
+    out: dict[str, object] = {"gpu_tokens": "—", "gpu_best_w8a8": nan, "gpu_best_w4a4": nan,
+                              "gpu_best_w8a8_layer": "—", "gpu_w8a8_range": "—", "gpu_gemm_triton": nan,
+                              "gpu_gemm_cublas": nan}
+    if gpu is None or not gpu["device"].astype(str).str.startswith("cuda").any():
+        return out
+    v = verdict_q4(gpu, load_replicates("gpu") if replicates is None else replicates)
+    d = v.details
+    m = int(d["m_tokens"])
+    layer = gpu[(gpu["part"] == "layer") & (gpu["m_tokens"] == m) & (gpu["method"] == "quik_w8a8")]
+    best = layer.loc[layer["speedup"].idxmax()]
+    out.update({"gpu_tokens": m, "gpu_best_w8a8": d["speedup_w8a8"], "gpu_best_w4a4": d["speedup_w4a4"],
+                "gpu_best_w8a8_layer": f"{best['model']} {best['layer']}",
+                "gpu_w8a8_range": f"{d['speedup_w8a8_lo']:.2f}–{d['speedup_w8a8_hi']:.2f}× over {int(d['n_runs'])} runs"})
+    out.update({f"gpu_gemm_{k}": val for k, val in gemm_ceiling(gpu, m).items()})
+    return out
+
+
+def gpu_checks_markdown(root: str | os.PathLike | None = None) -> str:
+    """One Markdown sentence on ``data/runs/gpu/kernel_checks.csv`` (``bench/device_check.py``'s
+    checks of the compiled kernels against their references on the GPU): how many passed, on what."""
+    root = data_dir() if root is None else Path(root)
+    path = Path(root) / "runs" / "gpu" / "kernel_checks.csv"
+    if not path.exists():
+        return "**GPU kernel checks: none yet** (`data/runs/gpu/kernel_checks.csv` does not exist)."
+    c = pd.read_csv(path)
+    c = c[c["check"] != "pytest"]  # the pytest row records a time-limited rerun of the test files
+    kinds = ", ".join(sorted(c["check"].unique()))
+    return (f"**GPU kernel checks** (`data/runs/gpu/kernel_checks.csv`): {int(c['passed'].sum())} of {len(c)} "
+            f"passed ({kinds}) on {', '.join(c['device'].unique())} with torch "
+            f"{', '.join(c['torch_version'].astype(str).unique())} and Triton "
+            f"{', '.join(c['triton_version'].astype(str).unique())}.")

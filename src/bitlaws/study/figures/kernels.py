@@ -6,7 +6,7 @@ import numpy as np
 
 from .style import COLORS, MARKERS, label
 
-__all__ = ["pipeline_figure", "cpu_speedup_figure", "cpu_stages_figure"]
+__all__ = ["pipeline_figure", "cpu_speedup_figure", "cpu_stages_figure", "gpu_speedup_figure", "gpu_ceiling_figure"]
 
 # Box fills of the pipeline diagram: Triton kernels, torch operations, tensors.
 _TRITON, _TORCH, _DATA = "#cfe3f5", "#e6e6e6", "white"
@@ -122,4 +122,81 @@ def cpu_stages_figure(cpu):
         ax.text(0.03, 0.97, f"M = {m}", transform=ax.transAxes, va="top", fontsize=9)
     np.atleast_1d(axes)[0].set_ylabel(label("latency_ms"))
     fig.legend(loc="outside lower center", ncol=3)
+    return fig
+
+
+def gpu_speedup_figure(gpu):
+    """Speed-up of the Triton QuikLinear over the bf16 dense layer on the GPU against tokens per
+    forward, log–log, one panel per Llama-2 model, one marker per layer shape, W8A8 solid and
+    W4A4 dashed; break-even at 1 (dotted) and QUIK's 8-bit layer-wise 2× (grey, Fig. 6).
+
+    Args:
+        gpu: the GPU benchmark rows (``load_benchmark("gpu")``; columns ``model``, ``layer``,
+            ``n_out``, ``k_in``, ``method``, ``part``, ``m_tokens``, ``speedup``).
+
+    Returns:
+        The matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    layer = gpu[gpu["part"] == "layer"]
+    models = list(dict.fromkeys(layer["model"]))
+    fig, axes = plt.subplots(1, len(models), figsize=(3.3 * len(models), 3.5), sharey=True)
+    marks = ["D", "o", "s", "^"]
+    for ax, model in zip(np.atleast_1d(axes), models):
+        g = layer[layer["model"] == model]
+        shapes = g[["layer", "n_out", "k_in"]].drop_duplicates().sort_values(["k_in", "n_out"]).to_numpy()
+        for (name, n, k), mk in zip(shapes, marks):
+            for method, ls in (("quik_w8a8", "-"), ("quik_w4a4", "--")):
+                s = g[(g["n_out"] == n) & (g["k_in"] == k) & (g["method"] == method)].sort_values("m_tokens")
+                ax.plot(s["m_tokens"], s["speedup"], ls=ls, marker=mk, color=COLORS["quik"], ms=4,
+                        label=f"{name} {n}×{k}" if method == "quik_w8a8" else None)
+        ax.axhline(1.0, color=COLORS["none"], lw=1, ls=":")
+        ax.axhline(2.0, color="0.6", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("Tokens per forward $M$")
+        ax.text(0.03, 0.97, model, transform=ax.transAxes, va="top", fontsize=9)
+        ax.legend(loc="lower right", fontsize=7, title="solid W8A8, dashed W4A4", title_fontsize=7)
+    np.atleast_1d(axes)[0].set_ylabel("Speed-up over dense bf16 [×]")
+    return fig
+
+
+def gpu_ceiling_figure(gpu, m=None):
+    """At `m` tokens (default the largest), for each layer shape: the speed-up over the bf16 layer
+    of the QuikLinear W8A8 and W4A4 layers and of the int8 GEMM alone on the base features, ours
+    (Triton) and the GPU library's (cuBLASLt, ``impl = cublas``); break-even at 1, QUIK's 2×.
+
+    Args:
+        gpu: the GPU benchmark rows (as :func:`gpu_speedup_figure`, plus ``impl``, ``bits``,
+            ``latency_ms``).
+        m: tokens per forward.
+
+    Returns:
+        The matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    m = int(gpu["m_tokens"].max()) if m is None else m
+    g = gpu[gpu["m_tokens"] == m]
+    key = ["model", "layer", "n_out", "k_in"]
+    dense = g[(g["part"] == "layer") & (g["method"] == "dense")].set_index(key)["latency_ms"]
+    series = {
+        "W8A8 layer": g[(g["part"] == "layer") & (g["method"] == "quik_w8a8")],
+        "int8 GEMM, ours": g[(g["part"] == "int_gemm") & (g["bits"] == 8) & (g["impl"] == "triton")],
+        "int8 GEMM, cuBLASLt": g[(g["part"] == "int_gemm") & (g["impl"] == "cublas")],
+        "W4A4 layer (256 outliers)": g[(g["part"] == "layer") & (g["method"] == "quik_w4a4")],
+    }
+    colors = [COLORS["quik"], "#56B4E9", "#999999", "#E69F00"]
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    x = np.arange(len(dense))
+    width = 0.8 / len(series)
+    for i, ((name, rows), c) in enumerate(zip(series.items(), colors)):
+        ratio = (dense / rows.set_index(key)["latency_ms"].reindex(dense.index)).to_numpy()
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, ratio, width, color=c, label=name)
+    ax.axhline(1.0, color=COLORS["none"], lw=1, ls=":")
+    ax.axhline(2.0, color="0.6", lw=1)
+    ax.set_xticks(x, [f"{mo.removeprefix('llama2-')}\n{la}" for mo, la, _, _ in dense.index], fontsize=8)
+    ax.set_ylabel(f"Speed-up over dense bf16 at $M$ = {m} [×]")
+    ax.legend(fontsize=8, ncol=2, loc="upper left")
     return fig
