@@ -376,7 +376,8 @@ def test_verdict_q4_rule_on_synthetic_gpu_rows(s8, s4, verdict):
 
 def _q4_rows(dense_ms, s8, s4):
     """One large layer at 2048 tokens: the dense bf16 layer and the QUIK layers at the given speed-ups."""
-    return pd.DataFrame([{"part": "layer", "device": "cuda:NVIDIA H200", "m_tokens": 2048, "n_out": 8192,
+    return pd.DataFrame([{"part": "layer", "device": "cuda:NVIDIA H200", "model": "llama2-70b", "layer": "q/o_proj",
+                          "git_sha": "0" * 40, "m_tokens": 2048, "n_out": 8192,
                           "k_in": 8192, "method": m, "latency_ms": ms, "speedup": dense_ms / ms, "n_outliers": o}
                          for m, ms, o in (("dense", dense_ms, 0), ("quik_w8a8", 1.0 / s8, 0),
                                           ("quik_w4a4", 1.0 / s4, 256))])
@@ -393,5 +394,6 @@ def test_verdict_q4_reads_every_runs_baseline():
     assert v.verdict == "inconclusive"
     v = qk.verdict_q4(_q4_rows(1.0, 1.7, 0.5), [_q4_rows(0.98, 1.7, 0.5)])
     assert v.verdict == "reproduced"
+    assert f"own QUIK and bf16 timings give {1.05 * 1.3:.2f}×" in qk.verdict_q4(main, [_q4_rows(1.05, 1.3, 0.5)]).reason
     cpu_replicate = _q4_rows(0.5, 1.0, 1.0).assign(device="cpu:x86_64")  # a CPU run is no baseline
     assert qk.verdict_q4(main, [cpu_replicate]).details["n_runs"] == 1

@@ -202,8 +202,9 @@ def _outlier_gemm(tokens, n: int, k: int, device: str, dtype: torch.dtype, reps:
 
 
 def _int8_cublas(tokens, n: int, k: int, device: str, reps: int) -> list[dict]:
-    """The int8 GEMM ceiling on this GPU: ``torch._int_mm`` (cuBLASLt, int8 x int8 -> int32) on the
-    base-feature shape, beside our Triton ``int_gemm`` (``impl = cublas``). cuBLASLt's int8 path
+    """The GPU library's int8 GEMM: ``torch._int_mm`` (cuBLASLt, int8 x int8 -> int32, no epilogue)
+    on the base-feature shape, beside our Triton ``int_gemm`` (``impl = cublas``): a reference, not
+    a hardware ceiling (ours was faster on the H200). cuBLASLt's int8 path
     needs more than 16 rows and K, N multiples of 8: other shapes get no row."""
     if n % 8 or k % 8:
         return []

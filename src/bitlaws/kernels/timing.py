@@ -24,7 +24,8 @@ def time_ms(fn: Callable[[], object], *, device: str = "cpu", reps: int = 20, wa
     """Median wall time of ``fn()`` in milliseconds.
 
     CUDA: ``triton.testing.do_bench`` when Triton is installed (it flushes the L2 cache between
-    calls), CUDA events otherwise. CPU: ``time.perf_counter`` around each call, after `warmup` calls.
+    calls; its budgets are milliseconds: 10 ms of warm-up, then max(`reps`, 20) ms of timed calls,
+    so `reps` bounds the time, not the count), CUDA events over `reps` calls otherwise. CPU: ``time.perf_counter`` around each call, after `warmup` calls.
     """
     if torch.device(device).type == "cuda":
         try:

@@ -219,7 +219,7 @@ _LEGEND = ("Ours: our value [its 95 % interval from the pipeline bootstrap]; P2'
            "where the turn-up lies, P10's ± is two standard errors, Q4's the range over "
            "the committed runs' bf16 baselines; a value without one has no interval in its record. Grades: *reproduced*, *partly*, "
            "*not reproduced* come from a rule that could come out either way; *inconclusive*: our design "
-           "cannot detect the paper's effect at two standard errors; *derived*: a consequence of a fitted "
+           "cannot detect the paper's effect at two standard errors (Q4: the runs' baselines disagree); *derived*: a consequence of a fitted "
            "form, not a test; *pending*: no data yet.")
 
 
