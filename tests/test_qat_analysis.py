@@ -215,7 +215,7 @@ def _boot(df, draws):
             "input_sha256": {s: _sha(frames[s]) for s in PIPELINE_STAGES}}
 
 
-def _v6(df, boot, power=0.9, drop_draws=None, **extra):
+def _v6(df, boot, power=0.9, drop_draws=None, joint=None, **extra):
     """``boot`` with a rule v6 record: every variant's power ``power`` (``extra`` overrides keys), and
     the activation draws without P_a ≤ 3 those of ``boot`` (or of ``drop_draws``)."""
     from bitlaws._io import frame_sha256
@@ -231,6 +231,8 @@ def _v6(df, boot, power=0.9, drop_draws=None, **extra):
     rec = {"power": power, "power_partly": power, "false_positive": 0.0, "false_partly": 0.0, "n_sim": 50.0,
            "sim_version": P4_SIM_VERSION, "rows_a": 36.0, "rows_a_no_pa3": 30.0, "power_floor": "floor_0.02",
            **{f"power_{v}": power for v in P4_VARIANTS}, **extra}
+    if joint is not None:  # the conjunction's own power (rule v7's gate), else the variants' common one
+        rec["power"] = joint
     return {**boot, "draw_ids": ids, "p4_power": rec, "p4_no_pa3": nd}
 
 
@@ -276,13 +278,18 @@ def test_p4_rule_v2_reads_the_order_probability_over_the_bootstrap():
     assert [split.details[f"grade_{v}"] for v in ("floor_0.02", "floor_0.05", "floor_0.2", "no_pa3")] == \
         ["reproduced", "reproduced", "reproduced", "not reproduced"]
     assert "of the draws (activations the most sensitive in 0%)" in split.reason
-    one_weak = qa.verdict_p4({**paper, "pipeline_boot": _v6(df, boot, 0.9, **{"power_floor_0.2": 0.3})}, df, "cpu")
+    # (a consistent record: the conjunction's power is at most each variant's)
+    one_weak = qa.verdict_p4({**paper, "pipeline_boot": _v6(df, boot, 0.9, **{"power_floor_0.2": 0.3}, joint=0.3)},
+                             df, "cpu")
     assert one_weak.verdict == "inconclusive" and one_weak.details["grade_floor_0.2"] == "inconclusive"
     assert one_weak.details["grade_floor_0.05"] == "partly" and one_weak.details["power_floor_0.2"] == 0.3
+    # rule v7: every variant powered, the conjunction not — v6 would have said partly, v7 says inconclusive
+    joint_weak = qa.verdict_p4({**paper, "pipeline_boot": _v6(df, boot, 0.9, joint=0.4)}, df, "cpu")
+    assert joint_weak.verdict == "inconclusive" and joint_weak.details["grade_floor_0.05"] == "partly"
     # a record of rule v5 (no variants, no draws without P_a ≤ 3) cannot give v6 a grade
     v5 = {"power": 0.9, "power_partly": 0.9, "false_positive": 0.0, "false_partly": 0.0, "n_sim": 50.0}
     old = qa.verdict_p4({**tight, "pipeline_boot": {**tight["pipeline_boot"], "p4_power": v5}}, df, "cpu")
-    assert old.verdict == "inconclusive" and "rule v6 needs the power of each of its four variants" in old.reason
+    assert old.verdict == "inconclusive" and "rule v7 needs the power of each of its four variants" in old.reason
     # the size over the boundary nulls is stated, and flagged where it exceeds 5 %
     sized = dict(fp_all_equal=0.0, fp_a_eq_w=0.02, fp_w_eq_kv=0.03, fp_partly_a_eq_w=0.04, false_positive=0.03,
                  size_null="w_eq_kv", false_partly=0.04, size_partly_null="a_eq_w", chinchilla_refit=1.0,

@@ -445,18 +445,19 @@ def test_p4_variants_read_the_same_rows_in_fit_and_simulation():
 def test_rule_p4_variants_needs_all_four():
     both = lambda o, a: {v: (o, a) for v in claims.P4_VARIANTS}  # noqa: E731
     strong = {v: 0.9 for v in claims.P4_VARIANTS}
-    assert claims.rule_p4_variants(both(0.97, 0.99), strong) == "reproduced"
-    assert claims.rule_p4_variants(both(0.3, 0.99), strong) == "partly"
-    assert claims.rule_p4_variants(both(0.01, 0.2), strong) == "not reproduced"
+    assert claims.rule_p4_variants(both(0.97, 0.99), strong, 0.9) == "reproduced"
+    assert claims.rule_p4_variants(both(0.3, 0.99), strong, 0.9) == "partly"
+    assert claims.rule_p4_variants(both(0.01, 0.2), strong, 0.9) == "not reproduced"
     # a pass in three variants and a fail in the fourth: not the pass
     split = {**both(0.97, 0.99), "no_pa3": (0.01, 0.2)}
     assert claims.rule_p4(0.97, 0.99) == "reproduced" and claims.rule_p4(0.01, 0.2) == "not reproduced"
-    assert claims.rule_p4_variants(split, strong) == "inconclusive"
-    assert claims.rule_p4_variants({**both(0.97, 0.99), "floor_0.2": (0.5, 0.99)}, strong) == "inconclusive"
-    # the floors share the fit's probabilities; one floor's power below POWER_MIN gates its partly
-    assert claims.rule_p4_variants(both(0.3, 0.99), {**strong, "floor_0.2": 0.3}) == "inconclusive"
-    assert claims.rule_p4_variants(both(0.97, 0.99), {v: 0.1 for v in claims.P4_VARIANTS}) == "reproduced"
-    assert claims.rule_p4_variants(both(0.3, 0.99), {**strong, "no_pa3": math.nan}) == "inconclusive"
+    assert claims.rule_p4_variants(split, strong, 0.9) == "inconclusive"
+    assert claims.rule_p4_variants({**both(0.97, 0.99), "floor_0.2": (0.5, 0.99)}, strong, 0.9) == "inconclusive"
+    # rule v7: an agreed failure is gated by the conjunction's own power, not the variants' (all strong here)
+    assert claims.rule_p4_variants(both(0.3, 0.99), strong, 0.3) == "inconclusive"
+    assert claims.rule_p4_variants(both(0.3, 0.99), strong) == "inconclusive"  # not simulated: NaN
+    assert claims.rule_p4_variants(both(0.01, 0.2), {v: 0.1 for v in claims.P4_VARIANTS}, 0.9) == "not reproduced"
+    assert claims.rule_p4_variants(both(0.97, 0.99), {v: 0.1 for v in claims.P4_VARIANTS}, 0.1) == "reproduced"
     with pytest.raises(ValueError, match="probabilities lacks no_pa3; it needs every one of floor_0.02"):
         claims.rule_p4_variants({v: (0.97, 0.99) for v in claims.P4_VARIANTS[:3]}, strong)
     with pytest.raises(ValueError, match="powers lacks floor_0.02"):

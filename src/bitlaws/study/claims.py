@@ -200,7 +200,7 @@ CLAIMS: dict[str, dict[str, str | None]] = {
 # cannot pass for the stored verdict. Bump it with every change of a rule (and say why in the
 # rule's docstring). RULE_HISTORY says which changes came after the data were seen.
 RULE_VERSIONS: dict[str, str] = {
-    "P1": "2", "P2": "3", "P3": "3", "P4": "6", "P5": "5", "P6": "3", "P7": "2", "P8": "2",
+    "P1": "2", "P2": "3", "P3": "3", "P4": "7", "P5": "5", "P6": "3", "P7": "2", "P8": "2",
     "P9": "2", "P10": "3", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "2",
 }
 
@@ -273,7 +273,13 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "power gate, and a grade other than inconclusive stands only if all four give it (rule_p4_variants); "
             "the power reported is that rule's (a simulated dataset passes only if the fits with and without "
             "those rows both pass it) at the least favourable floor, each variant's own power beside it. The grade "
-            "on our runs stays inconclusive (the order holds in 31 % of the pipeline draws)")],
+            "on our runs stays inconclusive (the order holds in 31 % of the pipeline draws)"),
+           ("7", "2026-12-04 (issue 14), after a referee's reading of v6 and before any v6 grade was computed from "
+            "data (the stored bootstrap record lacks v6's variants)", "the variants' agreed partly or not reproduced "
+            "is gated with the conjunction's own power (power.p4_power's power: the least over the floors of the "
+            "share of paper-constant datasets that the fits with and without the P_a ≤ 3 runs both grade "
+            "reproduced), not each variant's own: the conjunction passes less often than any variant, so v6's "
+            "gate was too lenient. Stricter; the grade stays inconclusive")],
     "P5": [("1", "session 2, before the joint sweep ran", "the product of marginal fits predicts the mixed runs "
             "with R² ≥ 0.75, within 0.05 of the joint fit"),
            ("2", "2026-12-01, after a referee's reading of the data (a change after the data)", "out of sample against "
@@ -768,7 +774,8 @@ def rule_p4(p_order: float, p_a_most: float) -> str:
     a partly or not reproduced through ``power_gate`` with the rule's simulated power; version 4
     reports the rule's size at the boundary nulls (``bitlaws.study.power.P4_NULLS``); version 5 fits and
     simulates every run (P_a = 3 included, ``bitlaws.study.power.extended_factor``), grades unchanged;
-    version 6 applies this rule in each of ``P4_VARIANTS`` (``rule_p4_variants``)."""
+    version 6 applies this rule in each of ``P4_VARIANTS`` (``rule_p4_variants``); version 7 gates the
+    variants' agreed grade with the conjunction's own power."""
     if p_order >= 0.95:
         return "reproduced"
     if p_a_most >= 0.95:
@@ -783,16 +790,27 @@ def rule_p4(p_order: float, p_a_most: float) -> str:
 P4_VARIANTS = ("floor_0.02", "floor_0.05", "floor_0.2", "no_pa3")
 
 
-def rule_p4_variants(probabilities: Mapping[str, tuple[float, float]], powers: Mapping[str, float]) -> str:
-    """P4 (version 6): ``rule_p4`` in each of ``P4_VARIANTS``, an underpowered partly or not reproduced
-    made inconclusive by ``power_gate`` with that variant's power; a grade other than inconclusive
-    stands only if every variant gives it, else *inconclusive*.
+def rule_p4_variants(probabilities: Mapping[str, tuple[float, float]], powers: Mapping[str, float],
+                     joint_power: float = math.nan) -> str:
+    """P4 (version 7): ``rule_p4`` in each of ``P4_VARIANTS``; a grade other than inconclusive
+    stands only if every variant gives it, else *inconclusive*; an agreed partly or not reproduced
+    is then made inconclusive by ``power_gate`` with the power of this conjunction itself
+    (`joint_power`: ``bitlaws.study.power.p4_power``'s ``power``, the least over the floors of
+    ``power_joint_<floor>``, the share of paper-constant datasets that the fits with and without the
+    P_a ≤ 3 runs both grade reproduced).
+
+    Version 6 gated each variant with its own power before the conjunction; a conjunction passes
+    less often than any of its parts, so its own power is the one that says whether a failure is
+    evidence. Version 7 (2026-12-04) gates with it; no v6 grade had been computed from data (the
+    stored bootstrap record lacked the variants), so the change moved no grade.
 
     Args:
         probabilities: variant -> (p_order, p_a_most), the shares of the pipeline bootstrap's draws
             (the floor variants share the fit on every run, so they share these).
-        powers: variant -> the rule's simulated power in that variant (``bitlaws.study.power.p4_power``'s
-            ``power_<variant>``); NaN (not simulated) gates a failure to inconclusive, as ``power_gate`` does.
+        powers: variant -> the rule's simulated power in that variant (``power_<variant>``), for the
+            record; every variant must be there.
+        joint_power: the conjunction's power; NaN (not simulated) gates a failure to inconclusive, as
+            ``power_gate`` does.
 
     Returns:
         ``reproduced``, ``partly``, ``not reproduced`` or ``inconclusive``.
@@ -811,9 +829,11 @@ def rule_p4_variants(probabilities: Mapping[str, tuple[float, float]], powers: M
         p_order, p_a = (float(x) for x in probabilities[v])
         if not (0.0 <= p_order <= 1.0 and 0.0 <= p_a <= 1.0):
             raise ValueError(f"rule_p4_variants: {v}'s probabilities must lie in [0, 1]; got {probabilities[v]!r}")
-        g = rule_p4(p_order, p_a)
-        grades.add(g if g == "inconclusive" else power_gate(g, float(powers[v])))
-    return grades.pop() if len(grades) == 1 else "inconclusive"
+        grades.add(rule_p4(p_order, p_a))
+    if len(grades) != 1:
+        return "inconclusive"
+    g = grades.pop()
+    return g if g == "inconclusive" else power_gate(g, float(joint_power))
 
 
 # A printed number in the prose: digits with their sign, point, exponent and thousands separators.

@@ -177,11 +177,12 @@ def order_indicators(draws, bits=SENSITIVITY_BITS) -> dict[str, np.ndarray]:
 def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verdict:
     """P4: at equal bits (4–8) activations are the most sensitive, weights next, the KV cache least.
 
-    Rule (version 6, ``bitlaws.study.claims.rule_p4_variants``, on version 5's reading below): the
+    Rule (version 7, ``bitlaws.study.claims.rule_p4_variants``, on version 5's reading below): the
     grade is read in four variants, the simulation's floor at 0.02, 0.05 and 0.2 (every run fitted)
-    and the runs at P_a ≤ 3 dropped from the fit (``p4_dropped_draws``) and the simulation alike,
-    each with its own power gate; a grade other than inconclusive stands only if all four give it.
-    The power reported is that rule's (``power.p4_power``: a simulated dataset passes only where the
+    and the runs at P_a ≤ 3 dropped from the fit (``p4_dropped_draws``) and the simulation alike;
+    a grade other than inconclusive stands only if all four give it, and an agreed partly or not
+    reproduced is gated with the power of that conjunction (version 6 gated each variant with its
+    own power, too leniently). The power reported is that rule's (``power.p4_power``: a simulated dataset passes only where the
     fits with and without those rows both pass it) at the least favourable floor, with the four
     variants' own powers in the reason. Without a record of this simulation and of the dropped
     variant's draws the grade is inconclusive.
@@ -238,13 +239,13 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     if probs is not None:
         if v6:
             by = {v: (probs_d if v == "no_pa3" else probs) for v in P4_VARIANTS}
-            for v in P4_VARIANTS:
+            for v in P4_VARIANTS:  # each variant's own grade, gated by its own power, for the reason's text
                 g = rule_p4(by[v]["p_order"], by[v]["p_a_most"])
                 grades[v] = g if g == "inconclusive" else power_gate(g, pw[f"power_{v}"])
             verdict = rule_p4_variants({v: (by[v]["p_order"], by[v]["p_a_most"]) for v in P4_VARIANTS},
-                                       {v: pw[f"power_{v}"] for v in P4_VARIANTS})
+                                       {v: pw[f"power_{v}"] for v in P4_VARIANTS}, pw["power"])
         else:
-            verdict = "inconclusive"  # rule v6 needs every variant's power and the draws without P_a <= 3
+            verdict = "inconclusive"  # rule v6–7 needs every variant's power and the draws without P_a <= 3
 
     emp = empirical_order(marginal_table(df))
     base = df[df["experiment"] == "base_grid"]
@@ -269,12 +270,13 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
         if v6:
             power_txt = _p4_variants_text(pw, probs, probs_d, grades) + "; " + _p4_power_text(pw)
         else:
-            power_txt = ("rule v6 needs the power of each of its four variants and the draws refitted without the "
+            power_txt = ("rule v7 needs the power of each of its four variants and the draws refitted without the "
                          "runs at P_a ≤ 3, which the bootstrap record lacks (`python -m bitlaws fit` makes them), so "
                          "the grade is inconclusive; "
                          + ("its power is not simulated" if pw is None else "v5's record: " + _p4_power_text(pw)))
-        reason = ("rule v6 reads the order's probability over the pipeline bootstrap (≥ 95 % to count) in four "
-                  "variants and lets a grade other than inconclusive stand only if all four give it; "
+        reason = ("rule v7 reads the order's probability over the pipeline bootstrap (≥ 95 % to count) in four "
+                  "variants, lets a grade other than inconclusive stand only if all four give it, and gates an "
+                  "agreed failure with that conjunction's own power; "
                   + power_txt + ". " + reason)
     else:
         reason = "no current pipeline bootstrap: graded on the point fits (rule v1's reading). " + reason
