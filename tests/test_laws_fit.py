@@ -638,6 +638,10 @@ def test_negative_r2_text_explains_a_form_worse_than_the_mean():
     assert text.endswith("The paper scores them between 0.80 and 0.84 on its larger grid.")
     forms_["tied"]["label"] = "additive power law"  # not every negative form has D_eff: no word on it
     assert "Each carries" not in lfs.negative_r2_text({"status": "ok", "forms": forms_})
+    # one negative form: singular, and one paper score (not "between 0.84 and 0.84")
+    one = lfs.negative_r2_text({"status": "ok", "forms": {k: forms_[k] for k in ("neff", "untied")}})
+    assert "this form's held-out mean squared error is 0.5 against" in one and "It carries the D_eff term" in one
+    assert one.endswith("The paper scores it 0.84 on its larger grid.")
     positive = {"neff": forms_["neff"]}
     assert lfs.negative_r2_text({"status": "ok", "forms": positive}) == ""
     assert lfs.negative_r2_text(None) == "" and lfs.negative_r2_text({"status": "skipped"}) == ""

@@ -539,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="only the runs that miss a row in the CSVs: to train, and to re-evaluate")
     p_cov = sub.add_parser("coverage", help="how much of a profile's sweep is committed, per experiment: runs "
                                             "trained and observations at each evaluation version, of those declared")
-    p_cov.add_argument("--json", action="store_true", help="one JSON record per experiment instead of the table")
+    p_cov.add_argument("--json", action="store_true", help="JSON lines, one record per experiment, instead of the table")
     p_ver = sub.add_parser("verdicts", help="recompute data/verdicts.json from the committed CSVs")
     p_ver.add_argument("--check", action="store_true",
                        help="write nothing; exit 1 if a recomputed verdict differs from the stored one "

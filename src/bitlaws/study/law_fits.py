@@ -2136,13 +2136,24 @@ def negative_r2_text(table1: Mapping | None) -> str:
             + "; ".join(f"{v['label']} scores {v['val_r2']:.0f} on held-out sizes with an in-sample R² of "
                         f"{v['train_r2']:.3f}" for v in neg)
             + ". A held-out R² below zero means the form predicts the runs of the left-out model size worse than "
-            f"their mean would: these forms' held-out mean squared error is about "
+            "their mean would: " + ("this form's" if len(neg) == 1 else "these forms'") + " held-out mean squared error is "
+            f"{'' if len(neg) == 1 else 'about '}"
             f"{np.median([v['val_mse'] for v in neg]):.3g} against {best['val_mse']:.3g} for {best['label']}. "
-            + ("Each carries the D_eff term (precision shrinking the effective data): fitted with one size left "
-               "out, it extrapolates far off on the left-out size, which the in-sample fit cannot show. "
+            + (("It carries" if len(neg) == 1 else "Each carries")
+               + " the D_eff term (precision shrinking the effective data): fitted with one size left out, it "
+               "extrapolates far off on the left-out size, which the in-sample fit cannot show. "
                if all("D_eff" in v["label"] for v in neg) else "")
-            + f"The paper scores them between {min(v['paper_val_r2'] for v in neg):.2f} and "
-            f"{max(v['paper_val_r2'] for v in neg):.2f} on its larger grid.")
+            + _paper_scores_text([v["paper_val_r2"] for v in neg]))
+
+
+def _paper_scores_text(scores: list[float]) -> str:
+    """'The paper scores it 0.74 …' for one form, '… them between a and b …' for several (one
+    number when they agree to the printed digits)."""
+    lo, hi = f"{min(scores):.2f}", f"{max(scores):.2f}"
+    if len(scores) == 1:
+        return f"The paper scores it {lo} on its larger grid."
+    return (f"The paper scores them {lo} on its larger grid." if lo == hi else
+            f"The paper scores them between {lo} and {hi} on its larger grid.")
 
 
 def synthetic_recovery(noise: float = 0.003, seed: int = 0) -> pd.DataFrame:
