@@ -1716,9 +1716,9 @@ def chinchilla_sentence(chin: dict[str, float]) -> str:
 # (the first, each D drawn independently, was this report's first version; the last is the reported
 # one), and whether the D is in the 95 % set of the reported draw and of the independent one. No "v1":
 # that names an evaluation version elsewhere (``coverage``).
-ARGMIN_SHARE_COLUMNS = {"share_independent": "share, D drawn independently", "share_joint": "share, seeds drawn jointly",
-                        "share": "share, seeds jointly, widened for few seeds"}
-ARGMIN_SET_COLUMNS = {"in_set": "in 95 % set", "in_set_independent": "in 95 % set, D drawn independently"}
+ARGMIN_SHARE_COLUMNS = {"share_independent": "share (D indep.)", "share_joint": "share (seeds joint)",
+                        "share": "share (joint, widened)"}
+ARGMIN_SET_COLUMNS = {"in_set": "in set (calibrated)", "in_set_independent": "in set (D indep.)"}
 
 
 def argmin_set_table(df: pd.DataFrame, levels: dict[str, float] | None = None) -> pd.DataFrame:
@@ -1735,8 +1735,9 @@ def argmin_set_table(df: pd.DataFrame, levels: dict[str, float] | None = None) -
         ``draw`` (``seeds`` or ``parametric``), ``mean post-PTQ loss`` [nats], the share of draws in
         which the D is the minimum under each draw (``ARGMIN_SHARE_COLUMNS``: independent and
         uncorrected, this report's first version; joint; joint with the small-k correction, the
-        reported one), and whether the D is in the 95 % set (``yes`` or ``""``) of the reported draw
-        and of the independent one (``ARGMIN_SET_COLUMNS``); empty (those columns) where no cell has
+        reported one), and whether the D is in the reported draw's set at its level (`levels`:
+        the calibrated one, at which the set covers 95 % of flat-bottom datasets) and in the nominal
+        95 % set of the independent draw (``yes`` or ``""``; ``ARGMIN_SET_COLUMNS``); empty (those columns) where no cell has
         several seeds (no σ_post to draw from).
     """
     shares = list(ARGMIN_SHARE_COLUMNS.values())
