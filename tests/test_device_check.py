@@ -108,3 +108,32 @@ def test_estimate_reads_the_script_throughput(fallback):
         seq = int(rows["seq_len"].iloc[0])
         assert tp.tokens_per_s(SMOKE_LADDER[size], seq) == pytest.approx(rows["tokens_per_s"].median(), rel=1e-9)
     assert 0 < tp.qat_factor <= 1
+
+
+def test_throughput_summary_reads_the_committed_columns(tmp_path):
+    """The GPU page's throughput paragraph: the smallest and largest plain bf16 sizes, the fake-quantized
+    run as a share of its size's tokens/s, torch.compile's gain; nothing without a file."""
+    from bitlaws.study import budget
+
+    rows = [dict(size="s", n_params=1e6, precision="W16 A16 KV16", compile=False, grad_accum=1, tokens_per_s=8e5,
+                 model_tflops=10.0, status="ok"),
+            dict(size="l", n_params=1e8, precision="W16 A16 KV16", compile=False, grad_accum=1, tokens_per_s=2e5,
+                 model_tflops=140.0, status="ok"),
+            dict(size="l", n_params=1e8, precision="W16 A16 KV16", compile=False, grad_accum=2, tokens_per_s=1e5,
+                 model_tflops=70.0, status="ok"),
+            dict(size="s", n_params=1e6, precision="W8 A8 KV8", compile=False, grad_accum=1, tokens_per_s=2e5,
+                 model_tflops=2.5, status="ok"),
+            dict(size="s", n_params=1e6, precision="W16 A16 KV16", compile=True, grad_accum=1, tokens_per_s=1.6e6,
+                 model_tflops=20.0, status="ok")]
+    path = tmp_path / "train_throughput.csv"
+    pd.DataFrame([{**r, "device": "cuda:X", "torch_version": "2.11", "timestamp": "2026-12-04T00:00:00Z"}
+                  for r in rows]).to_csv(path, index=False)
+    text = budget.throughput_summary_markdown(path)
+    assert text.startswith("Measured on cuda:X (torch 2.11, 2026-12-04): 0.80 M tokens/s at `s` (10 TFLOP/s) and "
+                           "0.20 M tokens/s at `l` (140 TFLOP/s)")
+    assert "W8 A8 KV8 fake quantization `s` runs at 0.25× its tokens/s" in text
+    assert "`torch.compile` gives `s` 2.00× its tokens/s" in text
+    assert budget.throughput_summary_markdown(tmp_path / "none.csv") == ""
+    pd.DataFrame(rows).drop(columns="model_tflops").to_csv(path, index=False)
+    with pytest.raises(ValueError, match="missing \\['model_tflops'\\]"):
+        budget.throughput_summary_markdown(path)

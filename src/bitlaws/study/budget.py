@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..model import ModelConfig, hand_count_n_params
 
-__all__ = ["Throughput", "flops_per_token", "throughput_from_csv", "throughput_from_rows", "assumed_throughput",
+__all__ = ["Throughput", "throughput_summary_markdown", "flops_per_token", "throughput_from_csv", "throughput_from_rows", "assumed_throughput",
            "measure_throughput", "default_throughput", "run_seconds", "estimate", "format_estimate",
            "ASSUMED_GPU_TFLOPS", "THROUGHPUT_COLUMNS"]
 
@@ -328,3 +328,44 @@ def format_estimate(profile: str, table: pd.DataFrame, throughput: Throughput) -
                   "(a checkpoint still under the run root is loaded instead).",
                   "tokens, FLOPs and hours: both groups, each run at its full training cost."]
     return "\n".join(lines)
+
+
+def throughput_summary_markdown(path: str | os.PathLike) -> str:
+    """One Markdown paragraph on a ``train_throughput.csv`` (``bench/device_check.py``): the device,
+    library versions and date; tokens/s and model TFLOP/s of the smallest and the largest size
+    (bf16, no compile, no fake quantization); the fake-quantized run's tokens/s as a share of its
+    size's; ``torch.compile``'s gain where it ran. ``""`` when the file does not exist.
+
+    Raises:
+        ValueError: the file lacks a column of ``THROUGHPUT_COLUMNS``-style rows (``size``,
+            ``precision``, ``compile``, ``grad_accum``, ``tokens_per_s``, ``model_tflops``, ``n_params``).
+    """
+    path = Path(path)
+    if not path.exists():
+        return ""
+    t = pd.read_csv(path)
+    need = {"size", "precision", "compile", "grad_accum", "tokens_per_s", "model_tflops", "n_params", "status"}
+    if not need <= set(t.columns):
+        raise ValueError(f"{path}: a train_throughput.csv needs the columns {sorted(need)}; "
+                         f"missing {sorted(need - set(t.columns))}")
+    ok = t[t["status"] == "ok"]
+    plain = ok[(ok["precision"] == "W16 A16 KV16") & (~ok["compile"].astype(bool)) & (ok["grad_accum"] == 1)]
+    plain = plain.sort_values("n_params")
+    if plain.empty:
+        return ""
+    lo, hi = plain.iloc[0], plain.iloc[-1]
+    text = (f"Measured on {lo['device']} (torch {lo.get('torch_version', '?')}, {str(lo.get('timestamp', ''))[:10]}): "
+            f"{lo['tokens_per_s'] / 1e6:.2f} M tokens/s at `{lo['size']}` ({lo['model_tflops']:.0f} TFLOP/s) and "
+            f"{hi['tokens_per_s'] / 1e6:.2f} M tokens/s at `{hi['size']}` ({hi['model_tflops']:.0f} TFLOP/s), bf16 "
+            "autocast without `torch.compile`")
+    for _, r in ok[ok["precision"] != "W16 A16 KV16"].iterrows():
+        base = plain[plain["size"] == r["size"]]
+        if len(base):
+            text += (f"; with {r['precision']} fake quantization `{r['size']}` runs at "
+                     f"{r['tokens_per_s'] / base['tokens_per_s'].iloc[0]:.2f}× its tokens/s")
+    for _, r in ok[ok["compile"].astype(bool)].iterrows():
+        base = plain[plain["size"] == r["size"]]
+        if len(base):
+            text += (f"; `torch.compile` gives `{r['size']}` {r['tokens_per_s'] / base['tokens_per_s'].iloc[0]:.2f}× "
+                     "its tokens/s")
+    return text + "."
