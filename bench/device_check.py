@@ -511,12 +511,16 @@ def main(argv=None) -> int:
                 check_rows += rows
                 write_rows(out / "kernel_checks.csv", check_rows, CHECK_COLUMNS)
                 info["failed"] = sum(not r["passed"] and not r["error"].startswith("rc=timeout") for r in rows)
+                # a run cut short by the budget is not a pass: say so in the record, not only in the row
+                info["timed_out"] = any(r["error"].startswith("rc=timeout") for r in rows)
                 log(f"  pytest: {rows[0]['error'] or 'passed'}")
             info["status"] = "ok"
         except Exception as exc:  # the part failed as a whole: say so, go on with the next
             info.update({"status": "failed", "error": f"{type(exc).__name__}: {exc}",
                          "traceback": traceback.format_exc()[-2000:]})
             log(f"  {part} FAILED: {info['error']}")
+        if info.get("timed_out"):
+            info["status"] = "timeout"
         info["seconds"] = round(time.perf_counter() - t0, 1)
         (out / "device_check.json").write_text(json.dumps(report, indent=1, default=str))
     report["seconds"] = round(clock.elapsed(), 1)
