@@ -806,7 +806,7 @@ def rule_p5_v5(n_seeds: int, p_interaction: float, p_multiply: float) -> str:
 
 
 def rule_p5_v4(p_interaction: float, p_multiply: float, noise_check: float) -> str:
-    """P5 version 4, kept for the joint sweep's exploratory reading (``rule_p5`` is version 5;
+    """P5 version 4, kept for the joint sweep's exploratory reading (``rule_p5`` is version 6;
     statistics ``bitlaws.study.power.p5_statistics``, every p-value against
     critical values simulated on our design from the fitted nulls): the effects are independent when
     the better-fitting no-interaction form ("add" or "multiply") leaves no lack of fit beyond its own
@@ -893,6 +893,8 @@ def _numbers_agree(a: float, b: float, rtol: float) -> bool:
 
 
 _MC_RATES = ("power", "power_partly", "false_positive", "false_partly")
+# P5 v6's other simulated rates (``power.p5_v6_power``), shares of the same n_sim datasets.
+_P5_RATES = ("mult_not", "add_not", "interaction_reproduced", "power_interaction")
 _DRAW_SHARES = ("p_order", "p_a_most", "p_kv_below_w")
 
 
@@ -901,14 +903,16 @@ def _mc_datasets(key: str, details: Mapping) -> float | None:
     ``size_<test>`` ...: a share of ``n_sim`` or ``size_n_sim`` datasets; P4's ``p_order``,
     ``p_a_most``, ``p_kv_below_w``: shares of ``n_draws`` bootstrap draws; P5's ``factorial_`` and
     ``v4_`` rates, per ρ (``_rho<ρ>``) and their interval ends (``_lo``, ``_hi``): of that prefix's
-    ``n_sim`` or ``size_n_sim``), None for any other key."""
+    ``n_sim`` or ``size_n_sim``; P5 v6's rates per law and σ, ``<rate>__<law>[__<σ>]``, and its
+    ``mult_not``, ``add_not``, ``interaction_reproduced``, ``power_interaction``), None for any other key."""
     pre = next((p for p in ("factorial_", "v4_") if key.startswith(p)
                 and key not in (p + "n_sim", p + "size_n_sim")), "")
+    key = key.split("__")[0]
     if pre:
         key = key[len(pre):]
         key = key.split("_rho")[0]
         key = key[:-3] if key.endswith(("_lo", "_hi")) else key
-        if not key.startswith(("power", "false_", "size_")):
+        if not key.startswith(("power", "false_", "size_") + _P5_RATES):
             return None
     if key.startswith("size_") and key != "size_n_sim":
         n = details.get(pre + "size_n_sim")
@@ -916,7 +920,7 @@ def _mc_datasets(key: str, details: Mapping) -> float | None:
         n = details.get("n_draws")
     elif key.endswith("_no_pa3") and key[:-len("_no_pa3")] in _DRAW_SHARES:  # P4 v6: the draws without P_a ≤ 3
         n = details.get("n_draws_no_pa3")
-    elif pre or key in _MC_RATES or key.startswith(("fp_", "fp_partly_")) or (
+    elif pre or key in _MC_RATES + _P5_RATES or key.startswith(("fp_", "fp_partly_")) or (
             key.startswith(("power_", "false_")) and key.endswith(tuple(f"_{v}" for v in P4_VARIANTS))):
         n = details.get(pre + "n_sim")
     else:
