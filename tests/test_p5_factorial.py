@@ -1,5 +1,6 @@
 """P5's rule v5 on the seeded factorial (issue 14): the seed-blocked statistics against synthetic
-factorials with known constants, the within-seed σ, the size of the whole procedure, its power."""
+factorials with known constants, the within-seed σ, the size of the whole procedure, its power. v5's statistics
+stay in rule v6 (tests/test_p5_v6.py), which adds the paper's κ, the pair contrasts and the homogeneity check."""
 
 from __future__ import annotations
 
@@ -40,14 +41,14 @@ def _rows(y: np.ndarray, status=None) -> pd.DataFrame:
 
 
 def test_rule_p5_v5_decisions():
-    assert claims.RULE_VERSIONS["P5"] == "5" and claims.RULE_HISTORY["P5"][-1][0] == "5"
-    assert "before the first qat_factorial row" in claims.RULE_HISTORY["P5"][-1][1]
-    assert claims.rule_p5(3, 0.5, 0.01) == "reproduced"
-    assert claims.rule_p5(3, 0.5, 0.30) == "partly"
-    assert claims.rule_p5(3, 0.01, 0.01) == "not reproduced"  # an interaction the κ form cannot carry
-    assert claims.rule_p5(3, 0.5, 0.97) == "not reproduced"  # the effects compound less than they add
-    assert claims.rule_p5(1, 0.5, 0.01) == "inconclusive"  # one complete seed: no within-seed σ
-    assert claims.rule_p5(3, math.nan, 0.01) == "inconclusive"
+    v5 = dict((v, when) for v, when, _ in claims.RULE_HISTORY["P5"])["5"]
+    assert "before the first qat_factorial row" in v5
+    assert claims.rule_p5_v5(3, 0.5, 0.01) == "reproduced"
+    assert claims.rule_p5_v5(3, 0.5, 0.30) == "partly"
+    assert claims.rule_p5_v5(3, 0.01, 0.01) == "not reproduced"  # an interaction the κ form cannot carry
+    assert claims.rule_p5_v5(3, 0.5, 0.97) == "not reproduced"  # the effects compound less than they add
+    assert claims.rule_p5_v5(1, 0.5, 0.01) == "inconclusive"  # one complete seed: no within-seed σ
+    assert claims.rule_p5_v5(3, math.nan, 0.01) == "inconclusive"
 
 
 def test_v5_grades_the_three_laws_apart_with_seed_blocks():
@@ -151,16 +152,16 @@ def test_p5_rows_reads_the_factorial_only_once_every_run_has_a_row():
     assert which == "qat_joint"
 
 
-def test_verdict_p5_grades_a_synthetic_factorial_by_rule_v5():
+def test_verdict_p5_reads_the_joint_sweep_until_the_factorial_is_complete():
+    # rule v6 grades the factorial (tests/test_p5_v6.py); until every factorial run has a row the joint sweep
+    # is read as exploratory and the grade is inconclusive, with v6's pre-registered power reported
     from bitlaws.study.store import load_runs
 
     df = load_runs("cpu", experiment=law_fits.TRAINING_EXPERIMENTS)
     fits = {"chinchilla": {"status": "ok", "params": CHIN}}
     fac = _rows(_table("mult", 0.003, 0.01, 2)["y"]).assign(experiment="qat_factorial")
-    v = law_fits.verdict_p5(fits, "cpu", df, n_sim=40, factorial=fac)
-    assert v.verdict == "reproduced" and v.details["design"] == "qat_factorial" and v.details["n_seeds"] == 3
-    assert "rule v5" in v.reason and v.details["sigma_w_lo"] <= 0.003 <= v.details["sigma_w_hi"]
     two = fac[~((fac["seed"] == 103) & (fac.index % 27 == 5))].copy()  # seed 103 loses a run: a missing row
-    assert law_fits.verdict_p5(fits, "cpu", df, n_sim=40, factorial=two).details.get("design") != "qat_factorial"
-    fac.loc[fac["seed"] != 101, "status"] = "diverged"  # one complete seed left
-    assert law_fits.verdict_p5(fits, "cpu", df, n_sim=40, factorial=fac).verdict == "inconclusive"
+    v = law_fits.verdict_p5(fits, "cpu", df, n_sim=40, factorial=two)
+    assert v.details.get("design") != "qat_factorial" and v.verdict == "inconclusive"
+    assert "rule v6" in v.reason and "Pre-registered (rule v6" in v.reason
+    assert 0.0 <= v.details["factorial_power"] <= 1.0 and "factorial_power_interaction" in v.details

@@ -1,32 +1,52 @@
-"""P5's rule v5 was registered on 2026-12-02, before the seeded factorial's first run: its rule, its
-statistics, its simulations, its data selection and its constants are frozen by the SHA-256 of their
-source text (never of a computed float). Any change fails here until it is a new rule version: bump
-``RULE_VERSIONS["P5"]``, add its ``RULE_HISTORY`` entry (when, and why), and record the new digest."""
+"""P5's rule is frozen by the SHA-256 of its source text (never of a computed float): v5 was registered on
+2026-12-02, before the seeded factorial's first run; v6 on 2026-12-04, before any of its rows was read. The
+freeze covers the rule, its statistics, its simulations, its data selection and evaluation version, the law
+that generates its simulated data (``forms.qat_loss`` and what it calls), the power gate, the factorial's
+training specification and the Chinchilla inputs it reads (registered constants). Any change fails here until
+it is a new rule version: bump ``RULE_VERSIONS["P5"]``, add its ``RULE_HISTORY`` entry (when, and why), and
+record the new digest. Earlier versions' digests are kept as a record (their source is no longer the code's)."""
 
 from __future__ import annotations
 
 import hashlib
 import inspect
 
-from bitlaws.study import claims, law_fits, power
+from bitlaws import train
+from bitlaws.laws import forms
+from bitlaws.study import claims, law_fits, power, store, sweep
 from bitlaws.study.sweep import PROFILES
 
-# version -> SHA-256 of ``_frozen_text()``
-FROZEN = {"5": "29e5bfe945e2885f076698e191b0eaffd311f6793c79984a9a23d1c9aca997b5"}
+# version -> SHA-256 of that version's ``_frozen_text()`` (v5's text was the function list of its own test)
+FROZEN = {"5": "29e5bfe945e2885f076698e191b0eaffd311f6793c79984a9a23d1c9aca997b5",
+          "6": "a60e0fb79e18068dc8f995fb9d246b7f2b0d960f80774ffdc3322188aede667a"}
+
+
+def _factorial_spec() -> str:
+    """The factorial's runs as the sweep trains them (model, training, precision, evaluations)."""
+    return "\n".join(sorted(repr(s) for s in sweep.plan("cpu", "qat_factorial")))
 
 
 def _frozen_text() -> str:
-    funcs = (claims.rule_p5, power.p5_factorial_table, power._p5_main_effects, power._p5_v5_batch,
-             power.p5_factorial_statistics, power._p5_grades, power._p5_truths, power.p5_factorial_power,
-             power.p5_factorial_sizes, power.p5_design, law_fits.p5_rows, law_fits.verdict_p5,
-             law_fits._p5_factorial_verdict)
+    funcs = (claims.rule_p5, claims.power_gate,
+             power.p5_factorial_table, power._p5_main_effects, power._p5_v5_batch, power._p5_gauss_newton,
+             power._p5_paper_fit, power._p5_pair_cells, power._p5_v6_batch, power.p5_v6_statistics,
+             power._p5_v6_grades, power._p5_truths, power.p5_v6_power, power.p5_v6_sizes, power.p5_v6_calibrated,
+             law_fits.p5_rows, law_fits.load_p5_factorial, law_fits.verdict_p5, law_fits._p5_factorial_verdict,
+             forms.qat_loss, forms.n_eff, forms.precision_factor, forms.chinchilla_loss,
+             sweep.qat_factorial, sweep._qat_spec, train.eval_windows, store.load_runs)
     plan = PROFILES["cpu"].power_design
-    consts = repr({"P5_N_NULL": power.P5_N_NULL, "P5_BITS": power.P5_BITS, "P5_N_CHECK": power.P5_N_CHECK,
-                   "P5_RHOS": power.P5_RHOS, "P5_INTERACTION": power.P5_INTERACTION,
-                   "P5_MIN_SEEDS": claims.P5_MIN_SEEDS, "ALPHA": claims.ALPHA, "POWER_MIN": claims.POWER_MIN,
-                   "factorial_cell": plan.factorial_cell, "factorial_bits": plan.factorial_bits,
-                   "factorial_seeds": plan.factorial_seeds})
-    return "\n".join([inspect.getsource(f) for f in funcs] + [consts])
+    consts = repr({"P5_EVAL_VERSION": power.P5_EVAL_VERSION, "EVAL_VERSIONS": store.EVAL_VERSIONS,
+                   "P5_T_INTERVAL": power.P5_T_INTERVAL, "P5_T_SOURCE": power.P5_T_SOURCE,
+                   "P5_CHINCHILLA": power.P5_CHINCHILLA, "P5_KAPPA_GRID": power.P5_KAPPA_GRID,
+                   "P5_PAIRS": power.P5_PAIRS, "P5_ABSURD_MARGIN": power.P5_ABSURD_MARGIN,
+                   "P5_V6_TESTS": power.P5_V6_TESTS, "P5_BITS": power.P5_BITS, "P5_N_CHECK": power.P5_N_CHECK,
+                   "P5_INTERACTION": power.P5_INTERACTION, "N_SIM": power.N_SIM,
+                   "PAPER_CONSTANTS": forms.PAPER_CONSTANTS, "HIGH_PRECISION_BITS": forms.HIGH_PRECISION_BITS,
+                   "P5_MIN_SEEDS": claims.P5_MIN_SEEDS, "P5_N_PAIRS": claims.P5_N_PAIRS, "ALPHA": claims.ALPHA,
+                   "POWER_MIN": claims.POWER_MIN, "factorial_cell": plan.factorial_cell,
+                   "factorial_bits": plan.factorial_bits, "factorial_seeds": plan.factorial_seeds,
+                   "vocab_size": PROFILES["cpu"].model_vocab_size})
+    return "\n".join([inspect.getsource(f) for f in funcs] + [consts, _factorial_spec()])
 
 
 def test_p5_rule_source_is_frozen_at_its_version():
@@ -34,18 +54,31 @@ def test_p5_rule_source_is_frozen_at_its_version():
     assert version in FROZEN, f"P5 rule v{version} has no frozen digest; record it in FROZEN"
     assert [v for v, *_ in claims.RULE_HISTORY["P5"]][-len(FROZEN):] == list(FROZEN), \
         "every frozen P5 version needs its RULE_HISTORY entry"
+    assert list(FROZEN)[-1] == version, "the current P5 version is the last one frozen"
     digest = hashlib.sha256(_frozen_text().encode("utf-8")).hexdigest()
     assert digest == FROZEN[version], (
-        f"P5's rule, statistics, simulations, data selection or constants changed after rule v{version} was "
-        f"registered (digest {digest}): a change is a new version — bump RULE_VERSIONS['P5'], add a RULE_HISTORY "
-        "entry saying when and why (after the data, if the factorial's rows exist), and add the digest to FROZEN")
+        f"P5's rule, statistics, simulations, data selection, evaluation version, generating law, training "
+        f"specification or registered inputs changed after rule v{version} was registered (digest {digest}): a "
+        "change is a new version — bump RULE_VERSIONS['P5'], add a RULE_HISTORY entry saying when and why (after "
+        "the data, if the factorial's rows were read), and add the digest to FROZEN")
 
 
 def test_the_digest_sees_every_part_it_freezes():
     # one character changed in any frozen part changes the digest
     text = _frozen_text()
-    for needle in ("P5_MIN_SEEDS", "def _p5_v5_batch", "def verdict_p5", "def p5_rows", "factorial_seeds"):
-        assert needle in text
+    for needle in ("P5_MIN_SEEDS", "def _p5_v6_batch", "def verdict_p5", "def p5_rows", "factorial_seeds",
+                   "def qat_loss", "def power_gate", "P5_EVAL_VERSION", "P5_T_INTERVAL", "def eval_windows",
+                   "def load_p5_factorial", "qat_factorial", "lr=", "'spread'", "P5_CHINCHILLA"):
+        assert needle in text, needle
         i = text.index(needle)
         assert hashlib.sha256((text[:i] + "x" + text[i + 1:]).encode()).digest() != \
             hashlib.sha256(text.encode()).digest()
+
+
+def test_the_factorial_is_read_at_the_pinned_evaluation_version():
+    # rule v6 pins P5 to the spread-windows evaluation, whatever the profile's default reads
+    assert power.P5_EVAL_VERSION == 2 and store.EVAL_VERSIONS[2] == "spread"
+    assert "eval_version=P5_EVAL_VERSION" in inspect.getsource(law_fits.load_p5_factorial)
+    assert "load_p5_factorial(profile)" in inspect.getsource(law_fits.law_verdicts)
+    # every factorial run is measured at that version
+    assert all(2 in {e.version for e in s.evals} for s in sweep.plan("cpu", "qat_factorial"))

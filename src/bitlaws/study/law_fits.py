@@ -46,6 +46,7 @@ __all__ = [
     "verdict_p3",
     "verdict_p5",
     "p5_rows",
+    "load_p5_factorial",
     "verdict_p9",
     "law_verdicts",
     "refresh_law_verdicts",
@@ -1351,32 +1352,39 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     return Verdict("P3", verdict, CLAIMS["P3"]["paper"], ours, reason, profile, sha, finite_or_na(det))
 
 
-def p5_rows(df: pd.DataFrame, factorial: pd.DataFrame | None = None, plan=None) -> tuple[pd.DataFrame, str]:
-    """The training rows P5's rule reads, and which design they are (rule v5).
+def p5_rows(df: pd.DataFrame | None, factorial: pd.DataFrame | None = None, plan=None) -> tuple[pd.DataFrame, str]:
+    """The training rows P5's rule reads, and which design they are (rules v5–v6).
 
     The pre-registered design is the seeded factorial (experiment ``qat_factorial``: every
     (P_w, P_a, P_kv) in ``plan.factorial_bits``³, all-16 included (each seed's own baseline), at
-    ``plan.factorial_seeds``, at one (N, D) with D = ``plan.factorial_cell[1]``). Once every one of
-    its runs has a row (integer formats; status ok or diverged), P5 reads those rows alone: a seed
-    block makes the base grid's high-precision runs of other seeds carry no within-seed
-    information. A run with no row keeps the factorial unread (the resumable sweep trains it); a
-    diverged or non-finite run drops its seed (``power.p5_factorial_table``). Until then P5 reads
-    the joint sweep: the integer-trained rows of the stages ``chinchilla``, ``neff_w``, ``neff_a``,
-    ``neff_kv`` and ``neff_joint`` (``stage_frames``; no floating-point formats, no learning-rate or
-    schedule confounds), read by rule v4's statistics as exploratory only.
+    ``plan.factorial_seeds``, at one (N, D) with D = ``plan.factorial_cell[1]``), read at
+    evaluation version ``power.P5_EVAL_VERSION`` (rule v6: 2, windows spread over the whole split;
+    rows of another version, where ``factorial`` has the column, are left out here whatever
+    ``store.EVAL_VERSION_READ`` says). Once every one of its runs has a row at that version
+    (integer formats; status ok or diverged), P5 reads those rows alone: a seed block makes the base
+    grid's high-precision runs of other seeds carry no within-seed information. A run with no row
+    keeps the factorial unread (the resumable sweep trains it); a diverged, non-finite or absurd run
+    drops its seed (``power.p5_factorial_table``). Until then P5 reads the joint sweep: the
+    integer-trained rows of the stages ``chinchilla``, ``neff_w``, ``neff_a``, ``neff_kv`` and
+    ``neff_joint`` (``stage_frames``; no floating-point formats, no learning-rate or schedule
+    confounds), read by rule v4's statistics as exploratory only.
 
     Args:
-        df: a profile's training rows (``load_runs(profile, experiment=TRAINING_EXPERIMENTS)``).
+        df: a profile's training rows (``load_runs(profile, experiment=TRAINING_EXPERIMENTS)``);
+            None: none (only the factorial can be returned).
         factorial: the ``qat_factorial`` rows (None or empty: none yet).
         plan: the profile's ``bitlaws.study.sweep.PowerPlan`` (None: no factorial declared).
 
     Returns:
         ``(rows, design)``: the factorial's rows and ``"qat_factorial"``, or the joint sweep's rows
-        (for ``power.p5_design``) and ``"qat_joint"``.
+        (for ``power.p5_design``; empty without ``df``) and ``"qat_joint"``.
     """
-    frames = stage_frames(df)
+    from .power import P5_EVAL_VERSION
+
     if factorial is not None and len(factorial) and plan is not None:
         f = factorial[factorial["ptq_method"] == "none"]
+        if "eval_version" in f:
+            f = f[pd.to_numeric(f["eval_version"], errors="coerce") == P5_EVAL_VERSION]
         f = f[~f["run_id"].isin(_non_integer_runs(f))] if "run_id" in f else f
         f = f[pd.to_numeric(f["n_tokens"]) == float(plan.factorial_cell[1])]
         want = {(*c, float(s)) for c in itertools.product(map(float, plan.factorial_bits), repeat=3)
@@ -1385,6 +1393,9 @@ def p5_rows(df: pd.DataFrame, factorial: pd.DataFrame | None = None, plan=None) 
         if f["n_params"].nunique() == 1 and want <= have:
             keep = pd.to_numeric(f["seed"]).astype(float).isin([float(s) for s in plan.factorial_seeds])
             return f[keep].reset_index(drop=True), "qat_factorial"
+    if df is None:
+        return pd.DataFrame(), "qat_joint"
+    frames = stage_frames(df)
     parts = [frames[k] for k in ("chinchilla", "neff_w", "neff_a", "neff_kv", "neff_joint") if len(frames[k])]
     return (pd.concat(parts, ignore_index=True) if parts else df.iloc[0:0]), "qat_joint"
 
@@ -1393,25 +1404,29 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                n_sim: int | None = None, factorial: pd.DataFrame | None = None) -> Verdict:
     """P5: the effects of w, a, kv precision are independent and multiply (Fig. 5).
 
-    Rule (version 5, registered 2026-12-02 before the first ``qat_factorial`` run;
-    ``bitlaws.study.claims.rule_p5``, statistics ``bitlaws.study.power.p5_factorial_statistics``):
-    the seeded factorial (``p5_rows``: every (P_w, P_a, P_kv) in {4, 8, 16}³ at seeds 101–103, one
-    (N, D)), graded on the seeds whose 27 runs are all finite (fewer than 2: **inconclusive**) as a
-    seed-blocked two-way layout, σ̂ the within-seed σ of its own replicates. The multiplicative form
-    with T free (κ = 1/T; κ = 0 is "add") leaving lack of fit beyond σ̂ (F, p < 0.05): an interaction,
-    **not reproduced**; else Tukey's one-degree-of-freedom test of the multiplicative direction
-    (t, one-sided): p < 0.05 **reproduced**, p > 0.95 (the effects compound less than they add)
-    **not reproduced**, else **partly**. A grade short of reproduced is **inconclusive** where the
-    rule's power (``power.p5_factorial_power``: the paper's γ_x, n_x multiplying, seed blocks at
-    ρ = 0, 0.4, 0.7, the least; σ at the upper end of σ̂'s 95 % interval) is below ``POWER_MIN``,
-    and "partly" also where the power against the interaction alternative (``P5_INTERACTION``) is.
-    The size of the whole procedure is simulated (``P5_N_CHECK`` datasets per fitted null) and
-    reported with its 95 % Monte Carlo interval; T̂ is reported beside our Chinchilla fit's T.
+    Rule (version 6, registered 2026-12-04 before any ``qat_factorial`` row was read;
+    ``bitlaws.study.claims.rule_p5``, statistics ``bitlaws.study.power.p5_v6_statistics``): the
+    seeded factorial (``p5_rows``: every (P_w, P_a, P_kv) in {4, 8, 16}³ at seeds 101–103, one
+    (N, D), evaluation version 2), graded on the seeds whose 27 runs are all finite and not absurd
+    (fewer than 2: **inconclusive**) as a seed-blocked two-way layout, σ̂ the within-seed σ of its
+    own replicates (the larger of the 4-bit runs' and the others' where they differ). **Not
+    reproduced** where any of these rejects at 0.05: the κ form's lack of fit (F); κ̂ against the
+    paper's κ = 1/T over T's registered interval (``power.P5_T_INTERVAL``, the pipeline bootstrap's
+    95 %; likelihood-ratio F); the W4A4, W4KV4, A4KV4 contrasts against the paper's law
+    (Bonferroni over the three); or Tukey's one-sided test says the effects compound less than they
+    add (p > 0.95). Otherwise Tukey's test p < 0.05 **reproduced**, else **partly**. A test whose
+    simulated size on this dataset's fitted null (``power.p5_v6_sizes``) lies wholly above 5 % is
+    read with its simulated p-value (``power.p5_v6_calibrated``). A grade short of reproduced is
+    **inconclusive** where the rule's power (``power.p5_v6_power``: the paper's γ_x, n_x multiplying
+    on each of our registered Chinchilla laws, ``power.P5_CHINCHILLA``, σ at the upper end of σ̂'s
+    95 % interval; the least) is below ``POWER_MIN``, and "partly" also where the power against the
+    interaction alternative (``P5_INTERACTION``) is.
 
     Until the factorial is complete, the joint sweep is read by version 4's statistics
     (``power.p5_statistics``: both forms fitted to every run, critical values simulated from the
     fitted nulls, the P5 cell's seed σ) as exploratory only (v4 was written after those runs were
-    seen): the grade is **inconclusive**, and the factorial's pre-registered power is reported.
+    seen): the grade is **inconclusive**, and rule v6's pre-registered power on the factorial is
+    reported.
     """
     from .claims import POWER_MIN, power_gate
     from .noise import noise_model
@@ -1421,9 +1436,9 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     rec = fits.get("neff_joint") or {}
     chin = params_of(fits.get("chinchilla"))
     plan = PROFILES[profile].power_design if profile in PROFILES else None
-    rows, which = p5_rows(df, factorial, plan) if df is not None else (pd.DataFrame(), "qat_joint")
-    if which == "qat_factorial" and chin is not None:
-        return _p5_factorial_verdict(rows, fits, profile, df, plan, n_sim)
+    rows, which = p5_rows(df, factorial, plan)
+    if which == "qat_factorial":
+        return _p5_factorial_verdict(rows, fits, profile, plan, n_sim)
     design = p5_design(rows) if len(rows) else pd.DataFrame()
     sha = inputs_identity("P5", profile, frames={"mixed": design},
                           records={s: fits.get(s) for s in ("chinchilla", "neff_joint")})
@@ -1440,9 +1455,9 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     st = p5_statistics(design, chin, noise, n_sim=n_null, n_check=n_check)
     alt = p5_statistics(design, chin, pooled, n_sim=n_check, n_check=n_check) if own else None  # a sensitivity
     pw = p5_power(design, chin, noise, n_sim=N_SIM if n_sim is None else n_sim)
-    pre = _p5_preregistered(chin, pooled.loss_sd, plan, n_sim)
+    pre = _p5_preregistered(chin, pooled.loss_sd, plan, n_sim, pooled.loss_dof)
     # v4's statistics were written after the joint sweep's runs were seen: on them any decision is
-    # exploratory; only the pre-registered factorial (rule v5) can grade P5.
+    # exploratory; only the pre-registered factorial (rule v6) can grade P5.
     verdict = "inconclusive"
     prod = (rec.get("product_of_marginals") or {}).get("r2")
     joint = rec.get("r2") if rec.get("status") == "ok" else None
@@ -1477,7 +1492,7 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
               + (f"Δ = {st['delta_chi2']:.1f} rejects the fitted 'add' (p = {st['p_multiply']:.3f})"
                  if g == "reproduced" else f"Δ = {st['delta_chi2']:.1f} does not reject the fitted 'add' (p = "
                  f"{st['p_multiply']:.3f})"))
-    reason = (f"rule v5: P5 is graded only on the pre-registered seeded factorial (qat_factorial: every (P_w, P_a, "
+    reason = (f"rule v6: P5 is graded only on the pre-registered seeded factorial (qat_factorial: every (P_w, P_a, "
               f"P_kv) in {{4, 8, 16}}³ at seeds no other sweep trains), not yet complete, so the grade is inconclusive. "
               f"{_p5_preregistered_text(pre)} Exploratory, on the joint sweep (version 4's statistics, written after "
               f"these runs were seen, so not a test): with {sigma_text}, {result}, which v4 would call '{g}'"
@@ -1497,84 +1512,129 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
               if alt is not None else {}),
            **{f"v4_{k}": pw[k] for k in ("power", "power_partly", "false_positive", "false_partly", "n_sim")},
            "rule_grade": st["grade"], **{f"factorial_{k}": v for k, v in pre.items()},
-           # the power that grades P5 is rule v5's on the declared factorial (pre-registered)
+           # the power that grades P5 is rule v6's on the declared factorial (pre-registered)
            **{k: pre[k] for k in ("power", "power_partly", "false_positive", "false_partly", "n_sim") if k in pre}}
     if prod is not None and joint is not None:
         det.update(product_r2=float(prod), joint_r2=float(joint))
     return Verdict("P5", verdict, CLAIMS["P5"]["paper"], ours, reason, profile, sha, finite_or_na(det))
 
 
-def _p5_preregistered(chin: Mapping[str, float], sigma: float, plan, n_sim: int | None) -> dict:
-    """Rule v5's power and size on the declared factorial (``plan``'s cell and seeds) before its
-    runs: ``power.p5_factorial_power`` at the pooled seed σ ``sigma`` (seed blocks at
-    ``P5_RHOS``) and ``power.p5_factorial_sizes`` at the paper's "add" and "mult" means; {} without
-    a declared factorial."""
+def _p5_preregistered(chin: Mapping[str, float], sigma: float, plan, n_sim: int | None, dof: int = 0) -> dict:
+    """Rule v6's power and size on the declared factorial (``plan``'s cell and seeds) before its
+    runs: ``power.p5_v6_power`` on each of ``power.P5_CHINCHILLA``'s laws at the within-seed σ =
+    ``sigma`` (the pooled across-seed σ, which also counts the seed effect, so an upper value for the
+    within-seed σ) and at its 95 % upper end on ``dof`` degrees of freedom (0: not computed), and
+    ``power.p5_v6_sizes`` at the paper's "add" and "mult" means on the point law; {} without a
+    declared factorial. ``chin`` (the current Chinchilla fit) is not read by rule v6 (kept for the
+    call's shape). Keys: ``power``, ``power_partly``, ``false_positive``, ``false_partly``,
+    ``power_interaction`` (each the least, or for false_* the largest, over the laws and σ),
+    ``<key>__<law>__<sigma label>`` for each, the sizes, ``sigma``, ``sigma_hi``, ``n_sim``."""
+    from scipy import stats
+
     from ..model import get_size, hand_count_n_params
-    from .power import N_SIM, P5_N_CHECK, _p5_truths, p5_factorial_power, p5_factorial_sizes
+    from .power import N_SIM, P5_CHINCHILLA, P5_N_CHECK, _p5_truths, p5_v6_power, p5_v6_sizes
 
     if plan is None or not math.isfinite(sigma) or sigma <= 0:
         return {}
     n = float(hand_count_n_params(get_size(plan.factorial_cell[0])))
     d = float(plan.factorial_cell[1])
     k = len(plan.factorial_seeds)
-    pw = p5_factorial_power(n, d, chin, sigma, k, n_sim=N_SIM if n_sim is None else n_sim)
+    runs = N_SIM if n_sim is None else n_sim
+    sig = {"sigma": float(sigma)}
+    if dof > 0:
+        sig["sigma_hi"] = float(sigma * math.sqrt(dof / stats.chi2.ppf(0.025, dof)))
+    out: dict = {**sig, "n_sim": float(runs), "n_seeds": float(k), "n_params": n, "n_tokens": d}
+    keys = ("power", "power_partly", "false_positive", "false_partly", "power_interaction", "interaction_reproduced",
+            "add_not", "mult_not")
+    for law, consts in P5_CHINCHILLA.items():
+        for label, s in sig.items():
+            pw = p5_v6_power(n, d, consts, s, k, n_sim=runs, seed=0)
+            out.update({f"{key}__{law}__{label}": pw[key] for key in keys})
+    for key in keys:
+        vals = [out[f"{key}__{law}__{label}"] for law in P5_CHINCHILLA for label in sig]
+        out[key] = max(vals) if key in ("false_positive", "false_partly", "interaction_reproduced", "mult_not") \
+            else min(vals)
     combos = np.array(list(itertools.product(map(float, plan.factorial_bits), repeat=3)))
-    truth = _p5_truths(n, d, chin, combos, 0.0)
-    sz = p5_factorial_sizes(truth["add"], truth["mult"], sigma, k, n_check=P5_N_CHECK if n_sim is None else n_sim)
-    return {**pw, **sz, "n_params": n, "n_tokens": d}
+    truth = _p5_truths(n, d, P5_CHINCHILLA["point"], combos, 0.0)
+    sz = p5_v6_sizes(truth["add"], truth["mult"], sigma, k, n_check=P5_N_CHECK if n_sim is None else n_sim)
+    out.update({key: v for key, v in sz.items() if not key.startswith("null_p_")})
+    return out
 
 
 def _p5_preregistered_text(pre: Mapping) -> str:
     """``_p5_preregistered``'s numbers in a sentence."""
-    from .power import P5_INTERACTION, P5_RHOS
+    from .power import P5_INTERACTION
 
     if not pre:
         return "No factorial is declared for this profile."
-    rho = ", ".join(f"{rate_text({'rate': pre[f'power_rho{r:g}'], 'n_sim': pre['n_sim']}, 'rate')} at ρ = {r:g}"
-                    for r in P5_RHOS if f"power_rho{r:g}" in pre)
 
     def size(key):
         return rate_text({"rate": pre[key], "n_sim": pre["size_n_sim"]}, "rate")
 
-    return (f"Pre-registered (rule v5, 2026-12-02), on the declared factorial ({int(pre['n_seeds'])} seeds, simulated "
-            f"with the paper's γ_x, n_x multiplying on our Chinchilla law and the pooled seed σ = {pre['sigma']:.4f} "
-            f"nats/byte, a share ρ of it a seed block): power {rho}, the gate reading the least; false-positive rate "
-            f"{rate_text(pre, 'false_positive')}; power against the interaction alternative (W4A4 effects adding, "
-            f"{abs(P5_INTERACTION):.2f} nats/byte {'less' if P5_INTERACTION < 0 else 'more'} on every run with weights "
-            f"and activations at 4 bits) {rate_text(pre, 'power_interaction')}; size of the whole procedure at a "
-            f"nominal 5 % ({int(pre['size_n_sim'])} datasets per null, each refitted): 'multiply' test "
-            f"{size('size_multiply')}, interaction test {size('size_interaction_add')} under 'add' and "
-            f"{size('size_interaction_mult')} under 'multiply'.")
+    hi = f" and at its 95 % upper end {pre['sigma_hi']:.4f}" if "sigma_hi" in pre else ""
+    return (f"Pre-registered (rule v6, 2026-12-04), on the declared factorial ({int(pre['n_seeds'])} seeds, simulated "
+            f"with the paper's γ_x, n_x multiplying on each of our four registered Chinchilla laws (the point fit and "
+            f"the pipeline draws at T's 2.5, 50 and 97.5 % quantiles), within-seed σ = the pooled seed σ "
+            f"{pre['sigma']:.4f} nats/byte{hi}; the least over them): power {rate_text(pre)}, "
+            f"false-positive rate under 'add' {rate_text(pre, 'false_positive')} (the largest), 'add' graded not "
+            f"reproduced {rate_text(pre, 'add_not')} (the least); power against the interaction alternative (W4A4 "
+            f"effects adding, {abs(P5_INTERACTION):.2f} nats/byte {'less' if P5_INTERACTION < 0 else 'more'} on every "
+            f"run with weights and activations at 4 bits) {rate_text(pre, 'power_interaction')}, that alternative "
+            f"graded reproduced {rate_text(pre, 'interaction_reproduced')} (the largest); the paper's law graded not "
+            f"reproduced {rate_text(pre, 'mult_not')} (the largest); sizes at a nominal 5 % "
+            f"({int(pre['size_n_sim'])} datasets per null at σ = {pre['sigma']:.4f}, each refitted): 'multiply' "
+            f"{size('size_multiply')}, interaction {size('size_interaction')}, paper's κ {size('size_paper')}, pair "
+            f"contrasts {size('size_pairs')}, any 'not reproduced' {size('size_not')}.")
 
 
-def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None,
-                          plan, n_sim: int | None) -> Verdict:
-    """Rule v5 on the complete seeded factorial (``verdict_p5`` states the rule)."""
+def _p5_bad_text(bad: Mapping) -> str:
+    """``p5_factorial_table``'s ``bad_by_combo`` as text: each combination with a missing, diverged or
+    absurd run, and how many of each; "none" if there is none."""
+    if not bad:
+        return "none"
+    return "; ".join(f"W{int(c[0])}A{int(c[1])}KV{int(c[2])}: " + ", ".join(f"{n} {k}" for k, n in v.items() if n)
+                     for c, v in sorted(bad.items()))
+
+
+def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile: str, plan,
+                          n_sim: int | None) -> Verdict:
+    """Rule v6 on the complete seeded factorial (``verdict_p5`` states the rule)."""
     from .claims import P5_MIN_SEEDS, POWER_MIN, power_gate
-    from .power import N_SIM, P5_N_CHECK, p5_factorial_power, p5_factorial_sizes, p5_factorial_statistics, \
-        p5_factorial_table
+    from .power import N_SIM, P5_ABSURD_MARGIN, P5_CHINCHILLA, P5_EVAL_VERSION, P5_N_CHECK, P5_T_INTERVAL, \
+        P5_T_SOURCE, p5_factorial_table, p5_v6_calibrated, p5_v6_power, p5_v6_sizes, p5_v6_statistics
+    from .sweep import PROFILES
 
-    chin = params_of(fits.get("chinchilla"))
-    cols = [c for c in ("run_id", "seed", "bits_w", "bits_a", "bits_kv", "status", "loss_val", "n_params", "n_tokens")
-            if c in rows]
+    cols = [c for c in ("run_id", "seed", "bits_w", "bits_a", "bits_kv", "status", "loss_val", "n_params", "n_tokens",
+                        "eval_version") if c in rows]
     sha = inputs_identity("P5", profile, frames={"factorial": rows[cols]},
-                          records={"chinchilla": fits.get("chinchilla")})
-    tab = p5_factorial_table(rows, bits=tuple(plan.factorial_bits), seeds=plan.factorial_seeds)
+                          constants={"t_interval": list(P5_T_INTERVAL), "t_source": P5_T_SOURCE,
+                                     "chinchilla": P5_CHINCHILLA, "eval_version": P5_EVAL_VERSION})
+    max_loss = math.log(PROFILES[profile].model_vocab_size) if profile in PROFILES else None
+    tab = p5_factorial_table(rows, bits=tuple(plan.factorial_bits), seeds=plan.factorial_seeds, max_loss=max_loss,
+                             margin=P5_ABSURD_MARGIN)
     n, d = float(rows["n_params"].iloc[0]), float(rows["n_tokens"].iloc[0])
     k = len(tab["seeds"])
     dropped = "; ".join(f"seed {s}: {why}" for s, why in tab["dropped"].items())
-    head = (f"the seeded factorial (qat_factorial, {len(rows)} runs at N = {n:.0f}, D = {d:.0f}): "
-            f"{k} of {len(plan.factorial_seeds)} seeds graded" + (f" ({dropped})" if dropped else ""))
+    bad = _p5_bad_text(tab["bad_by_combo"])
+    head = (f"the seeded factorial (qat_factorial, {len(rows)} runs at N = {n:.0f}, D = {d:.0f}, evaluation version "
+            f"{P5_EVAL_VERSION}): {k} of {len(plan.factorial_seeds)} seeds graded" + (f" ({dropped})" if dropped else "")
+            + f"; runs missing, diverged or absurd by combination: {bad}")
     if k < P5_MIN_SEEDS:
         return Verdict("P5", "inconclusive", CLAIMS["P5"]["paper"], head,
-                       f"rule v5: fewer than {P5_MIN_SEEDS} seeds have all their runs finite, so there is no "
-                       "within-seed σ to test against: inconclusive", profile, sha,
-                       finite_or_na({"n_seeds": float(k), "design": "qat_factorial"}))
-    st = p5_factorial_statistics(tab, chin, n)
-    pw = p5_factorial_power(n, d, chin, st["sigma_w_hi"], k, n_sim=N_SIM if n_sim is None else n_sim)
-    sz = p5_factorial_sizes(st["mean_add"], st["mean_mult"], st["sigma_w"], k,
-                            n_check=P5_N_CHECK if n_sim is None else n_sim)
-    g = st["grade"]
+                       f"rule v6: fewer than {P5_MIN_SEEDS} seeds have all their runs finite and not absurd, so there is "
+                       "no within-seed σ to test against: inconclusive", profile, sha,
+                       finite_or_na({"n_seeds": float(k), "design": "qat_factorial",
+                                     "n_bad_combos": float(len(tab["bad_by_combo"]))}))
+    st = p5_v6_statistics(tab)
+    runs = N_SIM if n_sim is None else n_sim
+    pws = {law: p5_v6_power(n, d, consts, st["sigma_w_hi"], k, n_sim=runs) for law, consts in P5_CHINCHILLA.items()}
+    worst = min(pws, key=lambda law: pws[law]["power"])
+    pw = {**pws[worst], "power_interaction": min(p["power_interaction"] for p in pws.values()),
+          "false_positive": max(p["false_positive"] for p in pws.values())}
+    sz = p5_v6_sizes(st["mean_add"], st["mean_paper"], st["sigma_used"], k,
+                     n_check=P5_N_CHECK if n_sim is None else n_sim)
+    cal = p5_v6_calibrated(st, sz)
+    g = cal["grade"]
     gate = min(pw["power"], pw["power_interaction"]) if g == "partly" else pw["power"]
     verdict = g if g in ("reproduced", "inconclusive") else power_gate(g, gate)
 
@@ -1584,33 +1644,60 @@ def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile:
     t_text = (f"T̂ = 1/κ̂ = {st['t_fit']:.3f} [{st['t_lo']:.3f}, {st['t_hi']:.3f}]" if st["kappa_lo"] > 0 else
               f"κ̂ = {st['kappa']:.2f} [{st['kappa_lo']:.2f}, {st['kappa_hi']:.2f}] (its interval holds 0, so T is "
               "not bounded)")
-    ours = (f"{head}; within-seed σ̂ = {st['sigma_w']:.4f} [{st['sigma_w_lo']:.4f}, {st['sigma_w_hi']:.4f}] nats/byte "
-            f"on {int(st['nu'])} degrees of freedom (the all-16 runs' spread across seeds {st['sigma_across']:.4f}; "
-            f"seed blocks F = {st['seed_f']:.2f}, p = {st['seed_p']:.3f}, σ_seed ≈ {st['sigma_seed']:.4f}); 'add' "
-            f"lack of fit F = {st['f_add']:.2f} (p = {st['p_add']:.3f}); the multiplicative form with T free: "
-            f"{t_text} beside our Chinchilla fit's T = A·N^(−α) = {st['t_chinchilla']:.3f}, lack of fit F = "
-            f"{st['f_interaction']:.2f} (p = {st['p_interaction']:.3f}); Tukey's test of the multiplicative "
-            f"direction t = {st['t_multiply']:.2f} (one-sided p = {st['p_multiply']:.3g}); power {rate_text(pw)} "
-            f"(least over ρ, σ at σ̂'s upper end), against the interaction alternative "
-            f"{rate_text(pw, 'power_interaction')}, false-positive rate {rate_text(pw, 'false_positive')}; size of "
-            f"the whole procedure at a nominal 5 % ({int(sz['size_n_sim'])} refitted datasets per fitted null): "
-            f"'multiply' {size('size_multiply')}, interaction {size('size_interaction_add')} under 'add' and "
-            f"{size('size_interaction_mult')} under 'multiply'")
-    why = {"reproduced": "no interaction beyond the within-seed noise and the effects compound (multiply)",
-           "partly": "no interaction beyond the within-seed noise, but multiply is not told from add",
-           "not reproduced": ("an interaction the multiplicative form cannot carry" if st["p_interaction"] < 0.05
-                              else "the effects compound less than they add")}[g]
-    reason = (f"rule v5 (registered 2026-12-02, before the factorial's first run): {why}: {g}"
+    chin = params_of(fits.get("chinchilla"))
+    t_now = (f"; the current Chinchilla fit's T = {float(chin['A']) * n ** -float(chin['alpha']):.3f} (reported, not "
+             "read)" if chin is not None else "")
+    sigma_text = (f"σ̂ = {st['sigma_used']:.4f} [{st['sigma_w_lo']:.4f}, {st['sigma_w_hi']:.4f}] nats/byte on "
+                  f"{st['nu_used']:.1f} degrees of freedom" + (" (the larger group's: the variances differ)"
+                                                                if st["fallback"] else ""))
+    pairs = ", ".join(f"{u.upper()}4{v.upper()}4 {st[f'contrast_{u}_{v}']:+.4f} ± {st[f'contrast_{u}_{v}_se']:.4f} "
+                      f"(p = {st[f'p_pair_{u}_{v}']:.3f})" for u, v in (("w", "a"), ("w", "kv"), ("a", "kv")))
+    cal_text = ", ".join(t for t in ("multiply", "interaction", "paper", "pairs") if cal[f"calibrated_{t}"])
+    ours = (f"{head}; within-seed σ̂ = {st['sigma_w']:.4f} pooled on {int(st['nu'])} degrees of freedom, {st['sigma_low']:.4f} "
+            f"on the runs with a part at 4 bits and {st['sigma_rest']:.4f} on the others (F = {st['f_homog']:.2f}, "
+            f"p = {st['p_homog']:.3f}); the tests read {sigma_text} (the all-16 runs' spread across seeds "
+            f"{st['sigma_across']:.4f}; seed blocks F = {st['seed_f']:.2f}, p = {st['seed_p']:.3f}); 'add' lack of fit "
+            f"F = {st['f_add']:.2f} (p = {st['p_add']:.3f}); the κ form with T free: {t_text}, lack of fit F = "
+            f"{st['f_interaction']:.2f} (p = {st['p_interaction']:.3f}); against the paper's κ = 1/T in "
+            f"[{st['kappa_paper_lo']:.2f}, {st['kappa_paper_hi']:.2f}] (T in [{P5_T_INTERVAL[0]:.3f}, "
+            f"{P5_T_INTERVAL[1]:.3f}], registered{t_now}): F = {st['f_paper']:.2f}, p = {st['p_paper']:.3g}; pair "
+            f"contrasts against the paper's law (mean residual of the pair's cells): {pairs}, Bonferroni p = "
+            f"{st['p_pairs']:.3g}; Tukey's test of the multiplicative direction t = {st['t_multiply']:.2f} (one-sided "
+            f"p = {st['p_multiply']:.3g}); sizes at a nominal 5 % ({int(sz['size_n_sim'])} refitted datasets per fitted "
+            f"null): 'multiply' {size('size_multiply')}, interaction {size('size_interaction')}, paper's κ "
+            f"{size('size_paper')}, pairs {size('size_pairs')}, homogeneity {size('size_homog')}"
+            + (f"; read with simulated p-values (size above 5 %): {cal_text}" if cal_text else "")
+            + f"; power {rate_text(pw)} (the least over our four registered Chinchilla laws, at σ̂'s upper end; law "
+            f"{worst}), against the interaction alternative {rate_text(pw, 'power_interaction')}, false-positive rate "
+            f"{rate_text(pw, 'false_positive')}")
+    why = {"reproduced": "no departure from the paper's law beyond the within-seed noise and the effects compound "
+                         "(multiply)",
+           "partly": "no departure from the paper's law beyond the within-seed noise, but multiply is not told from add",
+           "inconclusive": "a test's p-value is not finite",
+           "not reproduced": "; ".join(w for w, hit in (
+               ("an interaction the multiplicative form cannot carry", cal["p_interaction"] < 0.05),
+               ("an interaction concentrated in a pair's 4-bit cells", cal["p_pairs"] < 0.05),
+               ("κ̂ outside the paper's κ over T's interval", cal["p_paper"] < 0.05),
+               ("the effects compound less than they add", cal["p_multiply"] > 0.95)) if hit)}[g]
+    reason = (f"rule v6 (registered 2026-12-04, before any factorial row was read): {why}: {g}"
               + (f"; the rule's power ({rate_text(pw)}, interaction alternative "
                  f"{rate_text(pw, 'power_interaction')}) is below the gate's {POWER_MIN:.0%}, so the grade is "
                  "inconclusive" if verdict == "inconclusive" and g != "inconclusive" else ""))
-    det = {**{k2: st[k2] for k2 in ("n_seeds", "n_runs", "sigma_w", "sigma_w_lo", "sigma_w_hi", "nu", "sigma_across",
-                                     "sigma_seed", "seed_f", "seed_p", "f_add", "p_add", "f_interaction",
-                                     "p_interaction", "t_multiply", "p_multiply", "kappa", "kappa_lo", "kappa_hi",
-                                     "t_fit", "t_lo", "t_hi", "t_chinchilla")},
-           **{k2: v for k2, v in pw.items()}, **sz, "design": "qat_factorial", "rule_grade": g}
+    det = {**{k2: st[k2] for k2 in ("n_seeds", "n_runs", "sigma_w", "sigma_low", "sigma_rest", "f_homog", "p_homog",
+                                     "fallback", "sigma_used", "nu_used", "sigma_w_lo", "sigma_w_hi", "nu",
+                                     "sigma_across", "sigma_seed", "seed_f", "seed_p", "f_add", "p_add",
+                                     "f_interaction", "p_interaction", "t_multiply", "p_multiply", "kappa",
+                                     "kappa_lo", "kappa_hi", "t_fit", "t_lo", "t_hi", "kappa_paper_lo",
+                                     "kappa_paper_hi", "kappa0", "f_paper", "p_paper", "p_pairs",
+                                     "contrast_w_a", "contrast_w_kv", "contrast_a_kv", "p_pair_w_a", "p_pair_w_kv",
+                                     "p_pair_a_kv")},
+           **{f"graded_{k2}": v for k2, v in cal.items() if k2 != "grade"},
+           **{k2: v for k2, v in pw.items()}, **{f"{k2}__{law}": p[k2] for law, p in pws.items()
+                                                 for k2 in ("power", "power_interaction", "false_positive")},
+           **{k2: v for k2, v in sz.items() if not k2.startswith("null_p_")},
+           "design": "qat_factorial", "rule_grade": g, "eval_version": float(P5_EVAL_VERSION),
+           "n_bad_combos": float(len(tab["bad_by_combo"]))}
     return Verdict("P5", verdict, CLAIMS["P5"]["paper"], ours, reason, profile, sha, finite_or_na(det))
-
 
 
 def _p5_cell_sigma(df: pd.DataFrame, design: pd.DataFrame) -> tuple[float, int]:
@@ -1721,15 +1808,25 @@ def _last_above(curve: Mapping[float, float], level: float) -> float:
     return xs[-1]
 
 
+def load_p5_factorial(profile: str) -> pd.DataFrame:
+    """The ``qat_factorial`` rows P5 reads: ``load_runs(profile, experiment="qat_factorial",
+    eval_version=power.P5_EVAL_VERSION)`` (rule v6 pins the evaluation version; the profile's
+    ``store.EVAL_VERSION_READ`` is not read); an empty frame where the profile has none."""
+    from .power import P5_EVAL_VERSION
+
+    try:
+        return load_runs(profile, experiment="qat_factorial", eval_version=P5_EVAL_VERSION)
+    except FileNotFoundError:
+        return pd.DataFrame()
+
+
 def law_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
                  factorial: pd.DataFrame | None = None) -> dict[str, Verdict]:
     """P3, P5 and P9 from a profile's fits and rows (P6–P8: ``bitlaws.study.compute_optimal``); P5
-    also reads the ``qat_factorial`` rows (``factorial``; None: the profile's CSV, if any)."""
+    also reads the ``qat_factorial`` rows (``factorial``; None: the profile's CSV, if any, at
+    P5's own evaluation version ``power.P5_EVAL_VERSION``, whatever ``store.EVAL_VERSION_READ`` says)."""
     if factorial is None:
-        try:
-            factorial = load_runs(profile, experiment="qat_factorial")
-        except FileNotFoundError:
-            factorial = pd.DataFrame()
+        factorial = load_p5_factorial(profile)
     return {"P3": verdict_p3(fits, profile, df), "P5": verdict_p5(fits, profile, df, factorial=factorial),
             "P9": verdict_p9(fits, df, profile)}
 

@@ -49,6 +49,18 @@ __all__ = [
     "p5_factorial_statistics",
     "p5_factorial_power",
     "p5_factorial_sizes",
+    "P5_EVAL_VERSION",
+    "P5_T_INTERVAL",
+    "P5_T_SOURCE",
+    "P5_CHINCHILLA",
+    "P5_KAPPA_GRID",
+    "P5_PAIRS",
+    "P5_ABSURD_MARGIN",
+    "P5_V6_TESTS",
+    "p5_v6_statistics",
+    "p5_v6_power",
+    "p5_v6_sizes",
+    "p5_v6_calibrated",
     "P4_HYPOTHESES",
     "P4_NULLS",
     "P4_HYPOTHESIS_TEXT",
@@ -880,23 +892,32 @@ P5_RHOS = (0.0, 0.4, 0.7)
 P5_INTERACTION = -0.03
 
 
-def p5_factorial_table(rows: pd.DataFrame, bits: tuple[int, ...] = P5_BITS, seeds=None) -> dict:
-    """The seeded factorial as rule v5 reads it: a (combination × seed) table of losses.
+def p5_factorial_table(rows: pd.DataFrame, bits: tuple[int, ...] = P5_BITS, seeds=None,
+                       max_loss: float | None = None, margin: float | None = None) -> dict:
+    """The seeded factorial as rules v5 and v6 read it: a (combination × seed) table of losses.
 
     A seed is graded when each of its runs, every (P_w, P_a, P_kv) in ``bits``³, has a row with
-    status ok and a finite ``loss_val``; a seed with a diverged, non-finite or missing run is left
-    out (its other runs too: the seed block needs the whole seed), and ``dropped`` says why.
+    status ok and a finite ``loss_val`` that is not absurd; a seed with a diverged, absurd or
+    missing run is left out (its other runs too: the seed block needs the whole seed), and
+    ``dropped`` says why. **Diverged**: status ``diverged`` (``bitlaws.train.train`` sets it when a
+    training loss is NaN or ±inf, or the validation loss is not finite) or any other status than
+    ok, or a ``loss_val`` that is not finite. **Absurd** (rule v6; None: not checked, as in v5): a
+    finite loss ≤ 0, ≥ ``max_loss`` (the uniform predictor's ln V: no better than guessing), or more
+    than ``margin`` above the all-16 run of its own seed (a run that learned far less than any law
+    on this design predicts; an all-16 run that is itself absurd makes every run of its seed so).
 
     Args:
         rows: training rows of one (N, D) cell (``ptq_method`` none; columns ``bits_w``, ``bits_a``,
             ``bits_kv`` — NaN or 16 for an unquantized part — ``seed``, ``status``, ``loss_val``).
         bits: the widths per part; must hold 16 (the reference level). seeds: the declared seeds
-            (None: those in ``rows``).
+            (None: those in ``rows``). max_loss, margin: the absurd-loss bounds [nats/byte] (None: off).
 
     Returns:
         ``y``: (C, S) float64 — the loss [nats/byte] of each combination (rows in
         ``itertools.product(bits, repeat=3)`` order, w slowest) at each graded seed; ``combos``:
-        (C, 3) float64 widths; ``seeds``: the graded seeds (sorted); ``dropped``: seed -> reason.
+        (C, 3) float64 widths; ``seeds``: the graded seeds (sorted); ``dropped``: seed -> reason;
+        ``bad_by_combo``: (P_w, P_a, P_kv) -> {"missing", "diverged", "absurd"} counts over the
+        declared seeds, for every combination with at least one such run.
 
     Raises:
         ValueError: ``bits`` without 16; rows of more than one (N, D) cell; a combination with
@@ -916,20 +937,36 @@ def p5_factorial_table(rows: pd.DataFrame, bits: tuple[int, ...] = P5_BITS, seed
         raise ValueError("p5_factorial_table: a combination has several rows at one seed: "
                          f"{r[r.duplicated(key, keep=False)][key].drop_duplicates().to_dict('records')[:3]}")
     declared = sorted(float(s) for s in (r["seed"].dropna().unique() if seeds is None else seeds))
-    good, cols, dropped = {}, [], {}
+    hp = (float(_HIGH),) * 3
+    good, cols, dropped, bad = {}, [], {}, {}
     for s in declared:
         g = r[r["seed"] == s].set_index([f"bits_{x}" for x in _PARTS])
         missing = [c for c in combos if c not in g.index]
-        bad = [c for c in combos
-               if c in g.index and not (g.loc[c, "status"] == "ok" and np.isfinite(g.loc[c, "loss_val"]))]
-        if missing or bad:
-            dropped[int(s)] = (f"{len(missing)} run(s) missing" if missing else "") + \
-                ("; " if missing and bad else "") + (f"{len(bad)} run(s) diverged or not finite" if bad else "")
+        diverged = [c for c in combos
+                    if c in g.index and not (g.loc[c, "status"] == "ok" and np.isfinite(g.loc[c, "loss_val"]))]
+        absurd = []
+        if max_loss is not None or margin is not None:
+            base = float(g.loc[hp, "loss_val"]) if hp in g.index and hp not in diverged else math.nan
+            for c in combos:
+                if c in missing or c in diverged:
+                    continue
+                v = float(g.loc[c, "loss_val"])
+                if (v <= 0 or (max_loss is not None and v >= max_loss)
+                        or (margin is not None and not (v <= base + margin))):
+                    absurd.append(c)
+        for what, cs in (("missing", missing), ("diverged", diverged), ("absurd", absurd)):
+            for c in cs:
+                bad.setdefault(c, {"missing": 0, "diverged": 0, "absurd": 0})[what] += 1
+        if missing or diverged or absurd:
+            dropped[int(s)] = "; ".join(f"{len(cs)} run(s) {what}" for what, cs in
+                                        (("missing", missing), ("diverged or not finite", diverged),
+                                         ("absurd", absurd)) if cs)
             continue
         good[int(s)] = np.array([float(g.loc[c, "loss_val"]) for c in combos])
         cols.append(int(s))
     y = np.column_stack([good[s] for s in cols]) if cols else np.zeros((len(combos), 0))
-    return {"y": y, "combos": np.array(combos, float), "seeds": tuple(cols), "dropped": dropped}
+    return {"y": y, "combos": np.array(combos, float), "seeds": tuple(cols), "dropped": dropped,
+            "bad_by_combo": bad}
 
 
 def _p5_main_effects(combos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1049,7 +1086,7 @@ def _p5_v5_batch(y: np.ndarray, combos: np.ndarray) -> dict[str, np.ndarray]:
 
 def p5_factorial_statistics(table: Mapping, chinchilla: Mapping[str, float] | None = None,
                             n_params: float | None = None) -> dict:
-    """The statistics of P5's rule (``bitlaws.study.claims.rule_p5``, version 5) on the seeded
+    """The statistics of P5's rule version 5 (``bitlaws.study.claims.rule_p5_v5``) on the seeded
     factorial (``p5_factorial_table``: C = 27 combinations × S graded seeds).
 
     The seed is a block: y_cs = m_c + b_s + e_cs with e_cs ~ N(0, σ_w²) and the seed effect b_s
@@ -1086,7 +1123,7 @@ def p5_factorial_statistics(table: Mapping, chinchilla: Mapping[str, float] | No
     """
     from scipy import stats
 
-    from .claims import rule_p5
+    from .claims import rule_p5_v5 as rule_p5
 
     y = np.asarray(table["y"], float)
     if y.ndim != 2 or y.shape[1] < 2:
@@ -1111,7 +1148,7 @@ def p5_factorial_statistics(table: Mapping, chinchilla: Mapping[str, float] | No
 
 
 def _p5_grades(b: Mapping[str, np.ndarray], n_seeds: int) -> np.ndarray:
-    from .claims import rule_p5
+    from .claims import rule_p5_v5 as rule_p5
 
     return np.array([rule_p5(n_seeds, pi, pm) for pi, pm in zip(b["p_interaction"], b["p_multiply"])])
 
@@ -1238,6 +1275,405 @@ def p5_factorial_sizes(mean_add: np.ndarray, mean_mult: np.ndarray, sigma: float
     for k, v in rates.items():
         lo, hi = mc_interval(float(v), float(n_check))
         out.update({k: float(v), f"{k}_lo": lo, f"{k}_hi": hi})
+    return out
+
+
+# --- P5, rule v6: the paper's κ and the pair contrasts (registered 2026-12-04, before any factorial row was read)
+# The evaluation version of ``loss_val`` P5 reads (``store.EVAL_VERSIONS``; 2: windows spread evenly over the
+# whole validation split, every work in proportion; the sweep measures every factorial run at 1 and 2).
+P5_EVAL_VERSION = 2
+# T = A·N^(−α) at the factorial's N (n83k: 83,280), its 95 % percentile interval over the 2000 draws of the
+# law-fitting pipeline's bootstrap (the Chinchilla stage refitted per resample of runs), registered from
+# ``P5_T_SOURCE`` before the factorial was read; the paper's κ = 1/T lies in [1/T_hi, 1/T_lo] = [5.08, 7.60].
+P5_T_INTERVAL = (0.13151701488910933, 0.1970005162271509)
+# Where P5_T_INTERVAL and P5_CHINCHILLA come from (eval_version 1 rows of TRAINING_EXPERIMENTS: no factorial row).
+P5_T_SOURCE = {"file": "data/fits/cpu_pipeline_boot.json", "stage": "chinchilla", "n_params": 83280.0,
+               "n_draws": 2000, "level": 0.95, "draw_ids": {"t_q025": 1621, "t_q50": 1416, "t_q975": 611},
+               "input_sha256": "4794d99993303bd35b33f8cfd4ef7e8615d53862cbdfb50fdb821b9ce95687b1"}
+# Our Chinchilla constants that v6's simulations read: the point fit (data/fits/cpu_chinchilla.json) and the
+# pipeline draws nearest T's 2.5 %, 50 % and 97.5 % quantiles (the paper's γ_x, n_x go on each).
+P5_CHINCHILLA = {
+    "point": {"A": 84.26579551661021, "B": 1564.5257296791058, "E": 1.2578161378451858,
+              "alpha": 0.5515197204808888, "beta": 0.5515197204808888},
+    "t_q025": {"A": 217.12917907747027, "B": 5561.276187813167, "E": 1.3583040582073822,
+               "alpha": 0.6539378735997129, "beta": 0.6539378735997129},
+    "t_q50": {"A": 58.111605728040686, "B": 984.4430710974127, "E": 1.246438813905763,
+              "alpha": 0.5171845000301751, "beta": 0.5171845000301751},
+    "t_q975": {"A": 61.497818665769685, "B": 927.4398716382442, "E": 1.170661836287058,
+               "alpha": 0.506936107413813, "beta": 0.506936107413813},
+}
+# κ0 values spread evenly over the paper's interval (its ends included) at which the pair contrasts are read
+# (with κ̂ clipped to the interval): a contrast's p is the largest over them.
+P5_KAPPA_GRID = 5
+# The pairs whose cells (both at the lowest width, the third part at any) the contrasts read.
+P5_PAIRS = (("w", "a"), ("w", "kv"), ("a", "kv"))
+# A finite loss this far [nats/byte] above its seed's all-16 run is absurd (4× the largest effect the paper's
+# law gives on this design, W4A4KV4: 0.24 nats/byte).
+P5_ABSURD_MARGIN = 1.0
+
+
+def _p5_gauss_newton(theta: np.ndarray, m: np.ndarray, model, iters: int = 40) -> tuple[np.ndarray, np.ndarray,
+                                                                                         np.ndarray, np.ndarray]:
+    """Least squares of K models at once by Gauss–Newton with step halving (as ``_p5_v5_batch``):
+    ``model(theta)`` -> (mu (K, C), jac (K, C, p)). Returns (theta, mu, rss, jac) at the end."""
+    mu, jac = model(theta)
+    rss = ((m - mu) ** 2).sum(axis=1)
+    for _ in range(iters):
+        jt = np.swapaxes(jac, 1, 2)
+        step = np.linalg.solve(jt @ jac + 1e-18 * np.eye(jac.shape[2]), jt @ (m - mu)[:, :, None])[:, :, 0]
+        scale, todo = np.ones(len(theta)), np.ones(len(theta), bool)
+        new_rss, new_th = rss.copy(), theta.copy()
+        for _ in range(20):
+            cand = theta + scale[:, None] * step
+            r_c = ((m - model(cand)[0]) ** 2).sum(axis=1)
+            ok = todo & (r_c <= rss)
+            new_rss[ok], new_th[ok] = r_c[ok], cand[ok]
+            todo &= ~ok
+            scale[todo] /= 2
+            if not todo.any():
+                break
+        gain = rss - new_rss
+        theta, rss = new_th, new_rss
+        mu, jac = model(theta)
+        if np.all(gain <= 1e-13 * np.maximum(rss, 1e-300)):
+            break
+    return theta, mu, rss, jac
+
+
+def _p5_paper_fit(m: np.ndarray, combos: np.ndarray, kappa0: np.ndarray, theta0: np.ndarray):
+    """The paper's multiplicative form at a fixed κ0 per factorial, μ = L0 + (Π_x(1 + κ0·Δ_x) − 1)/κ0
+    (7 parameters: L0 and Δ_x per part and width below 16), fitted to the combination means ``m`` (K, C)
+    from ``theta0`` (K, 7). Returns ``_p5_gauss_newton``'s (theta, mu, rss, jac)."""
+    _, col = _p5_main_effects(combos)
+    k0 = np.asarray(kappa0, float)[:, None]
+
+    def model(th):
+        ext = np.concatenate([th, np.zeros((len(th), 1))], axis=1)
+        dd = ext[:, np.where(col >= 0, col, ext.shape[1] - 1)]
+        e2 = dd[:, :, 0] * dd[:, :, 1] + dd[:, :, 0] * dd[:, :, 2] + dd[:, :, 1] * dd[:, :, 2]
+        mu = th[:, :1] + dd.sum(axis=2) + k0 * e2 + k0 ** 2 * dd.prod(axis=2)
+        jac = np.zeros((len(th), len(combos), th.shape[1]))
+        jac[:, :, 0] = 1.0
+        for j in range(3):
+            o = [i for i in range(3) if i != j]
+            g = 1.0 + k0 * dd[:, :, o].sum(axis=2) + k0 ** 2 * dd[:, :, o].prod(axis=2)
+            on = np.flatnonzero(col[:, j] >= 0)
+            jac[:, on, col[on, j]] += g[:, on]
+        return mu, jac
+
+    return _p5_gauss_newton(np.array(theta0, float), m, model)
+
+
+def _p5_pair_cells(combos: np.ndarray) -> np.ndarray:
+    """(3, C) bool: for each of ``P5_PAIRS``, the combinations with both parts at the lowest width."""
+    low = combos.min()
+    return np.array([(combos[:, _PARTS.index(a)] == low) & (combos[:, _PARTS.index(b)] == low) for a, b in P5_PAIRS])
+
+
+def _p5_v6_batch(y: np.ndarray, combos: np.ndarray, t_interval: tuple[float, float] = P5_T_INTERVAL) -> dict:
+    """Rule v6's statistics on K factorials at once (``p5_v6_statistics`` states them).
+
+    Args:
+        y: (K, C, S) float64 losses [nats/byte], S ≥ 2 seeds. combos: (C, 3) widths.
+        t_interval: T's registered interval (T_lo, T_hi), 0 < T_lo ≤ T_hi.
+
+    Returns:
+        ``_p5_v5_batch``'s arrays (its p-values at the pooled σ̂_w) with ``v5_`` before the tests'
+        names, and arrays (K,): ``sigma_low``, ``sigma_rest``, ``nu_low``, ``nu_rest``, ``f_homog``,
+        ``p_homog``, ``fallback`` (1.0 where the larger group's σ̂ is used), ``sigma_used``,
+        ``nu_used``; at σ_used: ``f_add``, ``p_add``, ``f_interaction``, ``p_interaction``,
+        ``t_multiply``, ``p_multiply``, ``kappa_se``; ``kappa0`` (κ̂ clipped to the paper's interval),
+        ``f_paper``, ``p_paper``; (K, 3) ``contrast`` (each pair's mean residual from the paper's law
+        at ``kappa0``, [nats/byte]), ``contrast_se``, ``p_pair`` (largest over the κ0 grid); (K,)
+        ``p_pairs`` (Bonferroni: 3 × the smallest, capped at 1); (K, C) ``mean_paper`` (the paper's
+        law fitted at ``kappa0``).
+    """
+    from scipy import stats
+
+    from .claims import ALPHA, P5_N_PAIRS
+
+    b = _p5_v5_batch(y, combos)
+    kk, c, s = y.shape
+    x, _ = _p5_main_effects(combos)
+    p = x.shape[1]
+    m = y.mean(axis=2)
+    # variance homogeneity: runs with a part at the lowest width against the others
+    pure = y - m[:, :, None] - y.mean(axis=1, keepdims=True) + y.mean(axis=(1, 2), keepdims=True)
+    low = (combos == combos.min()).any(axis=1)
+    frac = (s - 1) * (c - 1) / c  # E[pure²] = σ²·frac/S per run: each group's share of ν
+    nu_low, nu_rest = low.sum() * frac, (~low).sum() * frac
+    s2_low = (pure[:, low] ** 2).sum(axis=(1, 2)) / nu_low
+    s2_rest = (pure[:, ~low] ** 2).sum(axis=(1, 2)) / nu_rest
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f_h = s2_low / s2_rest
+    p_h = np.minimum(1.0, 2.0 * np.minimum(stats.f.sf(f_h, nu_low, nu_rest), stats.f.cdf(f_h, nu_low, nu_rest)))
+    fallback = p_h < ALPHA
+    s2 = b["sigma_w"] ** 2
+    s2_used = np.where(fallback, np.maximum(s2_low, s2_rest), s2)
+    nu_used = np.where(fallback, np.where(s2_low >= s2_rest, nu_low, nu_rest), b["nu"])
+    var_mean = s2_used / s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = s2 / s2_used
+        f_add, f_int = b["f_add"] * ratio, b["f_interaction"] * ratio
+        t_mult = b["t_multiply"] * np.sqrt(ratio)
+    out = {f"v5_{k}" if k in ("f_add", "p_add", "f_interaction", "p_interaction", "t_multiply", "p_multiply",
+                              "kappa_se") else k: v for k, v in b.items()}
+    out.update(sigma_low=np.sqrt(s2_low), sigma_rest=np.sqrt(s2_rest), nu_low=np.full(kk, nu_low),
+               nu_rest=np.full(kk, nu_rest), f_homog=f_h, p_homog=p_h, fallback=fallback.astype(float),
+               sigma_used=np.sqrt(s2_used), nu_used=nu_used, f_add=f_add,
+               p_add=stats.f.sf(f_add, c - p, nu_used), f_interaction=f_int,
+               p_interaction=stats.f.sf(f_int, c - p - 1, nu_used), t_multiply=t_mult,
+               p_multiply=stats.t.sf(t_mult, nu_used), kappa_se=b["kappa_se"] / np.sqrt(ratio))
+    # the paper's κ over T's interval: a likelihood-ratio F at the nearest κ0 (1 where κ̂ is inside)
+    k_lo, k_hi = 1.0 / float(t_interval[1]), 1.0 / float(t_interval[0])
+    kappa = np.where(np.isfinite(b["kappa"]), b["kappa"], 0.0)
+    k_clip = np.clip(kappa, k_lo, k_hi)
+    start = m @ np.linalg.pinv(x).T
+    th_c, mu_c, rss_c, jac_c = _p5_paper_fit(m, combos, k_clip, start)
+    inside = (kappa >= k_lo) & (kappa <= k_hi)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f_paper = np.where(inside, 0.0, np.maximum(rss_c - b["rss_mult"], 0.0) / var_mean)
+    out.update(kappa0=k_clip, f_paper=f_paper, p_paper=np.where(inside, 1.0, stats.f.sf(f_paper, 1, nu_used)),
+               mean_paper=mu_c)
+    # the pair contrasts against the paper's law at κ0, the largest p over the grid and κ̂ clipped
+    cells = _p5_pair_cells(combos)
+    w = cells / cells.sum(axis=1, keepdims=True)  # (3, C): the mean over a pair's cells
+    eye = np.eye(c)
+    p_pair = np.full((kk, len(P5_PAIRS)), np.nan)
+    fits = [(mu_c, jac_c)]
+    for k0 in np.linspace(k_lo, k_hi, P5_KAPPA_GRID):
+        _, mu_g, _, jac_g = _p5_paper_fit(m, combos, np.full(kk, k0), th_c)
+        fits.append((mu_g, jac_g))
+    for i, (mu_g, jac_g) in enumerate(fits):
+        resid = m - mu_g
+        proj = eye[None] - jac_g @ np.linalg.pinv(jac_g)  # (K, C, C): I − H of the linearised fit
+        est = resid @ w.T  # (K, 3)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            se = np.sqrt(var_mean[:, None] * np.einsum("qi,kij,qj->kq", w, proj, w))
+            pq = 2.0 * stats.t.sf(np.abs(est / se), nu_used[:, None])
+        p_pair = np.fmax(p_pair, pq)
+        if i == 0:
+            out.update(contrast=est, contrast_se=se)
+    out.update(p_pair=p_pair, p_pairs=np.minimum(1.0, P5_N_PAIRS * p_pair.min(axis=1)))
+    return out
+
+
+def p5_v6_statistics(table: Mapping, t_interval: tuple[float, float] = P5_T_INTERVAL) -> dict:
+    """The statistics of P5's rule version 6 (``bitlaws.study.claims.rule_p5``) on the seeded
+    factorial (``p5_factorial_table``: C = 27 combinations × S graded seeds), read at evaluation
+    version ``P5_EVAL_VERSION``.
+
+    Version 5's seed-blocked layout and tests (``p5_factorial_statistics``: σ̂_w the combination ×
+    seed residual on ν = (C − 1)(S − 1) degrees of freedom; "add"; the κ form with T free, κ = 1/T;
+    Tukey's one-degree-of-freedom test of the multiplicative direction; the κ form's lack of fit F),
+    and, new in v6:
+
+    * **Variance homogeneity.** σ̂² of the residuals of the runs with a part at 4 bits (19
+      combinations, ν·19/27 degrees of freedom) against the others (8, ν·8/27), two-sided F. Where
+      p < ``ALPHA`` every test below uses the larger of the two σ̂ and its degrees of freedom
+      (``fallback``), else the pooled σ̂_w.
+    * **The paper's κ.** κ_paper = 1/T with T in ``t_interval`` (``P5_T_INTERVAL``: our Chinchilla
+      fit's T = A·N^(−α) at the factorial's N, the pipeline bootstrap's 95 % interval). The paper's
+      form at a fixed κ0, L0 + (Π_x(1 + κ0·Δ_x) − 1)/κ0 (7 parameters), fitted at κ0 = κ̂ clipped
+      to [1/T_hi, 1/T_lo]; F = (RSS(κ0) − RSS(κ̂))·S/σ̂² on (1, ν) (a likelihood-ratio test; p = 1
+      where κ̂ is inside the interval, so the law is rejected only where it is rejected at every T
+      of the interval).
+    * **Pair contrasts.** For W4A4, W4KV4 and A4KV4, the mean residual of the paper's fitted form
+      over the pair's three cells (both parts at 4 bits, the third at 4, 8 or 16), t against its
+      variance σ̂²/S·w'(I − H)w (H the hat matrix of the linearised fit) on ν degrees of freedom,
+      two-sided, at κ0 = κ̂ clipped and at ``P5_KAPPA_GRID`` values spread over the interval; each
+      pair's p the largest; ``p_pairs`` = min(1, 3 × the smallest pair's p).
+
+    Args:
+        table: ``p5_factorial_table``'s dict (``y`` with S ≥ 2 columns, ``combos``).
+        t_interval: T's interval (T_lo, T_hi) [nats/byte].
+
+    Returns:
+        ``n_seeds``, ``n_runs``, ``nu``, ``sigma_w`` (pooled), ``sigma_low``, ``sigma_rest``,
+        ``f_homog``, ``p_homog``, ``fallback`` (1.0 or 0.0), ``sigma_used``, ``nu_used``,
+        ``sigma_w_lo``, ``sigma_w_hi`` (95 % χ² interval of σ_used on ν_used), ``sigma_across``,
+        ``sigma_seed``, ``seed_f``, ``seed_p``, ``f_add``, ``p_add``, ``f_interaction``,
+        ``p_interaction``, ``t_multiply``, ``p_multiply``, ``kappa``, ``kappa_se``, ``kappa_lo``,
+        ``kappa_hi`` (95 % Wald, t on ν_used), ``t_fit``, ``t_lo``, ``t_hi`` (T = 1/κ's interval),
+        ``kappa_paper_lo``, ``kappa_paper_hi``, ``kappa0``, ``f_paper``, ``p_paper``, per pair
+        ``contrast_<pair>``, ``contrast_<pair>_se``, ``p_pair_<pair>`` (pair names ``w_a``,
+        ``w_kv``, ``a_kv``), ``p_pairs``, the v5 p-values at the pooled σ̂ (``v5_p_interaction``,
+        ``v5_p_multiply``), ``mean_add``, ``mean_mult``, ``mean_paper`` (C,) fitted means, ``grade``.
+
+    Raises:
+        ValueError: fewer than 2 graded seeds, or ``t_interval`` not 0 < T_lo ≤ T_hi.
+    """
+    from scipy import stats
+
+    from .claims import rule_p5
+
+    y = np.asarray(table["y"], float)
+    if y.ndim != 2 or y.shape[1] < 2:
+        raise ValueError(f"p5_v6_statistics needs ≥ 2 graded seeds (columns of y); got shape {y.shape}")
+    if not 0 < float(t_interval[0]) <= float(t_interval[1]):
+        raise ValueError(f"p5_v6_statistics: t_interval must be 0 < T_lo ≤ T_hi; got {t_interval}")
+    combos = np.asarray(table["combos"], float)
+    b = _p5_v6_batch(y[None], combos, t_interval)
+    out = {k: float(v[0]) for k, v in b.items() if v.ndim == 1}
+    for q, (u, v) in enumerate(P5_PAIRS):
+        out.update({f"contrast_{u}_{v}": float(b["contrast"][0, q]), f"contrast_{u}_{v}_se": float(b["contrast_se"][0, q]),
+                    f"p_pair_{u}_{v}": float(b["p_pair"][0, q])})
+    nu, s = out["nu_used"], y.shape[1]
+    q = stats.t.ppf(0.975, nu)
+    lo, hi = out["kappa"] - q * out["kappa_se"], out["kappa"] + q * out["kappa_se"]
+    hp = np.all(combos >= _HIGH, axis=1)
+    out.update(n_seeds=float(s), n_runs=float(y.size), kappa_lo=lo, kappa_hi=hi,
+               sigma_w_lo=out["sigma_used"] * math.sqrt(nu / stats.chi2.ppf(0.975, nu)),
+               sigma_w_hi=out["sigma_used"] * math.sqrt(nu / stats.chi2.ppf(0.025, nu)),
+               sigma_across=float(np.std(y[hp].ravel(), ddof=1)),
+               t_fit=1.0 / out["kappa"] if out["kappa"] != 0 else math.inf,
+               t_lo=1.0 / hi if hi > 0 else math.nan, t_hi=1.0 / lo if lo > 0 else math.inf,
+               kappa_paper_lo=1.0 / float(t_interval[1]), kappa_paper_hi=1.0 / float(t_interval[0]),
+               mean_add=b["mean_add"][0], mean_mult=b["mean_mult"][0], mean_paper=b["mean_paper"][0],
+               grade=rule_p5(s, out["p_interaction"], out["p_multiply"], out["p_paper"], out["p_pairs"]))
+    return out
+
+
+def _p5_v6_grades(b: Mapping[str, np.ndarray], n_seeds: int) -> np.ndarray:
+    """Rule v6's grade of each of K factorials from ``_p5_v6_batch``'s p-values."""
+    from .claims import rule_p5
+
+    return np.array([rule_p5(n_seeds, *v) for v in zip(b["p_interaction"], b["p_multiply"], b["p_paper"],
+                                                         b["p_pairs"])])
+
+
+def p5_v6_power(n_params: float, n_tokens: float, chinchilla: Mapping[str, float], sigma_w: float, n_seeds: int,
+                n_sim: int = N_SIM, seed: int = 0, interaction: float = P5_INTERACTION, bits: tuple[int, ...] = P5_BITS,
+                t_interval: tuple[float, float] = P5_T_INTERVAL, hetero: float = 1.0) -> dict:
+    """Rule v6's grades on simulated factorials at (``n_params``, ``n_tokens``) with ``n_seeds``
+    seeds: every dataset fitted and tested as the data are (``_p5_v6_batch``, references analytic).
+
+    Each run's loss is its combination's mean (``_p5_truths`` on ``chinchilla`` with the paper's
+    γ_x, n_x: "mult", the paper's law, the claim; "add", the same marginals added; "interaction",
+    the paper's law plus ``interaction`` nats on every run with weights and activations at the lowest
+    width) plus independent noise of SD ``sigma_w``, times ``hetero`` on the runs with a part at the
+    lowest width (S1's unequal variances; 1: equal). Seed blocks are not drawn: the blocked
+    analysis is exactly invariant to them, so ``sigma_w`` is the within-seed σ (v5's total σ at a
+    seed share ρ is σ_w = σ·√(1 − ρ)).
+
+    Args:
+        n_params: N. n_tokens: D [tokens]. chinchilla: ``A``, ``B``, ``E``, ``alpha`` (``beta``):
+            the generating Chinchilla law (the rule itself reads ``t_interval``, not these).
+        sigma_w: within-seed SD [nats/byte], > 0. n_seeds: seeds. n_sim: datasets per hypothesis.
+        seed: the generator's seed. interaction: the alternative's extra loss [nats/byte].
+        bits: the widths. t_interval: the rule's T interval. hetero: the noise factor on 4-bit runs, > 0.
+
+    Returns:
+        ``power`` (share graded reproduced under "mult"), ``power_partly`` (reproduced or partly),
+        ``mult_not`` (not reproduced under "mult": the rule's false negatives), ``false_positive``
+        (reproduced under "add"), ``false_partly``, ``add_not`` (not reproduced under "add"),
+        ``power_interaction`` (not reproduced under "interaction"), ``interaction_reproduced``,
+        ``n_sim``, ``sigma_w``, ``n_seeds``, ``hetero``; every rate 0 below ``P5_MIN_SEEDS``.
+
+    Raises:
+        ValueError: ``sigma_w`` or ``hetero`` not finite and positive.
+    """
+    from .claims import P5_MIN_SEEDS
+
+    if not (math.isfinite(sigma_w) and sigma_w > 0 and math.isfinite(hetero) and hetero > 0):
+        raise ValueError(f"p5_v6_power needs a finite σ_w > 0 and hetero > 0; got {sigma_w}, {hetero}")
+    keys = ("power", "power_partly", "mult_not", "false_positive", "false_partly", "add_not", "power_interaction",
+            "interaction_reproduced")
+    out = {"n_sim": float(n_sim), "sigma_w": float(sigma_w), "n_seeds": float(n_seeds), "hetero": float(hetero)}
+    if n_seeds < P5_MIN_SEEDS:
+        return {**out, **{k: 0.0 for k in keys}}
+    combos = np.array(list(itertools.product(map(float, bits), repeat=3)))
+    truth = _p5_truths(n_params, n_tokens, chinchilla, combos, interaction)
+    scale = sigma_w * np.where((combos == combos.min()).any(axis=1), hetero, 1.0)[None, :, None]
+    rng = np.random.default_rng(seed)
+    rate = {}
+    for name in ("mult", "add", "interaction"):
+        y = truth[name][None, :, None] + scale * rng.standard_normal((n_sim, len(combos), n_seeds))
+        g = _p5_v6_grades(_p5_v6_batch(y, combos, t_interval), n_seeds)
+        rate[name] = {k: float(np.mean(g == k)) for k in ("reproduced", "partly", "not reproduced")}
+    out.update(power=rate["mult"]["reproduced"], power_partly=rate["mult"]["reproduced"] + rate["mult"]["partly"],
+               mult_not=rate["mult"]["not reproduced"], false_positive=rate["add"]["reproduced"],
+               false_partly=rate["add"]["reproduced"] + rate["add"]["partly"], add_not=rate["add"]["not reproduced"],
+               power_interaction=rate["interaction"]["not reproduced"],
+               interaction_reproduced=rate["interaction"]["reproduced"])
+    return out
+
+
+# v6's tests and the null each is sized on: "add" for the multiplicative direction, the paper's law (fitted
+# at κ̂ clipped to its interval) for the tests that grade "not reproduced".
+P5_V6_TESTS = {"multiply": "add", "interaction": "paper", "paper": "paper", "pairs": "paper"}
+
+
+def p5_v6_sizes(mean_add: np.ndarray, mean_paper: np.ndarray, sigma: float, n_seeds: int,
+                n_check: int = P5_N_CHECK, seed: int = 0, bits: tuple[int, ...] = P5_BITS,
+                t_interval: tuple[float, float] = P5_T_INTERVAL) -> dict:
+    """The size of each of rule v6's tests at a nominal ``ALPHA`` on a dataset's fitted nulls:
+    ``n_check`` datasets from each (``mean_add``: the additive fit's means; ``mean_paper``: the
+    paper's form fitted at κ̂ clipped to its interval) with equal within-seed noise ``sigma`` (the σ
+    the tests used), each refitted and tested from scratch (``_p5_v6_batch``).
+
+    Returns:
+        ``size_multiply`` (p_multiply < α under "add"), ``size_reproduced`` (graded reproduced under
+        "add"), ``size_interaction``, ``size_paper``, ``size_pairs`` (each p < α under the paper's
+        law), ``size_not`` (graded not reproduced under it), ``size_homog`` (the homogeneity test
+        rejecting, both nulls pooled), each with ``<key>_lo``, ``<key>_hi`` (95 % Wilson interval);
+        ``size_n_sim``; and the simulated p-values ``null_p_<test>`` ((n_check,) arrays, each under
+        its null in ``P5_V6_TESTS``) that ``p5_v6_calibrated`` reads.
+
+    Raises:
+        ValueError: ``n_seeds`` < 2 or ``sigma`` not finite and positive.
+    """
+    from .claims import ALPHA
+
+    if n_seeds < 2 or not (math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"p5_v6_sizes needs ≥ 2 seeds and a finite σ > 0; got {n_seeds}, {sigma}")
+    combos = np.array(list(itertools.product(map(float, bits), repeat=3)))
+    rng = np.random.default_rng(seed)
+    sims = {}
+    for name, mu in (("add", mean_add), ("paper", mean_paper)):
+        y = np.asarray(mu, float)[None, :, None] + sigma * rng.standard_normal((n_check, len(combos), n_seeds))
+        sims[name] = _p5_v6_batch(y, combos, t_interval)
+    g_add, g_paper = _p5_v6_grades(sims["add"], n_seeds), _p5_v6_grades(sims["paper"], n_seeds)
+    rates = {"size_multiply": np.mean(sims["add"]["p_multiply"] < ALPHA),
+             "size_reproduced": np.mean(g_add == "reproduced"),
+             "size_interaction": np.mean(sims["paper"]["p_interaction"] < ALPHA),
+             "size_paper": np.mean(sims["paper"]["p_paper"] < ALPHA),
+             "size_pairs": np.mean(sims["paper"]["p_pairs"] < ALPHA),
+             "size_not": np.mean(g_paper == "not reproduced"),
+             "size_homog": np.mean(np.concatenate([sims["add"]["p_homog"], sims["paper"]["p_homog"]]) < ALPHA)}
+    out = {"size_n_sim": float(n_check)}
+    for k, v in rates.items():
+        lo, hi = mc_interval(float(v), float(2 * n_check if k == "size_homog" else n_check))
+        out.update({k: float(v), f"{k}_lo": lo, f"{k}_hi": hi})
+    for test, null in P5_V6_TESTS.items():
+        out[f"null_p_{test}"] = np.asarray(sims[null][f"p_{test}"], float)
+    return out
+
+
+def p5_v6_calibrated(st: Mapping, sizes: Mapping) -> dict:
+    """Rule v6's p-values after the size check: a test whose simulated size (``p5_v6_sizes`` on
+    this dataset's fitted null) has its 95 % Monte Carlo interval wholly above ``ALPHA`` is
+    anti-conservative here, and its p-value becomes the simulated one, (1 + #{null p ≤ p})/(1 + n);
+    a test whose interval holds ``ALPHA`` or lies below it keeps its analytic p (a conservative
+    test is reported, not corrected).
+
+    Args:
+        st: ``p5_v6_statistics``'s dict. sizes: ``p5_v6_sizes``'s dict.
+
+    Returns:
+        ``p_<test>`` (the p-value graded) and ``calibrated_<test>`` (1.0 where simulated) for every
+        test of ``P5_V6_TESTS``, and ``grade``: ``rule_p5`` on them.
+    """
+    from .claims import ALPHA, rule_p5
+
+    out = {}
+    for test in P5_V6_TESTS:
+        p, null = float(st[f"p_{test}"]), np.asarray(sizes[f"null_p_{test}"], float)
+        cal = bool(sizes[f"size_{test}_lo"] > ALPHA)
+        out[f"p_{test}"] = float((1 + np.sum(null <= p)) / (1 + len(null))) if cal else p
+        out[f"calibrated_{test}"] = float(cal)
+    out["grade"] = rule_p5(int(st["n_seeds"]), out["p_interaction"], out["p_multiply"], out["p_paper"],
+                           out["p_pairs"])
     return out
 
 
