@@ -307,27 +307,28 @@ def verdict_q4(gpu: pd.DataFrame | None, replicates: list[pd.DataFrame] | None =
     for r in cuda_reps:  # a replicate's own QUIK timings, graded alone (its code may be another version)
         o = _q4_speedups(r[r["part"] == "layer"], [r], int(r["m_tokens"].max()))["quik_w8a8"]
         if o:
-            own_txt += (f"; run {', '.join(r['git_sha'].astype(str).str[:7].unique())}'s own QUIK and bf16 timings "
-                        f"give {o[0]:.2f}× at 8 bits ({_q4_grade(o[0], 0.0)} under these thresholds; "
-                        "data/README.md says how its code differs)")
+            own_txt += (f"; the earlier run (code {', '.join(r['git_sha'].astype(str).str[:7].unique())}), graded on its "
+                        f"own QUIK and bf16 timings, gives {o[0]:.2f}× at 8 bits ({_q4_grade(o[0], 0.0)} under these "
+                        "thresholds; data/README.md says how its code differs)")
     extra = []
     if gemm:
-        extra.append(f"the int8 GEMM alone on the base features, best large layer: ours (Triton) {gemm['triton']:.2f}× "
+        extra.append(f"The int8 GEMM alone on the base features, best large layer: ours (Triton) {gemm['triton']:.2f}× "
                      f"the bf16 layer" + (f", cuBLASLt's (torch._int_mm) {gemm['cublas']:.2f}×" if "cublas" in gemm
                                           else ""))
     if "int4_over_int8" in gemm:
         extra.append(f"the int4 GEMM takes {gemm['int4_over_int8']:.2f}× the time of our int8 one, though it issues "
                      "as many int8 MMAs (two per packed byte over half the bytes): unpacking in registers in this "
                      "Triton kernel, not the missing int4 tensor cores, makes W4A4 slower than bf16")
-    reason = (f"rule 2: 8-bit ≥ {Q4_REPRODUCED_8BIT}× reproduced, either width ≥ {Q4_PARTLY}× partly, on the best "
+    reason = (f"Rule 2: 8-bit ≥ {Q4_REPRODUCED_8BIT}× reproduced, either width ≥ {Q4_PARTLY}× partly, on the best "
               f"large layer (a maximum over {len(per_shape)} shapes, which selection biases upward), read against "
-              f"the bf16 timing of each of {n_runs} committed run(s) (calls minutes apart on one machine) and "
+              f"the bf16 timing of each of the {n_runs} committed run{'s' * (n_runs > 1)} (calls minutes apart on one "
+              "machine) and "
               f"inconclusive where they disagree; W8A8 per large shape: {shapes_txt} (median "
               f"{pd.Series(per_shape).median():.2f}×); against fp16, the paper's baseline, best "
               f"{max(fp16.values(), default=float('nan')):.2f}×{own_txt}. " + "; ".join(extra)
               + (". " if extra else "") + "QUIK's figures are CUTLASS on an RTX 3090 against fp16; ours Triton on "
               "Hopper, which has int8 but no int4 tensor cores. The tiles of the graded run were checked on the GPU "
-              "at M ≤ 256 only (kernel_checks.csv), not at the timed 2048")
+              "at M ≤ 256 only (kernel_checks.csv), not at the timed 2048 tokens")
     details = {"speedup_w8a8": s8, "speedup_w4a4": s4, "m_tokens": float(m), "n_runs": float(n_runs),
                "speedup_w8a8_lo": min(sp["quik_w8a8"]), "speedup_w8a8_hi": max(sp["quik_w8a8"])}
     optional = {"speedup_w8a8_median_shapes": float(pd.Series(per_shape, dtype=float).median()),
@@ -382,11 +383,13 @@ def gpu_prose_values(gpu: pd.DataFrame | None, replicates: list[pd.DataFrame] | 
     ``gpu_best_w8a8_layer`` (the model and layer where W8A8 is best), ``gpu_w8a8_range`` (its
     range over the committed runs' bf16 timings), ``gpu_median_w8a8`` (median over the large
     shapes), ``gpu_gemm_triton`` / ``gpu_gemm_cublas`` / ``gpu_int4_over_int8``
-    (:func:`gemm_ceiling`), ``gpu_r1_w8a8`` / ``gpu_r1_grade`` (the first earlier run graded on its
+    (:func:`gemm_ceiling`), ``gpu_gemm_at_best`` (the int8 GEMM alone at the best W8A8 layer's
+    shape), ``gpu_r1_w8a8`` / ``gpu_r1_grade`` (the first earlier run graded on its
     own timings)."""
     nan = float("nan")
     out: dict[str, object] = {"gpu_tokens": "—", "gpu_best_w8a8": nan, "gpu_best_w4a4": nan, "gpu_median_w8a8": nan,
                               "gpu_int4_over_int8": nan, "gpu_r1_w8a8": nan, "gpu_r1_grade": "—",
+                              "gpu_gemm_at_best": nan,
                               "gpu_best_w8a8_layer": "—", "gpu_w8a8_range": "—", "gpu_gemm_triton": nan,
                               "gpu_gemm_cublas": nan}
     if gpu is None or not gpu["device"].astype(str).str.startswith("cuda").any():
@@ -401,6 +404,11 @@ def gpu_prose_values(gpu: pd.DataFrame | None, replicates: list[pd.DataFrame] | 
     m = int(d["m_tokens"])
     layer = gpu[(gpu["part"] == "layer") & (gpu["m_tokens"] == m) & (gpu["method"] == "quik_w8a8")]
     best = layer.loc[layer["speedup"].idxmax()]
+    at = gpu[(gpu["m_tokens"] == m) & (gpu["n_out"] == best["n_out"]) & (gpu["k_in"] == best["k_in"])]
+    gemm8 = at[(at["part"] == "int_gemm") & (at["bits"] == 8) & (at["impl"] == "triton")]["latency_ms"]
+    dense8 = at[(at["part"] == "layer") & (at["method"] == "dense")]["latency_ms"]
+    if len(gemm8) and len(dense8):
+        out["gpu_gemm_at_best"] = float(dense8.median() / gemm8.median())
     out.update({"gpu_tokens": m, "gpu_best_w8a8": d["speedup_w8a8"], "gpu_best_w4a4": d["speedup_w4a4"],
                 "gpu_best_w8a8_layer": f"{best['model']} {best['layer']}",
                 "gpu_w8a8_range": f"{d['speedup_w8a8_lo']:.2f}–{d['speedup_w8a8_hi']:.2f}× over {int(d['n_runs'])} runs",

@@ -88,7 +88,7 @@ HEADLINES: dict[str, Headline] = {
                    "beyond_default", paper=math.log(3.74 / 3.62) / math.log(3.74 / 3.20), lo="beyond_default_lo",
                    hi="beyond_default_hi", fmt="pct"),  # Table 7 (70B): 256 → 3.74, 1024 → 3.62; fp 3.20 (in nats, as ours)
     "Q4": Headline("Fused kernels ≈ 2× (8 bits), ≈ 4× (4 bits)",
-                   "8-bit layer speed-up over 16-bit (fp16 there, bf16 here), ×", "speedup_w8a8", paper="> 2×",
+                   "8-bit layer speed-up over 16-bit (fp16 there, bf16 here) [×]", "speedup_w8a8", paper="> 2×",
                    lo="speedup_w8a8_lo", hi="speedup_w8a8_hi", interval="runs", fmt=".2f"),  # QUIK Fig. 6
 }
 
@@ -361,7 +361,11 @@ def chapter_summary_markdown(chapter: str, verdicts: Mapping[str, Any],
     graded = chapter_claims(chapter, claims)
     parts = [f"**Reproduces** {CHAPTERS[chapter]}."]
     if graded:
-        parts.append("**What we found** (our value [95 % interval] beside the paper's; the grade):")
+        kinds = sorted({HEADLINES[c].interval for c in graded if c in HEADLINES} - {"95 %"})
+        what = {"grid": "the grid step", "2 SE": "± two standard errors", "runs": "the range over the runs' baselines"}
+        extra = "".join(f"; {HEADLINES[c].interval}: {what.get(HEADLINES[c].interval, HEADLINES[c].interval)} for {c}"
+                        for c in graded if c in HEADLINES and HEADLINES[c].interval in kinds)
+        parts.append(f"**What we found** (our value [95 % interval{extra}] beside the paper's; the grade):")
         parts.append("\n".join(_rows(verdicts, claims, graded, "../", False)))
         sure = []
         for claim_id in graded:

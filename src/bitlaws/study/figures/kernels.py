@@ -155,9 +155,11 @@ def gpu_speedup_figure(gpu):
         ax.axhline(2.0, color="0.6", lw=1)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_yticks([0.05, 0.1, 0.2, 0.5, 1, 2], ["0.05", "0.1", "0.2", "0.5", "1", "2"])
         ax.set_xlabel("Tokens per forward $M$")
         ax.text(0.03, 0.97, model, transform=ax.transAxes, va="top", fontsize=9)
-        ax.legend(loc="lower right", fontsize=7, title="solid W8A8, dashed W4A4", title_fontsize=7)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=7, ncol=1, frameon=False,
+                  title="solid W8A8, dashed W4A4", title_fontsize=7)
     np.atleast_1d(axes)[0].set_ylabel("Speed-up over dense bf16 [×]")
     return fig
 
