@@ -195,3 +195,14 @@ def test_a_not_reproduced_resting_on_the_papers_kappa_alone_says_so():
     assert "the effects compound, but not at the strength our Chinchilla T predicts (T depends on the α = β form)" \
         in v.reason
     assert v.details["power_gate_value"] == v.details["add_not"]  # its own power: 'add' graded not reproduced
+
+
+def test_at_our_pooled_sigma_the_papers_law_is_graded_partly_for_the_interaction_gate():
+    # σ 0.0162 all within-seed: the paper's law compounds and is not rejected, but the W–A alternative is not
+    # excluded, so 'partly' with that reason, gated on the power to reproduce alone (not inconclusive)
+    fits = {"chinchilla": {"status": "ok", "params": POINT}}
+    v = law_fits.verdict_p5(fits, "cpu", None, n_sim=200, factorial=_rows(_y(_truth("mult"), 0.0162, 7)))
+    d = v.details
+    assert d["rule_grade"] == "partly" and d["interaction_excluded"] == 0.0 and d["graded_p_multiply"] < 0.05
+    assert v.verdict == "partly" and "a W–A interaction not excluded" in v.reason
+    assert d["power_gate_value"] == d["power"] >= 0.5

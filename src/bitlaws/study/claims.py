@@ -364,8 +364,10 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "over the laws, power 0.95, 'add' not reproduced 0.93, the interaction alternative not reproduced 0.90 "
             "and reproduced ≤ 0.094 (reproduced allowed); at σ 0.0162 critical value 0.024, size 3.4–4.5 %, power "
             "0.92, 'add' reproduced ≤ 0.049 and not reproduced ≥ 0.41, the alternative reproduced up to 0.30 (so "
-            "'reproduced' not allowed: partly); at σ 0.020 size 3.5–4.5 %, power 0.83, the alternative reproduced "
-            "up to 0.25")],
+            "'reproduced' is not allowed: partly, gated on the power to reproduce alone, as it says the interaction "
+            "is not excluded); at σ 0.011 the alternative is reproduced up to 0.197, the gate's edge (σ̂ ≈ 0.009 "
+            "on 52 degrees of freedom); at σ 0.020 size 3.5–4.5 %, power 0.83, the alternative reproduced up to "
+            "0.25")],
     "P6": [("1", "session 2, before the compute-matched suite ran", "our P* in [6, 9] bits; the suite's lowest "
             "loss at 6 or 8 bits"),
            ("2", "session 3, after the suite's seeds (a change after the data)", "the suite's noise-resolved "
@@ -800,7 +802,8 @@ def rule_p5(n_seeds: int, p_family: float, p_crit: float, p_multiply: float, int
     a leg kept apart: under the paper's law it fires in well under 1 % of factorials on our design, and
     the size simulated counts it): **not reproduced**. Otherwise ``p_multiply`` < ``ALPHA``, the
     interaction excluded and no 4-bit seed dropped: **reproduced**; else **partly**. The verdict then gates
-    "partly" on the power to reproduce and against the interaction alternative, and "not reproduced" on
+    "partly" on the power to reproduce (and, where multiply is not told from add, against the interaction
+    alternative too), and "not reproduced" on
     its own power (the simulated share graded not reproduced under 'add' where κ̂ against the paper's κ or
     the less-than-add leg fired, under the interaction alternative where the lack of fit or the pairs
     did; the larger where both). Version 6 is ``rule_p5_v6``."""

@@ -1421,9 +1421,12 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     'add' lies wholly above 5 %, ``power.p5_v6_calibrated``). Otherwise Tukey's p < 0.05 **reproduced**,
     but only where the rule grades the law-relative W–A interaction alternative (the paper's law minus its
     own W4A4 compounding) reproduced at most 20 % of the time at σ̂'s 95 % upper end on every registered law
-    (``power.p5_v7_design``) and no seed was dropped for a run with a part at 4 bits (those runs are listed);
-    else **partly**, with the reason. "Partly" is **inconclusive** where the power to reproduce or against
-    the interaction alternative (the least over the laws at σ̂'s upper end) is below ``POWER_MIN``; "not
+    (``power.p5_v7_design``, ``power.P5_V7_N_SIM`` datasets per law and hypothesis) and no seed was dropped
+    for a run with a part at 4 bits (those runs are listed);
+    else **partly**, with the reason. "Partly" is **inconclusive** where the power to reproduce (the least
+    over the laws at σ̂'s upper end) is below ``POWER_MIN``, or, where multiply is not told from add, also
+    the power against the interaction alternative (a "partly" whose effects compound says the interaction
+    is not excluded, so it does not rest on that power); "not
     reproduced" where its own power is (graded not reproduced under 'add' where κ̂ against the paper's κ
     or the less-than-add leg fired, under the interaction alternative where the lack of fit or the pairs
     did). A not reproduced resting on κ̂ against the paper's κ alone says the effects compound (or are
@@ -1605,9 +1608,9 @@ def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile:
                           n_sim: int | None) -> Verdict:
     """Rule v7 on the complete seeded factorial (``verdict_p5`` states the rule)."""
     from .claims import ALPHA, P5_MIN_SEEDS, POWER_MIN, power_gate, rule_p5
-    from .power import N_SIM, P5_ABSURD_MARGIN, P5_CHINCHILLA, P5_EVAL_VERSION, P5_N_CHECK, P5_T_INTERVAL_V7, \
-        P5_T_SOURCE_V7, P5_V7_FAMILY, P5_V7_GATE_REPRODUCED, _p5_truths, p5_factorial_table, p5_v6_calibrated, \
-        p5_v6_sizes, p5_v6_statistics, p5_v7_critical, p5_v7_design
+    from .power import P5_ABSURD_MARGIN, P5_CHINCHILLA, P5_EVAL_VERSION, P5_N_CHECK, P5_T_INTERVAL_V7, \
+        P5_T_SOURCE_V7, P5_V7_FAMILY, P5_V7_GATE_REPRODUCED, P5_V7_N_SIM, _p5_truths, p5_factorial_table, \
+        p5_v6_calibrated, p5_v6_sizes, p5_v6_statistics, p5_v7_critical, p5_v7_design
     from .sweep import PROFILES
 
     cols = [c for c in ("run_id", "seed", "bits_w", "bits_a", "bits_kv", "status", "loss_val", "n_params", "n_tokens",
@@ -1642,7 +1645,7 @@ def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile:
                                      "n_bad_combos": float(len(tab["bad_by_combo"])),
                                      "n_low_runs_dropped": float(len(low_runs))}))
     st = p5_v6_statistics(tab, t_interval=P5_T_INTERVAL_V7)
-    runs = N_SIM if n_sim is None else n_sim
+    runs = P5_V7_N_SIM if n_sim is None else n_sim
     checks = P5_N_CHECK if n_sim is None else n_sim
     # Tukey's test read with its simulated p where oversized on the fitted 'add' (v6's calibration); the family
     # against its simulated 5 % quantile on the fitted paper law and the four registered laws at σ̂
@@ -1662,7 +1665,11 @@ def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile:
     g = rule_p5(k, p_family, crit, p_mult, excluded, bool(low_runs))
     via_paper = st["p_paper"] < crit or p_mult > 1.0 - ALPHA
     via_inter = st["p_interaction"] < crit or st["p_pairs"] < crit
-    if g == "partly":
+    if g == "partly" and p_mult < ALPHA:
+        # the effects compound and the paper's law is not rejected; the grade says a W–A interaction is not
+        # excluded (or a 4-bit seed was dropped), so it does not rest on the power against that interaction
+        gate = pw["power"]
+    elif g == "partly":
         gate = min(pw["power"], pw["power_interaction"])
     elif g == "not reproduced":
         gate = max([pw["add_not"]] * via_paper + [pw["power_interaction"]] * via_inter)

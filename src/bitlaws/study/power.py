@@ -66,6 +66,7 @@ __all__ = [
     "P5_T_SOURCE_V7",
     "P5_V7_FAMILY",
     "P5_V7_GATE_REPRODUCED",
+    "P5_V7_N_SIM",
     "p5_v7_critical",
     "p5_v7_power",
     "p5_v7_design",
@@ -1508,7 +1509,8 @@ def p5_v6_statistics(table: Mapping, t_interval: tuple[float, float] = P5_T_INTE
         ``kappa_paper_lo``, ``kappa_paper_hi``, ``kappa0``, ``f_paper``, ``p_paper``, per pair
         ``contrast_<pair>``, ``contrast_<pair>_se``, ``p_pair_<pair>`` (pair names ``w_a``,
         ``w_kv``, ``a_kv``), ``p_pairs``, the v5 p-values at the pooled σ̂ (``v5_p_interaction``,
-        ``v5_p_multiply``), ``mean_add``, ``mean_mult``, ``mean_paper`` (C,) fitted means, ``grade``.
+        ``v5_p_multiply``), ``mean_add``, ``mean_mult``, ``mean_paper`` (C,) fitted means, ``grade`` (rule
+        v6's, ``rule_p5_v6``; rule v7 reads these statistics with its own decision, ``rule_p5``).
 
     Raises:
         ValueError: fewer than 2 graded seeds, or ``t_interval`` not 0 < T_lo ≤ T_hi.
@@ -1711,6 +1713,9 @@ P5_V7_FAMILY = ("interaction", "paper", "pairs")
 # "Reproduced" is allowed only where the rule grades the law-relative W–A interaction alternative reproduced at
 # most this often (``p5_v7_power``, at σ̂'s 95 % upper end, the largest over ``P5_CHINCHILLA``'s laws).
 P5_V7_GATE_REPRODUCED = 0.20
+# Datasets per law and hypothesis for the verdict's power and that gate (the largest of four rates near 0.20 is
+# biased up by their Monte Carlo error: at 1000 each, SD ≈ 1.3 points).
+P5_V7_N_SIM = 1000
 
 
 def _p5_v7_min_p(b: Mapping[str, np.ndarray]) -> np.ndarray:
