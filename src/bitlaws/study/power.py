@@ -61,6 +61,15 @@ __all__ = [
     "p5_v6_power",
     "p5_v6_sizes",
     "p5_v6_calibrated",
+    "P5_T_FREE",
+    "P5_T_INTERVAL_V7",
+    "P5_T_SOURCE_V7",
+    "P5_V7_FAMILY",
+    "P5_V7_GATE_REPRODUCED",
+    "P5_V7_N_SIM",
+    "p5_v7_critical",
+    "p5_v7_power",
+    "p5_v7_design",
     "P4_HYPOTHESES",
     "P4_NULLS",
     "P4_HYPOTHESIS_TEXT",
@@ -917,7 +926,8 @@ def p5_factorial_table(rows: pd.DataFrame, bits: tuple[int, ...] = P5_BITS, seed
         ``itertools.product(bits, repeat=3)`` order, w slowest) at each graded seed; ``combos``:
         (C, 3) float64 widths; ``seeds``: the graded seeds (sorted); ``dropped``: seed -> reason;
         ``bad_by_combo``: (P_w, P_a, P_kv) -> {"missing", "diverged", "absurd"} counts over the
-        declared seeds, for every combination with at least one such run.
+        declared seeds, for every combination with at least one such run; ``bad_runs`` (rule v7): each
+        such run as (seed, (P_w, P_a, P_kv), "missing" | "diverged" | "absurd").
 
     Raises:
         ValueError: ``bits`` without 16; rows of more than one (N, D) cell; a combination with
@@ -938,7 +948,7 @@ def p5_factorial_table(rows: pd.DataFrame, bits: tuple[int, ...] = P5_BITS, seed
                          f"{r[r.duplicated(key, keep=False)][key].drop_duplicates().to_dict('records')[:3]}")
     declared = sorted(float(s) for s in (r["seed"].dropna().unique() if seeds is None else seeds))
     hp = (float(_HIGH),) * 3
-    good, cols, dropped, bad = {}, [], {}, {}
+    good, cols, dropped, bad, bad_runs = {}, [], {}, {}, []
     for s in declared:
         g = r[r["seed"] == s].set_index([f"bits_{x}" for x in _PARTS])
         missing = [c for c in combos if c not in g.index]
@@ -957,6 +967,7 @@ def p5_factorial_table(rows: pd.DataFrame, bits: tuple[int, ...] = P5_BITS, seed
         for what, cs in (("missing", missing), ("diverged", diverged), ("absurd", absurd)):
             for c in cs:
                 bad.setdefault(c, {"missing": 0, "diverged": 0, "absurd": 0})[what] += 1
+                bad_runs.append((int(s), c, what))
         if missing or diverged or absurd:
             dropped[int(s)] = "; ".join(f"{len(cs)} run(s) {what}" for what, cs in
                                         (("missing", missing), ("diverged or not finite", diverged),
@@ -966,7 +977,7 @@ def p5_factorial_table(rows: pd.DataFrame, bits: tuple[int, ...] = P5_BITS, seed
         cols.append(int(s))
     y = np.column_stack([good[s] for s in cols]) if cols else np.zeros((len(combos), 0))
     return {"y": y, "combos": np.array(combos, float), "seeds": tuple(cols), "dropped": dropped,
-            "bad_by_combo": bad}
+            "bad_by_combo": bad, "bad_runs": bad_runs}
 
 
 def _p5_main_effects(combos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1498,14 +1509,15 @@ def p5_v6_statistics(table: Mapping, t_interval: tuple[float, float] = P5_T_INTE
         ``kappa_paper_lo``, ``kappa_paper_hi``, ``kappa0``, ``f_paper``, ``p_paper``, per pair
         ``contrast_<pair>``, ``contrast_<pair>_se``, ``p_pair_<pair>`` (pair names ``w_a``,
         ``w_kv``, ``a_kv``), ``p_pairs``, the v5 p-values at the pooled σ̂ (``v5_p_interaction``,
-        ``v5_p_multiply``), ``mean_add``, ``mean_mult``, ``mean_paper`` (C,) fitted means, ``grade``.
+        ``v5_p_multiply``), ``mean_add``, ``mean_mult``, ``mean_paper`` (C,) fitted means, ``grade`` (rule
+        v6's, ``rule_p5_v6``; rule v7 reads these statistics with its own decision, ``rule_p5``).
 
     Raises:
         ValueError: fewer than 2 graded seeds, or ``t_interval`` not 0 < T_lo ≤ T_hi.
     """
     from scipy import stats
 
-    from .claims import rule_p5
+    from .claims import rule_p5_v6 as rule_p5
 
     y = np.asarray(table["y"], float)
     if y.ndim != 2 or y.shape[1] < 2:
@@ -1536,7 +1548,7 @@ def p5_v6_statistics(table: Mapping, t_interval: tuple[float, float] = P5_T_INTE
 
 def _p5_v6_grades(b: Mapping[str, np.ndarray], n_seeds: int) -> np.ndarray:
     """Rule v6's grade of each of K factorials from ``_p5_v6_batch``'s p-values."""
-    from .claims import rule_p5
+    from .claims import rule_p5_v6 as rule_p5
 
     return np.array([rule_p5(n_seeds, *v) for v in zip(b["p_interaction"], b["p_multiply"], b["p_paper"],
                                                          b["p_pairs"])])
@@ -1664,7 +1676,7 @@ def p5_v6_calibrated(st: Mapping, sizes: Mapping) -> dict:
         ``p_<test>`` (the p-value graded) and ``calibrated_<test>`` (1.0 where simulated) for every
         test of ``P5_V6_TESTS``, and ``grade``: ``rule_p5`` on them.
     """
-    from .claims import ALPHA, rule_p5
+    from .claims import ALPHA, rule_p5_v6 as rule_p5
 
     out = {}
     for test in P5_V6_TESTS:
@@ -1674,6 +1686,180 @@ def p5_v6_calibrated(st: Mapping, sizes: Mapping) -> dict:
         out[f"calibrated_{test}"] = float(cal)
     out["grade"] = rule_p5(int(st["n_seeds"]), out["p_interaction"], out["p_multiply"], out["p_paper"],
                            out["p_pairs"])
+    return out
+
+
+# --- P5, rule v7 (registered 2026-12-04, before any factorial row was read, after a referee's blind reading of
+# v6): the family of tests that grade "not reproduced" read as one (min p against its simulated 5 % quantile),
+# "reproduced" gated on a law-relative W–A interaction alternative, T's interval widened.
+# T's interval of rule v7: v6's (the pipeline bootstrap's 95 %) with its lower end scaled by 0.982 (the
+# evaluation-v2 rescaling of T in proportion, from the 15-run v1/v2 comparison below) and its upper end at least
+# the free-exponent Chinchilla fit's T (data/fits/cpu_chinchilla_free.json: A = 45.100, α = 0.48358 at N = 83,280:
+# T = 0.1882, inside v6's upper end 0.1970, so that end is kept).
+P5_T_FREE = 45.10033548991702 * 83280.0 ** -0.48357724387769807
+P5_T_INTERVAL_V7 = (P5_T_INTERVAL[0] * 0.982, max(P5_T_INTERVAL[1], P5_T_FREE))
+P5_T_SOURCE_V7 = {
+    **P5_T_SOURCE, "v7_lower_scale": 0.982, "v7_upper_at_least": "cpu_chinchilla_free T at n83k (0.1882)",
+    "free_fit": {"file": "data/fits/cpu_chinchilla_free.json", "A": 45.10033548991702, "alpha": 0.48357724387769807,
+                 "input_sha256": "4794d99993303bd35b33f8cfd4ef7e8615d53862cbdfb50fdb821b9ce95687b1"},
+    # the referee's comparison of 15 runs measured at evaluation versions 1 and 2 (no factorial run): the
+    # mean loss difference v2 − v1 [nats/byte] at three cells, and T refitted on v2 (point ± SE)
+    "eval_v2_minus_v1": {"n_runs": 15, "factorial_cell_n83k": -0.034, "n27k": -0.024, "n214k": -0.014,
+                         "t_v2": 0.165, "t_v2_se": 0.014, "source": "referee's blind reading of v6, 2026-12-04"},
+}
+# The tests whose p-values grade "not reproduced" as one family: their least p is read against its own
+# simulated ``ALPHA`` quantile (``p5_v7_critical``).
+P5_V7_FAMILY = ("interaction", "paper", "pairs")
+# "Reproduced" is allowed only where the rule grades the law-relative W–A interaction alternative reproduced at
+# most this often (``p5_v7_power``, at σ̂'s 95 % upper end, the largest over ``P5_CHINCHILLA``'s laws).
+P5_V7_GATE_REPRODUCED = 0.20
+# Datasets per law and hypothesis for the verdict's power and that gate (the largest of four rates near 0.20 is
+# biased up by their Monte Carlo error: at 1000 each, SD ≈ 1.3 points).
+P5_V7_N_SIM = 1000
+
+
+def _p5_v7_min_p(b: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The family's least p-value (``P5_V7_FAMILY``) of each factorial in ``_p5_v6_batch``'s output."""
+    return np.minimum.reduce([np.asarray(b[f"p_{t}"], float) for t in P5_V7_FAMILY])
+
+
+def _p5_v7_interaction(n_params: float, n_tokens: float, chinchilla: Mapping[str, float], combos: np.ndarray) -> float:
+    """The law-relative interaction of rule v7's alternative [nats/byte]: minus the paper's own compounding at
+    W4A4 (KV at 16) on ``chinchilla`` (the paper's law minus the same marginals added), so the alternative is
+    "at W4A4 the weight and activation effects add where the paper's law compounds them"."""
+    t = _p5_truths(n_params, n_tokens, chinchilla, combos, 0.0)
+    low = combos.min()
+    i = int(np.flatnonzero((combos[:, 0] == low) & (combos[:, 1] == low) & (combos[:, 2] == _HIGH))[0])
+    return -float(t["mult"][i] - t["add"][i])
+
+
+def _p5_v7_grades(b: Mapping[str, np.ndarray], n_seeds: int, crit: float) -> np.ndarray:
+    """Rule v7's grade of each of K factorials from ``_p5_v6_batch``'s p-values at the family's critical
+    value ``crit`` (no seed dropped, the interaction gate open: the rule's statistical decision alone)."""
+    from .claims import rule_p5
+
+    return np.array([rule_p5(n_seeds, pf, crit, pm) for pf, pm in zip(_p5_v7_min_p(b), b["p_multiply"])])
+
+
+def p5_v7_critical(nulls: Mapping[str, np.ndarray], sigma: float, n_seeds: int, n_check: int = P5_N_CHECK,
+                   seed: int = 0, bits: tuple[int, ...] = P5_BITS, t_interval: tuple[float, float] = P5_T_INTERVAL_V7,
+                   extra: Mapping[str, np.ndarray] | None = None) -> dict:
+    """Rule v7's critical value for the family's least p (``P5_V7_FAMILY``): ``n_check`` factorials from each
+    null in ``nulls`` (name -> (C,) combination means under which the paper's law holds: the dataset's fitted
+    paper law, our registered Chinchilla laws with the paper's γ_x, n_x), equal within-seed noise ``sigma``,
+    each refitted and tested (``_p5_v6_batch``); per null the ``ALPHA`` quantile of min p, and ``crit`` the
+    least of them (so the family rejects the paper's law at most ``ALPHA`` of the time under each null, up to
+    Monte Carlo error). ``extra``: name -> (n,) min-p values already simulated under another such null (e.g.
+    ``p5_v6_sizes``' on the fitted paper law), whose quantile also enters the least.
+
+    Returns:
+        ``crit``; ``q_<name>`` per null; ``size_not_<name>`` (graded not reproduced at ``crit``: the family
+        or Tukey's "less than add" leg, p_multiply > 1 − α) with ``_lo``/``_hi`` (95 % Wilson) per simulated
+        null; ``size_family_<name>`` (the family alone); ``size_not`` and ``size_family`` (the largest),
+        ``size_n_sim``.
+
+    Raises:
+        ValueError: ``n_seeds`` < 2, ``sigma`` not finite and positive, or no null.
+    """
+    from .claims import ALPHA
+
+    if n_seeds < 2 or not (math.isfinite(sigma) and sigma > 0) or not (nulls or extra):
+        raise ValueError(f"p5_v7_critical needs ≥ 2 seeds, a finite σ > 0 and a null; got {n_seeds}, {sigma}")
+    combos = np.array(list(itertools.product(map(float, bits), repeat=3)))
+    rng = np.random.default_rng(seed)
+    mins, mults = {}, {}
+    for name, mu in nulls.items():
+        y = np.asarray(mu, float)[None, :, None] + sigma * rng.standard_normal((n_check, len(combos), n_seeds))
+        b = _p5_v6_batch(y, combos, t_interval)
+        mins[name], mults[name] = _p5_v7_min_p(b), np.asarray(b["p_multiply"], float)
+    qs = {name: float(np.quantile(v, ALPHA)) for name, v in {**mins, **dict(extra or {})}.items()}
+    crit = min(qs.values())
+    out = {"crit": crit, "size_n_sim": float(n_check), **{f"q_{k}": v for k, v in qs.items()}}
+    for name in mins:
+        fam = mins[name] < crit
+        for key, hit in (("size_family", fam), ("size_not", fam | (mults[name] > 1.0 - ALPHA))):
+            r = float(np.mean(hit))
+            lo, hi = mc_interval(r, float(n_check))
+            out.update({f"{key}_{name}": r, f"{key}_{name}_lo": lo, f"{key}_{name}_hi": hi})
+    for key in ("size_family", "size_not"):
+        out[key] = max((out[f"{key}_{n}"] for n in mins), default=math.nan)
+    return out
+
+
+def p5_v7_power(n_params: float, n_tokens: float, chinchilla: Mapping[str, float], sigma_w: float, n_seeds: int,
+                crit: float, n_sim: int = N_SIM, seed: int = 0, bits: tuple[int, ...] = P5_BITS,
+                t_interval: tuple[float, float] = P5_T_INTERVAL_V7, interaction: float | None = None) -> dict:
+    """Rule v7's grades (``_p5_v7_grades`` at the family's critical value ``crit``) on ``n_sim`` simulated
+    factorials per hypothesis at (``n_params``, ``n_tokens``), ``n_seeds`` seeds, within-seed SD ``sigma_w``:
+    "mult" (the paper's γ_x, n_x on ``chinchilla``: the claim), "add" (the same marginals added) and
+    "interaction" (the paper's law plus ``interaction`` on every run with weights and activations at 4 bits;
+    None: the law-relative ``_p5_v7_interaction``, minus the law's own W4A4 compounding).
+
+    Returns:
+        ``power`` (reproduced under "mult"), ``power_partly``, ``mult_not``, ``false_positive`` (reproduced
+        under "add"), ``add_not``, ``power_interaction`` (not reproduced under "interaction"),
+        ``interaction_reproduced``, ``interaction``, ``crit``, ``n_sim``, ``sigma_w``, ``n_seeds``; every
+        rate 0 below ``P5_MIN_SEEDS``.
+
+    Raises:
+        ValueError: ``sigma_w`` not finite and positive.
+    """
+    from .claims import P5_MIN_SEEDS
+
+    if not (math.isfinite(sigma_w) and sigma_w > 0):
+        raise ValueError(f"p5_v7_power needs a finite σ_w > 0; got {sigma_w}")
+    combos = np.array(list(itertools.product(map(float, bits), repeat=3)))
+    inter = _p5_v7_interaction(n_params, n_tokens, chinchilla, combos) if interaction is None else float(interaction)
+    keys = ("power", "power_partly", "mult_not", "false_positive", "add_not", "power_interaction",
+            "interaction_reproduced")
+    out = {"n_sim": float(n_sim), "sigma_w": float(sigma_w), "n_seeds": float(n_seeds), "crit": float(crit),
+           "interaction": inter}
+    if n_seeds < P5_MIN_SEEDS:
+        return {**out, **{k: 0.0 for k in keys}}
+    truth = _p5_truths(n_params, n_tokens, chinchilla, combos, inter)
+    rng = np.random.default_rng(seed)
+    rate = {}
+    for name in ("mult", "add", "interaction"):
+        y = truth[name][None, :, None] + sigma_w * rng.standard_normal((n_sim, len(combos), n_seeds))
+        g = _p5_v7_grades(_p5_v6_batch(y, combos, t_interval), n_seeds, crit)
+        rate[name] = {k: float(np.mean(g == k)) for k in ("reproduced", "partly", "not reproduced")}
+    out.update(power=rate["mult"]["reproduced"], power_partly=rate["mult"]["reproduced"] + rate["mult"]["partly"],
+               mult_not=rate["mult"]["not reproduced"], false_positive=rate["add"]["reproduced"],
+               add_not=rate["add"]["not reproduced"], power_interaction=rate["interaction"]["not reproduced"],
+               interaction_reproduced=rate["interaction"]["reproduced"])
+    return out
+
+
+def p5_v7_design(n_params: float, n_tokens: float, sigma_w: float, n_seeds: int, n_sim: int = N_SIM,
+                 n_check: int = P5_N_CHECK, seed: int = 0, bits: tuple[int, ...] = P5_BITS,
+                 t_interval: tuple[float, float] = P5_T_INTERVAL_V7, extra: Mapping[str, np.ndarray] | None = None
+                 ) -> dict:
+    """Rule v7 on our design at within-seed σ ``sigma_w``: the family's critical value on the paper's law over
+    ``P5_CHINCHILLA``'s four laws (``p5_v7_critical``, ``n_check`` each; ``extra`` as there), then
+    ``p5_v7_power`` on each law at that value (``n_sim`` each, law-relative interaction alternative).
+
+    Returns:
+        ``p5_v7_critical``'s keys; per law ``<key>__<law>`` of ``p5_v7_power``'s rates and ``interaction``;
+        the worst over the laws: ``power``, ``power_partly``, ``add_not``, ``power_interaction`` (least),
+        ``mult_not``, ``false_positive``, ``interaction_reproduced`` (largest); ``reproduced_allowed`` (1.0
+        where the largest ``interaction_reproduced`` ≤ ``P5_V7_GATE_REPRODUCED``); ``law_power`` (the law of
+        ``power``); ``n_sim``, ``sigma_w``.
+    """
+    combos = np.array(list(itertools.product(map(float, bits), repeat=3)))
+    nulls = {law: _p5_truths(n_params, n_tokens, c, combos, 0.0)["mult"] for law, c in P5_CHINCHILLA.items()}
+    out = dict(p5_v7_critical(nulls, sigma_w, n_seeds, n_check=n_check, seed=seed, bits=bits, t_interval=t_interval,
+                              extra=extra))
+    pws = {law: p5_v7_power(n_params, n_tokens, c, sigma_w, n_seeds, out["crit"], n_sim=n_sim, seed=seed + 1 + i,
+                            bits=bits, t_interval=t_interval) for i, (law, c) in enumerate(P5_CHINCHILLA.items())}
+    for law, pw in pws.items():
+        out.update({f"{k}__{law}": pw[k] for k in ("power", "power_partly", "mult_not", "false_positive", "add_not",
+                                                   "power_interaction", "interaction_reproduced", "interaction")})
+    for k in ("power", "power_partly", "add_not", "power_interaction"):
+        out[k] = min(p[k] for p in pws.values())
+    for k in ("mult_not", "false_positive", "interaction_reproduced"):
+        out[k] = max(p[k] for p in pws.values())
+    out.update(reproduced_allowed=float(out["interaction_reproduced"] <= P5_V7_GATE_REPRODUCED),
+               law_power=min(pws, key=lambda law: pws[law]["power"]), n_sim=float(n_sim), sigma_w=float(sigma_w))
     return out
 
 

@@ -1,0 +1,208 @@
+"""P5's rule v7 (registered 2026-12-04, before any qat_factorial row was read, after a referee's blind reading of
+v6): its decisions, the family-wise size of 'not reproduced' on the paper's law, that it comes out each way on our
+exact design (27 combinations {4, 8, 16}³ × 3 seeds at n83k, D = 2.1M), the law-relative interaction gate on
+'reproduced', the seeds dropped for a 4-bit run, the power gate of 'not reproduced' and T's widened interval.
+Every dataset here is simulated (small n_sim, fixed seeds, Monte Carlo tolerances): no factorial row is read.
+
+Registration table (tools: power.p5_v7_design, 1000 datasets per law and hypothesis, 2000 per law for the
+critical value and for fresh-draw sizes; the least or largest over power.P5_CHINCHILLA's four laws):
+
+    σ_w     crit   size (fresh)   power  'add' not  inter. not  inter. reproduced  reproduced allowed
+    0.0089  0.026  3.1–4.8 %      0.95   0.93       0.90        0.094              yes
+    0.011   0.025  3.3–4.6 %      0.95   0.76       0.73        0.197              yes (at the edge)
+    0.0162  0.024  3.4–4.5 %      0.92   0.41       0.35        0.30               no
+    0.020   0.023  3.5–4.5 %      0.83   0.28       0.22        0.25               no
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+
+from bitlaws.study import claims, law_fits, power
+from bitlaws.study.sweep import PROFILES
+
+N, D = 83_280.0, 2_097_152.0
+COMBOS = np.array(list(itertools.product((4.0, 8.0, 16.0), repeat=3)))
+SEEDS = (101, 102, 103)
+POINT = power.P5_CHINCHILLA["point"]
+LAWS = {law: power._p5_truths(N, D, c, COMBOS, 0.0)["mult"] for law, c in power.P5_CHINCHILLA.items()}
+
+
+def _mc_ok(rate: float, n: int, expected: float, slack: float = 0.03) -> bool:
+    """``expected`` (the registration table's) lies in the 99.9 % Wilson interval of ``rate`` over ``n``
+    datasets, widened by the table's own Monte Carlo SD (≈ 3 × 0.01)."""
+    lo, hi = claims.mc_interval(rate, n, level=0.999)
+    return lo - slack <= expected <= hi + slack
+
+
+def _y(mu: np.ndarray, sigma: float, seed: int) -> np.ndarray:
+    return mu[:, None] + sigma * np.random.default_rng(seed).standard_normal((27, 3))
+
+
+def _rows(y: np.ndarray) -> pd.DataFrame:
+    rows = []
+    for j, s in enumerate(SEEDS):
+        for i, c in enumerate(COMBOS):
+            rows.append({"run_id": f"r{s}-{i}", "seed": s, "bits_w": c[0], "bits_a": c[1], "bits_kv": c[2],
+                         "status": "ok", "ptq_method": "none", "n_params": N, "n_tokens": D, "loss_val": y[i, j],
+                         "experiment": "qat_factorial", "eval_version": 2,
+                         **{f"fmt_{x}": "none" if b == 16 else f"int{int(b)}" for x, b in zip(("w", "a", "kv"), c)}})
+    return pd.DataFrame(rows)
+
+
+def _truth(form: str, consts=POINT, interaction: float | None = None) -> np.ndarray:
+    inter = power._p5_v7_interaction(N, D, consts, COMBOS) if interaction is None else interaction
+    return power._p5_truths(N, D, consts, COMBOS, inter)[form]
+
+
+def test_rule_p5_v7_decisions():
+    assert claims.RULE_VERSIONS["P5"] == "7" and claims.RULE_HISTORY["P5"][-1][0] == "7"
+    when = claims.RULE_HISTORY["P5"][-1][1]
+    assert "2026-12-04" in when and "before any qat_factorial row was read" in when and "referee" in when
+    r = claims.rule_p5
+    assert r(3, 0.5, 0.03, 0.01) == "reproduced"
+    assert r(3, 0.5, 0.03, 0.30) == "partly"  # multiply not told from add
+    assert r(3, 0.02, 0.03, 0.01) == "not reproduced"  # the family's least p below its simulated quantile
+    assert r(3, 0.04, 0.03, 0.01) == "reproduced"  # below 0.05 but not below the critical value: v6 rejected here
+    assert r(3, 0.5, 0.03, 0.97) == "not reproduced"  # the effects compound less than they add
+    assert r(3, 0.5, 0.03, 0.01, interaction_excluded=False) == "partly"  # a W–A interaction not excluded
+    assert r(3, 0.5, 0.03, 0.01, low_dropped=True) == "partly"  # a seed dropped for a 4-bit run
+    assert r(3, 0.02, 0.03, 0.01, interaction_excluded=False) == "not reproduced"
+    assert r(1, 0.5, 0.03, 0.01) == "inconclusive"
+    assert r(3, math.nan, 0.03, 0.01) == "inconclusive" and r(3, 0.5, math.nan, 0.01) == "inconclusive"
+    # v6 and v5 stay callable as they were
+    assert claims.rule_p5_v6(3, 0.5, 0.01, 0.04, 0.9) == "not reproduced"
+    assert claims.rule_p5_v5(3, 0.5, 0.01) == "reproduced"
+
+
+def test_t_interval_widened_as_registered():
+    lo6, hi6 = power.P5_T_INTERVAL
+    lo7, hi7 = power.P5_T_INTERVAL_V7
+    assert lo7 == lo6 * 0.982 and hi7 == max(hi6, power.P5_T_FREE)
+    assert abs(power.P5_T_FREE - 0.1882) < 1e-3 and lo7 <= power.P5_T_FREE <= hi7
+    v12 = power.P5_T_SOURCE_V7["eval_v2_minus_v1"]
+    assert v12["n_runs"] == 15 and v12["factorial_cell_n83k"] == -0.034 and lo7 <= v12["t_v2"] <= hi7
+
+
+def test_law_relative_interaction_is_each_laws_own_w4a4_compounding():
+    for law, c in power.P5_CHINCHILLA.items():
+        inter = power._p5_v7_interaction(N, D, c, COMBOS)
+        t = power._p5_truths(N, D, c, COMBOS, inter)
+        w4a4 = (COMBOS[:, 0] == 4) & (COMBOS[:, 1] == 4) & (COMBOS[:, 2] == 16)
+        # at W4A4 (KV 16) the alternative's loss is the marginals added
+        assert np.allclose(t["interaction"][w4a4], t["add"][w4a4]) and -0.04 < inter < -0.02, law
+
+
+def test_family_wise_size_on_the_paper_law_is_at_most_5_percent():
+    # the critical value from 600 datasets per law; the size on 600 fresh datasets per law (v6's any-at-0.05
+    # on the same draws is larger: the referee's 6.5–10.4 %)
+    sigma, n = 0.0162, 600
+    cr = power.p5_v7_critical(LAWS, sigma, 3, n_check=n, seed=5)
+    assert 0.015 < cr["crit"] < 0.045 and cr["crit"] == min(cr[f"q_{law}"] for law in LAWS)
+    rng = np.random.default_rng(15)
+    v6_all, v7_all = [], []
+    for law, mu in LAWS.items():
+        b = power._p5_v6_batch(mu[None, :, None] + sigma * rng.standard_normal((n, 27, 3)), COMBOS,
+                               power.P5_T_INTERVAL_V7)
+        v7 = float(np.mean(power._p5_v7_grades(b, 3, cr["crit"]) == "not reproduced"))
+        v6 = float(np.mean(power._p5_v6_grades(b, 3) == "not reproduced"))
+        assert claims.mc_interval(v7, n, level=0.999)[0] <= 0.05, (law, v7)
+        v6_all.append(v6)
+        v7_all.append(v7)
+    assert np.mean(v7_all) < np.mean(v6_all)
+    assert max(v7_all) <= 0.05 + 0.03  # within MC error of the table's 3.4–4.5 %
+
+
+def test_v7_comes_out_each_way_on_our_design_where_the_gate_allows_reproduced():
+    # within-seed σ 0.0089 (our pooled seed σ 0.0162 at a seed share 0.7): the gate allows 'reproduced'
+    n = 200
+    d = power.p5_v7_design(N, D, 0.0089, 3, n_sim=n, n_check=500, seed=21)
+    assert d["power"] >= 0.85 and _mc_ok(d["power"], n, 0.95)  # reproduced on the paper's law
+    assert d["add_not"] >= 0.8 and _mc_ok(d["add_not"], n, 0.93)  # not reproduced under 'add'
+    assert d["false_positive"] <= 0.10
+    assert d["power_interaction"] >= 0.8 and _mc_ok(d["power_interaction"], n, 0.90)
+    # reproduced ≤ 0.20 under the law-relative alternative, every law (within MC error), so the gate opens
+    assert d["interaction_reproduced"] <= 0.20 + 0.05 and _mc_ok(d["interaction_reproduced"], n, 0.094)
+    assert d["mult_not"] <= 0.05 + 0.05
+    assert d["size_not"] <= 0.05 + 1e-12  # in sample at the critical value
+
+
+def test_at_our_pooled_sigma_the_interaction_gate_closes():
+    # σ 0.0162 all within-seed: the rule grades the alternative reproduced in up to 0.30 (t_q025's law), so
+    # 'reproduced' is not allowed and the paper's law would be graded partly
+    n = 300
+    pw = power.p5_v7_power(N, D, power.P5_CHINCHILLA["t_q025"], 0.0162, 3, crit=0.024, n_sim=n, seed=31)
+    assert _mc_ok(pw["interaction_reproduced"], n, 0.30)
+    assert claims.mc_interval(pw["interaction_reproduced"], n, level=0.99)[1] > power.P5_V7_GATE_REPRODUCED
+    assert pw["power"] >= 0.85
+
+
+def test_table_lists_every_bad_run():
+    y = _y(LAWS["point"], 0.003, 0)
+    rows = _rows(y)
+    rows.loc[(rows["bits_w"] == 4) & (rows["bits_a"] == 4) & (rows["bits_kv"] == 16) & (rows["seed"] == 103),
+             "status"] = "diverged"
+    tab = power.p5_factorial_table(rows, seeds=SEEDS, max_loss=math.log(256), margin=power.P5_ABSURD_MARGIN)
+    assert tab["seeds"] == (101, 102) and tab["bad_runs"] == [(103, (4.0, 4.0, 16.0), "diverged")]
+
+
+def test_verdict_v7_each_way_and_its_reasons():
+    plan = PROFILES["cpu"].power_design
+    fits = {"chinchilla": {"status": "ok", "params": POINT}}
+    assert tuple(plan.factorial_seeds) == SEEDS
+    mult = law_fits.verdict_p5(fits, "cpu", None, n_sim=40, factorial=_rows(_y(_truth("mult"), 0.004, 1)))
+    assert mult.verdict == "reproduced" and "rule v7" in mult.reason
+    det = mult.details
+    assert det["p_family"] >= det["p_crit"] and det["interaction_excluded"] == 1.0 and det["n_low_runs_dropped"] == 0
+    assert 0.0 < det["p_crit"] <= 0.05 and "simulated 5 % quantile" in mult.ours
+    add = law_fits.verdict_p5(fits, "cpu", None, n_sim=40, factorial=_rows(_y(_truth("add"), 0.004, 1)))
+    assert add.verdict == "not reproduced"
+    # S4: 'not reproduced' gated on its own power, by the route that fired
+    routes = [add.details["add_not"]] * (add.details["p_paper"] < add.details["p_crit"]) + \
+        [add.details["power_interaction"]] * (min(add.details["p_interaction"], add.details["p_pairs"]) < add.details["p_crit"])
+    assert add.details["power_gate_value"] == max(routes)
+    inter = law_fits.verdict_p5(fits, "cpu", None, n_sim=40, factorial=_rows(_y(_truth("interaction"), 0.004, 1)))
+    assert inter.verdict == "not reproduced" and "pair's 4-bit cells" in inter.reason
+    # S3: a seed dropped for a run with weights and activations at 4 bits: not reproduced is still possible,
+    # reproduced is not; the run is listed with its parts at 4 bits
+    rows = _rows(_y(_truth("mult"), 0.004, 1))
+    rows.loc[(rows["bits_w"] == 4) & (rows["bits_a"] == 4) & (rows["bits_kv"] == 16) & (rows["seed"] == 103),
+             "status"] = "diverged"
+    v = law_fits.verdict_p5(fits, "cpu", None, n_sim=40, factorial=rows)
+    assert v.details["rule_grade"] == "partly" and v.details["n_low_runs_dropped"] == 1
+    assert "seed 103 W4A4KV16 diverged (at 4 bits: W+A)" in v.ours and "a seed was dropped" in v.reason
+
+
+def test_a_not_reproduced_resting_on_the_papers_kappa_alone_says_so():
+    # the paper's form at T 1.45× our point fit's (above the registered interval: the effects compound, more
+    # weakly); a draw where only κ̂ against the paper's κ fires (about a third of draws at σ 0.004)
+    weak = {**POINT, "A": POINT["A"] * 1.45}
+    fits = {"chinchilla": {"status": "ok", "params": POINT}}
+    mu = power._p5_truths(N, D, weak, COMBOS, 0.0)["mult"]
+    for seed in range(30):
+        y = _y(mu, 0.004, seed)
+        st = power.p5_v6_statistics({"y": y, "combos": COMBOS}, t_interval=power.P5_T_INTERVAL_V7)
+        if st["p_paper"] < 0.005 and min(st["p_interaction"], st["p_pairs"]) > 0.2 and st["p_multiply"] < 0.01:
+            break
+    else:
+        raise AssertionError("no draw with κ̂ against the paper's κ alone")
+    v = law_fits.verdict_p5(fits, "cpu", None, n_sim=40, factorial=_rows(y))
+    assert v.details["rule_grade"] == "not reproduced"
+    assert "the effects compound, but not at the strength our Chinchilla T predicts (T depends on the α = β form)" \
+        in v.reason
+    assert v.details["power_gate_value"] == v.details["add_not"]  # its own power: 'add' graded not reproduced
+
+
+def test_at_our_pooled_sigma_the_papers_law_is_graded_partly_for_the_interaction_gate():
+    # σ 0.0162 all within-seed: the paper's law compounds and is not rejected, but the W–A alternative is not
+    # excluded, so 'partly' with that reason, gated on the power to reproduce alone (not inconclusive)
+    fits = {"chinchilla": {"status": "ok", "params": POINT}}
+    v = law_fits.verdict_p5(fits, "cpu", None, n_sim=200, factorial=_rows(_y(_truth("mult"), 0.0162, 7)))
+    d = v.details
+    assert d["rule_grade"] == "partly" and d["interaction_excluded"] == 0.0 and d["graded_p_multiply"] < 0.05
+    assert v.verdict == "partly" and "a W–A interaction not excluded" in v.reason
+    assert d["power_gate_value"] == d["power"] >= 0.5
