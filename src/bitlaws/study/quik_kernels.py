@@ -223,24 +223,43 @@ def load_replicates(profile: str = "gpu", root: str | os.PathLike | None = None)
     return [pd.read_csv(p) for p in sorted(folder.glob("quik_kernels_gpu_r*.csv"))]
 
 
+_SHAPE = ["n_out", "k_in"]
+
+
+def _latency(frame: pd.DataFrame, m: int, part: str, **match) -> pd.Series:
+    """Median latency [ms] per layer shape (n_out, k_in) of the rows at `m` tokens of `part` whose
+    columns equal `match` (e.g. ``method="dense"``, or ``bits=8, impl="triton"``)."""
+    sel = (frame["part"] == part) & (frame["m_tokens"] == m)
+    for col, value in match.items():
+        sel &= frame[col] == value
+    return frame[sel].groupby(_SHAPE)["latency_ms"].median()
+
+
+def _layer_ratios(rows: pd.DataFrame, base: pd.DataFrame, m: int, method: str, dense: str = "dense",
+                  large_only: bool = True) -> pd.Series:
+    """latency(`dense` layer of `base`) / latency(`method` layer of `rows`) per shape at `m` tokens,
+    on the large layers (``LARGE_LAYER``) — on every layer when `large_only` is False."""
+    quik = _latency(rows, m, "layer", method=method)
+    if large_only:
+        quik = quik[[n * k >= LARGE_LAYER for n, k in quik.index]]
+    return (_latency(base, m, "layer", method=dense).reindex(quik.index) / quik).dropna()
+
+
 def _q4_speedups(rows: pd.DataFrame, baselines: list[pd.DataFrame], m: int) -> dict[str, list[float]]:
-    """Best speed-up over bf16 on the large layers at `m` tokens, per method, once per baseline:
-    latency(dense of that baseline run) / latency(QUIK layer of `rows`), matched on the shape."""
-    key = ["n_out", "k_in"]
-    big = rows[(rows["m_tokens"] == m) & (rows["n_out"] * rows["k_in"] >= LARGE_LAYER)]
-    if big.empty:
-        big = rows[rows["m_tokens"] == m]
+    """Best speed-up over bf16 on the large layers at `m` tokens (on every layer where none is
+    large), per method, once per baseline: latency(dense of that baseline run) / latency(QUIK
+    layer of `rows`), matched on the shape."""
+    large = bool(((rows["m_tokens"] == m) & (rows["n_out"] * rows["k_in"] >= LARGE_LAYER)).any())
     out: dict[str, list[float]] = {}
     for method in ("quik_w8a8", "quik_w4a4"):
-        quik = big[big["method"] == method].groupby(key)["latency_ms"].median()
-        out[method] = []
-        for b in baselines:
-            b = b[(b["part"] == "layer") & (b["m_tokens"] == m) & (b["method"] == "dense")]
-            dense = b.groupby(key)["latency_ms"].median()
-            ratio = (dense.reindex(quik.index) / quik).dropna()
-            if len(ratio):
-                out[method].append(float(ratio.max()))
+        ratios = (_layer_ratios(rows, b, m, method, large_only=large) for b in baselines)
+        out[method] = [float(r.max()) for r in ratios if len(r)]
     return out
+
+
+def _own_speedups(run: pd.DataFrame) -> dict[str, list[float]]:
+    """A run graded on its own QUIK and bf16 timings, at its largest token count (``_q4_speedups``)."""
+    return _q4_speedups(run, [run], int(run["m_tokens"].max()))
 
 
 def _q4_grade(s8: float, s4: float) -> str:
@@ -305,7 +324,7 @@ def verdict_q4(gpu: pd.DataFrame | None, replicates: list[pd.DataFrame] | None =
     shapes_txt = ", ".join(f"{name} {r:.2f}×" for name, r in per_shape.items())
     own_txt = ""
     for r in cuda_reps:  # a replicate's own QUIK timings, graded alone (its code may be another version)
-        o = _q4_speedups(r[r["part"] == "layer"], [r], int(r["m_tokens"].max()))["quik_w8a8"]
+        o = _own_speedups(r)["quik_w8a8"]
         if o:
             own_txt += (f"; the earlier run (code {', '.join(r['git_sha'].astype(str).str[:7].unique())}), graded on its "
                         f"own QUIK and bf16 timings, gives {o[0]:.2f}× at 8 bits ({_q4_grade(o[0], 0.0)} under these "
@@ -339,13 +358,10 @@ def verdict_q4(gpu: pd.DataFrame | None, replicates: list[pd.DataFrame] | None =
 
 
 def _q4_shape_ratios(rows: pd.DataFrame, base: pd.DataFrame, m: int, method: str, dense: str) -> dict[str, float]:
-    """Per large layer shape at `m` tokens: latency(`dense` layer of `base`) / latency(`method`
-    layer of `rows`), keyed ``"<model> <layer>"``."""
-    b = base[(base["part"] == "layer") & (base["m_tokens"] == m) & (base["method"] == dense)]
-    q = rows[(rows["m_tokens"] == m) & (rows["method"] == method) & (rows["n_out"] * rows["k_in"] >= LARGE_LAYER)]
-    d = b.groupby(["n_out", "k_in"])["latency_ms"].median()
-    return {f"{r['model']} {r['layer']}": float(d[(r["n_out"], r["k_in"])] / r["latency_ms"])
-            for _, r in q.iterrows() if (r["n_out"], r["k_in"]) in d.index}
+    """``_layer_ratios`` on the large layers, keyed ``"<model> <layer>"``, in the rows' order."""
+    names = rows.drop_duplicates(_SHAPE).set_index(_SHAPE)
+    ratios = _layer_ratios(rows, base, m, method, dense)
+    return {f"{names.loc[s, 'model']} {names.loc[s, 'layer']}": float(ratios[s]) for s in names.index if s in ratios}
 
 
 def gemm_ceiling(gpu: pd.DataFrame | None, m: int | None = None) -> dict[str, float]:
@@ -358,27 +374,27 @@ def gemm_ceiling(gpu: pd.DataFrame | None, m: int | None = None) -> dict[str, fl
             or not gpu["device"].astype(str).str.startswith("cuda").any()):
         return {}
     m = int(gpu["m_tokens"].max()) if m is None else m
-    g = gpu[(gpu["m_tokens"] == m) & (gpu["n_out"] * gpu["k_in"] >= LARGE_LAYER)]
-    dense = g[(g["part"] == "layer") & (g["method"] == "dense")].groupby(["n_out", "k_in"])["latency_ms"].median()
+    g = gpu[gpu["n_out"] * gpu["k_in"] >= LARGE_LAYER]
+    dense = _latency(g, m, "layer", method="dense")
     out = {}
     for impl in ("triton", "cublas"):
-        t = g[(g["part"] == "int_gemm") & (g["bits"] == 8) & (g["impl"] == impl)]
-        t = t.groupby(["n_out", "k_in"])["latency_ms"].median()
+        t = _latency(g, m, "int_gemm", bits=8, impl=impl)
         ratio = (dense.reindex(t.index) / t).dropna()
         if len(ratio):
             out[impl] = float(ratio.max())
             if impl == "triton":
-                t4 = g[(g["part"] == "int_gemm") & (g["bits"] == 4) & (g["impl"] == "triton")]
-                t4 = t4.groupby(["n_out", "k_in"])["latency_ms"].median()
+                t4 = _latency(g, m, "int_gemm", bits=4, impl="triton")
                 best = ratio.idxmax()
                 if best in t4.index:
                     out["int4_over_int8"] = float(t4[best] / t[best])
     return out
 
 
-def gpu_prose_values(gpu: pd.DataFrame | None, replicates: list[pd.DataFrame] | None = None) -> dict[str, object]:
-    """The numbers chapter 06's GPU section glues into its text, from the GPU rows (NaN and "—"
-    without them): ``gpu_tokens``, ``gpu_best_w8a8`` / ``gpu_best_w4a4`` (best layer speed-ups
+def gpu_prose_values(gpu: pd.DataFrame | None, replicates: list[pd.DataFrame] | None = None,
+                     verdict: Verdict | None = None) -> dict[str, object]:
+    """The numbers chapter 06's GPU section glues into its text, from the GPU rows and their
+    verdict (`verdict`: ``verdict_q4(gpu, replicates)``, computed here when not given; NaN and "—"
+    without GPU rows): ``gpu_tokens``, ``gpu_best_w8a8`` / ``gpu_best_w4a4`` (best layer speed-ups
     over bf16 on the large layers at the largest token count, as :func:`verdict_q4`),
     ``gpu_best_w8a8_layer`` (the model and layer where W8A8 is best), ``gpu_w8a8_range`` (its
     range over the committed runs' bf16 timings), ``gpu_median_w8a8`` (median over the large
@@ -395,26 +411,24 @@ def gpu_prose_values(gpu: pd.DataFrame | None, replicates: list[pd.DataFrame] | 
     if gpu is None or not gpu["device"].astype(str).str.startswith("cuda").any():
         return out
     replicates = load_replicates("gpu") if replicates is None else replicates
-    v = verdict_q4(gpu, replicates)
+    d = (verdict_q4(gpu, replicates) if verdict is None else verdict).details
     for r in replicates[:1]:  # the first earlier run, graded on its own timings
-        o = _q4_speedups(r[r["part"] == "layer"], [r], int(r["m_tokens"].max()))
+        o = _own_speedups(r)
         if o["quik_w8a8"]:
             out.update({"gpu_r1_w8a8": o["quik_w8a8"][0], "gpu_r1_grade": _q4_grade(o["quik_w8a8"][0], o["quik_w4a4"][0])})
-    d = v.details
     m = int(d["m_tokens"])
     layer = gpu[(gpu["part"] == "layer") & (gpu["m_tokens"] == m) & (gpu["method"] == "quik_w8a8")]
     best = layer.loc[layer["speedup"].idxmax()]
-    at = gpu[(gpu["m_tokens"] == m) & (gpu["n_out"] == best["n_out"]) & (gpu["k_in"] == best["k_in"])]
-    gemm8 = at[(at["part"] == "int_gemm") & (at["bits"] == 8) & (at["impl"] == "triton")]["latency_ms"]
-    dense8 = at[(at["part"] == "layer") & (at["method"] == "dense")]["latency_ms"]
-    if len(gemm8) and len(dense8):
-        out["gpu_gemm_at_best"] = float(dense8.median() / gemm8.median())
+    shape = (best["n_out"], best["k_in"])
+    gemm8, dense8 = _latency(gpu, m, "int_gemm", bits=8, impl="triton"), _latency(gpu, m, "layer", method="dense")
+    if shape in gemm8.index and shape in dense8.index:
+        out["gpu_gemm_at_best"] = float(dense8[shape] / gemm8[shape])
     out.update({"gpu_tokens": m, "gpu_best_w8a8": d["speedup_w8a8"], "gpu_best_w4a4": d["speedup_w4a4"],
                 "gpu_best_w8a8_layer": f"{best['model']} {best['layer']}",
                 "gpu_w8a8_range": f"{d['speedup_w8a8_lo']:.2f}–{d['speedup_w8a8_hi']:.2f}× over {int(d['n_runs'])} runs",
-                "gpu_median_w8a8": d.get("speedup_w8a8_median_shapes", nan),
-                "gpu_int4_over_int8": d.get("gemm_int4_over_int8", nan)})
-    out.update({f"gpu_gemm_{k}": val for k, val in gemm_ceiling(gpu, m).items()})
+                "gpu_median_w8a8": d.get("speedup_w8a8_median_shapes", nan)})
+    out.update({f"gpu_{k}": d[k] for k in ("gemm_triton", "gemm_cublas") if k in d})  # gemm_ceiling's, in the verdict
+    out["gpu_int4_over_int8"] = d.get("gemm_int4_over_int8", nan)
     return out
 
 

@@ -361,10 +361,9 @@ def chapter_summary_markdown(chapter: str, verdicts: Mapping[str, Any],
     graded = chapter_claims(chapter, claims)
     parts = [f"**Reproduces** {CHAPTERS[chapter]}."]
     if graded:
-        kinds = sorted({HEADLINES[c].interval for c in graded if c in HEADLINES} - {"95 %"})
         what = {"grid": "the grid step", "2 SE": "± two standard errors", "runs": "the range over the runs' baselines"}
-        extra = "".join(f"; {HEADLINES[c].interval}: {what.get(HEADLINES[c].interval, HEADLINES[c].interval)} for {c}"
-                        for c in graded if c in HEADLINES and HEADLINES[c].interval in kinds)
+        other = [(c, HEADLINES[c].interval) for c in graded if c in HEADLINES and HEADLINES[c].interval != "95 %"]
+        extra = "".join(f"; {kind}: {what.get(kind, kind)} for {c}" for c, kind in other)
         parts.append(f"**What we found** (our value [95 % interval{extra}] beside the paper's; the grade):")
         parts.append("\n".join(_rows(verdicts, claims, graded, "../", False)))
         sure = []
