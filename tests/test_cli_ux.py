@@ -199,8 +199,15 @@ def test_verdicts_reads_and_writes_the_data_root_it_is_given(tmp_path, monkeypat
     assert (repo_root() / "README.md").read_bytes() == readme
     capsys.readouterr()
     assert main(["verdicts", "--check", "--data-root", str(root)]) == 0
-    assert capsys.readouterr().err.strip().endswith(f"{len(stored)} of {len(stored)} verdicts agree with "
-                                                    f"{root / 'verdicts.json'}")
+    out, err = capsys.readouterr()
+    assert err.strip().endswith(f"{len(stored)} of {len(stored)} verdicts agree with {root / 'verdicts.json'}")
+    lines = out.splitlines()  # one line per claim: its id, its grade, the start of its identity
+    assert len(lines) == len(stored), out
+    for ln, (c, v) in zip(lines, stored.items()):
+        assert ln.split()[0] == c and f" {v.verdict} " in ln and (v.inputs_sha256 or "none")[:12] in ln, ln
+    assert main(["verdicts", "--check", "--json", "--data-root", str(root)]) == 0
+    assert json.loads(capsys.readouterr().out) == {c: {"verdict": v.verdict, "inputs_sha256": v.inputs_sha256}
+                                                  for c, v in stored.items()}
     record = json.loads((root / "verdicts.json").read_text(encoding="utf-8"))
     claim = next(iter(record))
     record[claim]["verdict"] = "reproduced" if record[claim]["verdict"] != "reproduced" else "partly"
@@ -208,7 +215,7 @@ def test_verdicts_reads_and_writes_the_data_root_it_is_given(tmp_path, monkeypat
     assert main(["verdicts", "--check", "--data-root", str(root)]) == 1  # the copy's store, edited, differs
     err = capsys.readouterr().err
     assert f"differ: {claim}" in err, err
-    assert seen == [root] * 3
+    assert seen == [root] * 4
 
 
 @pytest.mark.parametrize("kind", ["missing", "folder", "other csv", "empty", "markdown"])

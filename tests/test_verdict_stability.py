@@ -133,7 +133,7 @@ def test_identities_do_not_depend_on_blas_or_torch_threads():
                "MKL_NUM_THREADS": threads}
         proc = subprocess.run([sys.executable, "-c", (
             "import sys, torch; torch.set_num_threads(int(sys.argv[1])); "
-            "from bitlaws.cli import main; sys.exit(main(['verdicts', '--check']))"), threads],
+            "from bitlaws.cli import main; sys.exit(main(['verdicts', '--check', '--json']))"), threads],
             cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         outs.append(json.loads(proc.stdout))

@@ -447,8 +447,12 @@ def _cmd_verdicts(args) -> int:
         new = ledger.compute_verdicts(args.profile)
     if args.check:
         diffs = ledger.check_verdicts(args.profile, path=store, verdicts=new) if args.profile == BOOK_PROFILE else []
-        print(json.dumps({c: {"verdict": v.verdict, "inputs_sha256": v.inputs_sha256} for c, v in new.items()},
-                         indent=1, sort_keys=True))
+        if args.json:
+            print(json.dumps({c: {"verdict": v.verdict, "inputs_sha256": v.inputs_sha256} for c, v in new.items()},
+                             indent=1, sort_keys=True))
+        else:  # one line per claim: its recomputed grade and the first 12 hex digits of what it read
+            for c, v in new.items():
+                print(f"{c:<4} {v.verdict:<15} inputs {(v.inputs_sha256 or 'none')[:12]}")
         for line in diffs:
             print(f"differs: {line}", file=sys.stderr)
         if args.profile != BOOK_PROFILE:
@@ -544,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     p_ver.add_argument("--check", action="store_true",
                        help="write nothing; exit 1 if a recomputed verdict differs from the stored one "
                             "(grades and identities exactly, numbers within bitlaws.study.claims.DETAIL_RTOL)")
+    p_ver.add_argument("--json", action="store_true",
+                       help="with --check: print {claim: {verdict, inputs_sha256}} as JSON instead of one line per claim")
     p_exp = sub.add_parser("export-checkpoints", help="copy a profile's seed-0 models to data/checkpoints/ in bf16")
     p_mig = sub.add_parser("migrate-store", help="bring observation CSVs to the current schema: add the columns "
                                                  "added since a file was written (fmt_post, eval_version) and, in "
