@@ -401,13 +401,13 @@ def gpu_prose_values(gpu: pd.DataFrame | None, replicates: list[pd.DataFrame] | 
     shapes), ``gpu_gemm_triton`` / ``gpu_gemm_cublas`` / ``gpu_int4_over_int8``
     (:func:`gemm_ceiling`), ``gpu_gemm_at_best`` (the int8 GEMM alone at the best W8A8 layer's
     shape), ``gpu_r1_w8a8`` / ``gpu_r1_grade`` (the first earlier run graded on its
-    own timings)."""
+    own timings), ``gpu_software`` (the torch and Triton versions the graded run recorded)."""
     nan = float("nan")
     out: dict[str, object] = {"gpu_tokens": "—", "gpu_best_w8a8": nan, "gpu_best_w4a4": nan, "gpu_median_w8a8": nan,
                               "gpu_int4_over_int8": nan, "gpu_r1_w8a8": nan, "gpu_r1_grade": "—",
                               "gpu_gemm_at_best": nan,
                               "gpu_best_w8a8_layer": "—", "gpu_w8a8_range": "—", "gpu_gemm_triton": nan,
-                              "gpu_gemm_cublas": nan}
+                              "gpu_gemm_cublas": nan, "gpu_software": "—"}
     if gpu is None or not gpu["device"].astype(str).str.startswith("cuda").any():
         return out
     replicates = load_replicates("gpu") if replicates is None else replicates
@@ -429,6 +429,8 @@ def gpu_prose_values(gpu: pd.DataFrame | None, replicates: list[pd.DataFrame] | 
                 "gpu_median_w8a8": d.get("speedup_w8a8_median_shapes", nan)})
     out.update({f"gpu_{k}": d[k] for k in ("gemm_triton", "gemm_cublas") if k in d})  # gemm_ceiling's, in the verdict
     out["gpu_int4_over_int8"] = d.get("gemm_int4_over_int8", nan)
+    out["gpu_software"] = "; ".join(f"torch {t}, Triton {tr}" for t, tr in
+                                    gpu[["torch_version", "triton_version"]].astype(str).drop_duplicates().to_numpy())
     return out
 
 

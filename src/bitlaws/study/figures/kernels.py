@@ -160,7 +160,12 @@ def gpu_speedup_figure(gpu):
         ax.text(0.03, 0.97, model, transform=ax.transAxes, va="top", fontsize=9)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=7, ncol=1, frameon=False,
                   title="solid W8A8, dashed W4A4", title_fontsize=7)
-    np.atleast_1d(axes)[0].set_ylabel("Speed-up over dense bf16 [×]")
+    first = np.atleast_1d(axes)[0]
+    first.set_ylabel("Speed-up over dense bf16 [×]")
+    first.text(0.97, 2.0, "QUIK, RTX 3090", transform=first.get_yaxis_transform(), ha="right", va="bottom",
+               fontsize=7, color="0.45")
+    first.text(0.97, 1.0, "break-even", transform=first.get_yaxis_transform(), ha="right", va="bottom",
+               fontsize=7, color="0.45")
     return fig
 
 
