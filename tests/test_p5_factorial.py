@@ -153,7 +153,7 @@ def test_p5_rows_reads_the_factorial_only_once_every_run_has_a_row():
 
 
 def test_verdict_p5_reads_the_joint_sweep_until_the_factorial_is_complete():
-    # rule v7 grades the factorial (tests/test_p5_v7.py); until every factorial run has a row the joint sweep
+    # rule v8 grades the factorial (tests/test_p5_v8.py); until every factorial run has a row the joint sweep
     # is read as exploratory and the grade is inconclusive, with v7's pre-registered power reported
     from bitlaws.study.store import load_runs
 
@@ -163,5 +163,5 @@ def test_verdict_p5_reads_the_joint_sweep_until_the_factorial_is_complete():
     two = fac[~((fac["seed"] == 103) & (fac.index % 27 == 5))].copy()  # seed 103 loses a run: a missing row
     v = law_fits.verdict_p5(fits, "cpu", df, n_sim=40, factorial=two)
     assert v.details.get("design") != "qat_factorial" and v.verdict == "inconclusive"
-    assert "rule v7" in v.reason and "Pre-registered (rule v7" in v.reason
+    assert "rule v8" in v.reason and "Pre-registered (rule v8" in v.reason
     assert 0.0 <= v.details["factorial_power"] <= 1.0 and "factorial_power_interaction" in v.details

@@ -1,7 +1,8 @@
 """P5's rule is frozen by the SHA-256 of its source text (never of a computed float): v5 was registered on
 2026-12-02, before the seeded factorial's first run; v6 on 2026-12-04, before any of its rows was read; v7 on
 2026-12-04, before any of its rows was read, after a referee's blind reading of v6 (the freeze extended to v7's
-critical value, power and design simulations, T's widened interval and its source, and the pre-registration). The
+critical value, power and design simulations, T's widened interval and its source, and the pre-registration); v8 on
+2026-12-04, before any of its rows was read, after a second referee's blind reading of v7 (the σ grid). The
 freeze covers the rule, its statistics, its simulations, its data selection and evaluation version, the law
 that generates its simulated data (``forms.qat_loss`` and what it calls), the power gate, the factorial's
 training specification and the Chinchilla inputs it reads (registered constants). Any change fails here until
@@ -21,7 +22,8 @@ from bitlaws.study.sweep import PROFILES
 # version -> SHA-256 of that version's ``_frozen_text()`` (v5's text was the function list of its own test)
 FROZEN = {"5": "29e5bfe945e2885f076698e191b0eaffd311f6793c79984a9a23d1c9aca997b5",
           "6": "a60e0fb79e18068dc8f995fb9d246b7f2b0d960f80774ffdc3322188aede667a",
-          "7": "3fbbdf342b3177354d2a01657b516ce8af96bfaed63d9e8002c30faf9c8fc127"}
+          "7": "3fbbdf342b3177354d2a01657b516ce8af96bfaed63d9e8002c30faf9c8fc127",
+          "8": "d16f850f394c8f05722a371cc40663912b21ab0765c5cf741f00688a7d9c7b35"}
 
 
 def _factorial_spec() -> str:
@@ -36,6 +38,7 @@ def _frozen_text() -> str:
              power._p5_v6_grades, power._p5_truths, power.p5_v6_power, power.p5_v6_sizes, power.p5_v6_calibrated,
              power._p5_v7_min_p, power._p5_v7_interaction, power._p5_v7_grades, power.p5_v7_critical,
              power.p5_v7_power, power.p5_v7_design, power.mc_interval,
+             power.p5_v8_sigma_grid, power.p5_v8_design, power.p5_v8_reachable,
              law_fits.p5_rows, law_fits.load_p5_factorial, law_fits.verdict_p5, law_fits._p5_factorial_verdict,
              law_fits._p5_preregistered,
              forms.qat_loss, forms.n_eff, forms.precision_factor, forms.chinchilla_loss,
@@ -46,6 +49,8 @@ def _frozen_text() -> str:
                    "P5_T_FREE": power.P5_T_FREE, "P5_T_INTERVAL_V7": power.P5_T_INTERVAL_V7,
                    "P5_T_SOURCE_V7": power.P5_T_SOURCE_V7, "P5_V7_FAMILY": power.P5_V7_FAMILY,
                    "P5_V7_GATE_REPRODUCED": power.P5_V7_GATE_REPRODUCED, "P5_V7_N_SIM": power.P5_V7_N_SIM,
+                   "P5_V8_SIGMA_POINTS": power.P5_V8_SIGMA_POINTS, "P5_V8_LEAST": power.P5_V8_LEAST,
+                   "P5_V8_MOST": power.P5_V8_MOST,
                    "P5_CHINCHILLA": power.P5_CHINCHILLA, "P5_KAPPA_GRID": power.P5_KAPPA_GRID,
                    "P5_PAIRS": power.P5_PAIRS, "P5_ABSURD_MARGIN": power.P5_ABSURD_MARGIN,
                    "P5_V6_TESTS": power.P5_V6_TESTS, "P5_BITS": power.P5_BITS, "P5_N_CHECK": power.P5_N_CHECK,

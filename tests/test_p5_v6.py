@@ -52,7 +52,7 @@ def _rows(y: np.ndarray, eval_version: int = 2) -> pd.DataFrame:
 
 
 def test_rule_p5_v6_decisions():
-    # v6 is kept callable as rule_p5_v6 (rule v7 is current: tests/test_p5_v7.py)
+    # v6 is kept callable as rule_p5_v6 (rule v8 is current: tests/test_p5_v8.py)
     v6 = [h for h in claims.RULE_HISTORY["P5"] if h[0] == "6"]
     assert len(v6) == 1 and "before any qat_factorial row was read" in v6[0][1]
     r = claims.rule_p5_v6
@@ -190,7 +190,7 @@ def test_verdict_reads_the_factorial_at_evaluation_version_2_only():
     assert which == "qat_factorial" and len(rows) == 81 and set(rows["eval_version"]) == {2}
     assert law_fits.p5_rows(None, v1, plan)[1] == "qat_joint"  # version 1 alone: the factorial is not complete
     v = law_fits.verdict_p5(fits, "cpu", None, n_sim=40, factorial=pd.concat([good, v1], ignore_index=True))
-    assert v.verdict == "reproduced" and "rule v7" in v.reason and v.details["eval_version"] == 2
+    assert v.verdict == "reproduced" and "rule v8" in v.reason and v.details["eval_version"] == 2
     assert v.details["design"] == "qat_factorial" and v.details["n_seeds"] == 3
     assert "absurd by combination: none" in v.ours and "evaluation version 2" in v.ours
     inter = law_fits.verdict_p5(fits, "cpu", None, n_sim=40, factorial=_rows(_y("interaction", 0.004, 1)))

@@ -913,7 +913,9 @@ def p5_factorial_table(rows: pd.DataFrame, bits: tuple[int, ...] = P5_BITS, seed
     ok, or a ``loss_val`` that is not finite. **Absurd** (rule v6; None: not checked, as in v5): a
     finite loss ≤ 0, ≥ ``max_loss`` (the uniform predictor's ln V: no better than guessing), or more
     than ``margin`` above the all-16 run of its own seed (a run that learned far less than any law
-    on this design predicts; an all-16 run that is itself absurd makes every run of its seed so).
+    on this design predicts; an all-16 run that is itself absurd makes every run of its seed so). Where the
+    all-16 run is missing or diverged the margin is not checked (rule v8): the seed is dropped for that run,
+    and its other runs are not listed as absurd against a baseline that does not exist.
 
     Args:
         rows: training rows of one (N, D) cell (``ptq_method`` none; columns ``bits_w``, ``bits_a``,
@@ -962,7 +964,7 @@ def p5_factorial_table(rows: pd.DataFrame, bits: tuple[int, ...] = P5_BITS, seed
                     continue
                 v = float(g.loc[c, "loss_val"])
                 if (v <= 0 or (max_loss is not None and v >= max_loss)
-                        or (margin is not None and not (v <= base + margin))):
+                        or (margin is not None and math.isfinite(base) and not (v <= base + margin))):
                     absurd.append(c)
         for what, cs in (("missing", missing), ("diverged", diverged), ("absurd", absurd)):
             for c in cs:
@@ -1862,6 +1864,89 @@ def p5_v7_design(n_params: float, n_tokens: float, sigma_w: float, n_seeds: int,
                law_power=min(pws, key=lambda law: pws[law]["power"]), n_sim=float(n_sim), sigma_w=float(sigma_w))
     return out
 
+
+
+# P5 rule v8: the σ values, geometric over σ̂'s 95 % interval, at which the power and the interaction gate are
+# read (v7 read them at the upper end only; the alternative's 'reproduced' rate is not monotone in σ — Tukey's
+# test loses power at high noise — so the gate reopened above σ ≈ 0.026).
+P5_V8_SIGMA_POINTS = 5
+# The keys of ``p5_v7_design`` that v8 takes the least of over the σ grid (powers) and the largest of (rates
+# that count against the claim, or that the gate bounds).
+P5_V8_LEAST = ("power", "power_partly", "add_not", "power_interaction")
+P5_V8_MOST = ("false_positive", "mult_not", "interaction_reproduced")
+
+
+def p5_v8_sigma_grid(sigma: float, dof: float, n: int = P5_V8_SIGMA_POINTS) -> np.ndarray:
+    """(n,) float: rule v8's σ grid, ``n`` values geometric from the lower to the upper end of the 95 %
+    chi-square interval of a σ̂ = ``sigma`` on ``dof`` degrees of freedom, σ̂·sqrt(dof/χ²_{0.975}) to
+    σ̂·sqrt(dof/χ²_{0.025}) [nats/byte].
+
+    Raises:
+        ValueError: ``sigma`` or ``dof`` not finite and positive, or ``n`` < 2.
+    """
+    from scipy import stats
+
+    if not (math.isfinite(sigma) and sigma > 0 and math.isfinite(dof) and dof > 0) or n < 2:
+        raise ValueError(f"p5_v8_sigma_grid needs a finite σ > 0, dof > 0 and n ≥ 2; got {sigma}, {dof}, {n}")
+    lo = sigma * math.sqrt(dof / stats.chi2.ppf(0.975, dof))
+    hi = sigma * math.sqrt(dof / stats.chi2.ppf(0.025, dof))
+    return np.geomspace(lo, hi, n)
+
+
+def p5_v8_design(n_params: float, n_tokens: float, sigmas, n_seeds: int, n_sim: int = P5_V7_N_SIM,
+                 n_check: int = P5_N_CHECK, seed: int = 2, bits: tuple[int, ...] = P5_BITS,
+                 t_interval: tuple[float, float] = P5_T_INTERVAL_V7) -> dict:
+    """Rule v8's power and interaction gate: ``p5_v7_design`` at every σ of ``sigmas`` (``p5_v8_sigma_grid``;
+    the same ``seed`` at each, so the rates move with σ, not with the draws), then the worst over the grid:
+    the least of ``P5_V8_LEAST``, the largest of ``P5_V8_MOST``.
+
+    Args:
+        n_params, n_tokens: the factorial's cell (N parameters, D bytes).
+        sigmas: (g,) within-seed σ values [nats/byte], each finite and > 0.
+        n_seeds: seeds per combination.
+        n_sim, n_check: datasets per law and hypothesis for the rates, and per null for each σ's critical value.
+
+    Returns:
+        The worst-over-grid keys; ``reproduced_allowed`` (1.0 where the largest ``interaction_reproduced`` ≤
+        ``P5_V7_GATE_REPRODUCED``: the gate open at every σ of the grid); ``sigma_at_<key>`` (the σ where each
+        worst value lies); per grid point ``<key>__g<i>`` and ``sigma__g<i>`` (also ``crit``); ``law_power``
+        (``power``'s law at its σ); ``n_sim``, ``size_n_sim``, ``n_sigma``.
+
+    Raises:
+        ValueError: an empty ``sigmas`` or a σ not finite and positive (from ``p5_v7_design``'s parts).
+    """
+    sig = [float(x) for x in np.atleast_1d(np.asarray(sigmas, float))]
+    if not sig or not all(math.isfinite(x) and x > 0 for x in sig):
+        raise ValueError(f"p5_v8_design needs σ values, each finite and > 0; got {sigmas!r}")
+    des = [p5_v7_design(n_params, n_tokens, x, n_seeds, n_sim=n_sim, n_check=n_check, seed=seed, bits=bits,
+                        t_interval=t_interval) for x in sig]
+    out: dict = {"n_sim": float(n_sim), "size_n_sim": float(n_check), "n_sigma": float(len(sig))}
+    for i, (x, d) in enumerate(zip(sig, des)):
+        out[f"sigma__g{i}"] = x
+        out.update({f"{k}__g{i}": d[k] for k in (*P5_V8_LEAST, *P5_V8_MOST, "crit")})
+    for keys, pick in ((P5_V8_LEAST, min), (P5_V8_MOST, max)):
+        for k in keys:
+            i = pick(range(len(sig)), key=lambda j: des[j][k])
+            out[k], out[f"sigma_at_{k}"] = des[i][k], sig[i]
+    i_power = min(range(len(sig)), key=lambda j: des[j]["power"])
+    out.update(reproduced_allowed=float(out["interaction_reproduced"] <= P5_V7_GATE_REPRODUCED),
+               law_power=des[i_power]["law_power"])
+    return out
+
+
+def p5_v8_reachable(design: Mapping[str, float], low_dropped: bool = False) -> tuple[str, ...]:
+    """The grades rule v8 can give on a design whose worst-over-grid rates are ``design``
+    (``p5_v8_design``): "reproduced" where the interaction gate is open and no 4-bit seed was dropped;
+    "partly" where the power to reproduce is at least ``claims.POWER_MIN`` (the gate of a partly whose
+    effects compound); "not reproduced" where 'add' or the interaction alternative is graded not reproduced
+    at least ``POWER_MIN`` of the time (the gate of the route that fires); "inconclusive" always."""
+    from .claims import POWER_MIN
+
+    return tuple(g for g, ok in (
+        ("reproduced", bool(design["reproduced_allowed"]) and not low_dropped),
+        ("partly", design["power"] >= POWER_MIN),
+        ("not reproduced", max(design["add_not"], design["power_interaction"]) >= POWER_MIN),
+        ("inconclusive", True)) if ok)
 
 # --- P4: the sensitivity order of weights, activations and KV cache --------------------------------
 
