@@ -819,3 +819,34 @@ def test_last_above_interpolates_where_the_power_crosses():
     assert _last_above({0.5: 0.9, 1.0: 0.8, 1.5: 0.4}, 0.5) == pytest.approx(1.0 + 0.5 * 0.3 / 0.4)
     assert _last_above({0.5: 0.9, 1.0: 0.8}, 0.5) == 1.0  # never below: the grid's end
     assert math.isnan(_last_above({0.5: 0.4, 1.0: 0.2}, 0.5))  # never above
+
+
+def test_p5_factorial_figure_puts_additive_data_on_the_line_and_the_paper_above_it():
+    import itertools
+
+    import matplotlib
+
+    matplotlib.use("agg")
+    from bitlaws.study import figures
+
+    # exact additive data: each part's marginal increase, seed offsets that pairing removes
+    inc = {"w": {4: 0.02, 8: 0.001}, "a": {4: 0.10, 8: 0.004}, "kv": {4: 0.03, 8: 0.002}}
+    rows = []
+    for seed, off in ((101, 0.0), (102, 0.01), (103, -0.02)):
+        for w, a, kv in itertools.product((4, 8, 16), repeat=3):
+            loss = 1.9 + off + sum(inc[x].get(b, 0.0) for x, b in zip(("w", "a", "kv"), (w, a, kv)))
+            rows.append({"seed": seed, "bits_w": w, "bits_a": a, "bits_kv": kv, "loss_val": loss})
+    t = (0.13, 0.20)
+    ax = figures.laws.p5_factorial_figure(pd.DataFrame(rows), t).axes[0]
+    measured = [c for c in ax.containers if hasattr(c, "lines")]  # the error bars' containers
+    xs = np.concatenate([np.asarray(c.lines[0].get_xdata(), float) for c in measured])
+    ys = np.concatenate([np.asarray(c.lines[0].get_ydata(), float) for c in measured])
+    assert len(xs) == 20 and np.allclose(xs, ys)  # 12 pairs + 8 triples, every one on "add"
+    w4a4 = 0.12  # W4A4KV16: the paper's law on these marginals, at κ = 1/T for each end of T's interval
+    paper = [ln for ln in ax.get_lines() if ln.get_linewidth() == 3]  # the grey bars, one per combination
+    assert len(paper) == 20
+    bars = [ln for ln in paper if np.allclose(np.asarray(ln.get_xdata(), float), [w4a4, w4a4])]
+    assert len(bars) == 1 and np.allclose(sorted(bars[0].get_ydata()),
+                                          sorted(((1 + 0.02 / tt) * (1 + 0.10 / tt) - 1) * tt for tt in t))
+    empty = figures.laws.p5_factorial_figure(pd.DataFrame(), t).axes[0]
+    assert [x.get_text() for x in empty.texts] == ["no factorial rows for this profile"]

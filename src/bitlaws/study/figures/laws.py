@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...laws import forms
 from .style import bits_color, label
 
-__all__ = ["chinchilla_figure", "ptq_fit_figure"]
+__all__ = ["chinchilla_figure", "p5_factorial_figure", "ptq_fit_figure"]
 
 
 def chinchilla_figure(frame, tied, free):
@@ -76,4 +76,68 @@ def ptq_fit_figure(frame, params):
         ax.text(0.5, 0.5, "no Eq. 2 fit for this profile", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel(r"fitted $\delta_{\mathrm{PTQ}}$ [nats/byte]")
     ax.set_ylabel(label("delta_ptq"))
+    return fig
+
+
+def p5_factorial_figure(rows, t_interval, bits=(4, 8, 16)):
+    """P5 on the seeded factorial: for every combination with two or three parts quantized, the measured
+    loss increase over its own seed's all-16 run (seed mean, ±2 standard errors over the seeds) against the
+    sum of its parts' measured marginal increases (what "add" predicts, the dotted line of equality), beside
+    the paper's multiplicative law on the same measured marginals, (∏_x(1 + κΔ_x) − 1)/κ with κ = 1/T over
+    T's registered interval (a grey bar from one end to the other). Points under the line compound less
+    than they add; the paper's bars lie above it.
+
+    Args:
+        rows: the factorial's rows (``bitlaws.study.law_fits.load_p5_factorial``; columns ``bits_w``,
+            ``bits_a``, ``bits_kv`` — NaN or 16 for an unquantized part — ``seed``, ``loss_val`` in nats/byte).
+        t_interval: (T_lo, T_hi), the paper's T = A·N^(−α) interval (``power.P5_T_INTERVAL_V7``) [nats/byte].
+        bits: the widths of the factorial; the largest is unquantized.
+
+    Returns:
+        The matplotlib figure (a note on the axes where there are no rows).
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    if rows is None or not len(rows):
+        ax.text(0.5, 0.5, "no factorial rows for this profile", ha="center", va="center", transform=ax.transAxes)
+        return fig
+    hi = float(max(bits))
+    parts = ("bits_w", "bits_a", "bits_kv")
+    r = rows.copy()
+    for c in parts:
+        r[c] = r[c].fillna(hi).astype(float)
+    base = r[(r[list(parts)] == hi).all(axis=1)].set_index("seed")["loss_val"]
+    r["delta"] = r["loss_val"] - r["seed"].map(base)
+    g = r.groupby(list(parts))["delta"]
+    mean, se = g.mean(), g.std(ddof=1) / np.sqrt(g.count())
+
+    def marginal(i, b):
+        key = tuple(b if j == i else hi for j in range(3))
+        return float(mean.get(key, np.nan)) if b != hi else 0.0
+
+    kappas = sorted(1.0 / float(t) for t in t_interval)
+    styles = {2: ("o", "#0072B2", "two parts quantized"), 3: ("s", "#D55E00", "all three quantized")}
+    seen = set()
+    for combo, m in mean.items():
+        k = sum(b != hi for b in combo)
+        if k < 2:
+            continue
+        d = [marginal(i, b) for i, b in enumerate(combo)]
+        x = float(np.sum(d))
+        paper = [(np.prod([1.0 + kap * v for v in d]) - 1.0) / kap for kap in kappas]
+        ax.plot([x, x], paper, color="0.6", lw=3, solid_capstyle="butt",
+                label="paper's law on these marginals (κ = 1/T over T's interval)" if "paper" not in seen else None)
+        seen.add("paper")
+        mk, col, lab = styles[k]
+        ax.errorbar(x, m, yerr=2 * float(se[combo]), fmt=mk, color=col, ms=5, capsize=2,
+                    label=f"measured, {lab}" if k not in seen else None)
+        seen.add(k)
+    lim = ax.get_xlim()
+    ax.plot(lim, lim, ":", color="0.2", lw=1, label="add: the sum of the marginals")
+    ax.set_xlim(lim)
+    ax.set_xlabel("sum of the parts' measured marginal increases [nats/byte]")
+    ax.set_ylabel("loss increase over the all-16 run [nats/byte]")
+    ax.legend(fontsize=7, loc="upper left", frameon=False)
     return fig
