@@ -2,7 +2,8 @@
 2026-12-02, before the seeded factorial's first run; v6 on 2026-12-04, before any of its rows was read; v7 on
 2026-12-04, before any of its rows was read, after a referee's blind reading of v6 (the freeze extended to v7's
 critical value, power and design simulations, T's widened interval and its source, and the pre-registration); v8 on
-2026-12-04, before any of its rows was read, after a second referee's blind reading of v7 (the σ grid). The
+2026-12-04, before any of its rows was read, after a second referee's blind reading of v7 (the σ grid); v9 on
+2026-12-04, after the factorial was read, the verdict's wording only (no decision changed). The
 freeze covers the rule, its statistics, its simulations, its data selection and evaluation version, the law
 that generates its simulated data (``forms.qat_loss`` and what it calls), the power gate, the factorial's
 training specification and the Chinchilla inputs it reads (registered constants). Any change fails here until
@@ -23,7 +24,8 @@ from bitlaws.study.sweep import PROFILES
 FROZEN = {"5": "29e5bfe945e2885f076698e191b0eaffd311f6793c79984a9a23d1c9aca997b5",
           "6": "a60e0fb79e18068dc8f995fb9d246b7f2b0d960f80774ffdc3322188aede667a",
           "7": "3fbbdf342b3177354d2a01657b516ce8af96bfaed63d9e8002c30faf9c8fc127",
-          "8": "d16f850f394c8f05722a371cc40663912b21ab0765c5cf741f00688a7d9c7b35"}
+          "8": "d16f850f394c8f05722a371cc40663912b21ab0765c5cf741f00688a7d9c7b35",
+          "9": "8e06c5d34e2af5037bcac7129ec5ddc1ece963698261bd6489f3fe0386de8155"}
 
 
 def _factorial_spec() -> str:

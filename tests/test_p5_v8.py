@@ -67,8 +67,10 @@ def _truth(form: str, consts=POINT, interaction: float | None = None) -> np.ndar
 
 
 def test_rule_p5_decisions():
-    assert claims.RULE_VERSIONS["P5"] == "8" and claims.RULE_HISTORY["P5"][-1][0] == "8"
-    when = claims.RULE_HISTORY["P5"][-1][1]
+    # v9 changed the verdict's words only, after the data; v8 is the decision registered before them
+    assert claims.RULE_VERSIONS["P5"] == "9" and [v for v, *_ in claims.RULE_HISTORY["P5"][-2:]] == ["8", "9"]
+    assert "words only" in claims.RULE_HISTORY["P5"][-1][1] and "No statistic" in claims.RULE_HISTORY["P5"][-1][2]
+    when = claims.RULE_HISTORY["P5"][-2][1]
     assert "2026-12-04" in when and "before any qat_factorial row was read" in when and "referee" in when
     r = claims.rule_p5
     assert r(3, 0.5, 0.03, 0.01) == "reproduced"
@@ -300,3 +302,16 @@ def test_at_our_pooled_sigma_the_rule_can_grade_only_partly_or_inconclusive():
     assert pre["n_sigma"] == 5 and pre["sigma_lo"] < 0.0162 < pre["sigma_hi"]
     text = law_fits._p5_preregistered_text(pre)
     assert "rule v8" in text and "can grade only: partly, inconclusive" in text
+
+
+def test_a_kappa_interval_wholly_below_zero_is_said_so():
+    # sub-additive data (the effects compound less than they add): v8's text called such an interval "holds 0"
+    fits = {"chinchilla": {"status": "ok", "params": POINT}}
+    add, mult = _truth("add"), _truth("mult")
+    sub = add - 0.5 * (mult - add)  # the paper's compounding reversed, half as strong
+    v = law_fits.verdict_p5(fits, "cpu", None, n_sim=40, factorial=_rows(_y(sub, 0.004, 3)))
+    d = v.details
+    assert d["kappa_hi"] < 0 and v.verdict == "not reproduced"
+    assert "wholly below 0: no positive T fits" in v.ours and "holds 0" not in v.ours
+    assert "the effects compound less than they add" in v.reason and "the grade's own power" in v.reason
+    assert "per-tensor activation and KV-cache quantization" in v.reason

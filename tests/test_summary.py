@@ -56,7 +56,9 @@ def test_key_number_reads_value_interval_and_paper_from_the_details():
                         "gptq_int3_d_crit_lo": 4194304.0, "gptq_int3_d_crit_hi": "n/a"})
     assert key_number(v) == ("16.4B", "9.4M [> 4.2M]")
     # a paper constant typed from the paper, percentages with a sign
-    assert key_number(_verdict("P5", {"product_r2": 0.7387}))[0] == "0.897"
+    # a paper range from two keys (P5: κ = 1/T over T's interval), ours with its interval
+    assert key_number(_verdict("P5", {"kappa": -1.88, "kappa_lo": -3.24, "kappa_hi": -0.52, "kappa_paper_lo": 5.08,
+                                      "kappa_paper_hi": 7.74})) == ("5.08–7.74", "−1.88 [−3.24, −0.52]")
     assert key_number(_verdict("Q1", {"rel_ppl": 0.00132, "rel_ppl_lo": -0.00155, "rel_ppl_hi": 0.00418})) == (
         "+0.18 %", "+0.13 % [−0.15 %, +0.42 %]")
 

@@ -1429,7 +1429,7 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     below ``POWER_MIN``, or, where multiply is not told from add, also
     the power against the interaction alternative (a "partly" whose effects compound says the interaction
     is not excluded, so it does not rest on that power); "not
-    reproduced" where its own power is (graded not reproduced under 'add' where κ̂ against the paper's κ
+    reproduced" where its own power is below it (graded not reproduced under 'add' where κ̂ against the paper's κ
     or the less-than-add leg fired, under the interaction alternative where the lack of fit or the pairs
     did). A not reproduced resting on κ̂ against the paper's κ alone says the effects compound (or are
     not told from add) but not at the strength our Chinchilla T predicts, T depending on the α = β form.
@@ -1681,17 +1681,26 @@ def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile:
     def size(key, src=sz):
         return rate_text({"rate": src[key], "n_sim": src["size_n_sim"]}, "rate")
 
-    t_text = (f"T̂ = 1/κ̂ = {st['t_fit']:.3f} [{st['t_lo']:.3f}, {st['t_hi']:.3f}]" if st["kappa_lo"] > 0 else
-              f"κ̂ = {st['kappa']:.2f} [{st['kappa_lo']:.2f}, {st['kappa_hi']:.2f}] (its interval holds 0, so T is "
-              "not bounded)")
+    kap = f"κ̂ = {st['kappa']:.2f} [{st['kappa_lo']:.2f}, {st['kappa_hi']:.2f}]"
+    if st["kappa_lo"] > 0:
+        t_text = f"T̂ = 1/κ̂ = {st['t_fit']:.3f} [{st['t_lo']:.3f}, {st['t_hi']:.3f}] ({kap})"
+    elif st["kappa_hi"] < 0:  # v9's wording: wholly below 0 is not "holds 0"
+        t_text = (f"{kap}, wholly below 0: no positive T fits, so the effects compound less than they add whatever "
+                  "T is")
+    else:
+        t_text = f"{kap} (its interval holds 0, so T is not bounded)"
     chin = params_of(fits.get("chinchilla"))
     t_now = (f"; the current Chinchilla fit's T = {float(chin['A']) * n ** -float(chin['alpha']):.3f} (reported, not "
              "read)" if chin is not None else "")
     sigma_text = (f"σ̂ = {st['sigma_used']:.4f} [{st['sigma_w_lo']:.4f}, {st['sigma_w_hi']:.4f}] nats/byte on "
-                  f"{st['nu_used']:.1f} degrees of freedom" + (" (the larger group's: the variances differ)"
+                  f"{round(float(st['nu_used']), 1):g} degrees of freedom" + (" (the larger group's: the variances differ)"
                                                                 if st["fallback"] else ""))
     pairs = ", ".join(f"{u.upper()}4{v.upper()}4 {st[f'contrast_{u}_{v}']:+.4f} ± {st[f'contrast_{u}_{v}_se']:.4f} "
-                      f"(p = {st[f'p_pair_{u}_{v}']:.3f})" for u, v in (("w", "a"), ("w", "kv"), ("a", "kv")))
+                      f"(p = {st[f'p_pair_{u}_{v}']:.2g})" for u, v in (("w", "a"), ("w", "kv"), ("a", "kv")))
+    # v9's wording: the pair the Bonferroni leg rests on (its least p), named in the reason
+    top = min((("w", "a"), ("w", "kv"), ("a", "kv")), key=lambda uv: st[f"p_pair_{uv[0]}_{uv[1]}"])
+    top_text = (f"{top[0].upper()}4{top[1].upper()}4, {st[f'contrast_{top[0]}_{top[1]}']:+.4f} ± "
+                f"{st[f'contrast_{top[0]}_{top[1]}_se']:.4f} nats/byte against the paper's law")
     laws_fw = ", ".join(f"{law} {cr[f'size_not_{law}']:.3f}" for law in P5_CHINCHILLA)
     ours = (f"{head}; within-seed σ̂ = {st['sigma_w']:.4f} pooled on {int(st['nu'])} degrees of freedom, {st['sigma_low']:.4f} "
             f"on the runs with a part at 4 bits and {st['sigma_rest']:.4f} on the others (F = {st['f_homog']:.2f}, "
@@ -1724,8 +1733,10 @@ def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile:
     else:
         why_not = "; ".join(w for w, hit in (
             ("an interaction the multiplicative form cannot carry", st["p_interaction"] < crit),
-            ("an interaction concentrated in a pair's 4-bit cells", st["p_pairs"] < crit),
-            ("κ̂ outside the paper's κ over T's interval", st["p_paper"] < crit),
+            (f"an interaction concentrated in a pair's 4-bit cells ({top_text})", st["p_pairs"] < crit),
+            (f"κ̂ outside the paper's κ over T's interval ({st['kappa']:.2f} [{st['kappa_lo']:.2f}, "
+             f"{st['kappa_hi']:.2f}] against [{st['kappa_paper_lo']:.2f}, {st['kappa_paper_hi']:.2f}])",
+             st["p_paper"] < crit),
             ("the effects compound less than they add", p_mult > 1.0 - ALPHA)) if hit)
     short = [w for w, hit in (("multiply is not told from add", not p_mult < ALPHA),
                               ("a W–A interaction not excluded", not excluded),
@@ -1735,9 +1746,15 @@ def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile:
            "partly": "no departure from the paper's law beyond the within-seed noise, but " + "; ".join(short),
            "inconclusive": "a p-value is not finite",
            "not reproduced": why_not}[g]
-    reason = (f"rule v8 (registered 2026-12-04, before any factorial row was read): {why}: {g}"
+    scope = (f"; a result at one cell (N = {n:,.0f}, D = {d:,.0f}) with per-tensor activation and KV-cache "
+             "quantization, about our implementation against the paper's law" if g != "inconclusive" else "")
+    reason = (f"rule v8's decision (registered 2026-12-04, before any factorial row was read; v9 its wording): {why}: "
+              f"{g}"
               + (f"; the rule's power for that grade ({gate:.0%}) is below the gate's {POWER_MIN:.0%}, so the grade "
-                 "is inconclusive" if verdict == "inconclusive" and g != "inconclusive" else ""))
+                 "is inconclusive" if verdict == "inconclusive" and g != "inconclusive" else
+                 f"; the grade's own power {gate:.0%}, at least the gate's {POWER_MIN:.0%} (the worst over σ̂'s "
+                 "interval and the four laws)" if g in ("partly", "not reproduced") else "")
+              + scope)
     det = {**{k2: st[k2] for k2 in ("n_seeds", "n_runs", "sigma_w", "sigma_low", "sigma_rest", "f_homog", "p_homog",
                                      "fallback", "sigma_used", "nu_used", "sigma_w_lo", "sigma_w_hi", "nu",
                                      "sigma_across", "sigma_seed", "seed_f", "seed_p", "f_add", "p_add",

@@ -268,7 +268,16 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
                      f"are the most sensitive in {probs['p_a_most']:.0%}, and the KV cache is below the weights in "
                      f"{probs['p_kv_below_w']:.0%}")
         if v6:
-            power_txt = _p4_variants_text(pw, probs, probs_d, grades) + "; " + _p4_power_text(pw)
+            raw = {v: rule_p4(*((probs_d if v == "no_pa3" else probs)[k] for k in ("p_order", "p_a_most")))
+                   for v in P4_VARIANTS}
+            why_inc = ("every variant is inconclusive on the draws themselves, before any power gate: the order "
+                       f"holds in {probs['p_order']:.0%} of the draws ({probs_d['p_order']:.0%} without the runs at "
+                       f"P_a ≤ 3) and activations are the most sensitive in {probs['p_a_most']:.0%} "
+                       f"({probs_d['p_a_most']:.0%}), neither at least 95 %, nor the order at most 5 %; the powers "
+                       "say how often the rule would reproduce the paper's order on our design, so how much more "
+                       "data a grade needs; " if all(g == "inconclusive" for g in raw.values()) else "")
+            power_txt = (why_inc + _p4_variants_text(pw, probs, probs_d, grades) + "; "
+                         + _p4_power_text(pw, lead=False))
         else:
             power_txt = ("rule v7 needs the power of each of its four variants and the draws refitted without the "
                          "runs at P_a ≤ 3, which the bootstrap record lacks (`python -m bitlaws fit` makes them), so "
@@ -353,12 +362,14 @@ def _p4_variants_text(pw: Mapping, probs: Mapping, probs_d: Mapping, grades: Map
             f"{rate_text(pw)} ({rate_text(pw, 'power_partly')} for partly or better)")
 
 
-def _p4_power_text(pw: Mapping) -> str:
-    """What P4's power record says, in words: the power, the size over the nulls, how it was simulated."""
+def _p4_power_text(pw: Mapping, lead: bool = True) -> str:
+    """What P4's power record says, in words: the power (``lead``; False where the variants' text has just given
+    it), the size over the nulls, how it was simulated."""
+    how = (f"the paper's γ_x, n_x on our Chinchilla constants and seed noise ({int(pw['n_sim'])} simulated datasets "
+           "per hypothesis")
     txt = (f"its power on our design is {rate_text(pw)} ({rate_text(pw, 'power_partly')} for partly or better; "
-           "95 % Monte Carlo intervals) with the "
-           f"paper's γ_x, n_x on our Chinchilla constants and seed noise ({int(pw['n_sim'])} simulated datasets per "
-           "hypothesis")
+           f"95 % Monte Carlo intervals) with {how}" if lead else
+           f"every power above has its 95 % Monte Carlo interval and is simulated with {how}")
     if "size_null" not in pw:  # a record of rule v3: one null, all parts equally sensitive
         return txt + f"), and it grades {pw['false_positive']:.0%} of datasets with equally sensitive parts reproduced"
     from .power import NEFF_F_FLOOR

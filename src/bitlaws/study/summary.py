@@ -37,6 +37,8 @@ class Headline:
             ``interval`` says otherwise), or None.
         se: a key holding a standard error; the interval is then ±2 standard errors.
         interval: what the interval is, for the legend ("95 %", "grid", "2 SE").
+        paper_hi: with ``paper`` a key, the key of the upper end where the paper's value is a range
+            (printed "lo–hi").
         fmt: how to print the numbers: a format spec (``".2f"``), ``"%"`` (a fraction as a
             percentage with a sign), ``"pct"`` (a share as a percentage) or ``"M"`` (bytes in
             millions, tokens in billions if above 1e9).
@@ -51,6 +53,7 @@ class Headline:
     se: str | None = None
     interval: str = "95 %"
     fmt: str = ".2f"
+    paper_hi: str | None = None
 
 
 # The paper's constants typed below come from Kumar et al. (Table 2, §3, Fig. 5 and 7) as quoted in
@@ -65,8 +68,10 @@ HEADLINES: dict[str, Headline] = {
                    paper="paper_f_w_4", lo="f_w_4_lo", hi="f_w_4_hi"),
     "P4": Headline("Activations most sensitive, KV cache least", "f_a(4) (the most sensitive)", "f_a_4",
                    paper="paper_f_a_4"),
-    "P5": Headline("Precision effects multiply", "R² of the product of marginals (out of sample)", "r2_mult",
-                   paper=0.897, fmt=".3f"),  # Kumar et al. Fig. 5 (theirs: fitted marginals; ours: measured ones)
+    # P5 (rule v8, the seeded factorial): κ = 1/T, how strongly the parts' effects compound (0: they add); the
+    # paper's law at our N gives κ over T's registered interval; ours is κ̂ with its 95 % t-interval.
+    "P5": Headline("Precision effects multiply", "κ, how the effects compound (0 = add)", "kappa",
+                   paper="kappa_paper_lo", paper_hi="kappa_paper_hi", lo="kappa_lo", hi="kappa_hi"),
     "P6": Headline("Compute-optimal precision ≈ 7–8 bits", "P* (bits)", "ours_p_star", paper="paper_p_star",
                    lo="ours_p_star_lo", hi="ours_p_star_hi", fmt=".1f"),
     "P7": Headline("At low precision, grow N before D", "N*(4 bits) / N*(P*)", "ours_n_star_4_over_p_star",
@@ -168,8 +173,10 @@ def key_number(verdict: Any) -> tuple[str, str]:
     if isinstance(h.paper, float):
         paper = _fmt(h.paper, h.fmt)
     elif isinstance(h.paper, str) and h.paper in d:
-        value = _number(d, h.paper)
+        value, top = _number(d, h.paper), _number(d, h.paper_hi)
         paper = _fmt(value, h.fmt) if value is not None else "—"
+        if value is not None and top is not None:
+            paper += f"–{_fmt(top, h.fmt)}"
     elif isinstance(h.paper, str) and not h.paper.replace("_", "").isalnum():
         paper = h.paper  # a phrase of the paper's, shown as is
     else:

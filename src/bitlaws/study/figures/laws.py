@@ -85,7 +85,8 @@ def p5_factorial_figure(rows, t_interval, bits=(4, 8, 16)):
     sum of its parts' measured marginal increases (what "add" predicts, the dotted line of equality), beside
     the paper's multiplicative law on the same measured marginals, (∏_x(1 + κΔ_x) − 1)/κ with κ = 1/T over
     T's registered interval (a grey bar from one end to the other). Points under the line compound less
-    than they add; the paper's bars lie above it.
+    than they add; the paper's bars lie above it. The combinations with activations and KV cache both at the
+    lowest width (W4A4KV4, W8A4KV4, A4KV4) are ringed.
 
     Args:
         rows: the factorial's rows (``bitlaws.study.law_fits.load_p5_factorial``; columns ``bits_w``,
@@ -134,6 +135,11 @@ def p5_factorial_figure(rows, t_interval, bits=(4, 8, 16)):
         ax.errorbar(x, m, yerr=2 * float(se[combo]), fmt=mk, color=col, ms=5, capsize=2,
                     label=f"measured, {lab}" if k not in seen else None)
         seen.add(k)
+        low = float(min(bits))
+        if combo[1] == low and combo[2] == low:  # activations and KV cache both at the lowest width: ringed
+            ax.plot([x], [m], "o", ms=12, mfc="none", mec="0.1", mew=1.0,
+                    label=f"A{int(low)}KV{int(low)} (any W): ringed" if "ring" not in seen else None)
+            seen.add("ring")
     lim = ax.get_xlim()
     ax.plot(lim, lim, ":", color="0.2", lw=1, label="add: the sum of the marginals")
     ax.set_xlim(lim)
