@@ -136,7 +136,7 @@ def test_d_crit_table_brackets_and_eq13():
     assert list(t["method"]) == ["GPTQ"] * 3 + ["RTN"] * 3  # INT5 left out; sorted by method, P_post, N
     g = t[t["method"] == "GPTQ"].reset_index(drop=True)
     assert list(zip(g["bits_post"], g["n_params"])) == [(3, 10_000), (3, 30_000), (4, 10_000)]
-    assert list(g["D_crit from the rows"]) == ["1.0M – 4.0M", "2.0M – 8.0M", "> 8.4M (no turn-up beyond the floor)"]
+    assert list(g["D_crit from the rows"]) == ["1.0M – 4.0M", "2.0M – 8.0M", "> 8.4M (no turn-up)"]
     assert list(g["D_crit, Eq. 13 (ours)"]) == ["2.5M", "6.0M", "n/a"]
     assert set(pa.D_CRIT_FORMATS) <= set(t.columns)
 

@@ -1659,7 +1659,8 @@ D_CRIT_FORMATS = {"rise": "{:.4f}", "threshold": "{:.4f}", "Eq. 13 D/N": "{:.0f}
 
 def d_crit_table(crit: dict[str, pd.DataFrame], bits=(3, 4)) -> pd.DataFrame:
     """The critical data sizes at `bits`, both estimates: from the rows (the bracket of
-    ``post_ptq_rise``, or "> largest D" without a turn-up beyond the floor) and Eq. 13 with our fits.
+    ``post_ptq_rise``, or "> largest D (no turn-up)" without a turn-up beyond the noise floor) and Eq. 13
+    with our fits.
 
     Args:
         crit: method -> ``critical_data_sizes``.
@@ -1671,7 +1672,7 @@ def d_crit_table(crit: dict[str, pd.DataFrame], bits=(3, 4)) -> pd.DataFrame:
     """
     def bracket(r) -> str:
         if not r["significant"]:
-            return f"> {r['d_max'] / 1e6:.1f}M (no turn-up beyond the floor)"
+            return f"> {r['d_max'] / 1e6:.1f}M (no turn-up)"
         return f"{r['d_crit_lo'] / 1e6:.1f}M – {r['d_crit_hi'] / 1e6:.1f}M"
 
     dc = pd.concat(crit.values(), ignore_index=True)
