@@ -1717,8 +1717,8 @@ def chinchilla_sentence(chin: dict[str, float]) -> str:
 # (the first, each D drawn independently, was this report's first version; the last is the reported
 # one), and whether the D is in the 95 % set of the reported draw and of the independent one. No "v1":
 # that names an evaluation version elsewhere (``coverage``).
-ARGMIN_SHARE_COLUMNS = {"share_independent": "share (D indep.)", "share_joint": "share (seeds joint)",
-                        "share": "share (joint, widened)"}
+ARGMIN_SHARE_COLUMNS = {"share_independent": "share, D indep.", "share_joint": "share, joint",
+                        "share": "share, widened"}
 ARGMIN_SET_COLUMNS = {"in_set": "in set (calibrated)", "in_set_independent": "in set (D indep.)"}
 
 
@@ -1733,7 +1733,7 @@ def argmin_set_table(df: pd.DataFrame, levels: dict[str, float] | None = None) -
 
     Returns:
         Columns ``method`` (label), ``N``, ``P_post``, ``D`` [tokens], ``seeds`` (the seed labels),
-        ``draw`` (``seeds`` or ``parametric``), ``mean post-PTQ loss`` [nats], the share of draws in
+        ``draw`` (``seeds`` or ``parametric``), ``post-PTQ loss`` (the mean over seeds) [nats], the share of draws in
         which the D is the minimum under each draw (``ARGMIN_SHARE_COLUMNS``: independent and
         uncorrected, this report's first version; joint; joint with the small-k correction, the
         reported one), and whether the D is in the reported draw's set at its level (`levels`:
@@ -1742,7 +1742,7 @@ def argmin_set_table(df: pd.DataFrame, levels: dict[str, float] | None = None) -
         several seeds (no σ_post to draw from).
     """
     shares = list(ARGMIN_SHARE_COLUMNS.values())
-    cols = ["method", "N", "P_post", "D", "seeds", "draw", "mean post-PTQ loss", *shares, *ARGMIN_SET_COLUMNS.values()]
+    cols = ["method", "N", "P_post", "D", "seeds", "draw", "post-PTQ loss", *shares, *ARGMIN_SET_COLUMNS.values()]
     parts = []
     for m in methods_present(df):
         noise = noise_model(df, m)
@@ -1753,14 +1753,14 @@ def argmin_set_table(df: pd.DataFrame, levels: dict[str, float] | None = None) -
         mark = {True: "yes", False: ""}
         parts.append(pd.DataFrame({"method": METHOD_LABELS[m], "N": best["n_params"], "P_post": best["bits_post"],
                                    "D": a["n_tokens"], "seeds": a["seeds"].str.replace(";", ", "), "draw": a["draw"],
-                                   "mean post-PTQ loss": a["loss_post"],
+                                   "post-PTQ loss": a["loss_post"],
                                    **{label: a[k] for k, label in ARGMIN_SHARE_COLUMNS.items()},
                                    **{label: a[k].map(mark) for k, label in ARGMIN_SET_COLUMNS.items()}}))
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 
 # the number formats of argmin_set_table's columns (a pandas Styler's ``format``)
-ARGMIN_FORMATS = {"D": "{:,}", "N": "{:,}", "mean post-PTQ loss": "{:.4f}",
+ARGMIN_FORMATS = {"D": "{:,}", "N": "{:,}", "post-PTQ loss": "{:.4f}",
                   **{label: "{:.1%}" for label in ARGMIN_SHARE_COLUMNS.values()}}
 
 
