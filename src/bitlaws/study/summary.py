@@ -70,8 +70,8 @@ HEADLINES: dict[str, Headline] = {
                    paper="paper_f_a_4"),
     # P5 (rule v8, the seeded factorial): κ = 1/T, how strongly the parts' effects compound (0: they add); the
     # paper's law at our N gives κ over T's registered interval; ours is κ̂ with its 95 % t-interval.
-    "P5": Headline("Precision effects multiply", "κ, how the effects compound (0 = add)", "kappa",
-                   paper="kappa_paper_lo", paper_hi="kappa_paper_hi", lo="kappa_lo", hi="kappa_hi"),
+    "P5": Headline("Precision effects multiply", "κ = 1/T (0 = add, < 0 = less than add)", "kappa",
+                   paper="kappa_paper_lo", paper_hi="kappa_paper_hi", lo="kappa_lo", hi="kappa_hi", interval="t"),
     "P6": Headline("Compute-optimal precision ≈ 7–8 bits", "P* (bits)", "ours_p_star", paper="paper_p_star",
                    lo="ours_p_star_lo", hi="ours_p_star_hi", fmt=".1f"),
     "P7": Headline("At low precision, grow N before D", "N*(4 bits) / N*(P*)", "ours_n_star_4_over_p_star",
@@ -123,12 +123,12 @@ _INFORMS = {"00-number-formats": ("P10",)}
 # Characters that change a table cell's or a line's meaning on GitHub and in MyST.
 _MARKDOWN_SPECIALS = "\\|*~$<`"
 
-_HOW_SURE = {
-    "reproduced": "a rule written before the data, which could have come out either way, came out the "
-    "paper's way",
-    "partly": "the rule, written before the data, met some of its tests and not others",
-    "not reproduced": "the rule, written before the data, came out against the paper",
-    "inconclusive": "our design cannot detect the paper's effect at two standard errors",
+_HOW_SURE = {  # when each rule was written, before or after its data, is on the rules page (RULE_HISTORY)
+    "reproduced": "a rule that could have come out either way came out the paper's way",
+    "partly": "the rule met some of its tests and not others",
+    "not reproduced": "the rule came out against the paper",
+    "inconclusive": "the data do not decide: too little power, or a statistic between the rule's thresholds "
+    "(the reason says which)",
     "derived": "a consequence of the fitted form, not a test: read its interval",
     "pending": "no data yet",
 }
@@ -223,11 +223,15 @@ def _rows(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], 
 
 
 _LEGEND = ("Ours: our value [its 95 % interval from the pipeline bootstrap]; P2's interval is the grid step "
-           "where the turn-up lies, P10's ± is two standard errors, Q4's the range over "
-           "the committed runs' bf16 baselines; a value without one has no interval in its record. Grades: *reproduced*, *partly*, "
-           "*not reproduced* come from a rule that could come out either way; *inconclusive*: our design "
-           "cannot detect the paper's effect at two standard errors (Q4: the runs' baselines disagree); *derived*: a consequence of a fitted "
-           "form, not a test; *pending*: no data yet.")
+           "where the turn-up lies, P5's a t-interval on the factorial's within-seed σ̂ (its paper value is the "
+           "paper's law, κ = 1/T with T = A·N^−α from our Chinchilla fit at the factorial's N; κ < 0: the effects "
+           "add up to less than their sum), P10's ± is two standard errors, Q1–Q3's from a bootstrap over "
+           "evaluation windows, Q4's the range over the committed runs' bf16 baselines; a value without one has "
+           "no interval in its record. Grades: *reproduced*, *partly*, *not reproduced* come from a rule with a "
+           "stated power (whether a rule was written before or after its data is on the rules page); "
+           "*inconclusive*: the data do not decide (too little power, or a statistic between the rule's thresholds; "
+           "Q4: the runs' baselines disagree); *derived*: a consequence of a fitted form, not a test; *pending*: no "
+           "data yet.")
 
 
 def summary_markdown(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], prefix: str = "") -> str:
@@ -368,7 +372,8 @@ def chapter_summary_markdown(chapter: str, verdicts: Mapping[str, Any],
     graded = chapter_claims(chapter, claims)
     parts = [f"**Reproduces** {CHAPTERS[chapter]}."]
     if graded:
-        what = {"grid": "the grid step", "2 SE": "± two standard errors", "runs": "the range over the runs' baselines"}
+        what = {"grid": "the grid step", "2 SE": "± two standard errors", "runs": "the range over the runs' baselines",
+                "t": "a 95 % t-interval on the within-seed σ̂"}
         other = [(c, HEADLINES[c].interval) for c in graded if c in HEADLINES and HEADLINES[c].interval != "95 %"]
         extra = "".join(f"; {kind}: {what.get(kind, kind)} for {c}" for c, kind in other)
         parts.append(f"**What we found** (our value [95 % interval{extra}] beside the paper's; the grade):")
@@ -378,8 +383,11 @@ def chapter_summary_markdown(chapter: str, verdicts: Mapping[str, Any],
             verdict = verdicts[claim_id]
             line = f"**{claim_id}** *{verdict.verdict}*: {_HOW_SURE[verdict.verdict]}"
             power = _number(verdict.details, "power")
+            own = _number(verdict.details, "power_gate_value")
             if verdict.verdict == "inconclusive" and power is not None:
                 line += f" (the rule's power on our design: {100 * power:.0f} %)"
+            elif verdict.verdict in ("partly", "not reproduced") and own is not None:
+                line += f" (this grade's own power on our design: {100 * own:.0f} %)"
             sure.append(line + ".")
         parts.append("**How sure.** " + " ".join(sure))
         parts.append("```{dropdown} Why each grade (the rule's own words)\n"

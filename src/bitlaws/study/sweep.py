@@ -1050,7 +1050,8 @@ def coverage_table(covs: Sequence[dict[str, Any]]) -> str:
              f"observations at eval vN: rows measured by evaluation version N (how the validation loss is "
              f"measured, data/README.md's eval_version), of those declared ({how}; "
              + (f"eval v{versions[0]} is the current one" if versions else "none declared")
-             + (f", the chapters read eval v{', eval v'.join(map(str, read))}" if read else "") + ").",
+             + (f", the chapters read eval v{', eval v'.join(map(str, read))}" if read else "")
+             + (", P5's factorial eval v2 whatever the chapters read" if read and 2 not in read else "") + ").",
              "runs with all rows: every observation at every version; a sweep retrains the other runs to add "
              "their missing rows."]
     return "\n".join(["  ".join(line) for line in lines] + notes)

@@ -145,5 +145,5 @@ def p5_factorial_figure(rows, t_interval, bits=(4, 8, 16)):
     ax.set_xlim(lim)
     ax.set_xlabel("sum of the parts' measured marginal increases [nats/byte]")
     ax.set_ylabel("loss increase over the all-16 run [nats/byte]")
-    ax.legend(fontsize=7, loc="upper left", frameon=False)
+    ax.legend(fontsize=8, loc="upper left", frameon=False)
     return fig
