@@ -392,8 +392,8 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "below 0 (it said 'holds 0'); v9 says so, names the pair contrast the Bonferroni leg rests on, gives κ̂ "
             "beside the paper's κ in the reason, states the grade's own power and that the result is about one cell "
             "with per-tensor activation and KV-cache quantization, and prints small p-values and degrees of freedom "
-            "plainly. No statistic, threshold, simulation, data selection or decision changed: v8's grade and every "
-            "number stand")],
+            "plainly (the verdict function's docstring says so too). No statistic, threshold, simulation, data "
+            "selection or decision changed: v8's grade and every number stand")],
     "P6": [("1", "session 2, before the compute-matched suite ran", "our P* in [6, 9] bits; the suite's lowest "
             "loss at 6 or 8 bits"),
            ("2", "session 3, after the suite's seeds (a change after the data)", "the suite's noise-resolved "

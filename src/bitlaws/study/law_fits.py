@@ -1405,7 +1405,8 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     """P5: the effects of w, a, kv precision are independent and multiply (Fig. 5).
 
     Rule (version 8, registered 2026-12-04 before any ``qat_factorial`` row was read, after referees' blind
-    readings of v6 and v7; ``bitlaws.study.claims.rule_p5``, statistics ``bitlaws.study.power.p5_v6_statistics``
+    readings of v6 and v7; version 9, written after the factorial was read, changed only the verdict's wording;
+    ``bitlaws.study.claims.rule_p5``, statistics ``bitlaws.study.power.p5_v6_statistics``
     with T's interval ``power.P5_T_INTERVAL_V7``): the seeded factorial (``p5_rows``: every (P_w, P_a, P_kv)
     in {4, 8, 16}³ at seeds 101–103, one (N, D), evaluation version 2), graded on the seeds whose 27 runs
     are all finite and not absurd (fewer than 2: **inconclusive**) as a seed-blocked two-way layout, σ̂
