@@ -1719,7 +1719,7 @@ def chinchilla_sentence(chin: dict[str, float]) -> str:
 # that names an evaluation version elsewhere (``coverage``).
 ARGMIN_SHARE_COLUMNS = {"share_independent": "share, D indep.", "share_joint": "share, joint",
                         "share": "share, widened"}
-ARGMIN_SET_COLUMNS = {"in_set": "in set (calibrated)", "in_set_independent": "in set (D indep.)"}
+ARGMIN_SET_COLUMNS = {"in_set": "in set", "in_set_independent": "in set, D indep."}
 
 
 def argmin_set_table(df: pd.DataFrame, levels: dict[str, float] | None = None) -> pd.DataFrame:
