@@ -1047,6 +1047,10 @@ def _mc_datasets(key: str, details: Mapping) -> float | None:
     return float(n) if isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 1 else None
 
 
+# P5's simulated critical values by key (before any ``__<law or σ>`` suffix), besides each null's ``crit_q_<null>``.
+_MC_QUANTILES = ("factorial_crit", "crit", "p_crit", "crit_crit")
+
+
 def _mc_quantile_rtol(key: str, details: Mapping) -> float | None:
     """The relative tolerance of a Monte Carlo quantile detail, None for any other key: P5's simulated
     critical values (``factorial_crit``, per law and σ ``factorial_crit__<…>``; on the complete factorial
@@ -1055,9 +1059,9 @@ def _mc_quantile_rtol(key: str, details: Mapping) -> float | None:
     ±2·sqrt(nα(1 − α)) datasets, so the quantile to about 2·sqrt((1 − α)/(nα)) of itself (0.28 at
     n = 1000): under perturbed arithmetic a clean clone moved it by 1.8 %."""
     base = key.split("__")[0]
-    pre = "factorial_" if base.startswith("factorial_") else "crit_" if base.startswith("crit_") else ""
-    if not (base in ("factorial_crit", "crit", "p_crit", "crit_crit") or base.startswith(("crit_q_", "factorial_crit_q_"))):
+    if not (base in _MC_QUANTILES or base.startswith(("crit_q_", "factorial_crit_q_"))):
         return None
+    pre = next((p for p in ("factorial_", "crit_") if base.startswith(p)), "")
     n = details.get(pre + "size_n_sim", details.get("size_n_sim"))
     if not isinstance(n, (int, float)) or isinstance(n, bool) or n < 1:
         return None

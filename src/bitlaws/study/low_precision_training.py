@@ -236,11 +236,12 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     pw = (fits.get("pipeline_boot") or {}).get("p4_power") if probs is not None else None
     v6 = pw is not None and pw.get("sim_version") == P4_SIM_VERSION and probs_d is not None
     grades: dict[str, str] = {}
+    raw: dict[str, str] = {}  # each variant's grade before its power gate
     if probs is not None:
         if v6:
             by = {v: (probs_d if v == "no_pa3" else probs) for v in P4_VARIANTS}
             for v in P4_VARIANTS:  # each variant's own grade, gated by its own power, for the reason's text
-                g = rule_p4(by[v]["p_order"], by[v]["p_a_most"])
+                raw[v] = g = rule_p4(by[v]["p_order"], by[v]["p_a_most"])
                 grades[v] = g if g == "inconclusive" else power_gate(g, pw[f"power_{v}"])
             verdict = rule_p4_variants({v: (by[v]["p_order"], by[v]["p_a_most"]) for v in P4_VARIANTS},
                                        {v: pw[f"power_{v}"] for v in P4_VARIANTS}, pw["power"])
@@ -268,8 +269,6 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
                      f"are the most sensitive in {probs['p_a_most']:.0%}, and the KV cache is below the weights in "
                      f"{probs['p_kv_below_w']:.0%}")
         if v6:
-            raw = {v: rule_p4(*((probs_d if v == "no_pa3" else probs)[k] for k in ("p_order", "p_a_most")))
-                   for v in P4_VARIANTS}
             why_inc = ("every variant is inconclusive on the draws themselves, before any power gate: the order "
                        f"holds in {probs['p_order']:.0%} of the draws ({probs_d['p_order']:.0%} without the runs at "
                        f"P_a ≤ 3) and activations are the most sensitive in {probs['p_a_most']:.0%} "

@@ -119,6 +119,7 @@ def p5_factorial_figure(rows, t_interval, bits=(4, 8, 16)):
         return float(mean.get(key, np.nan)) if b != hi else 0.0
 
     kappas = sorted(1.0 / float(t) for t in t_interval)
+    low = float(min(bits))
     styles = {2: ("o", "#0072B2", "two parts quantized"), 3: ("s", "#D55E00", "all three quantized")}
     seen = set()
     for combo, m in mean.items():
@@ -135,7 +136,6 @@ def p5_factorial_figure(rows, t_interval, bits=(4, 8, 16)):
         ax.errorbar(x, m, yerr=2 * float(se[combo]), fmt=mk, color=col, ms=5, capsize=2,
                     label=f"measured, {lab}" if k not in seen else None)
         seen.add(k)
-        low = float(min(bits))
         if combo[1] == low and combo[2] == low:  # activations and KV cache both at the lowest width: ringed
             ax.plot([x], [m], "o", ms=12, mfc="none", mec="0.1", mew=1.0,
                     label=f"A{int(low)}KV{int(low)} (any W): ringed" if "ring" not in seen else None)
