@@ -173,3 +173,66 @@ def test_ids_labels_and_bad_input():
         TrainPrecision(quantize_q=True)
     with pytest.raises(ValueError, match="TrainPrecision.w"):
         TrainPrecision.of(w=True)
+
+
+def test_kv_parts_quantizes_only_the_named_cache_tensor(monkeypatch):
+    """kv_parts='k' / 'v' (P5's mechanism ablation): attention reads exactly K on the int4 grid and V
+    as given, or the reverse; 'kv' both (the paper's setting)."""
+    torch.manual_seed(7)
+    q, k, v = (torch.randn(2, 2, 16, 8) for _ in range(3))
+    seen = []
+    monkeypatch.setattr(sdpa_mod, "sdpa_attention_forward",
+                        lambda module, q_, k_, v_, *a, **kw: (seen.append((q_, k_, v_)), None)[1])
+    for parts in ("k", "v", "kv"):
+        model = build_model(CFG, seed=5)
+        apply_precision_(model, TrainPrecision.of(kv=4, kv_parts=parts))
+        attn = next(m for m in model.modules() if hasattr(m, "_bitlaws_kv"))
+        assert attn._bitlaws_kv_parts == parts
+        seen.clear()
+        _fq_attention(attn, q, k, v, None)
+        (q_, k_, v_), = seen
+        assert torch.equal(q_, q)
+        if "k" in parts:
+            _on_grid(k_, dims=None)
+        else:
+            assert torch.equal(k_, k)
+        if "v" in parts:
+            _on_grid(v_, dims=None)
+        else:
+            assert torch.equal(v_, v)
+
+
+def test_a_skip_leaves_only_the_named_inputs_in_high_precision(monkeypatch):
+    model = build_model(CFG, seed=6)
+    apply_precision_(model, TrainPrecision.of(a=4, a_skip=("o_proj",)))
+    seen = {}
+    for name, lin in block_linears(model).items():
+        lin.register_forward_pre_hook(lambda m, args, name=name: seen.__setitem__(name, args[0]))
+    model(input_ids=torch.randint(0, 256, (2, 32)))
+    assert len(seen) == 7 * CFG.n_layers
+    for name, x in seen.items():
+        if name.endswith("o_proj"):
+            codes = x.detach().double() / (x.detach().double().abs().amax() / QMAX4)
+            assert len(torch.unique(codes.round(decimals=3))) > 2 * QMAX4 + 1, name  # off the int4 grid
+        else:
+            _on_grid(x, dims=None)
+
+
+def test_ablation_flags_ids_labels_and_bad_input():
+    p = TrainPrecision.of(a=4, kv=4, kv_parts="v", a_skip=("o_proj",))
+    assert p.label() == "W16 A4(not o_proj) V4" and p.variant == "kv_parts=v;a_skip=o_proj"
+    assert p.id_dict()["kv_parts"] == "v" and p.id_dict()["a_skip"] == ["o_proj"]
+    # the paper's setting adds nothing to the id (every committed run keeps its run_id)
+    assert TrainPrecision.of(a=4, kv=4).id_dict() == {"w": TrainPrecision.of(a=4, kv=4).id_dict()["w"],
+                                                      "a": p.id_dict()["a"], "kv": p.id_dict()["kv"]}
+    assert TrainPrecision.of(a=4, kv=4).variant == ""
+    with pytest.raises(ValueError, match=r"kv_parts must be one of \['kv', 'k', 'v'\]"):
+        TrainPrecision.of(kv=4, kv_parts="q")
+    with pytest.raises(ValueError, match="needs a kv spec"):
+        TrainPrecision.of(kv_parts="k")
+    with pytest.raises(ValueError, match=r"a_skip must be a tuple of names among \['q_proj'"):
+        TrainPrecision.of(a=4, a_skip=("attn_out",))
+    with pytest.raises(ValueError, match="a_skip must be a tuple"):
+        TrainPrecision.of(a=4, a_skip="o_proj")
+    with pytest.raises(ValueError, match="needs an `a` spec"):
+        TrainPrecision.of(w=4, a_skip=("o_proj",))

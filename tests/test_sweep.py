@@ -298,3 +298,42 @@ def test_design_checks_read_the_confound_sweeps(unbroken):
     n_train = len(load_corpus("shakespeare").train)
     assert set(rt["train_fraction"]) == {1.0, *c.repetition_fractions}
     assert np.allclose(rt["passes"], rt["n_tokens"] / (n_train * rt["train_fraction"]), rtol=0, atol=0)
+
+
+def test_mechanism_ablation_plan_is_the_factorial_cell_with_new_run_ids():
+    """P5's mechanism ablation (qat_mechanism): every variant at the factorial's cell and seeds, its
+    flags in the run_id (so no run is another sweep's model), weights 16-bit."""
+    from bitlaws.study.sweep import MECHANISM_VARIANTS, PROFILES, _BUILDERS
+
+    pp = PROFILES["cpu"].power_design
+    specs = plan("cpu", "qat_mechanism")
+    assert len(specs) == len(MECHANISM_VARIANTS) * len(pp.factorial_seeds) == 18
+    assert {(s.size, s.train.n_tokens) for s in specs} == {pp.factorial_cell}
+    assert {s.train.seed for s in specs} == set(pp.factorial_seeds)
+    assert all(s.precision.w is None and s.precision.variant for s in specs)
+    got = {(s.precision.bits("a"), s.precision.bits("kv"), s.precision.kv_parts, s.precision.a_skip) for s in specs}
+    assert got == set(MECHANISM_VARIANTS)
+    others = {s.run_id for e, b in _BUILDERS.items() if e != "qat_mechanism" for s in b(PROFILES["cpu"])}
+    assert len({s.run_id for s in specs}) == 18 and not ({s.run_id for s in specs} & others)
+    assert plan("smoke", "qat_mechanism") == []  # declared only where PowerPlan.mechanism is set
+
+
+def test_optional_train_variant_column_round_trips(tmp_path):
+    from bitlaws.study.store import COLUMNS, OPTIONAL_COLUMNS, append_rows, read_rows
+
+    spec = plan("cpu", "qat_mechanism")[0]
+    ids = {"experiment": spec.experiment, "profile": "cpu", "corpus": "x", "size": spec.size, "seed": 101,
+           "n_params": 1, "n_tokens": 1, "d_model": 1, "n_layers": 1, "fmt_w": "none", "fmt_a": "int4",
+           "fmt_kv": "int4", "bits_w": 16, "bits_a": 4, "bits_kv": 4, "ptq_method": "none", "quant_scheme": "none",
+           "fmt_post": "none", "bits_post": 16, "group_size": 0, "eval_version": 2, "steps": 1, "threads": 1,
+           "loss_val": 2.0, "delta_ptq": 0.0}
+    row = {c: None for c in COLUMNS} | ids | {"run_id": spec.run_id, "obs_id": "o1", "status": "ok",
+                                              "train_variant": spec.precision.variant}
+    path = tmp_path / "qat_mechanism.csv"
+    with pytest.raises(ValueError, match="experiment"):  # the sweep's identifiers stay required with the extra column
+        append_rows(path, [row | {"experiment": None}], columns=COLUMNS + OPTIONAL_COLUMNS, key="obs_id")
+    append_rows(path, [row], columns=COLUMNS + OPTIONAL_COLUMNS, key="obs_id")
+    back = read_rows(path, COLUMNS, "obs_id")  # the sweep's own read: extra columns kept
+    assert back["train_variant"].tolist() == [spec.precision.variant] and spec.precision.variant.startswith("kv_parts=")
+    with pytest.raises(ValueError, match="not in the schema"):
+        append_rows(tmp_path / "other.csv", [row])  # the plain schema refuses the column

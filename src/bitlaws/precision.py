@@ -28,9 +28,13 @@ from torch.nn.utils import parametrize
 from .formats import parse_format
 from .quant import PerChannel, PerTensor, QuantSpec, fake_quantize
 
-__all__ = ["TrainPrecision", "PrecisionHandle", "apply_precision_", "spec_id", "ATTN_IMPLEMENTATION"]
+__all__ = ["TrainPrecision", "PrecisionHandle", "apply_precision_", "spec_id", "ATTN_IMPLEMENTATION", "KV_PARTS",
+           "LINEAR_KINDS"]
 
 ATTN_IMPLEMENTATION = "bitlaws_fq_sdpa"
+KV_PARTS = ("kv", "k", "v")
+# The block linears of a Llama-style decoder by kind (the last part of the module name).
+LINEAR_KINDS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def _default_spec(part: str, value: int | str | QuantSpec | None) -> QuantSpec | None:
@@ -67,11 +71,17 @@ class TrainPrecision:
         extra_norm: RMS-normalise (no gain) each quantized linear's input first (paper §3, BitNet).
         quantize_q: also fake-quantize Q with the `kv` spec (the paper's §4.3 quantizes the whole
             attention computation; footnote 1: negligible difference).
+        kv_parts: which of K and V the `kv` spec quantizes: ``"kv"`` (both; the paper's setting and
+            the default), ``"k"`` or ``"v"`` alone. An ablation of P5's mechanism, not a paper setting.
+        a_skip: block-linear kinds (the last part of the module name, e.g. ``("o_proj",)``) whose
+            input the `a` spec leaves in high precision. An ablation of P5's mechanism; default none.
 
     Build one from bit widths or format names with :meth:`of`.
 
     Raises:
-        ValueError: a part that is not a QuantSpec or None; ``quantize_q`` without ``kv``.
+        ValueError: a part that is not a QuantSpec or None; ``quantize_q`` without ``kv``;
+            ``kv_parts`` other than ``"kv"``, ``"k"``, ``"v"`` (or not ``"kv"`` without ``kv``);
+            ``a_skip`` that is not a tuple of names among :data:`LINEAR_KINDS` (or set without ``a``).
     """
 
     w: QuantSpec | None = None
@@ -79,6 +89,8 @@ class TrainPrecision:
     kv: QuantSpec | None = None
     extra_norm: bool = False
     quantize_q: bool = False
+    kv_parts: str = "kv"
+    a_skip: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for part in ("w", "a", "kv"):
@@ -88,6 +100,16 @@ class TrainPrecision:
                                  f"bits or format names), got {v!r}")
         if self.quantize_q and self.kv is None:
             raise ValueError("TrainPrecision.quantize_q needs a kv spec to quantize Q with")
+        if self.kv_parts not in KV_PARTS:
+            raise ValueError(f"TrainPrecision.kv_parts must be one of {list(KV_PARTS)}, got {self.kv_parts!r}")
+        if self.kv_parts != "kv" and self.kv is None:
+            raise ValueError(f"TrainPrecision.kv_parts={self.kv_parts!r} needs a kv spec (K and V are high "
+                             "precision without one)")
+        if not isinstance(self.a_skip, tuple) or any(k not in LINEAR_KINDS for k in self.a_skip):
+            raise ValueError(f"TrainPrecision.a_skip must be a tuple of names among {list(LINEAR_KINDS)}, "
+                             f"got {self.a_skip!r}")
+        if self.a_skip and self.a is None:
+            raise ValueError("TrainPrecision.a_skip needs an `a` spec (no input is quantized without one)")
 
     @classmethod
     def of(cls, w: int | str | QuantSpec | None = None, a: int | str | QuantSpec | None = None,
@@ -111,7 +133,18 @@ class TrainPrecision:
             d["extra_norm"] = True
         if self.quantize_q:
             d["quantize_q"] = True
+        if self.kv_parts != "kv":
+            d["kv_parts"] = self.kv_parts
+        if self.a_skip:
+            d["a_skip"] = list(self.a_skip)
         return d
+
+    @property
+    def variant(self) -> str:
+        """The ablation flags as text (``kv_parts=v;a_skip=o_proj``), or ``""`` for the paper's setting."""
+        out = [f"kv_parts={self.kv_parts}"] if self.kv_parts != "kv" else []
+        out += [f"a_skip={'+'.join(self.a_skip)}"] if self.a_skip else []
+        return ";".join(out)
 
     def fmt(self, part: str) -> str:
         """The format name of `part` (``w``, ``a``, ``kv``), or ``none``."""
@@ -128,7 +161,11 @@ class TrainPrecision:
         out = []
         for part, tag in (("w", "W"), ("a", "A"), ("kv", "KV")):
             name = self.fmt(part)
+            if part == "kv" and self.kv_parts != "kv":
+                tag = self.kv_parts.upper()
             out.append(f"{tag}{self.bits(part)}" if name in ("none", f"int{self.bits(part)}") else f"{tag}:{name}")
+            if part == "a" and self.a_skip:
+                out[-1] += f"(not {'+'.join(self.a_skip)})"
         return " ".join(out)
 
 
@@ -169,8 +206,11 @@ def _fq_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, val
 
     spec: QuantSpec | None = getattr(module, "_bitlaws_kv", None)
     if spec is not None:
-        key = fake_quantize(key, spec)
-        value = fake_quantize(value, spec)
+        parts = getattr(module, "_bitlaws_kv_parts", "kv")
+        if "k" in parts:
+            key = fake_quantize(key, spec)
+        if "v" in parts:
+            value = fake_quantize(value, spec)
         if getattr(module, "_bitlaws_q", False):
             query = fake_quantize(query, spec)
     return sdpa_attention_forward(module, query, key, value, *args, **kwargs)
@@ -213,7 +253,7 @@ class PrecisionHandle:
             if parametrize.is_parametrized(lin, "weight"):
                 parametrize.remove_parametrizations(lin, "weight", leave_parametrized=bake_weights)
         for m in self._attn_modules:
-            for attr in ("_bitlaws_kv", "_bitlaws_q"):
+            for attr in ("_bitlaws_kv", "_bitlaws_q", "_bitlaws_kv_parts"):
                 if hasattr(m, attr):
                     delattr(m, attr)
         if self._old_attn is not None:
@@ -246,11 +286,12 @@ def apply_precision_(model: nn.Module, precision: TrainPrecision) -> PrecisionHa
     hooks: list = []
     if precision.is_high_precision and not precision.extra_norm:
         return PrecisionHandle(model, precision, {}, hooks, [], None)
-    for lin in linears.values():
+    for name, lin in linears.items():
         if precision.w is not None:
             parametrize.register_parametrization(lin, "weight", _FakeQuantWeight(precision.w))
-        if precision.a is not None or precision.extra_norm:
-            hooks.append(lin.register_forward_pre_hook(_input_hook(precision.a, precision.extra_norm)))
+        a = None if name.rsplit(".", 1)[-1] in precision.a_skip else precision.a
+        if a is not None or precision.extra_norm:
+            hooks.append(lin.register_forward_pre_hook(_input_hook(a, precision.extra_norm)))
     attn_modules: list[nn.Module] = []
     old_attn = None
     if precision.kv is not None:
@@ -261,6 +302,7 @@ def apply_precision_(model: nn.Module, precision: TrainPrecision) -> PrecisionHa
         for m in attn_modules:
             m._bitlaws_kv = precision.kv
             m._bitlaws_q = precision.quantize_q
+            m._bitlaws_kv_parts = precision.kv_parts
         _register_attention()
         old_attn = model.config._attn_implementation
         model.set_attn_implementation(ATTN_IMPLEMENTATION)

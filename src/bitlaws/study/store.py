@@ -45,6 +45,7 @@ from . import PROFILE_NAMES  # re-exported: the profiles whose rows the store ho
 __all__ = [
     "COLUMNS",
     "CURVE_COLUMNS",
+    "OPTIONAL_COLUMNS",
     "stable_hash",
     "provenance",
     "append_rows",
@@ -122,8 +123,12 @@ INT_COLUMNS = frozenset({
 FLOAT_COLUMNS = frozenset({
     "loss_val", "loss_train", "bpb_val", "delta_ptq", "ppl", "lr_peak", "train_s", "tokens_per_s", "lr",
 })
+# Columns a sweep's file has only where its runs need them (appended after COLUMNS): the ablation
+# flags of a training precision (``TrainPrecision.variant``, e.g. ``kv_parts=v;a_skip=o_proj``).
+OPTIONAL_COLUMNS = ["train_variant"]
+
 STR_COLUMNS = frozenset({
-    "run_id", "obs_id", "stat_id", "experiment", "profile", "corpus", "size", "fmt_w", "fmt_a", "fmt_kv",
+    "train_variant", "run_id", "obs_id", "stat_id", "experiment", "profile", "corpus", "size", "fmt_w", "fmt_a", "fmt_kv",
     "fmt_post", "ptq_method", "quant_scheme", "status", "git_sha", "device", "torch_version", "transformers_version",
     "timestamp",
 })
@@ -210,7 +215,7 @@ def _required(header: Sequence[str], columns: Sequence[str] | None, key: str | N
     req = {c for c in _ALWAYS_REQUIRED if c in header}
     if key is not None:
         req.add(key)
-    if columns is not None and list(columns) == COLUMNS:
+    if columns is not None and list(columns)[:len(COLUMNS)] == COLUMNS:  # a sweep's schema (+ OPTIONAL_COLUMNS)
         req |= SWEEP_REQUIRED
     return req
 

@@ -39,6 +39,7 @@ from ..train import TrainConfig, config_dict, evaluate, train
 from .store import (
     COLUMNS,
     CURVE_COLUMNS,
+    OPTIONAL_COLUMNS,
     EVAL_VERSION_READ,
     EVAL_VERSIONS,
     append_rows,
@@ -158,6 +159,8 @@ class PowerPlan:
             baseline (experiment ``qat_factorial``): P5's interaction test on a full factorial. Its seeds should be ones no other sweep trains
             there: a run_id leaves the experiment out, so a shared seed makes some factorial runs the
             very models (and rows) of another sweep, seen before the factorial's rule reads them.
+        mechanism: also train P5's mechanism ablation at the factorial's cell and seeds (experiment
+            ``qat_mechanism``; see :func:`qat_mechanism`). Exploratory: no verdict reads it.
     """
 
     marginal_seeds: tuple[int, ...]
@@ -167,6 +170,7 @@ class PowerPlan:
     factorial_cell: tuple[str, int]
     factorial_bits: tuple[int, ...] = (4, 8, 16)
     factorial_seeds: tuple[int, ...] = (0, 1)
+    mechanism: bool = False
 
     def __post_init__(self) -> None:
         if 0 in self.marginal_seeds:
@@ -320,6 +324,7 @@ PROFILES: dict[str, Profile] = {
             # 101-103, which no other sweep trains: at seed 0 14 of its 26 runs were qat_joint / qat_marginal
             # runs already committed (run_id leaves the experiment out), and seeds 1-4 are qat_seeds'
             matched_bits=(3, 4, 5, 6), factorial_cell=("n83k", 2_097_152), factorial_seeds=(101, 102, 103),
+            mechanism=True,
         ),
         note="the published results: 5 sizes x 5 budgets (+ D = 16.8M at the two smallest), byte-level "
              "Shakespeare, D <= 3.65 passes",
@@ -695,6 +700,38 @@ def qat_matched(profile: Profile) -> list[RunSpec]:
     return out
 
 
+# P5's mechanism ablation (exploratory; written 2026-12-04 after P5 was graded on the factorial, which found
+# the effects of A4 and KV4 compounding less than they add, all of it in the A4KV4 cells). Hypothesis, stated
+# before any of these runs: the overlap is V4 and A4 quantizing the same signal -- the attention output
+# P·V is o_proj's input, which A4 quantizes again -- so (i) A4 with V4 alone is sub-additive and A4 with K4
+# alone is not, and (ii) without o_proj's input quantization A4 and KV4 add. Weights stay 16-bit (the
+# factorial's W4 and W8 cells show the same A4KV4 shortfall); each variant beside the factorial's own
+# W16 runs of the same seed (A16KV16, A4KV16, A16KV4, A4KV4).
+MECHANISM_VARIANTS: tuple[tuple[int, int, str, tuple[str, ...]], ...] = (
+    # (P_a, P_kv, kv_parts, a_skip)
+    (16, 4, "k", ()), (16, 4, "v", ()),
+    (4, 4, "k", ()), (4, 4, "v", ()),
+    (4, 16, "kv", ("o_proj",)), (4, 4, "kv", ("o_proj",)),
+)
+
+
+def qat_mechanism(profile: Profile) -> list[RunSpec]:
+    """P5's mechanism ablation at the factorial's cell and seeds (:data:`MECHANISM_VARIANTS`): K or V
+    alone at 4 bits, at A16 and A4, and A4 without o_proj's input quantized, at KV16 and KV4; weights
+    16-bit. Declared where ``PowerPlan.mechanism`` is set. Exploratory: chapter 03 reports it, no
+    verdict reads it."""
+    pp = profile.power_design
+    if pp is None or not pp.mechanism:
+        return []
+    size, budget = pp.factorial_cell
+    out = []
+    for seed in pp.factorial_seeds:
+        for a, kv, parts, skip in MECHANISM_VARIANTS:
+            prec = dataclasses.replace(_prec(HP, a, kv), kv_parts=parts, a_skip=skip)
+            out.append(_qat_spec("qat_mechanism", profile, size, budget, prec, seed=seed))
+    return out
+
+
 def qat_factorial(profile: Profile) -> list[RunSpec]:
     """Every (P_w, P_a, P_kv) in ``factorial_bits``³, at one cell and each seed (P5); the all-16 run
     of each seed is its seed-paired baseline (``power.p5_design`` pairs a cell only when every
@@ -720,6 +757,7 @@ _BUILDERS: dict[str, Callable[[Profile], list[RunSpec]]] = {
     "qat_seeds": qat_seeds,
     "qat_matched": qat_matched,
     "qat_factorial": qat_factorial,
+    "qat_mechanism": qat_mechanism,
 }
 EXPERIMENTS = tuple(_BUILDERS)
 
@@ -764,6 +802,7 @@ def _row(spec: RunSpec, res, ptq, loss_val: float, base_loss: float, threads: in
         "n_params": res.n_params, "n_tokens": res.n_tokens, "d_model": spec.model.d_model,
         "n_layers": spec.model.n_layers,
         "fmt_w": prec.fmt("w"), "fmt_a": prec.fmt("a"), "fmt_kv": prec.fmt("kv"),
+        **({"train_variant": prec.variant} if prec.variant else {}),
         "fmt_post": "none" if ptq is None else f"int{ptq.bits}", "eval_version": evaluation.version,
         "bits_w": prec.bits("w"), "bits_a": prec.bits("a"), "bits_kv": prec.bits("kv"),
         "ptq_method": "none" if ptq is None else _method(ptq),
@@ -1152,7 +1191,7 @@ def _run_locked(profile, executor, workers, threads, data_root: Path, run_root: 
         # Curve first: an obs row present implies its curve is present (the resume key is obs_id).
         if curve and not _has_curve(curve_csv, spec):
             append_rows(curve_csv, curve, columns=CURVE_COLUMNS, key=None)
-        append_rows(obs_csv, rows)
+        append_rows(obs_csv, rows, columns=COLUMNS + [c for c in OPTIONAL_COLUMNS if any(c in r for r in rows)])
         if on_run_done is not None:
             on_run_done(spec)
 
