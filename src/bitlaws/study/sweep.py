@@ -706,7 +706,11 @@ def qat_matched(profile: Profile) -> list[RunSpec]:
 # P·V is o_proj's input, which A4 quantizes again -- so (i) A4 with V4 alone is sub-additive and A4 with K4
 # alone is not, and (ii) without o_proj's input quantization A4 and KV4 add. Weights stay 16-bit (the
 # factorial's W4 and W8 cells show the same A4KV4 shortfall); each variant beside the factorial's own
-# W16 runs of the same seed (A16KV16, A4KV16, A16KV4, A4KV4).
+# W16 runs of the same seed (A16KV16, A4KV16, A16KV4, A4KV4). Power, stated before the runs: each
+# contrast (e.g. I_V - I_K = L(A4,V4) - L(A16,V4) - L(A4,K4) + L(A16,K4)) is four runs, so with the factorial's
+# within-seed sigma 0.0106 its mean over 3 seeds has SE 2*0.0106/sqrt(3) = 0.0122; against the factorial's A4KV4
+# shortfall (-0.0103) a two-sided 5 % test has power 0.13, and 80 % power needs |effect| >= 0.034. A pilot,
+# read with intervals, never graded; more seeds (about 20 for power 0.6) are for a later session.
 MECHANISM_VARIANTS: tuple[tuple[int, int, str, tuple[str, ...]], ...] = (
     # (P_a, P_kv, kv_parts, a_skip)
     (16, 4, "k", ()), (16, 4, "v", ()),
