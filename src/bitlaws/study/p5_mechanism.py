@@ -1,0 +1,180 @@
+"""P5's mechanism: where the factorial's A4 × KV4 shortfall comes from (an exploratory pilot, no verdict).
+
+P5 graded on the seeded factorial found the effects of 4-bit activations (A4) and a 4-bit KV cache (KV4)
+compounding *less* than they add, all of it in the A4KV4 cells. One explanation, stated before the
+ablation ran (``bitlaws.study.sweep.MECHANISM_VARIANTS``): V4 and A4 quantize the same signal — the
+attention output P·V is o_proj's input, which A4 quantizes again — so the second rounding of an
+already-coarse signal costs less than the first. It predicts (i) the shortfall with V4 alone and not
+with K4 alone, and (ii) none without o_proj's input quantized. The ablation (experiment
+``qat_mechanism``, weights 16-bit, at the factorial's cell and seeds) trains the variants beside the
+factorial's own W16 runs of the same seed; :func:`mechanism_table` reads both as within-seed contrasts.
+
+Every number is a contrast of final validation losses [nats/byte] within one seed, averaged over the
+seeds that have every run it needs; its standard error is the factorial's within-seed σ (the residual
+of the combination × seed additive model, (C − 1)(S − 1) degrees of freedom) times √(Σc²/S), and its
+interval a two-sided 95 % t-interval on those degrees of freedom. At 3 seeds a four-run contrast has
+SE ≈ 0.012, so the pilot resolves only effects ≳ 0.034 with power 0.8 (its power against the
+factorial's shortfall −0.0103 is 0.13): read the intervals, not the signs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["CONTRASTS", "within_seed_sigma", "mechanism_losses", "mechanism_table"]
+
+_HP = 16
+# A configuration: (P_a, P_kv, kv_parts, a_skip), weights 16-bit. The factorial's W16 runs are
+# kv_parts "kv" and a_skip "" (the paper's setting).
+_BASE = (16, 16, "kv", "")
+_A4 = (4, 16, "kv", "")
+_KV4 = (16, 4, "kv", "")
+_A4KV4 = (4, 4, "kv", "")
+_K4, _V4 = (16, 4, "k", ""), (16, 4, "v", "")
+_A4K4, _A4V4 = (4, 4, "k", ""), (4, 4, "v", "")
+_A4O, _A4OKV4 = (4, 16, "kv", "o_proj"), (4, 4, "kv", "o_proj")
+
+
+def _interaction(both, a, kv) -> dict:
+    return {both: 1.0, a: -1.0, kv: -1.0, _BASE: 1.0}
+
+
+def _minus(x: Mapping, y: Mapping) -> dict:
+    out = dict(x)
+    for k, c in y.items():
+        out[k] = out.get(k, 0.0) - c
+    return {k: c for k, c in out.items() if c != 0.0}
+
+
+_I_KV = _interaction(_A4KV4, _A4, _KV4)
+_I_K = _interaction(_A4K4, _A4, _K4)
+_I_V = _interaction(_A4V4, _A4, _V4)
+_I_KV_NO_O = _interaction(_A4OKV4, _A4O, _KV4)
+
+# name -> (what it measures, coefficients over configurations). Main effects, then the interactions
+# (a loss increase of both together minus the sum of each alone: < 0 compounds less than it adds),
+# then the two differences the hypothesis is about.
+CONTRASTS: dict[str, tuple[str, dict]] = {
+    "K4": ("K alone at 4 bits (A16)", {_K4: 1.0, _BASE: -1.0}),
+    "V4": ("V alone at 4 bits (A16)", {_V4: 1.0, _BASE: -1.0}),
+    "KV4": ("K and V at 4 bits (A16; factorial)", {_KV4: 1.0, _BASE: -1.0}),
+    "A4": ("A4 (KV16; factorial)", {_A4: 1.0, _BASE: -1.0}),
+    "A4 not o_proj": ("A4 without o_proj's input (KV16)", {_A4O: 1.0, _BASE: -1.0}),
+    "A4 x KV4": ("interaction A4 × KV4 (factorial)", _I_KV),
+    "A4 x K4": ("interaction A4 × K4", _I_K),
+    "A4 x V4": ("interaction A4 × V4", _I_V),
+    "A4 not o_proj x KV4": ("interaction A4 without o_proj × KV4", _I_KV_NO_O),
+    "(A4 x V4) - (A4 x K4)": ("prediction (i): < 0 if V carries the shortfall", _minus(_I_V, _I_K)),
+    "(A4 x KV4) - (A4 not o_proj x KV4)": ("prediction (ii): < 0 if o_proj's input carries it",
+                                           _minus(_I_KV, _I_KV_NO_O)),
+}
+
+
+def within_seed_sigma(factorial: pd.DataFrame) -> tuple[float, int]:
+    """The factorial's within-seed σ: the residual of the additive combination × seed model.
+
+    Args:
+        factorial: ``qat_factorial`` rows of one evaluation version, ``ptq_method`` none (columns
+            ``bits_w``, ``bits_a``, ``bits_kv``, ``seed``, ``loss_val`` [nats/byte]); only seeds
+            with every combination are used.
+
+    Returns:
+        (σ [nats/byte], degrees of freedom (C − 1)(S − 1)); (nan, 0) with fewer than 2 complete seeds.
+    """
+    r = factorial[factorial["status"] == "ok"]
+    wide = r.pivot_table(index=["bits_w", "bits_a", "bits_kv"], columns="seed", values="loss_val", aggfunc="first")
+    wide = wide.dropna(axis=1, how="any")
+    c, s = wide.shape
+    if s < 2 or c < 2:
+        return math.nan, 0
+    y = wide.to_numpy(float)
+    resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
+    df = (c - 1) * (s - 1)
+    return float(np.sqrt((resid ** 2).sum() / df)), int(df)
+
+
+def mechanism_losses(factorial: pd.DataFrame, mechanism: pd.DataFrame) -> pd.DataFrame:
+    """One loss per (configuration, seed): the factorial's W16 runs and the ablation's runs.
+
+    Args:
+        factorial: ``qat_factorial`` rows (one evaluation version, ``ptq_method`` none).
+        mechanism: ``qat_mechanism`` rows of the same evaluation version (column ``train_variant``).
+
+    Returns:
+        Columns ``bits_a``, ``bits_kv``, ``kv_parts``, ``a_skip``, ``seed``, ``loss_val``; only rows with
+        status ok and a finite loss.
+
+    Raises:
+        ValueError: a mechanism row whose ``train_variant`` cannot be read, or two rows of one
+            configuration at one seed.
+    """
+    f = factorial[(factorial["bits_w"] == _HP) & (factorial["ptq_method"] == "none")]
+    f = f.assign(kv_parts="kv", a_skip="")
+    m = mechanism[mechanism["ptq_method"] == "none"].copy()
+
+    def flags(v) -> tuple[str, str]:
+        d = {"kv_parts": "kv", "a_skip": ""}
+        for item in ("" if pd.isna(v) else str(v)).split(";"):
+            if not item:
+                continue
+            k, sep, val = item.partition("=")
+            if not sep or k not in d:
+                raise ValueError(f"qat_mechanism: train_variant {v!r} has {item!r}; allowed: kv_parts=k|v|kv, "
+                                 "a_skip=<linear kinds joined by +>")
+            d[k] = val
+        return d["kv_parts"], d["a_skip"]
+
+    if len(m):
+        parsed = m["train_variant"].map(flags) if "train_variant" in m else pd.Series([("kv", "")] * len(m))
+        m["kv_parts"] = [p for p, _ in parsed]
+        m["a_skip"] = [s for _, s in parsed]
+    cols = ["bits_a", "bits_kv", "kv_parts", "a_skip", "seed", "loss_val", "status"]
+    out = pd.concat([f[cols], m[cols] if len(m) else None], ignore_index=True)
+    out = out[(out["status"] == "ok") & np.isfinite(out["loss_val"].astype(float))].drop(columns="status")
+    out = out.astype({"bits_a": int, "bits_kv": int, "seed": int, "loss_val": float})
+    key = ["bits_a", "bits_kv", "kv_parts", "a_skip", "seed"]
+    if out.duplicated(key).any():
+        raise ValueError(f"qat_mechanism: several rows of one configuration at one seed: "
+                         f"{out[out.duplicated(key, keep=False)][key].to_dict('records')[:3]}")
+    return out.reset_index(drop=True)
+
+
+def mechanism_table(factorial: pd.DataFrame, mechanism: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Every contrast of :data:`CONTRASTS`, averaged over the seeds that have all of its runs.
+
+    Args:
+        factorial, mechanism: as :func:`mechanism_losses` (one evaluation version each, the same).
+        level: the two-sided interval's coverage.
+
+    Returns:
+        One row per contrast: ``contrast``, ``meaning``, ``n_seeds``, ``estimate`` (mean over those
+        seeds) [nats/byte], ``se`` (σ_w·√(Σc²/S)), ``lo``, ``hi`` (t-interval on σ_w's degrees of
+        freedom), ``sd_seeds`` (the contrast's spread over seeds, a check on σ_w·√Σc²), ``sigma_w``,
+        ``df``, and ``per_seed`` (seed -> value). A contrast with no complete seed has NaNs.
+    """
+    from scipy import stats
+
+    losses = mechanism_losses(factorial, mechanism)
+    sigma, df = within_seed_sigma(factorial[factorial["ptq_method"] == "none"])
+    t = float(stats.t.ppf(0.5 + level / 2, df)) if df > 0 else math.nan
+    by = {(int(a), int(kv), p, s, int(seed)): v for a, kv, p, s, seed, v in
+          losses[["bits_a", "bits_kv", "kv_parts", "a_skip", "seed", "loss_val"]].itertuples(index=False)}
+    seeds = sorted(losses["seed"].unique())
+    rows = []
+    for name, (meaning, coef) in CONTRASTS.items():
+        per = {}
+        for seed in seeds:
+            if all((*cfg, seed) in by for cfg in coef):
+                per[int(seed)] = float(sum(c * by[(*cfg, seed)] for cfg, c in coef.items()))
+        n = len(per)
+        est = float(np.mean(list(per.values()))) if n else math.nan
+        se = sigma * math.sqrt(sum(c * c for c in coef.values()) / n) if n else math.nan
+        rows.append({"contrast": name, "meaning": meaning, "n_seeds": n, "estimate": est, "se": se,
+                     "lo": est - t * se, "hi": est + t * se,
+                     "sd_seeds": float(np.std(list(per.values()), ddof=1)) if n > 1 else math.nan,
+                     "sigma_w": sigma, "df": df, "per_seed": per})
+    return pd.DataFrame(rows)

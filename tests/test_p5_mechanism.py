@@ -1,0 +1,96 @@
+"""P5's mechanism pilot (bitlaws.study.p5_mechanism): contrasts recovered exactly from losses built
+from known effects, the factorial's within-seed σ as the additive model's residual, bad flags refused."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bitlaws.study import p5_mechanism as pm
+from bitlaws.study.sweep import MECHANISM_VARIANTS
+
+# known effects [nats/byte]: main effects of K4, V4, A4 on o_proj's input and elsewhere, and two interactions
+EFF = {"k": 0.01, "v": 0.03, "a_o": 0.05, "a_rest": 0.12, "ao_v": -0.02, "arest_k": -0.004}
+
+
+def _loss(seed: int, a: int, kv: int, parts: str, skip: str, w: int = 16) -> float:
+    k = kv == 4 and "k" in parts
+    v = kv == 4 and "v" in parts
+    ao = a == 4 and skip != "o_proj"
+    ar = a == 4
+    return (2.0 + 0.01 * seed + 0.3 * (w == 4) + EFF["k"] * k + EFF["v"] * v + EFF["a_o"] * ao + EFF["a_rest"] * ar
+            + EFF["ao_v"] * (ao and v) + EFF["arest_k"] * (ar and k))
+
+
+def _frames(seeds=(1, 2, 3), drop=None):
+    fac = [{"bits_w": w, "bits_a": a, "bits_kv": kv, "seed": s, "ptq_method": "none", "status": "ok",
+            "loss_val": _loss(s, a, kv, "kv", "", w)}
+           for s in seeds for w, a, kv in itertools.product((4, 8, 16), repeat=3)]
+    mech = [{"bits_a": a, "bits_kv": kv, "seed": s, "ptq_method": "none", "status": "ok",
+             "train_variant": ";".join(([f"kv_parts={p}"] if p != "kv" else []) + ([f"a_skip={sk[0]}"] if sk else [])),
+             "loss_val": _loss(s, a, kv, p, sk[0] if sk else "")}
+            for s in seeds for a, kv, p, sk in MECHANISM_VARIANTS]
+    mech = pd.DataFrame(mech)
+    if drop is not None:
+        mech = mech.drop(index=drop)
+    return pd.DataFrame(fac), mech
+
+
+def test_contrasts_recover_the_known_effects_exactly():
+    fac, mech = _frames()
+    tab = pm.mechanism_table(fac, mech).set_index("contrast")
+    want = {
+        "K4": EFF["k"], "V4": EFF["v"], "KV4": EFF["k"] + EFF["v"], "A4": EFF["a_o"] + EFF["a_rest"],
+        "A4 not o_proj": EFF["a_rest"],
+        "A4 x KV4": EFF["ao_v"] + EFF["arest_k"], "A4 x K4": EFF["arest_k"], "A4 x V4": EFF["ao_v"],
+        "A4 not o_proj x KV4": EFF["arest_k"],
+        "(A4 x V4) - (A4 x K4)": EFF["ao_v"] - EFF["arest_k"],
+        "(A4 x KV4) - (A4 not o_proj x KV4)": EFF["ao_v"],
+    }
+    assert set(tab.index) == set(want)
+    for name, v in want.items():
+        assert tab.loc[name, "estimate"] == pytest.approx(v, abs=1e-12), name
+        assert tab.loc[name, "n_seeds"] == 3
+    # the synthetic factorial is exactly additive in the seed and in W, A, KV except A4KV4: σ_w from it alone
+    sigma, df = pm.within_seed_sigma(fac)
+    assert df == 26 * 2
+    y = fac.pivot_table(index=["bits_w", "bits_a", "bits_kv"], columns="seed", values="loss_val").to_numpy()
+    assert sigma == pytest.approx(0.0, abs=1e-12) and np.allclose(y - y[:, :1], y[0] - y[0, 0])
+
+
+def test_standard_error_is_sigma_times_root_sum_of_squared_coefficients_over_seeds():
+    fac, mech = _frames()
+    rng = np.random.default_rng(0)
+    fac = fac.assign(loss_val=fac["loss_val"] + rng.normal(0, 0.01, len(fac)))
+    sigma, df = pm.within_seed_sigma(fac)
+    assert 0.005 < sigma < 0.02 and df == 52
+    tab = pm.mechanism_table(fac, mech).set_index("contrast")
+    assert tab.loc["K4", "se"] == pytest.approx(sigma * math.sqrt(2 / 3))
+    assert tab.loc["A4 x K4", "se"] == pytest.approx(sigma * math.sqrt(4 / 3))
+    # (A4 x V4) - (A4 x K4): the shared A4 and all-16 runs cancel, four runs remain
+    assert tab.loc["(A4 x V4) - (A4 x K4)", "se"] == pytest.approx(sigma * math.sqrt(4 / 3))
+    from scipy import stats
+    t = stats.t.ppf(0.975, 52)
+    assert tab.loc["K4", "hi"] - tab.loc["K4", "estimate"] == pytest.approx(t * tab.loc["K4", "se"])
+
+
+def test_a_seed_missing_a_run_leaves_only_the_contrasts_that_need_it():
+    fac, mech = _frames()
+    i = mech.index[(mech["seed"] == 2) & (mech["train_variant"] == "kv_parts=v")][0]  # A16 V4 at seed 2
+    fac2, mech2 = _frames(drop=[i])
+    tab = pm.mechanism_table(fac2, mech2).set_index("contrast")
+    assert tab.loc["V4", "n_seeds"] == 2 and tab.loc["A4 x V4", "n_seeds"] == 2 and tab.loc["K4", "n_seeds"] == 3
+    assert tab.loc["A4 x V4", "estimate"] == pytest.approx(EFF["ao_v"])
+    assert sorted(tab.loc["V4", "per_seed"]) == [1, 3]
+
+
+def test_unreadable_variant_and_duplicates_are_refused():
+    fac, mech = _frames()
+    with pytest.raises(ValueError, match="train_variant 'kv_part=v' has 'kv_part=v'; allowed"):
+        pm.mechanism_table(fac, mech.assign(train_variant="kv_part=v"))
+    with pytest.raises(ValueError, match="several rows of one configuration"):
+        pm.mechanism_table(fac, pd.concat([mech, mech.iloc[:1]]))
