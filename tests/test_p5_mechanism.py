@@ -94,3 +94,19 @@ def test_unreadable_variant_and_duplicates_are_refused():
         pm.mechanism_table(fac, mech.assign(train_variant="kv_part=v"))
     with pytest.raises(ValueError, match="several rows of one configuration"):
         pm.mechanism_table(fac, pd.concat([mech, mech.iloc[:1]]))
+
+
+def test_mechanism_figure_draws_each_contrast_at_its_estimate():
+    from bitlaws.study import figures
+
+    fac, mech = _frames()
+    tab = pm.mechanism_table(fac, mech)
+    fig = figures.laws.p5_mechanism_figure(tab)
+    left, right = fig.axes
+    xs = sorted(round(float(line.get_xdata()[0]), 9) for ax in (left, right) for line in ax.lines
+                if line.get_marker() == "o")
+    assert xs == sorted(round(float(v), 9) for v in tab["estimate"])
+    assert [t.get_text() for t in right.get_yticklabels()][-1] == "A4 × KV4"
+    # with no mechanism rows only the factorial's contrasts are drawn, the others named
+    fig2 = figures.laws.p5_mechanism_figure(pm.mechanism_table(fac, mech.iloc[:0]))
+    assert sum("no runs yet" in t.get_text() for ax in fig2.axes for t in ax.texts) == len(pm.CONTRASTS) - 3

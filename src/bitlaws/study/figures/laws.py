@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...laws import forms
 from .style import bits_color, label
 
-__all__ = ["chinchilla_figure", "p5_factorial_figure", "ptq_fit_figure"]
+__all__ = ["chinchilla_figure", "p5_factorial_figure", "p5_mechanism_figure", "ptq_fit_figure"]
 
 
 def chinchilla_figure(frame, tied, free):
@@ -41,6 +41,47 @@ def chinchilla_figure(frame, tied, free):
     ax.set_xlabel(label("n_tokens"))
     ax.set_ylabel(label("loss_val"))
     ax.legend()
+    return fig
+
+
+def p5_mechanism_figure(table):
+    """P5's mechanism pilot: each within-seed contrast with its 95 % interval, main effects on the left,
+    interactions with A4 and the two differences the hypothesis is about on the right (< 0: compounds
+    less than it adds). The factorial's own A4 × KV4 row is drawn in its colour; a contrast with no
+    complete seed is named "(no runs yet)".
+
+    Args:
+        table: :func:`bitlaws.study.p5_mechanism.mechanism_table` (columns ``contrast``, ``estimate``,
+            ``lo``, ``hi``, ``n_seeds``) [nats/byte].
+
+    Returns:
+        The matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    from ..p5_mechanism import CONTRASTS
+
+    names = list(CONTRASTS)
+    main, inter = names[:5], names[5:]
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), gridspec_kw={"width_ratios": [1, 1.25]})
+    t = table.set_index("contrast")
+    for ax, group, title in ((axes[0], main, "loss increase of each part alone"),
+                             (axes[1], inter, "interactions (< 0: less than additive)")):
+        for i, name in enumerate(group):
+            y = len(group) - 1 - i
+            r = t.loc[name] if name in t.index else None
+            if r is None or not int(r["n_seeds"]):
+                ax.text(0.0, y, "  (no runs yet)", va="center", fontsize=8, color="0.4")
+                continue
+            col = "#D55E00" if name == "A4 x KV4" else ("#0072B2" if name.startswith("(") else "0.15")
+            ax.errorbar(r["estimate"], y, xerr=[[r["estimate"] - r["lo"]], [r["hi"] - r["estimate"]]], fmt="o",
+                        color=col, ms=5, capsize=3)
+        ax.axvline(0.0, color="0.5", lw=0.8, ls=":")
+        ax.set_yticks(range(len(group)))
+        ax.set_yticklabels([n.replace(" x ", " × ") for n in reversed(group)], fontsize=8)
+        ax.set_xlabel("within-seed contrast [nats/byte], 95 % interval")
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
     return fig
 
 
