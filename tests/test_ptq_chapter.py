@@ -159,10 +159,11 @@ def _verdict(cid, grade, reason="because"):
 
 def test_verdict_table_markdown():
     md = pa.verdict_table_markdown(_verdict("P1", "partly", "r1."), _verdict("P2", "inconclusive", "r2"))
-    assert md.splitlines() == ["| claim | the paper | here | verdict |", "|---|---|---|---|",
-                               "| P1 | paper P1 | ours P1 | **partly** |",
-                               "| P2 | paper P2 | ours P2 | **inconclusive** |", "",
-                               "*Where they differ, and why.* P1: r1. P2: r2."]
+    assert md.splitlines() == ["| claim | the paper | key number: paper / ours | verdict |", "|---|---|---|---|",
+                               "| P1 | paper P1 | — | **partly** |",
+                               "| P2 | paper P2 | — | **inconclusive** |", "",
+                               "**P1, partly.** *Here:* ours P1 *Why:* r1.", "",
+                               "**P2, inconclusive.** *Here:* ours P2 *Why:* r2."]
 
 
 def test_paper_vs_here_table(frame):

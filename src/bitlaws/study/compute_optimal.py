@@ -659,8 +659,7 @@ def suite_note(suite: Suite) -> str:
 
 
 def verdicts_markdown(verdicts: Mapping[str, Verdict], claim_ids=("P6", "P7", "P8")) -> str:
-    """The chapter's verdict table (claim, the paper, here, verdict) and each verdict's reason (Markdown)."""
-    return "\n".join(["| claim | the paper | here | verdict |", "|---|---|---|---|"]
-                     + [f"| {c} | {verdicts[c].paper} | {verdicts[c].ours or '—'} | **{verdicts[c].verdict}** |"
-                        for c in claim_ids]
-                     + ["", "*Why.* " + " ".join(f"{c}: {verdicts[c].reason}." for c in claim_ids)])
+    """The chapter's verdicts: :func:`bitlaws.study.summary.chapter_verdicts_markdown` for P6–P8."""
+    from .summary import chapter_verdicts_markdown
+
+    return chapter_verdicts_markdown(verdicts, claim_ids)

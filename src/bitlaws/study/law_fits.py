@@ -2365,11 +2365,10 @@ def synthetic_recovery(noise: float = 0.003, seed: int = 0) -> pd.DataFrame:
 
 
 def verdicts_markdown(verdicts: Mapping[str, Verdict], claim_ids=("P3", "P5", "P9")) -> str:
-    """The chapter's verdict table (claim, the paper, here, verdict) and a *Why.* line of reasons."""
-    v = verdicts
-    return "\n".join(["| claim | the paper | here | verdict |", "|---|---|---|---|"]
-                     + [f"| {c} | {v[c].paper} | {v[c].ours or '—'} | **{v[c].verdict}** |" for c in claim_ids]
-                     + ["", "*Why.* " + " ".join(f"{c}: {v[c].reason}." for c in claim_ids)])
+    """The chapter's verdicts: :func:`bitlaws.study.summary.chapter_verdicts_markdown` for P3, P5, P9."""
+    from .summary import chapter_verdicts_markdown
+
+    return chapter_verdicts_markdown(verdicts, claim_ids)
 
 
 def size_span(frames: Mapping[str, pd.DataFrame]) -> float:

@@ -1827,12 +1827,11 @@ def bpe_facts(df: pd.DataFrame) -> dict[str, str | float]:
 
 
 def verdict_table_markdown(*verdicts: Verdict) -> str:
-    """A Markdown table of the verdicts (claim, the paper, here, grade in bold) and the line of their
-    reasons ("Where they differ, and why")."""
-    rows = [f"| {v.claim_id} | {v.paper} | {v.ours} | **{v.verdict}** |" for v in verdicts]
-    why = " ".join(f"{v.claim_id}: {v.reason}" for v in verdicts)
-    return "\n".join(["| claim | the paper | here | verdict |", "|---|---|---|---|", *rows, "",
-                      f"*Where they differ, and why.* {why}."])
+    """The chapter's verdicts (:func:`bitlaws.study.summary.chapter_verdicts_markdown`): a short table
+    with each claim's key number, then each verdict's full text and reason."""
+    from .summary import chapter_verdicts_markdown
+
+    return chapter_verdicts_markdown({v.claim_id: v for v in verdicts}, [v.claim_id for v in verdicts])
 
 
 def paper_vs_here_table(df: pd.DataFrame, profile: str, eq2: dict[str, dict[str, float]],

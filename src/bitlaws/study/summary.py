@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Headline", "HEADLINES", "CHAPTERS", "key_number", "summary_markdown", "ledger_details_markdown",
-           "readme_block", "chapter_summary_markdown", "chapter_claims"]
+           "readme_block", "chapter_summary_markdown", "chapter_claims", "chapter_verdicts_markdown"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -322,6 +322,33 @@ def ledger_details_markdown(verdicts: Mapping[str, Any], claims: Mapping[str, Ma
             f"- *Chapter:* {_chapter_link(claim, prefix)}; *regenerate:* `{claim['command']}`",
         ]))
     return "\n\n".join(blocks) + "\n"
+
+
+
+def chapter_verdicts_markdown(verdicts: Mapping[str, Any], claim_ids) -> str:
+    """A chapter's verdicts: a short table (claim, the paper's statement, the key number — the paper's and
+    ours, from :data:`HEADLINES` — and the grade), then each claim's full text (what we measured and why
+    the grade) as its own paragraph, which a table column is too narrow for.
+
+    Args:
+        verdicts: claim id -> verdict (``bitlaws.study.claims.Verdict``: ``paper``, ``ours``,
+            ``verdict``, ``reason``, ``details``), as computed in the chapter or stored.
+        claim_ids: the claims, in order.
+
+    Returns:
+        Markdown: the table, a blank line, one paragraph per claim.
+    """
+    rows = ["| claim | the paper | key number: paper / ours | verdict |", "|---|---|---|---|"]
+    text = []
+    for c in claim_ids:
+        v = verdicts[c]
+        key = "—"
+        if c in HEADLINES and isinstance(getattr(v, "details", None), Mapping):
+            paper, ours = key_number(v)
+            key = f"{HEADLINES[c].quantity}: {paper} / {ours}"
+        rows.append(f"| {c} | {_esc(v.paper or '—')} | {_esc(key)} | **{v.verdict}** |")
+        text.append(f"**{c}, {v.verdict}.** *Here:* {_flat(v.ours or '')} *Why:* {_flat(v.reason or '').rstrip('.')}.")
+    return "\n".join(rows + [""] + ["\n\n".join(text)])
 
 
 def readme_block(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> str:
