@@ -110,3 +110,28 @@ def test_mechanism_figure_draws_each_contrast_at_its_estimate():
     # with no mechanism rows only the factorial's contrasts are drawn, the others named
     fig2 = figures.laws.p5_mechanism_figure(pm.mechanism_table(fac, mech.iloc[:0]))
     assert sum("no runs yet" in t.get_text() for ax in fig2.axes for t in ax.texts) == len(pm.CONTRASTS) - 3
+
+
+def test_reading_applies_the_fixed_rule_to_each_prediction():
+    fac, mech = _frames()
+    rng = np.random.default_rng(1)
+    fac = fac.assign(loss_val=fac["loss_val"] + rng.normal(0, 0.002, len(fac)))  # σ_w > 0, intervals narrow
+    text = pm.reading(pm.mechanism_table(fac, mech))
+    # the synthetic truth: V with o_proj's input carries a -0.02 interaction, K a -0.004 one
+    assert "(i) V, not K, carries the shortfall: **supported**" in text
+    assert "(ii) o_proj's input carries it: **supported**" in text
+    # swap the roles of K and V: (i) is contradicted
+    EFF["ao_v"], EFF["arest_k"] = 0.02, -0.004
+    try:
+        fac2, mech2 = _frames()
+        text2 = pm.reading(pm.mechanism_table(fac2.assign(loss_val=fac2["loss_val"] + rng.normal(0, 0.002, len(fac2))),
+                                              mech2))
+    finally:
+        EFF["ao_v"], EFF["arest_k"] = -0.02, -0.004
+    assert "(i) V, not K, carries the shortfall: **contradicted**" in text2
+    # no mechanism rows: only the factorial's contrast
+    text3 = pm.reading(pm.mechanism_table(fac, mech.iloc[:0]))
+    assert text3.count("not yet testable") == 2 and "A4 × KV4 = " in text3
+    # wide intervals: not resolved
+    noisy = fac.assign(loss_val=fac["loss_val"] + rng.normal(0, 0.2, len(fac)))
+    assert pm.reading(pm.mechanism_table(noisy, mech)).count("**not resolved**") == 2

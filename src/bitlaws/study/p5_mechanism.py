@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["CONTRASTS", "within_seed_sigma", "mechanism_losses", "mechanism_table"]
+__all__ = ["CONTRASTS", "PREDICTIONS", "within_seed_sigma", "mechanism_losses", "mechanism_table", "reading"]
 
 _HP = 16
 # A configuration: (P_a, P_kv, kv_parts, a_skip), weights 16-bit. The factorial's W16 runs are
@@ -178,3 +178,45 @@ def mechanism_table(factorial: pd.DataFrame, mechanism: pd.DataFrame, level: flo
                      "sd_seeds": float(np.std(list(per.values()), ddof=1)) if n > 1 else math.nan,
                      "sigma_w": sigma, "df": df, "per_seed": per})
     return pd.DataFrame(rows)
+
+
+# The hypothesis's two predictions and the contrast that tests each (< 0 supports it).
+PREDICTIONS: dict[str, str] = {
+    "(i) V, not K, carries the shortfall": "(A4 x V4) - (A4 x K4)",
+    "(ii) o_proj's input carries it": "(A4 x KV4) - (A4 not o_proj x KV4)",
+}
+
+
+def reading(table: pd.DataFrame) -> str:
+    """What the pilot says about each prediction, by a rule fixed before its rows were read: a
+    prediction is *supported* when its contrast's 95 % interval lies wholly below 0, *contradicted*
+    when wholly above, else *not resolved*; each with the contrast, its interval and its seeds.
+
+    Args:
+        table: :func:`mechanism_table`.
+
+    Returns:
+        One Markdown sentence per prediction, and the factorial's own A4 × KV4 interaction at W16.
+    """
+    t = table.set_index("contrast")
+
+    def num(name: str) -> str:
+        r = t.loc[name]
+        if not int(r["n_seeds"]):
+            return f"{name}: no complete seed yet"
+        return (f"{name} = {r['estimate']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}] nats/byte "
+                f"({int(r['n_seeds'])} seed{'s' if int(r['n_seeds']) != 1 else ''})")
+
+    out = [f"At W16 the factorial's own {num('A4 x KV4')}."]
+    for what, name in PREDICTIONS.items():
+        r = t.loc[name]
+        if not int(r["n_seeds"]):
+            word = "not yet testable"
+        elif r["hi"] < 0:
+            word = "supported"
+        elif r["lo"] > 0:
+            word = "contradicted"
+        else:
+            word = "not resolved"
+        out.append(f"Prediction {what}: **{word}** ({num(name)}).")
+    return " ".join(out).replace(" x ", " × ")
