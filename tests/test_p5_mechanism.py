@@ -135,3 +135,19 @@ def test_reading_applies_the_fixed_rule_to_each_prediction():
     # wide intervals: not resolved
     noisy = fac.assign(loss_val=fac["loss_val"] + rng.normal(0, 0.2, len(fac)))
     assert pm.reading(pm.mechanism_table(noisy, mech)).count("**not resolved**") == 2
+
+
+def test_power_is_the_size_at_zero_and_grows_with_the_effect():
+    assert pm.power(0.0122, 52, 0.0) == pytest.approx(0.05, abs=1e-9)
+    p = [pm.power(0.0122, 52, e) for e in (0.005, 0.0103, 0.02, 0.034)]
+    assert p == sorted(p) and p[1] == pytest.approx(0.13, abs=0.01) and p[3] == pytest.approx(0.78, abs=0.02)
+    assert pm.power(0.0122, 52, -0.0103) == pytest.approx(p[1])
+    with pytest.raises(ValueError, match="se must be positive"):
+        pm.power(0.0, 52, 0.01)
+
+
+def test_minimum_effect_inverts_power():
+    e = pm.minimum_effect(52)
+    assert 2.8 < e < 2.9 and pm.power(1.0, 52, e) == pytest.approx(0.8, abs=1e-8)
+    with pytest.raises(ValueError, match="target must lie in"):
+        pm.minimum_effect(52, target=0.01)

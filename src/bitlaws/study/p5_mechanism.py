@@ -25,9 +25,26 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["CONTRASTS", "PREDICTIONS", "within_seed_sigma", "mechanism_losses", "mechanism_table", "reading"]
+__all__ = ["CONTRASTS", "PREDICTIONS", "load_mechanism", "within_seed_sigma", "mechanism_losses", "mechanism_table", "reading", "power", "minimum_effect"]
 
 _HP = 16
+_COLS = ["bits_w", "bits_a", "bits_kv", "seed", "ptq_method", "status", "loss_val", "train_variant"]
+
+
+def load_mechanism(profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows the pilot reads, at P5's evaluation version (``power.P5_EVAL_VERSION``): the
+    factorial's (``law_fits.load_p5_factorial``) and the ablation's (``qat_mechanism``); an empty
+    frame with the columns :func:`mechanism_table` reads where the profile has none."""
+    from .law_fits import load_p5_factorial
+    from .power import P5_EVAL_VERSION
+    from .store import load_runs
+
+    fac = load_p5_factorial(profile)
+    try:
+        mech = load_runs(profile, experiment="qat_mechanism", eval_version=P5_EVAL_VERSION)
+    except FileNotFoundError:
+        mech = pd.DataFrame()
+    return tuple(f if len(f) else pd.DataFrame(columns=_COLS) for f in (fac, mech))
 # A configuration: (P_a, P_kv, kv_parts, a_skip), weights 16-bit. The factorial's W16 runs are
 # kv_parts "kv" and a_skip "" (the paper's setting).
 _BASE = (16, 16, "kv", "")
@@ -220,3 +237,39 @@ def reading(table: pd.DataFrame) -> str:
             word = "not resolved"
         out.append(f"Prediction {what}: **{word}** ({num(name)}).")
     return " ".join(out).replace(" x ", " × ")
+
+
+def power(se: float, df: int, effect: float, level: float = 0.95) -> float:
+    """The probability that a contrast's two-sided ``level`` t-interval excludes 0 when its true value
+    is ``effect`` (noncentral t on ``df`` degrees of freedom, noncentrality effect/se).
+
+    Args:
+        se: the contrast's standard error [nats/byte] (``mechanism_table``'s ``se``). df: σ_w's degrees
+            of freedom. effect: the true contrast [nats/byte].
+
+    Raises:
+        ValueError: ``se`` not positive and finite, or ``df`` < 1.
+    """
+    from scipy import stats
+
+    if not (math.isfinite(se) and se > 0) or df < 1:
+        raise ValueError(f"power: se must be positive and finite and df >= 1; got se={se!r}, df={df!r}")
+    t = stats.t.ppf(0.5 + level / 2, df)
+    nc = effect / se
+    # scipy's noncentral t gives NaN for a tail far from the noncentrality (|nc| ≳ 10), where it is 0
+    upper, lower = (float(np.nan_to_num(x, nan=0.0)) for x in (stats.nct.sf(t, df, nc), stats.nct.cdf(-t, df, nc)))
+    return min(1.0, upper + lower)
+
+
+def minimum_effect(df: int, target: float = 0.8, level: float = 0.95) -> float:
+    """The true contrast, in standard errors, that a two-sided ``level`` t-interval on ``df`` degrees of
+    freedom excludes from 0 with probability ``target`` (:func:`power` inverted); about 2.8 at 0.8.
+
+    Raises:
+        ValueError: ``target`` not in (1 − level, 1), or ``df`` < 1.
+    """
+    from scipy import optimize
+
+    if not (1 - level < target < 1) or df < 1:
+        raise ValueError(f"minimum_effect: target must lie in ({1 - level:g}, 1) and df >= 1; got {target!r}, {df!r}")
+    return float(optimize.brentq(lambda e: power(1.0, df, e, level) - target, 0.0, 10.0, xtol=1e-10))
