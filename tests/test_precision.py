@@ -236,3 +236,16 @@ def test_ablation_flags_ids_labels_and_bad_input():
         TrainPrecision.of(a=4, a_skip="o_proj")
     with pytest.raises(ValueError, match="needs an `a` spec"):
         TrainPrecision.of(w=4, a_skip=("o_proj",))
+
+
+def test_repr_names_the_ablation_fields_only_where_set_and_round_trips():
+    # The paper's setting keeps the repr it had before the ablation fields existed (P5's freeze hashes the
+    # factorial's specs through it); an ablation shows its fields; eval(repr) gives back an equal spec.
+    from bitlaws.quant import PerChannel, PerTensor, QuantSpec  # noqa: F401 (names for eval)
+    paper = TrainPrecision.of(w=4, a=8, kv=4)
+    assert "kv_parts" not in repr(paper) and "a_skip" not in repr(paper)
+    assert repr(paper).endswith("extra_norm=False, quantize_q=False)")
+    ablation = TrainPrecision.of(a=4, kv=4, kv_parts="v", a_skip=("o_proj",))
+    assert "kv_parts='v'" in repr(ablation) and "a_skip=('o_proj',)" in repr(ablation)
+    for p in (paper, ablation, TrainPrecision()):
+        assert eval(repr(p)) == p

@@ -122,6 +122,17 @@ class TrainPrecision:
         """
         return cls(_default_spec("w", w), _default_spec("a", a), _default_spec("kv", kv), **flags)
 
+    def __repr__(self) -> str:
+        # The ablation fields appear only where set, as in ``id_dict``: the repr of every run the paper's
+        # setting trains is the one it had before they existed (P5's freeze hashes the factorial's specs).
+        parts = [f"w={self.w!r}", f"a={self.a!r}", f"kv={self.kv!r}", f"extra_norm={self.extra_norm!r}",
+                 f"quantize_q={self.quantize_q!r}"]
+        if self.kv_parts != "kv":
+            parts.append(f"kv_parts={self.kv_parts!r}")
+        if self.a_skip:
+            parts.append(f"a_skip={self.a_skip!r}")
+        return f"TrainPrecision({', '.join(parts)})"
+
     @property
     def is_high_precision(self) -> bool:
         return self.w is None and self.a is None and self.kv is None

@@ -9,12 +9,9 @@ with K4 alone, and (ii) none without o_proj's input quantized. The ablation (exp
 ``qat_mechanism``, weights 16-bit, at the factorial's cell and seeds) trains the variants beside the
 factorial's own W16 runs of the same seed; :func:`mechanism_table` reads both as within-seed contrasts.
 
-Every number is a contrast of final validation losses [nats/byte] within one seed, averaged over the
-seeds that have every run it needs; its standard error is the factorial's within-seed σ (the residual
-of the combination × seed additive model, (C − 1)(S − 1) degrees of freedom) times √(Σc²/S), and its
-interval a two-sided 95 % t-interval on those degrees of freedom. At 3 seeds a four-run contrast has
-SE ≈ 0.012, so the pilot resolves only effects ≳ 0.034 with power 0.8 (its power against the
-factorial's shortfall −0.0103 is 0.13): read the intervals, not the signs.
+Every number is a within-seed contrast of final validation losses [nats/byte] with the factorial's
+within-seed σ as its error (:func:`mechanism_table` gives the formula); at 3 seeds its power against the
+factorial's shortfall (−0.0103) is 0.13, so the pilot resolves only effects ≳ 0.034: read the intervals.
 """
 
 from __future__ import annotations
@@ -162,6 +159,12 @@ def mechanism_losses(factorial: pd.DataFrame, mechanism: pd.DataFrame) -> pd.Dat
 
 def mechanism_table(factorial: pd.DataFrame, mechanism: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Every contrast of :data:`CONTRASTS`, averaged over the seeds that have all of its runs.
+
+    A contrast Σc·L of final validation losses is taken within each seed and averaged over the S seeds
+    that have every run it needs; its standard error is σ_w·√(Σc²/S), with σ_w the factorial's
+    within-seed σ (the residual of the combination × seed additive model, (C − 1)(S − 1) degrees of
+    freedom, :func:`within_seed_sigma`), and its interval a two-sided t-interval on those degrees of
+    freedom. At 3 seeds a four-run contrast has SE ≈ 0.012.
 
     Args:
         factorial, mechanism: as :func:`mechanism_losses` (one evaluation version each, the same).
