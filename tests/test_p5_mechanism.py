@@ -151,3 +151,14 @@ def test_minimum_effect_inverts_power():
     assert 2.8 < e < 2.9 and pm.power(1.0, 52, e) == pytest.approx(0.8, abs=1e-8)
     with pytest.raises(ValueError, match="target must lie in"):
         pm.minimum_effect(52, target=0.01)
+
+
+def test_seeds_needed_reaches_the_target_power_and_one_fewer_does_not():
+    se, n, df, effect = 0.0123, 3, 52, -0.0103
+    s = pm.seeds_needed(se, n, df, effect)
+    assert pm.power(se * math.sqrt(n / s), df, effect) >= 0.8 - 1e-9
+    assert pm.power(se * math.sqrt(n / (s - 1)), df, effect) < 0.8
+    # an effect already resolvable at 3 seeds needs no more; bad input is refused
+    assert pm.seeds_needed(0.001, 3, 52, 0.05) == 1
+    with pytest.raises(ValueError, match="effect"):
+        pm.seeds_needed(se, n, df, 0.0)

@@ -276,3 +276,21 @@ def minimum_effect(df: int, target: float = 0.8, level: float = 0.95) -> float:
     if not (1 - level < target < 1) or df < 1:
         raise ValueError(f"minimum_effect: target must lie in ({1 - level:g}, 1) and df >= 1; got {target!r}, {df!r}")
     return float(optimize.brentq(lambda e: power(1.0, df, e, level) - target, 0.0, 10.0, xtol=1e-10))
+
+
+def seeds_needed(se: float, n_seeds: int, df: int, effect: float, target: float = 0.8,
+                 level: float = 0.95) -> int:
+    """The fewest seeds at which a contrast measured with standard error ``se`` on ``n_seeds`` seeds
+    reaches power ``target`` against a true value ``effect`` (its SE shrinks as 1/√S; σ_w's degrees of
+    freedom ``df`` held, a slight overstatement of the power of a design that would also re-estimate σ_w).
+
+    Raises:
+        ValueError: ``se`` not positive and finite, ``n_seeds`` < 1, ``effect`` zero or not finite, or the
+            arguments of :func:`minimum_effect`.
+    """
+    if not (math.isfinite(se) and se > 0) or n_seeds < 1 or not (math.isfinite(effect) and effect != 0):
+        raise ValueError(f"seeds_needed: se must be positive and finite, n_seeds >= 1 and effect finite and "
+                         f"nonzero; got se={se!r}, n_seeds={n_seeds!r}, effect={effect!r}")
+    # power depends on effect/SE only; the SE at S seeds is se·√(n_seeds/S)
+    need = (minimum_effect(df, target, level) * se / abs(effect)) ** 2 * n_seeds
+    return max(1, math.ceil(need - 1e-9))
