@@ -478,3 +478,25 @@ def test_shift_bootstrap_is_exact_on_separated_draws():
     rev = {"a": theta["kv"], "w": theta["w"], "kv": theta["a"]}
     p_order, p_a = power._shift_bootstrap(rev, np.array([4.0, 8.0]))
     assert (p_order == 0.0).all() and (p_a == 0.0).all()
+
+
+def test_shift_bootstrap_couples_the_datasets_of_one_simulation():
+    # Why one design table's binomial Monte Carlo error understates P4's (qat_design.p4_replicate_power):
+    # each dataset's draws are the pooled deviations of all of them, so one wild fit enters every
+    # dataset's bootstrap. In a tight cluster in the paper's order every p_order is 1; moving dataset 0's
+    # activation constants far enough to reverse the order at its own draw lowers every other dataset's
+    # p_order to exactly 1 − 1/n (the one draw built on its deviation), and their grades move together.
+    n = 20
+    rng = np.random.default_rng(0)
+    jitter = lambda c: np.array(c) + 1e-3 * rng.standard_normal((n, 2))  # noqa: E731
+    theta = {"a": jitter((2.0, 1.0)), "w": jitter((1.0, 0.0)), "kv": jitter((0.5, 0.0))}
+    bits = np.array([4.0, 8.0])
+    assert (power._shift_bootstrap(theta, bits)[0] == 1.0).all()
+    wild = {**theta, "a": theta["a"].copy()}
+    wild["a"][0] = (0.3, -1.0)  # f_a above f_kv: this dataset's deviation breaks the order wherever it is added
+    p_order, _ = power._shift_bootstrap(wild, bits)
+    np.testing.assert_allclose(p_order[1:], 1 - 1 / n, rtol=0, atol=1e-12)
+    # below the rule's 0.95 once a second wild fit joins: every dataset's "reproduced" is lost at once
+    wild["a"][1] = (0.3, -1.0)
+    p_order, _ = power._shift_bootstrap(wild, bits)
+    assert (p_order[2:] < 0.95).all()

@@ -25,7 +25,8 @@ from .power import N_SIM, mc_interval, p4_power, p5_factorial_power, p9_power
 __all__ = ["Candidate", "CANDIDATES", "candidate_frames", "seed_block_sd", "candidate_cells", "candidate_hours",
            "design_power_table", "write_design_power", "load_design_power", "design_power_view", "as_run_agreement",
            "agreement_sentence", "seed_choice", "seed_choice_sentence", "factorial_overlap",
-           "block_sentence"]
+           "block_sentence", "P4_REPLICATE_RNGS", "p4_replicate_power", "write_p4_replicates",
+           "load_p4_replicates", "p4_replicate_summary"]
 
 _PARTS = ("w", "a", "kv")
 
@@ -669,3 +670,100 @@ def design_table_notes(tab: pd.DataFrame) -> str:
                  f"{names or 'no candidate'}; \"—\" in that column marks a candidate not simulated that way, not a "
                  "power of zero.")
     return text
+
+
+# P4's simulated power is not a share of independent datasets: ``power._shift_bootstrap`` gives each
+# simulated dataset the pooled deviations of all of them as its bootstrap, so a few wild fits in one
+# simulation move every dataset's grade together, and the binomial (Wilson) error of one table understates
+# its Monte Carlo error. Its error is measured instead across simulations with independent generators.
+P4_REPLICATE_RNGS: tuple[int, ...] = (0, 1, 2, 3)
+P4_REPLICATE_COLUMNS = ("power", "power_seed_min", "power_no_pa3")
+
+
+def p4_replicate_power(profile: str = "cpu", seeds: Sequence[int] = (1, 2, 3, 5), n_sim: int = 200,
+                       rngs: Sequence[int] = P4_REPLICATE_RNGS, root: str | None = None,
+                       progress: bool = True) -> pd.DataFrame:
+    """P4's power on the marginal sweeps as run (the ``CANDIDATES`` named "as run") at each seed count in
+    ``seeds``, simulated once per generator seed in ``rngs`` (``design_power_table`` with ``seed=rng``,
+    ``n_sim`` datasets per hypothesis each): replicates whose spread is the Monte Carlo error of one
+    table, which the binomial error of its ``n_sim`` datasets understates (the datasets of one simulation
+    share their bootstrap's deviations, see ``power._shift_bootstrap``).
+
+    Returns:
+        One row per (rng, seed count): ``rng``, ``design``, ``seeds``, ``n_sim``, the columns of
+        :data:`P4_REPLICATE_COLUMNS`, ``inputs_sha256`` (of the training rows read).
+
+    Raises:
+        ValueError: ``seeds`` names a count with no "as run" candidate (the message lists those there
+            are), fewer than 2 ``rngs``, or repeated ones; the errors of ``design_power_table``.
+    """
+    from tqdm.auto import tqdm
+
+    have = {c.seeds: c for c in CANDIDATES if c.claim == "P4" and "as run" in c.name}
+    if any(s not in have for s in seeds):
+        raise ValueError(f"p4_replicate_power: no 'as run' P4 candidate at seeds {sorted(set(seeds) - set(have))}; "
+                         f"there are {sorted(have)}")
+    if len(rngs) < 2 or len(set(rngs)) != len(rngs):
+        raise ValueError(f"p4_replicate_power: needs at least 2 distinct generator seeds, got {list(rngs)!r}")
+    cands = [have[s] for s in seeds]
+    out = []
+    for r in tqdm(list(rngs), desc="P4 replicates", disable=not progress):
+        tab = design_power_table(profile, candidates=cands, n_sim=n_sim, seed=int(r), independent=(), root=root)
+        tab = tab[["design", "seeds", "n_sim", *P4_REPLICATE_COLUMNS, "inputs_sha256"]].copy()
+        tab.insert(0, "rng", int(r))
+        out.append(tab)
+    return pd.concat(out, ignore_index=True)
+
+
+def write_p4_replicates(profile: str = "cpu", root: str | None = None, **kwargs) -> Path:
+    """:func:`p4_replicate_power` written to ``<root>/runs/<profile>/qat_design_p4_replicates.csv``
+    (atomically) with ``experiment`` (``qat_design_p4_replicates``), ``profile``, ``git_sha``, ``timestamp``."""
+    import datetime as dt
+
+    from .._io import git_sha, write_atomic
+    from .store import data_dir
+
+    tab = p4_replicate_power(profile, root=root, **kwargs)
+    tab.insert(0, "profile", profile)
+    tab.insert(0, "experiment", "qat_design_p4_replicates")
+    tab["git_sha"] = git_sha()
+    tab["timestamp"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    path = (Path(root) if root is not None else data_dir()) / "runs" / profile / "qat_design_p4_replicates.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, tab.to_csv(index=False))
+    return path
+
+
+def load_p4_replicates(profile: str = "cpu", root: str | None = None) -> pd.DataFrame | None:
+    """The committed ``qat_design_p4_replicates.csv`` of a profile, or None if absent."""
+    from .store import data_dir
+
+    path = (Path(root) if root is not None else data_dir()) / "runs" / profile / "qat_design_p4_replicates.csv"
+    return pd.read_csv(path) if path.exists() else None
+
+
+def p4_replicate_summary(rep: pd.DataFrame, column: str = "power") -> pd.DataFrame:
+    """Per seed count, the replicates' mean of ``column`` and its Monte Carlo error measured across them.
+
+    Returns:
+        One row per ``seeds`` (ascending): ``seeds``, ``replicates`` (R), ``n_sim`` (per replicate),
+        ``mean``, ``sd`` (between replicates, ddof 1), ``se`` (sd/√R, the mean's error), ``binomial_se``
+        (√(p(1 − p)/n_sim) at the mean: the error one replicate would claim), ``sd_over_binomial``.
+
+    Raises:
+        ValueError: ``column`` not in the table, or a seed count with fewer than 2 replicates.
+    """
+    if column not in rep:
+        raise ValueError(f"p4_replicate_summary: no column {column!r}; allowed: {list(P4_REPLICATE_COLUMNS)}")
+    rows = []
+    for s, g in rep.groupby("seeds", sort=True):
+        v = g[column].to_numpy(float)
+        if len(v) < 2:
+            raise ValueError(f"p4_replicate_summary: {len(v)} replicate at {s} seeds; at least 2 are needed")
+        n = float(g["n_sim"].iloc[0])
+        mean, sd = float(v.mean()), float(v.std(ddof=1))
+        binom = math.sqrt(max(mean * (1 - mean), 0.0) / n)
+        rows.append({"seeds": int(s), "replicates": len(v), "n_sim": n, "mean": mean, "sd": sd,
+                     "se": sd / math.sqrt(len(v)), "binomial_se": binom,
+                     "sd_over_binomial": sd / binom if binom > 0 else math.nan})
+    return pd.DataFrame(rows)
