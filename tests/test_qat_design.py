@@ -510,3 +510,19 @@ def test_seed_reading_on_a_rule_v6_table_names_the_least_over_sigma_seed():
     assert "`power [95% MC]`" not in text
     # with the upper end below one run's σ, no cap is mentioned
     assert "simulated as they are" in qd.seed_reading_sentence(tab.assign(seed_sd_hi=0.01))
+
+
+def test_replicate_sentence_reads_the_replicates_and_the_tables_own_value():
+    import pandas as pd
+
+    rep = pd.DataFrame({"rng": [0, 1, 0, 1], "seeds": [2, 2, 3, 3], "n_sim": 100, "power": [0.38, 0.40, 0.25, 0.67]})
+    tab = pd.DataFrame({"claim": ["P4", "P4", "P9"], "design": ["marginal sweeps as run, 2 seeds",
+                                                                "marginal sweeps as run, 3 seeds", "as run"],
+                        "seeds": [2, 3, 1], "power": [0.38, 0.25, 0.5]})
+    text = qd.replicate_sentence(rep, tab)
+    sd3 = np.std([0.25, 0.67], ddof=1)
+    assert f"3 seeds: 0.46 (spread {sd3:.2f}; the table's 0.25)" in text
+    assert "2 simulations of the as-run designs" in text and "(100 datasets each" in text
+    binom3 = np.sqrt(0.46 * 0.54 / 100)
+    assert f"up to {sd3 / binom3:.1f}×" in text and f"±{2 * sd3:.2f}" in text
+    assert qd.replicate_sentence(None) == ""

@@ -26,7 +26,7 @@ __all__ = ["Candidate", "CANDIDATES", "candidate_frames", "seed_block_sd", "cand
            "design_power_table", "write_design_power", "load_design_power", "design_power_view", "as_run_agreement",
            "agreement_sentence", "seed_choice", "seed_choice_sentence", "factorial_overlap",
            "block_sentence", "P4_REPLICATE_RNGS", "p4_replicate_power", "write_p4_replicates",
-           "load_p4_replicates", "p4_replicate_summary"]
+           "load_p4_replicates", "p4_replicate_summary", "replicate_sentence"]
 
 _PARTS = ("w", "a", "kv")
 
@@ -767,3 +767,29 @@ def p4_replicate_summary(rep: pd.DataFrame, column: str = "power") -> pd.DataFra
                      "se": sd / math.sqrt(len(v)), "binomial_se": binom,
                      "sd_over_binomial": sd / binom if binom > 0 else math.nan})
     return pd.DataFrame(rows)
+
+
+def replicate_sentence(rep: pd.DataFrame | None, tab: pd.DataFrame | None = None) -> str:
+    """Chapter 07's reading of :func:`p4_replicate_power`'s table: each seed count's mean power over the
+    replicates with its between-replicate spread, the design table's own value beside it, and how many
+    times the binomial error one table claims that spread is. ``""`` without replicates."""
+    if rep is None or not len(rep):
+        return ""
+    sm = p4_replicate_summary(rep, "power")
+    own = {}
+    if tab is not None:
+        run = tab[(tab["claim"] == "P4") & tab["design"].str.contains("as run")]
+        own = dict(zip(run["seeds"].astype(int), run["power"].astype(float)))
+    parts = []
+    for r in sm.itertuples(index=False):
+        mine = f"; the table's {own[r.seeds]:.2f}" if r.seeds in own else ""
+        parts.append(f"{r.seeds} seed{'s' if r.seeds > 1 else ''}: {r.mean:.2f} (spread {r.sd:.2f}{mine})")
+    worst = sm["sd_over_binomial"].max()
+    return (f"P4's power in the table is not a share of independent datasets: every simulated dataset's bootstrap "
+            f"is built from the deviations of all of them (`power._shift_bootstrap`), so a few wild fits move every "
+            f"grade of one simulation together, and its bracket understates the Monte Carlo error. "
+            f"{int(sm['replicates'].iloc[0])} simulations of the as-run designs with independent generators "
+            f"({int(sm['n_sim'].iloc[0])} datasets each, `qat_design_p4_replicates.csv`) measure it: mean power "
+            f"{'; '.join(parts)}. The spread between replicates is up to {worst:.1f}× the binomial error one "
+            f"replicate would claim, so P4's powers in the table are read to about ±{2 * sm['sd'].max():.2f}, and "
+            f"the seed count chosen from them is provisional.")
