@@ -50,6 +50,7 @@ def test_contrasts_recover_the_known_effects_exactly():
         "A4 not o_proj x KV4": EFF["arest_k"],
         "(A4 x V4) - (A4 x K4)": EFF["ao_v"] - EFF["arest_k"],
         "(A4 x KV4) - (A4 not o_proj x KV4)": EFF["ao_v"],
+        "A4 - (A4 not o_proj)": EFF["a_o"],
     }
     assert set(tab.index) == set(want)
     for name, v in want.items():
@@ -118,8 +119,8 @@ def test_reading_applies_the_fixed_rule_to_each_prediction():
     fac = fac.assign(loss_val=fac["loss_val"] + rng.normal(0, 0.002, len(fac)))  # σ_w > 0, intervals narrow
     text = pm.reading(pm.mechanism_table(fac, mech))
     # the synthetic truth: V with o_proj's input carries a -0.02 interaction, K a -0.004 one
-    assert "(i) V, not K, carries the shortfall: **supported**" in text
-    assert "(ii) o_proj's input carries it: **supported**" in text
+    assert "(i) more of the shortfall with V than with K: **supported**" in text
+    assert "(ii) less of the shortfall without o_proj's input quantized: **supported**" in text
     # swap the roles of K and V: (i) is contradicted
     EFF["ao_v"], EFF["arest_k"] = 0.02, -0.004
     try:
@@ -128,7 +129,7 @@ def test_reading_applies_the_fixed_rule_to_each_prediction():
                                               mech2))
     finally:
         EFF["ao_v"], EFF["arest_k"] = -0.02, -0.004
-    assert "(i) V, not K, carries the shortfall: **contradicted**" in text2
+    assert "(i) more of the shortfall with V than with K: **contradicted**" in text2
     # no mechanism rows: only the factorial's contrast
     text3 = pm.reading(pm.mechanism_table(fac, mech.iloc[:0]))
     assert text3.count("not yet testable") == 2 and "A4 × KV4 = " in text3
@@ -162,3 +163,20 @@ def test_seeds_needed_reaches_the_target_power_and_one_fewer_does_not():
     assert pm.seeds_needed(0.001, 3, 52, 0.05) == 1
     with pytest.raises(ValueError, match="effect"):
         pm.seeds_needed(se, n, df, 0.0)
+
+
+def test_w16_sigma_is_the_additive_residual_over_the_configurations_the_contrasts_read():
+    fac, mech = _frames()
+    # the synthetic losses are additive in configuration and seed: no residual, on (15 - 1)(3 - 1) df
+    sigma, df = pm.w16_sigma(fac, mech)
+    assert df == 28 and sigma == pytest.approx(0.0, abs=1e-12)
+    # one run off by e: the residual sum of squares is e²·(C-1)(S-1)/(C·S), so σ = e/√(C·S) on 28 df
+    e = 0.03
+    bumped = mech.copy()
+    bumped.loc[0, "loss_val"] += e
+    sigma, df = pm.w16_sigma(fac, bumped)
+    assert sigma == pytest.approx(e / np.sqrt(15 * 3), rel=1e-9)
+    tab = pm.mechanism_table(fac, bumped, sigma="w16").set_index("contrast")
+    assert tab.loc["K4", "sigma_w"] == pytest.approx(sigma, rel=1e-12) and tab.loc["K4", "df"] == 28
+    with pytest.raises(ValueError, match="sigma must be 'factorial' or 'w16'"):
+        pm.mechanism_table(fac, mech, sigma="pooled")

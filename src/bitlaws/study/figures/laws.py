@@ -45,7 +45,8 @@ def chinchilla_figure(frame, tied, free):
 
 
 def p5_mechanism_figure(table):
-    """P5's mechanism pilot: each within-seed contrast with its 95 % interval, main effects on the left,
+    """P5's mechanism pilot: each within-seed contrast with its 95 % interval, main effects (and A4's cost
+    on o_proj's input, their difference) on the left,
     interactions with A4 and the two differences the hypothesis is about on the right (< 0: compounds
     less than it adds). The factorial's own A4 × KV4 row is drawn in its colour; a contrast with no
     complete seed is named "(no runs yet)".
@@ -62,7 +63,8 @@ def p5_mechanism_figure(table):
     from ..p5_mechanism import CONTRASTS
 
     names = list(CONTRASTS)
-    main, inter = names[:5], names[5:]
+    main = [n for n in names if " x " not in n]  # each part alone, and A4's cost on o_proj's input
+    inter = [n for n in names if " x " in n]
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), gridspec_kw={"width_ratios": [1, 1.25]})
     t = table.set_index("contrast")
     for ax, group, title in ((axes[0], main, "loss increase of each part alone"),
