@@ -771,25 +771,39 @@ def p4_replicate_summary(rep: pd.DataFrame, column: str = "power") -> pd.DataFra
 
 def replicate_sentence(rep: pd.DataFrame | None, tab: pd.DataFrame | None = None) -> str:
     """Chapter 07's reading of :func:`p4_replicate_power`'s table: each seed count's mean power over the
-    replicates with its between-replicate spread, the design table's own value beside it, and how many
-    times the binomial error one table claims that spread is. ``""`` without replicates."""
+    replicates with its between-replicate spread and the design table's own value beside it, how far
+    that value lies from the mean, and what the spread is in units of the binomial error one table
+    claims. ``""`` without replicates."""
     if rep is None or not len(rep):
         return ""
     sm = p4_replicate_summary(rep, "power")
-    own = {}
+    own, own_n = {}, math.nan
     if tab is not None:
         run = tab[(tab["claim"] == "P4") & tab["design"].str.contains("as run")]
         own = dict(zip(run["seeds"].astype(int), run["power"].astype(float)))
-    parts = []
+        own_n = float(run["n_sim"].iloc[0]) if len(run) else math.nan
+    parts, gaps = [], []
     for r in sm.itertuples(index=False):
-        mine = f"; the table's {own[r.seeds]:.2f}" if r.seeds in own else ""
+        mine = ""
+        if r.seeds in own:
+            mine = f"; the table's {own[r.seeds]:.2f}"
+            gaps.append((abs(own[r.seeds] - r.mean), abs(own[r.seeds] - r.mean) / r.sd if r.sd > 0 else math.inf))
         parts.append(f"{r.seeds} seed{'s' if r.seeds > 1 else ''}: {r.mean:.2f} (spread {r.sd:.2f}{mine})")
-    worst = sm["sd_over_binomial"].max()
-    return (f"P4's power in the table is not a share of independent datasets: every simulated dataset's bootstrap "
-            f"is built from the deviations of all of them (`power._shift_bootstrap`), so a few wild fits move every "
-            f"grade of one simulation together, and its bracket understates the Monte Carlo error. "
-            f"{int(sm['replicates'].iloc[0])} simulations of the as-run designs with independent generators "
-            f"({int(sm['n_sim'].iloc[0])} datasets each, `qat_design_p4_replicates.csv`) measure it: mean power "
-            f"{'; '.join(parts)}. The spread between replicates is up to {worst:.1f}× the binomial error one "
-            f"replicate would claim, so P4's powers in the table are read to about ±{2 * sm['sd'].max():.2f}, and "
-            f"the seed count chosen from them is provisional.")
+    n_rep, n_sim = int(sm["replicates"].iloc[0]), int(sm["n_sim"].iloc[0])
+    text = (f"P4's powers in the table above are not shares of independent datasets: every simulated dataset's "
+            f"bootstrap is built from the deviations of all of them (`power._shift_bootstrap`), so a few wild fits "
+            f"move every grade of one simulation together, and the bracket understates the Monte Carlo error. "
+            f"{n_rep} simulations of the as-run designs with independent generators ({n_sim} datasets each, "
+            f"`qat_design_p4_replicates.csv`) give mean powers {'; '.join(parts)}; their spread is "
+            f"{sm['sd_over_binomial'].min():.1f}–{sm['sd_over_binomial'].max():.1f}× the binomial error, each "
+            f"spread on {n_rep - 1} degrees of freedom.")
+    from scipy import stats
+
+    if gaps and max(z for _, z in gaps) > stats.t.ppf(0.975, n_rep - 1):
+        text += (f" The table's own values ({int(own_n) if math.isfinite(own_n) else '?'} datasets) lie up to "
+                 f"{max(g for g, _ in gaps):.2f} from those means, more than the spread allows (beyond the t "
+                 f"quantile on {n_rep - 1} degrees of freedom): the estimate also depends on the "
+                 f"number of datasets, since they are the bootstrap's draws and the rule thresholds their share at "
+                 f"0.95. P4's design powers are therefore rough, and the seed count chosen from them is "
+                 f"provisional until the simulation draws each dataset's bootstrap apart from the graded datasets.")
+    return text
