@@ -57,6 +57,7 @@ __all__ = [
     "P5_MIN_SEEDS",
     "P5_N_PAIRS",
     "rule_p9",
+    "rule_p9_matched",
     "Verdict",
     "pending_verdict",
     "repo_root",
@@ -205,7 +206,7 @@ CLAIMS: dict[str, dict[str, str | None]] = {
 # rule's docstring). RULE_HISTORY says which changes came after the data were seen.
 RULE_VERSIONS: dict[str, str] = {
     "P1": "2", "P2": "3", "P3": "3", "P4": "7", "P5": "9", "P6": "3", "P7": "2", "P8": "2",
-    "P9": "2", "P10": "3", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "2",
+    "P9": "3", "P10": "3", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "2",
 }
 
 # Where each claim's rule is written: the verdict function, whose docstring states the rule.
@@ -412,7 +413,15 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
            ("2", "2026-12-01, after a referee's reading of the data (a change after the data)", "a sign test in the "
             "cells where δ_PTQ is measurable (P_w nearest P_post) and an F-test of the R² Eq. 9's robustness term adds "
             "over Eq. 2 without it, with power and false-positive rate by simulation: the v1 R² is reached by Eq. 2 "
-            "without any robustness term, and its share counted cells below the noise")],
+            "without any robustness term, and its share counted cells below the noise"),
+           ("3", "2026-12-05, after 37 of the matched grid's 50 runs were committed, before any comparison of their "
+            "δ was read (two rows, one unit on both grids, were printed while checking the file's columns, without their twin)",
+            "the matched grid (qat_matched): the 95 % t-interval over (N, D) cells of mean ln(δ_low/δ_hp), weights "
+            "trained at P_w against the high-precision twin, RTN to P_post = P_w − 1 on training's symmetric grid, "
+            "against 0 and against the paper's law over C_w ∈ [0.5, 1.5] (the paper prints no C_w); no power gate, "
+            "each decisive grade an interval's exclusion with its size simulated; graded once the grid is complete, "
+            "v2 until then. v2 compared grids that differ (symmetric training, asymmetric PTQ) and its power rested "
+            "on C_w = 1 alone")],
     "P10": [("1", "session 2, before the formats sweep ran", "the share of FP/INT pairs favouring FP"),
             ("2", "session 3, after the data (a change after the data)", "the mean FP − INT difference against "
              "its standard error: 8/15 pairs at −0.002 ± 0.007 is a null result"),
@@ -764,6 +773,22 @@ def rule_p9(n_less: int, n_measurable: int, p_robustness: float) -> str:
     legs = int(sign_test_p(n_less, n_measurable) < ALPHA) + int(p_robustness < ALPHA)
     return ("not reproduced", "partly", "reproduced")[legs]
 
+
+
+def rule_p9_matched(lo: float, hi: float, paper_lo: float, paper_hi: float) -> str:
+    """P9 (version 3, ``bitlaws.study.p9_matched``): r̄ is the mean over (N, D) cells of
+    ln(δ_low/δ_hp), weights trained at P_w and quantized to P_post = P_w − 1 against the high-precision
+    twin on the same grid; [``lo``, ``hi``] its 95 % t-interval; [``paper_lo``, ``paper_hi``] the paper's
+    law's r̄ on the same units over the registered C_w range (``paper_lo`` < ``paper_hi`` < 0). The
+    interval below 0 and meeting the paper's range: reproduced; below 0 but outside the range (more or
+    less robustness than any C_w in it allows): partly; above the range's weakest end and reaching 0 or
+    above: not reproduced; otherwise (reaching both 0 and the range) inconclusive. Any bound not finite:
+    inconclusive."""
+    if not all(math.isfinite(v) for v in (lo, hi, paper_lo, paper_hi)):
+        return "inconclusive"
+    if hi < 0:
+        return "reproduced" if lo <= paper_hi and hi >= paper_lo else "partly"
+    return "not reproduced" if lo > paper_hi else "inconclusive"
 
 # P1: a direction is judged on at least this many series that move beyond the noise.
 P1_MIN_RESOLVED = 3

@@ -1791,8 +1791,16 @@ def _p5_cell_sigma(df: pd.DataFrame, design: pd.DataFrame) -> tuple[float, int]:
 
 
 def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method: str = "rtn",
-               n_sim: int | None = None) -> Verdict:
+               n_sim: int | None = None, matched: pd.DataFrame | None = None) -> Verdict:
     """P9: models trained in low precision degrade less under PTQ (unified law, Eq. 9, Fig. 7).
+
+    Rule version 3 (registered 2026-12-05, after 37 of the matched grid's 50 runs were committed and
+    before any comparison of their δ was read; frozen by tests/test_p9_freeze.py): once every run of
+    the ``qat_matched`` grid has its rows (``matched``: None reads them, ``p9_matched.load_matched``),
+    P9 is graded by ``_p9_matched_verdict`` (``bitlaws.study.claims.rule_p9_matched``: the 95 %
+    t-interval over (N, D) cells of r̄ = mean ln(δ_low/δ_hp), weights trained at P_w and RTN-quantized
+    to P_post = P_w − 1 on training's symmetric grid, against 0 and against the paper's law over
+    C_w ∈ [0.5, 1.5]). Until then P9 is graded by version 2, as follows.
 
     Rule (version 2, ``bitlaws.study.claims.rule_p9``; statistics ``bitlaws.study.power.p9_statistics``):
     (a) a one-sided sign test, in the cells where the high-precision model's δ_PTQ is measurable
@@ -1813,8 +1821,14 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
     """
     from .claims import power_gate
     from .noise import noise_model
+    from .p9_matched import load_matched, matched_complete
     from .power import N_SIM, p9_cells, p9_power, p9_statistics
 
+    if matched is None:
+        matched = load_matched(profile)
+    have, declared = matched_complete(profile, matched)
+    if declared and have == declared:
+        return _p9_matched_verdict(fits, df, profile, matched, method)
     frames = stage_frames(df, method)
     rec = fits.get("unified") or {}
     sha = inputs_identity("P9", profile, frames={"unified": frames["unified"], "ptq": frames["ptq"]},
@@ -1846,7 +1860,9 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
             f"{st['p_robustness']:.2f}); unified fit R² {float(rec['r2']):.3f}; power {rate_text(pw)}, "
             f"false-positive rate {rate_text(pw, 'false_positive')} ({int(pw['n_sim'])} simulated datasets each; "
             "95 % Monte Carlo intervals)")
-    reason = (f"rule v2: (a) sign test {'met' if st['p_sign'] < 0.05 else 'not met'}, (b) robustness term "
+    reason = (("rule v3 (the matched grid, registered before its comparisons were read) grades P9 once all "
+               f"{declared} runs of qat_matched are committed; until then, " if declared else "")
+              + f"rule v2: (a) sign test {'met' if st['p_sign'] < 0.05 else 'not met'}, (b) robustness term "
               f"{'met' if st['p_robustness'] < 0.05 else 'not met'}; power on our design {pw['power']:.0%} with the "
               "paper's exponents, γ_w, n_w and C_w = 1 (C_w is not printed; Eq. 10 is its C_w = 1 case), "
               f"{po['power']:.0%} with our fitted C_w = {st['c_w']:.2f} in its place (reported, not used: power at "
@@ -1865,6 +1881,61 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
            "false_positive": pw["false_positive"], "false_partly": pw["false_partly"], "n_sim": pw["n_sim"],
            "rule_grade": st["grade"], "noise_dof": float(noise.loss_dof)}
     return Verdict("P9", verdict, CLAIMS["P9"]["paper"], ours, reason, profile, sha, finite_or_na(det))
+
+
+def _p9_matched_verdict(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, matched: pd.DataFrame,
+                        method: str = "rtn") -> Verdict:
+    """P9 by rule version 3 on the complete ``qat_matched`` grid (see ``verdict_p9``).
+
+    Statistics ``bitlaws.study.p9_matched.matched_statistics`` on training's symmetric grid (graded) and
+    the asymmetric min-max grid (reported); units whose high-precision δ is below the detection floor
+    (t_{0.975, ν}·σ₀ of the seed-noise model of ``df``) are left out, a δ_low below it is read as the floor.
+    Operating characteristics by ``matched_power`` on the declared design (δ scale from the Eq. 2 fit):
+    the least P(reproduced) under the paper's law over C_w ∈ {0.5, 1, 1.5} and the within-cell noise
+    shares ρ ∈ {0, 0.5, 0.9}; P(not reproduced) with no robustness bracket; the size of each decisive
+    grade. There is no power gate: *reproduced*, *partly* and *not reproduced* each need the interval to
+    exclude what they reject, and an interval that reaches both 0 and the paper's range is *inconclusive*.
+    """
+    from .noise import noise_model
+    from .p9_matched import (P9_C_W_RANGE, P9_GRID, P9_SECONDARY_GRID, detection_floor, matched_power,
+                             matched_statistics, matched_units, profile_design)
+
+    noise = noise_model(df, method)
+    floor = detection_floor(noise)
+    ptq = fits.get("ptq") or {}
+    sha = inputs_identity("P9", profile, frames={"matched": matched, "training": df},
+                          records={"ptq": ptq}, constants={"grid": P9_GRID, "c_w_range": list(P9_C_W_RANGE)})
+    if ptq.get("status") != "ok":
+        return Verdict("P9", "pending", CLAIMS["P9"]["paper"], "", "no Eq. 2 fit to scale the design's simulation",
+                       profile, sha, {})
+    st = matched_statistics(matched_units(matched, floor, P9_GRID))
+    s2 = matched_statistics(matched_units(matched, floor, P9_SECONDARY_GRID))
+    pw = matched_power(profile_design(profile, ptq["params"]), noise)
+    lo, hi = P9_C_W_RANGE
+    why = {"reproduced": "the interval lies below 0 and meets the paper's range",
+           "partly": "the interval lies below 0 but outside the paper's range",
+           "not reproduced": "the interval lies above the paper's range (its weakest C_w) and reaches 0 or above",
+           "inconclusive": "the interval reaches both 0 and the paper's range (or too few cells)"}[st["grade"]]
+    ours = (f"r̄ = mean ln(δ_low/δ_hp), weights trained at P_w against the high-precision twin, RTN to P_post = P_w − 1 "
+            f"on training's symmetric grid: {st['r_mean']:.3f} [{st['r_lo']:.3f}, {st['r_hi']:.3f}] over "
+            f"{int(st['n_cells'])} (N, D) cells ({int(st['n_units'])} units; δ_low/δ_hp = {math.exp(st['r_mean']):.2f}); "
+            f"the paper's law on the same units: {st['paper_c1']:.3f} at C_w = 1, [{st['paper_lo']:.3f}, {st['paper_hi']:.3f}] "
+            f"over C_w ∈ [{lo:g}, {hi:g}]; asymmetric min-max grid (not graded): {s2['r_mean']:.3f} "
+            f"[{s2['r_lo']:.3f}, {s2['r_hi']:.3f}] ({s2['grade']} by the same rule)")
+    reason = (f"rule v3: {why}. Power on our design (the least over C_w ∈ {{0.5, 1, 1.5}} and within-cell noise "
+              f"shares ρ ∈ {{0, 0.5, 0.9}}) {rate_text(pw)}; no robustness bracket graded not reproduced "
+              f"{rate_text(pw, 'power_not_reproduced')} (least over ρ), reproduced {rate_text(pw, 'false_positive')}; "
+              f"no effect at all graded reproduced {rate_text(pw, 'false_no_effect')}; the paper's weakest C_w graded "
+              f"not reproduced {rate_text(pw, 'size_not_reproduced')} ({int(pw['n_sim'])} simulated datasets each). "
+              f"{int(st['n_excluded'])} units left out (the twin's δ below the floor {floor:.5f} nats), "
+              f"{int(st['n_censored'])} δ_low read at the floor. C_w is not printed in the paper; one seed per run")
+    det = {**{k: st[k] for k in ("r_mean", "r_se", "r_lo", "r_hi", "paper_lo", "paper_hi", "paper_c1", "n_cells",
+                                 "n_units", "n_excluded", "n_censored")},
+           **{f"asym_{k}": s2[k] for k in ("r_mean", "r_lo", "r_hi")},
+           **{k: pw[k] for k in ("power", "false_positive", "false_no_effect", "power_not_reproduced",
+                                 "size_not_reproduced", "n_sim")},
+           "rule_grade": st["grade"], "noise_dof": float(noise.delta_dof), "floor": floor}
+    return Verdict("P9", st["grade"], CLAIMS["P9"]["paper"], ours, reason, profile, sha, finite_or_na(det))
 
 
 # C_w at which P9's power is simulated to find where it falls below POWER_MIN (C_w = 1 is Eq. 10's case).

@@ -1,0 +1,326 @@
+"""P9's matched test (rule version 3): does a model whose weights were trained at P_w degrade less
+under post-training quantization to P_post = P_w − 1 than its high-precision twin of the same (N, D)?
+
+Reads the ``qat_matched`` sweep (``bitlaws.study.sweep.qat_matched``) at evaluation version 2. Per unit
+(N, D, P_w, grid) the statistic is r = ln(δ_low / δ_hp); the paper's law (Kumar et al. 2024, §5, Eqs. 8–10
+with Table 2's γ_N, γ_w, n_w) predicts r = γ_N·ln(N/N_eff(P_w)) + ln(1 − e^(−C_w)) whatever N, D and P_post,
+and C_w is not printed, so the prediction is the range over ``P9_C_W_RANGE``. Written and frozen
+(tests/test_p9_freeze.py) on 2026-12-05, after 37 of the grid's 50 runs were committed and before any
+comparison of their δ was read; the rule is ``bitlaws.study.claims.rule_p9_matched``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..laws import forms
+from .noise import NoiseModel, t_quantile
+
+__all__ = ["P9_EVAL_VERSION", "P9_GRID", "P9_SECONDARY_GRID", "P9_C_W_RANGE", "P9_C_W_POWER", "P9_MIN_CELLS",
+           "P9_RHOS", "P9_N_SIM", "paper_r", "detection_floor", "matched_units", "matched_statistics", "matched_design",
+           "profile_design",            "matched_power", "load_matched", "matched_complete"]
+
+# The evaluation version the test reads (windows spread over the whole validation split).
+P9_EVAL_VERSION = 2
+# The graded grid is training's own (symmetric absmax, per output channel); the asymmetric min-max grid is
+# reported beside it, not graded.
+P9_GRID = "sym_per_channel"
+P9_SECONDARY_GRID = "asym_per_channel"
+# The paper prints no C_w; Eq. 10 is its C_w = 1 case. The registered range: every C_w in it makes the law's
+# robustification win (r < 0) at every P_w of the design (C_w = 2 does not at P_w = 3).
+P9_C_W_RANGE = (0.5, 1.5)
+# The C_w at which the rule's power is simulated; the power the grade is gated on is the least of them.
+P9_C_W_POWER = (0.5, 1.0, 1.5)
+# The fewest (N, D) cells with an included unit for the interval to be read.
+P9_MIN_CELLS = 3
+# The share of one run's δ noise common to the units of one (N, D) cell, simulated; the power is the least over
+# them (a common share widens the cells' spread, which the t-interval reads).
+P9_RHOS = (0.0, 0.5, 0.9)
+# Simulated datasets per hypothesis.
+P9_N_SIM = 2000
+
+
+def paper_r(bits_w, c_w: float, bits_post=None) -> np.ndarray:
+    """The paper's ln(δ_low/δ_hp) for weights trained at ``bits_w`` and quantized to ``bits_post``
+    (default P_w − 1), at the same (N, D): γ_N·ln(1/f_w(P_w)) + ln(1 − e^(−C_w·(P_w − P_post))).
+
+    Eq. 9 over Eq. 2 with Table 2's γ_N, γ_w, n_w (Kumar et al. 2024); C_T, D and N cancel. ``c_w`` = inf
+    drops the robustness bracket (Eq. 2 with N_eff alone). Returns a float array of ``bits_w``'s shape.
+
+    Raises:
+        ValueError: ``c_w`` not > 0, or a P_w where f_w ≤ 0 (N_eff undefined).
+    """
+    if not c_w > 0:
+        raise ValueError(f"paper_r: C_w must be > 0 (inf for no bracket); got {c_w!r}")
+    p = forms.PAPER_CONSTANTS
+    b = np.asarray(bits_w, dtype=float)
+    gap = 1.0 if bits_post is None else b - np.asarray(bits_post, dtype=float)
+    f = 1.0 - np.exp(-b / p["gamma_w"] + p["n_w"])
+    if np.any(f <= 0):
+        raise ValueError(f"paper_r: f_w(P_w) ≤ 0 (N_eff undefined) at P_w = {b[f <= 0]}")
+    bracket = 0.0 if math.isinf(c_w) else np.log1p(-np.exp(-c_w * gap))
+    return p["gamma_N"] * -np.log(f) + bracket
+
+
+def detection_floor(noise: NoiseModel) -> float:
+    """t_{0.975, ν}·σ₀: the δ a single run must exceed to be told from zero (ν the δ noise's degrees of
+    freedom, σ₀ its absolute part; ``bitlaws.study.noise``), nats."""
+    return t_quantile(noise.delta_dof) * noise.delta_abs
+
+
+def matched_units(rows: pd.DataFrame, floor: float, grid: str = P9_GRID) -> pd.DataFrame:
+    """The units of the matched test on one grid: each weights-only model trained at P_w < 16 and
+    RTN-quantized to P_post = P_w − 1, beside the high-precision model of the same (N, D, seed)
+    quantized to the same P_post on the same grid.
+
+    Args:
+        rows: ``qat_matched`` observation rows (one evaluation version), columns ``n_params, n_tokens, seed,
+            bits_w, bits_a, bits_kv, bits_post, ptq_method, quant_scheme, delta_ptq, status``.
+        floor: the detection floor (``detection_floor``), nats, ≥ 0.
+        grid: ``quant_scheme`` to read.
+
+    Returns:
+        One row per unit: ``n_params, n_tokens, seed, bits_w, bits_post, delta_low, delta_hp`` (nats),
+        ``included`` (δ_hp above ``floor``), ``censored`` (δ_low at or below ``floor``, read as ``floor``)
+        and ``r`` = ln(max(δ_low, floor)/δ_hp), NaN where not included.
+
+    Raises:
+        ValueError: a negative floor, a missing column, or two rows for one unit or one twin.
+    """
+    if not floor >= 0:
+        raise ValueError(f"matched_units: floor must be ≥ 0; got {floor!r}")
+    need = ["n_params", "n_tokens", "seed", "bits_w", "bits_a", "bits_kv", "bits_post", "ptq_method",
+            "quant_scheme", "delta_ptq", "status"]
+    missing = [c for c in need if c not in rows]
+    if missing:
+        raise ValueError(f"matched_units: rows lack columns {missing}")
+    num = {c: pd.to_numeric(rows[c], errors="coerce").fillna(forms.HIGH_PRECISION_BITS)
+           for c in ("bits_w", "bits_a", "bits_kv", "bits_post")}
+    hi = forms.HIGH_PRECISION_BITS
+    ok = ((rows["status"] == "ok") & (rows["ptq_method"] == "rtn") & (rows["quant_scheme"] == grid)
+          & (num["bits_a"] >= hi) & (num["bits_kv"] >= hi))
+    f = rows.assign(**num)[ok]
+    key = ["n_params", "n_tokens", "seed", "bits_post"]
+    low = f[(f["bits_w"] < hi) & (f["bits_post"] == f["bits_w"] - 1)][key + ["bits_w", "delta_ptq"]]
+    hp = f[f["bits_w"] >= hi][key + ["delta_ptq"]]
+    for name, part, k in (("unit", low, key + ["bits_w"]), ("high-precision twin", hp, key)):
+        dup = part.duplicated(k, keep=False)
+        if dup.any():
+            raise ValueError(f"matched_units: two rows for one {name}: {part.loc[dup, k].drop_duplicates().to_dict('records')}")
+    out = low.rename(columns={"delta_ptq": "delta_low"}).merge(hp.rename(columns={"delta_ptq": "delta_hp"}), on=key)
+    out["included"] = out["delta_hp"] > floor
+    out["censored"] = out["delta_low"] <= floor
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.log(np.maximum(out["delta_low"].to_numpy(float), floor) / out["delta_hp"].to_numpy(float))
+    out["r"] = np.where(out["included"], r, np.nan)
+    cols = ["n_params", "n_tokens", "seed", "bits_w", "bits_post", "delta_low", "delta_hp", "included", "censored", "r"]
+    return out[cols].sort_values(["n_params", "n_tokens", "seed", "bits_w"]).reset_index(drop=True)
+
+
+def _interval(cell_r: np.ndarray) -> tuple[float, float, float, float]:
+    """Mean of the cell means (last axis), its standard error and 95 % t-interval; NaN where < 2 cells."""
+    from scipy import stats
+
+    n = np.sum(np.isfinite(cell_r), axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a dataset with no cell: NaN, graded inconclusive
+        mean = np.nanmean(cell_r, axis=-1) if cell_r.size else np.nan
+        sd = np.sqrt(np.nansum((cell_r - np.expand_dims(mean, -1)) ** 2, axis=-1) / (n - 1))
+        se = sd / np.sqrt(n)
+        q = stats.t.ppf(0.975, np.maximum(n - 1, 1))
+    return mean, se, mean - q * se, mean + q * se
+
+
+def matched_statistics(units: pd.DataFrame, c_w_range: tuple[float, float] = P9_C_W_RANGE) -> dict:
+    """The statistics of rule v3 (``bitlaws.study.claims.rule_p9_matched``) on one grid's ``matched_units``.
+
+    Each (N, D) cell's r is the mean of its included units' r (units of one cell share their twin's
+    model, so the cells, not the units, are the independent replicates); r̄ is the mean over cells with
+    an included unit, its 95 % interval a t-interval on the cells' spread (n_cells − 1 degrees of freedom).
+    The paper's range is the same average of ``paper_r`` over the same units at the two ends of ``c_w_range``.
+
+    Returns:
+        ``r_mean``, ``r_se``, ``r_lo``, ``r_hi``, ``paper_lo`` (the strongest robustness, C_w at the
+        range's low end), ``paper_hi``, ``paper_c1`` (C_w = 1), ``n_cells``, ``n_units``, ``n_excluded``
+        (twin's δ below the floor), ``n_censored``, ``grade``.
+    """
+    from .claims import rule_p9_matched
+
+    inc = units[units["included"]]
+    cell = inc.assign(p_lo=paper_r(inc["bits_w"], c_w_range[0]), p_hi=paper_r(inc["bits_w"], c_w_range[1]),
+                      p_1=paper_r(inc["bits_w"], 1.0)).groupby(["n_params", "n_tokens"])[["r", "p_lo", "p_hi", "p_1"]].mean()
+    out = {"n_cells": float(len(cell)), "n_units": float(len(inc)), "n_excluded": float((~units["included"]).sum()),
+           "n_censored": float((inc["censored"]).sum())}
+    if len(cell) < max(P9_MIN_CELLS, 2):
+        return {**out, **dict.fromkeys(("r_mean", "r_se", "r_lo", "r_hi", "paper_lo", "paper_hi", "paper_c1"), math.nan),
+                "grade": "inconclusive"}
+    mean, se, lo, hi = (float(v) for v in _interval(cell["r"].to_numpy(float)))
+    out.update(r_mean=mean, r_se=se, r_lo=lo, r_hi=hi, paper_lo=float(cell["p_lo"].mean()),
+               paper_hi=float(cell["p_hi"].mean()), paper_c1=float(cell["p_1"].mean()))
+    out["grade"] = rule_p9_matched(lo, hi, out["paper_lo"], out["paper_hi"])
+    return out
+
+
+def matched_design(sizes: Mapping[str, int], budgets, bits, eq2: Mapping[str, float]) -> pd.DataFrame:
+    """The matched grid's units for simulation: every (N, D, P_w) with P_post = P_w − 1 and δ_hp from
+    Eq. 2 with ``eq2`` (C_T, γ_D, γ_N, γ_post; our RTN fit, asymmetric grid). The seed noise of δ is
+    mostly relative (``NoiseModel.delta_rel``), so the simulated power barely depends on this scale.
+
+    Args:
+        sizes: size name -> N (parameters).
+        budgets: D values (tokens).
+        bits: the P_w values.
+        eq2: Eq. 2's constants.
+    """
+    rows = [{"n_params": float(n), "n_tokens": float(d), "bits_w": float(b), "bits_post": float(b - 1),
+             "delta_hp_true": float(forms.delta_ptq(float(n), float(d), float(b - 1), eq2))}
+            for n in sizes.values() for d in budgets for b in bits]
+    return pd.DataFrame(rows)
+
+
+def profile_design(profile: str, eq2: Mapping[str, float]) -> pd.DataFrame:
+    """``matched_design`` of ``profile``'s declared ``qat_matched`` grid (``PowerPlan.matched_*``); empty if none.
+
+    Raises:
+        ValueError: unknown profile.
+    """
+    from ..model import get_size, hand_count_n_params
+    from .sweep import _profile
+
+    pp = _profile(profile).power_design
+    if pp is None:
+        return pd.DataFrame(columns=["n_params", "n_tokens", "bits_w", "bits_post", "delta_hp_true"])
+    sizes = {z: hand_count_n_params(get_size(z)) for z in pp.matched_sizes}
+    return matched_design(sizes, pp.matched_budgets, pp.matched_bits, eq2)
+
+
+def _cells_of(design: pd.DataFrame) -> np.ndarray:
+    """The index of each unit's (N, D) cell, in ``groupby``'s order."""
+    cells = design.groupby(["n_params", "n_tokens"]).indices
+    out = np.empty(len(design), dtype=int)
+    for j, idx in enumerate(cells.values()):
+        out[idx] = j
+    return out
+
+
+def _draw(design: pd.DataFrame, r_true: np.ndarray, noise: NoiseModel, n_sim: int, rng: np.random.Generator,
+          rho: float) -> tuple[np.ndarray, np.ndarray]:
+    """(δ_hp, δ_low), each (n_sim, units): δ_hp and δ_low = δ_hp·e^r_true with the seed noise of one run
+    (``NoiseModel.delta_sd``), a share ``rho`` of its variance common to the units of one (N, D) cell (the
+    twin is one model at every P_post; the low-precision models share its seed), the twins' and the
+    low-precision models' draws independent of each other."""
+    hp_true = design["delta_hp_true"].to_numpy(float)
+    low_true = hp_true * np.exp(r_true)
+    cell_of = _cells_of(design)
+    shape = (n_sim, len(design))
+
+    def z():
+        common = rng.standard_normal((n_sim, int(cell_of.max()) + 1))[:, cell_of]
+        return math.sqrt(rho) * common + math.sqrt(1.0 - rho) * rng.standard_normal(shape)
+
+    hp = hp_true + noise.delta_sd(hp_true) * z()
+    return hp, low_true + noise.delta_sd(low_true) * z()
+
+
+def _grades(design: pd.DataFrame, hp: np.ndarray, low: np.ndarray, floor: float,
+            c_w_range: tuple[float, float]) -> np.ndarray:
+    """Rule v3's grade of each simulated dataset (rows of ``hp``, ``low``), computed as
+    ``matched_units`` and ``matched_statistics`` compute it (a test checks they agree)."""
+    from .claims import rule_p9_matched
+
+    inc = hp > floor
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(inc, np.log(np.maximum(low, floor) / np.where(inc, hp, 1.0)), np.nan)
+    cell_of = _cells_of(design)
+    bw = design["bits_w"].to_numpy(float)
+    p_lo, p_hi = paper_r(bw, c_w_range[0]), paper_r(bw, c_w_range[1])
+    n_cells = int(cell_of.max()) + 1 if len(design) else 0
+    cell_r = np.full((len(hp), n_cells), np.nan)
+    cell_lo, cell_hi = np.full_like(cell_r, np.nan), np.full_like(cell_r, np.nan)
+    for j in range(n_cells):
+        idx = np.flatnonzero(cell_of == j)
+        m = inc[:, idx]
+        k = m.sum(axis=1)
+        has = k > 0
+        cell_r[has, j] = np.nansum(r[:, idx], axis=1)[has] / k[has]
+        cell_lo[has, j] = (m * p_lo[idx]).sum(axis=1)[has] / k[has]
+        cell_hi[has, j] = (m * p_hi[idx]).sum(axis=1)[has] / k[has]
+    _, _, lo, hi = _interval(cell_r)
+    n_ok = np.sum(np.isfinite(cell_r), axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a dataset with no cell: NaN, graded inconclusive
+        plo, phi = np.nanmean(cell_lo, axis=1), np.nanmean(cell_hi, axis=1)
+    return np.array([rule_p9_matched(float(a), float(b), float(c), float(d)) if n >= max(P9_MIN_CELLS, 2)
+                     else "inconclusive" for a, b, c, d, n in zip(lo, hi, plo, phi, n_ok)])
+
+
+def matched_power(design: pd.DataFrame, noise: NoiseModel, n_sim: int = P9_N_SIM, seed: int = 0,
+                  c_w_range: tuple[float, float] = P9_C_W_RANGE,
+                  c_w_power: tuple[float, ...] = P9_C_W_POWER, rhos: tuple[float, ...] = P9_RHOS) -> dict[str, float]:
+    """Operating characteristics of rule v3 on ``design`` (``matched_design``), by simulation.
+
+    Hypotheses: the paper's law at each C_w of ``c_w_power`` (r = ``paper_r``); *no bracket* (Eq. 2 with
+    N_eff alone: training at P_w only shrinks N_eff, so δ grows); *no effect* (r = 0). Each unit's δ gets
+    one run's seed noise (``NoiseModel.delta_sd``), its twin an independent draw.
+
+    Returns:
+        ``rate__rho<ρ>__<hypothesis>__<grade>`` for every ρ of ``rhos``, hypothesis (``paper_c<C_w>``,
+        ``no_bracket``, ``no_effect``) and grade; over ρ and C_w the unfavourable ends: ``power`` (the least
+        P(reproduced) under the paper's law: the grade's gate), ``false_positive`` (the most P(reproduced |
+        no bracket)), ``false_no_effect`` (P(reproduced | no effect)), ``power_not_reproduced`` (the least
+        P(not reproduced | no bracket)), ``size_not_reproduced`` (the most P(not reproduced) under the
+        paper's law at the weakest C_w of the range); ``n_sim`` (datasets per ρ and hypothesis).
+
+    Raises:
+        ValueError: ``n_sim`` < 1 or a ρ outside [0, 1).
+    """
+    if n_sim < 1:
+        raise ValueError(f"matched_power: n_sim must be ≥ 1; got {n_sim}")
+    floor = detection_floor(noise)
+    rng = np.random.default_rng(seed)
+    bw = design["bits_w"].to_numpy(float)
+    hyps = {**{f"paper_c{c:g}": paper_r(bw, c) for c in c_w_power}, "no_bracket": paper_r(bw, math.inf),
+            "no_effect": np.zeros(len(design))}
+    out: dict[str, float] = {"n_sim": float(n_sim)}
+    for rho in rhos:
+        if not 0.0 <= rho < 1.0:
+            raise ValueError(f"matched_power: each rho must be in [0, 1); got {rho!r}")
+        for name, r_true in hyps.items():
+            g = _grades(design, *_draw(design, r_true, noise, n_sim, rng, rho), floor, c_w_range)
+            for grade in ("reproduced", "partly", "not reproduced", "inconclusive"):
+                out[f"rate__rho{rho:g}__{name}__{grade}"] = float(np.mean(g == grade))
+
+    def worst(key, fn):
+        return fn(out[key.format(rho=f"{rho:g}")] for rho in rhos)
+
+    out["power"] = min(worst(f"rate__rho{{rho}}__paper_c{c:g}__reproduced", min) for c in c_w_power)
+    out["false_positive"] = worst("rate__rho{rho}__no_bracket__reproduced", max)
+    out["false_no_effect"] = worst("rate__rho{rho}__no_effect__reproduced", max)
+    out["power_not_reproduced"] = worst("rate__rho{rho}__no_bracket__not reproduced", min)
+    out["size_not_reproduced"] = worst(f"rate__rho{{rho}}__paper_c{max(c_w_power):g}__not reproduced", max)
+    return out
+
+
+def load_matched(profile: str) -> pd.DataFrame:
+    """The ``qat_matched`` rows rule v3 reads (evaluation version ``P9_EVAL_VERSION``); empty if none."""
+    from .store import load_runs
+
+    try:
+        return load_runs(profile, experiment="qat_matched", eval_version=P9_EVAL_VERSION)
+    except FileNotFoundError:
+        return pd.DataFrame()
+
+
+def matched_complete(profile: str, rows: pd.DataFrame) -> tuple[int, int]:
+    """(runs of the declared ``qat_matched`` grid with a row in ``rows``, runs declared); the test is
+    read only when the two are equal and nonzero (``sweep.plan``; only run ids are looked at)."""
+    from .sweep import plan
+
+    declared = {s.run_id for s in plan(profile, "qat_matched")}
+    have = set(rows["run_id"]) if "run_id" in rows else set()
+    return len(declared & have), len(declared)

@@ -1,0 +1,176 @@
+"""P9 rule version 3 (``bitlaws.study.p9_matched``, ``claims.rule_p9_matched``): the paper's ratio, the units,
+the statistic against hand-computed values, each branch of the rule, the simulation against the statistic it
+stands for, and the rule coming out both ways on simulated data."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from bitlaws.laws import forms
+from bitlaws.study import p9_matched as m
+from bitlaws.study.claims import rule_p9_matched
+from bitlaws.study.noise import NoiseModel
+
+
+def _noise(rel: float, abs_: float = 1e-4, dof: int = 100) -> NoiseModel:
+    return NoiseModel(0.02, dof, 0.05, dof, abs_, rel, dof, 5, 30)
+
+
+def test_paper_r_is_eq9_over_eq2_by_hand():
+    p = forms.PAPER_CONSTANTS
+    for bw, c in ((3, 0.5), (4, 1.0), (6, 1.5)):
+        f = 1 - math.exp(-bw / p["gamma_w"] + p["n_w"])
+        want = math.log(f ** -p["gamma_N"] * (1 - math.exp(-c)))
+        assert float(m.paper_r(bw, c)) == pytest.approx(want, rel=1e-12)
+    # the same ratio from the package's own Eq. 9 and Eq. 2 (C_T, N, D cancel)
+    consts = {**{k: p[k] for k in ("gamma_D", "gamma_N", "gamma_post", "gamma_w", "n_w")}, "C_T": 0.3, "C_w": 1.0}
+    low = forms.unified_delta_ptq(5e5, 4e6, 4, 16, 16, 3, consts)
+    hp = forms.delta_ptq(5e5, 4e6, 3, consts)
+    assert float(m.paper_r(4, 1.0)) == pytest.approx(math.log(low / hp), rel=1e-10)
+    # no bracket: training at P_w only shrinks N_eff, so δ grows; every C_w of the range makes it shrink
+    assert np.all(m.paper_r([3, 4, 5, 6], math.inf) > 0)
+    assert np.all(m.paper_r([3, 4, 5, 6], m.P9_C_W_RANGE[1]) < 0)
+    with pytest.raises(ValueError, match="C_w must be > 0"):
+        m.paper_r(4, 0.0)
+
+
+def _rows(units: list[tuple], grid: str = m.P9_GRID) -> pd.DataFrame:
+    """Rows of one seed: (n_params, n_tokens, bits_w, bits_post, delta) with bits_w 16 for a twin."""
+    return pd.DataFrame([{"n_params": n, "n_tokens": d, "seed": 0, "bits_w": bw, "bits_a": 16, "bits_kv": 16,
+                          "bits_post": bp, "ptq_method": "rtn", "quant_scheme": grid, "delta_ptq": delta,
+                          "status": "ok", "run_id": f"{n}-{d}-{bw}"} for n, d, bw, bp, delta in units])
+
+
+def test_matched_units_pairs_twins_and_reads_the_floor():
+    rows = pd.concat([
+        _rows([(1e5, 2e6, 16, 3, 0.04), (1e5, 2e6, 4, 3, 0.02),       # r = ln 0.5
+               (1e5, 2e6, 16, 2, 0.10), (1e5, 2e6, 3, 2, 0.0005),     # δ_low below the floor: read as 0.001
+               (1e5, 2e6, 16, 4, 0.0008), (1e5, 2e6, 5, 4, 0.01),     # twin below the floor: left out
+               (1e5, 2e6, 6, 4, 0.5)]),                               # P_post ≠ P_w − 1: not a unit
+        _rows([(1e5, 2e6, 16, 3, 9.0), (1e5, 2e6, 4, 3, 1.0)], grid=m.P9_SECONDARY_GRID)])
+    u = m.matched_units(rows, floor=0.001).set_index("bits_w")
+    assert list(u.index) == [3, 4, 5]
+    assert u.loc[4, "r"] == pytest.approx(math.log(0.5), rel=1e-12)
+    assert u.loc[3, "censored"] and u.loc[3, "r"] == pytest.approx(math.log(0.001 / 0.10), rel=1e-12)
+    assert not u.loc[5, "included"] and math.isnan(u.loc[5, "r"])
+    other = m.matched_units(rows, floor=0.001, grid=m.P9_SECONDARY_GRID)
+    assert other["r"].tolist() == pytest.approx([math.log(1 / 9)])
+    with pytest.raises(ValueError, match="two rows for one unit"):
+        m.matched_units(pd.concat([rows, rows.iloc[[1]]]), floor=0.001)
+    with pytest.raises(ValueError, match="lack columns"):
+        m.matched_units(rows.drop(columns="quant_scheme"), floor=0.001)
+    with pytest.raises(ValueError, match="floor"):
+        m.matched_units(rows, floor=-1.0)
+
+
+def test_matched_statistics_is_the_t_interval_over_cell_means_by_hand():
+    # three cells; cell means of r: -0.3, -0.4 (two units: -0.35, -0.45), -0.5
+    units = pd.DataFrame({"n_params": [1, 2, 2, 3], "n_tokens": [1, 1, 1, 1], "seed": 0, "bits_w": [4, 4, 5, 6],
+                          "bits_post": [3, 3, 4, 5], "delta_low": 1.0, "delta_hp": 1.0, "included": True,
+                          "censored": False, "r": [-0.3, -0.35, -0.45, -0.5]})
+    st = m.matched_statistics(units)
+    se = 0.1 / math.sqrt(3)
+    q = stats.t.ppf(0.975, 2)
+    assert st["r_mean"] == pytest.approx(-0.4) and st["r_se"] == pytest.approx(se)
+    assert (st["r_lo"], st["r_hi"]) == pytest.approx((-0.4 - q * se, -0.4 + q * se))
+    c_lo, c_hi = m.P9_C_W_RANGE
+    want_hi = np.mean([m.paper_r(4, c_hi), np.mean(m.paper_r([4, 5], c_hi)), m.paper_r(6, c_hi)])
+    assert st["paper_hi"] == pytest.approx(want_hi)
+    assert st["grade"] == rule_p9_matched(st["r_lo"], st["r_hi"], st["paper_lo"], st["paper_hi"])
+    assert st["n_cells"] == 3 and st["n_units"] == 4
+    # fewer than P9_MIN_CELLS cells: inconclusive, no interval
+    two = m.matched_statistics(units[units["n_params"] < 3])
+    assert two["grade"] == "inconclusive" and math.isnan(two["r_lo"])
+
+
+@pytest.mark.parametrize("lo, hi, want", [
+    (-0.5, -0.2, "reproduced"),       # below 0, meets [-0.8, -0.1]
+    (-0.09, -0.01, "partly"),         # below 0, weaker than the range's weakest end
+    (-1.5, -0.9, "partly"),           # below 0, stronger than its strongest
+    (-0.05, 0.2, "not reproduced"),   # above the weakest end, reaching 0
+    (-0.3, 0.2, "inconclusive"),      # reaches both
+    (math.nan, 0.1, "inconclusive"),
+])
+def test_rule_p9_matched_branches(lo, hi, want):
+    assert rule_p9_matched(lo, hi, -0.8, -0.1) == want
+
+
+def _design() -> pd.DataFrame:
+    sizes = {f"s{i}": n for i, n in enumerate((3e4, 1e5, 2e5, 5e5, 1.2e6))}
+    return m.matched_design(sizes, (2e6, 8e6), (3, 4, 5, 6), {"C_T": 0.005, "gamma_D": 0.7, "gamma_N": 0.3,
+                                                           "gamma_post": 0.66})
+
+
+def test_the_simulation_grades_as_the_statistic_does():
+    design, noise = _design(), _noise(rel=0.5, abs_=0.003)
+    floor = m.detection_floor(noise)
+    rng = np.random.default_rng(3)
+    hp, low = m._draw(design, m.paper_r(design["bits_w"], 1.5), noise, 60, rng, rho=0.5)
+    fast = m._grades(design, hp, low, floor, m.P9_C_W_RANGE)
+    for i in range(len(hp)):
+        units = design.assign(seed=0, delta_hp=hp[i], delta_low=low[i])
+        rows = pd.concat([
+            _rows([(n, d, bw, bp, x) for n, d, bw, bp, x in units[["n_params", "n_tokens", "bits_w", "bits_post",
+                                                                    "delta_low"]].itertuples(index=False)]),
+            _rows([(n, d, 16, bp, x) for n, d, bp, x in units[["n_params", "n_tokens", "bits_post",
+                                                               "delta_hp"]].itertuples(index=False)])])
+        assert m.matched_statistics(m.matched_units(rows, floor))["grade"] == fast[i], i
+    assert len(set(fast)) >= 2  # the draws reach more than one grade, so the comparison means something
+
+
+def test_the_rule_comes_out_both_ways_and_its_sizes_hold():
+    design, noise = _design(), _noise(rel=0.264, abs_=0.00017, dof=142)
+    pw = m.matched_power(design, noise, n_sim=400, rhos=(0.0, 0.5))
+    # the paper's law at Eq. 10's C_w = 1 reads reproduced; no robustness bracket reads not reproduced
+    assert pw["rate__rho0__paper_c1__reproduced"] > 0.9
+    assert pw["rate__rho0__no_bracket__not reproduced"] > 0.9
+    # each decisive grade's error rate under what it rejects: about the interval's 2.5 % tail (MC error ~1 %)
+    assert pw["false_no_effect"] < 0.06 and pw["size_not_reproduced"] < 0.06
+    assert pw["false_positive"] < 0.02
+    with pytest.raises(ValueError, match="rho"):
+        m.matched_power(design, noise, n_sim=10, rhos=(1.0,))
+
+
+def _grid_rows(r_of_bits, rng: np.random.Generator, rel: float = 0.2) -> pd.DataFrame:
+    """Rows of every declared ``qat_matched`` run of the cpu profile (its run ids), δ_hp from a fixed Eq. 2 and
+    δ_low = δ_hp·e^r(P_w), each with relative noise ``rel``, on both grids, at evaluation version 2."""
+    from bitlaws.model import get_size, hand_count_n_params
+    from bitlaws.study import sweep
+
+    eq2 = {"C_T": 0.005, "gamma_D": 0.7, "gamma_N": 0.3, "gamma_post": 0.66}
+    rows = []
+    for spec in sweep.plan("cpu", "qat_matched"):
+        n, d = float(hand_count_n_params(get_size(spec.size))), float(spec.train.n_tokens)
+        bw = 16 if spec.precision.w is None else int(spec.precision.w.fmt[3:])
+        for q in spec.ptq:
+            hp = float(forms.delta_ptq(n, d, q.bits, eq2))
+            delta = (hp if bw == 16 else hp * math.exp(r_of_bits(bw))) * math.exp(rel * rng.standard_normal())
+            rows.append({"run_id": spec.run_id, "experiment": "qat_matched", "n_params": n, "n_tokens": d, "seed": 0,
+                         "bits_w": bw, "bits_a": 16, "bits_kv": 16, "bits_post": q.bits, "ptq_method": "rtn",
+                         "quant_scheme": "sym_per_channel" if q.symmetric else "asym_per_channel",
+                         "delta_ptq": delta, "status": "ok", "eval_version": 2})
+    return pd.DataFrame(rows)
+
+
+def test_verdict_p9_reads_rule_v3_only_on_the_complete_grid():
+    from bitlaws.study.law_fits import TRAINING_EXPERIMENTS, load_fits, verdict_p9
+    from bitlaws.study.store import load_runs
+
+    df, fits = load_runs("cpu", experiment=TRAINING_EXPERIMENTS), load_fits("cpu")
+    rng = np.random.default_rng(0)
+    paper = _grid_rows(lambda b: float(m.paper_r(b, 1.0)), rng)
+    v = verdict_p9(fits, df, "cpu", matched=paper)
+    assert v.verdict == "reproduced" and "rule v3" in v.reason
+    assert v.details["paper_c1"] == pytest.approx(float(np.mean(m.paper_r([3, 4, 5, 6], 1.0))), rel=1e-9)
+    assert v.details["r_lo"] < v.details["paper_c1"] < v.details["r_hi"]
+    none = verdict_p9(fits, df, "cpu", matched=_grid_rows(lambda b: float(m.paper_r(b, math.inf)), rng))
+    assert none.verdict == "not reproduced" and none.details["r_lo"] > none.details["paper_hi"]
+    # one declared run missing: rule v2 grades, and says v3 waits for the grid
+    part = paper[paper["run_id"] != paper["run_id"].iloc[0]]
+    v2 = verdict_p9(fits, df, "cpu", matched=part, n_sim=20)
+    assert "rule v3" in v2.reason and "until then, rule v2" in v2.reason and "r_mean" not in v2.details
