@@ -180,3 +180,28 @@ def test_w16_sigma_is_the_additive_residual_over_the_configurations_the_contrast
     assert tab.loc["K4", "sigma_w"] == pytest.approx(sigma, rel=1e-12) and tab.loc["K4", "df"] == 28
     with pytest.raises(ValueError, match="sigma must be 'factorial' or 'w16'"):
         pm.mechanism_table(fac, mech, sigma="pooled")
+
+
+def test_ablation_sigma_reads_the_ablation_runs_alone_against_the_factorials():
+    from scipy import stats
+
+    fac, mech = _frames()
+    n_var = len(MECHANISM_VARIANTS)
+    out = pm.ablation_sigma(fac, mech)
+    # the ablation's synthetic losses are additive: no residual, on (C - 1)(S - 1) df
+    assert out["df"] == (n_var - 1) * 2 and out["sigma"] == pytest.approx(0.0, abs=1e-12)
+    e = 0.03
+    bumped = mech.copy()
+    bumped.loc[0, "loss_val"] += e
+    out = pm.ablation_sigma(fac, bumped)
+    assert out["sigma"] == pytest.approx(e / np.sqrt(n_var * 3), rel=1e-9)
+    sw, dfw = pm.within_seed_sigma(fac)
+    assert (out["sigma_w"], out["df_w"]) == (pytest.approx(sw), dfw)
+    f = out["sigma"] ** 2 / sw ** 2
+    assert out["f"] == pytest.approx(f)
+    assert out["p"] == pytest.approx(2 * min(stats.f.sf(f, out["df"], dfw), stats.f.cdf(f, out["df"], dfw)))
+    # a bumped factorial run leaves the ablation's own σ alone
+    fac2 = fac.copy()
+    fac2.loc[(fac2["bits_w"] == 16) & (fac2["bits_a"] == 16) & (fac2["bits_kv"] == 16) & (fac2["seed"] == 1),
+             "loss_val"] += e
+    assert pm.ablation_sigma(fac2, bumped)["sigma"] == pytest.approx(out["sigma"], rel=1e-12)

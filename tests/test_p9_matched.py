@@ -174,3 +174,15 @@ def test_verdict_p9_reads_rule_v3_only_on_the_complete_grid():
     part = paper[paper["run_id"] != paper["run_id"].iloc[0]]
     v2 = verdict_p9(fits, df, "cpu", matched=part, n_sim=20)
     assert "rule v3" in v2.reason and "until then, rule v2" in v2.reason and "r_mean" not in v2.details
+
+
+def test_the_operating_table_holds_every_rate_once():
+    from bitlaws.study.law_fits import p9_operating_table
+
+    pw = m.matched_power(_design(), _noise(rel=0.264, abs_=0.00017, dof=142), n_sim=50, rhos=(0.0, 0.9))
+    tab = p9_operating_table(pw)
+    assert tab.shape == (2 * 5, 4)
+    assert np.allclose(tab.sum(axis=1), 1.0)  # every dataset gets exactly one grade
+    assert tab.loc[("0.9", "no bracket (N_eff only)"), "not reproduced"] == pw["rate__rho0.9__no_bracket__not reproduced"]
+    with pytest.raises(ValueError, match="rate__"):
+        p9_operating_table({"power": 0.5})

@@ -1938,6 +1938,27 @@ def _p9_matched_verdict(fits: Mapping[str, dict], df: pd.DataFrame, profile: str
     return Verdict("P9", st["grade"], CLAIMS["P9"]["paper"], ours, reason, profile, sha, finite_or_na(det))
 
 
+def p9_operating_table(power: Mapping[str, float]) -> pd.DataFrame:
+    """Rule v3's simulated grade rates as a table: one row per (ρ, hypothesis) of
+    ``p9_matched.matched_power``'s record, one column per grade (shares of the simulated datasets).
+
+    Raises:
+        ValueError: a record without any ``rate__`` key.
+    """
+    rows: dict[tuple[str, str], dict[str, float]] = {}
+    for key, v in power.items():
+        if key.startswith("rate__"):
+            _, rho, hyp, grade = key.split("__")
+            hyp = {"no_bracket": "no bracket (N_eff only)", "no_effect": "no effect (r = 0)"}.get(
+                hyp, hyp.replace("paper_c", "paper's law, C_w = "))
+            rows.setdefault((rho[3:], hyp), {})[grade] = v
+    if not rows:
+        raise ValueError("p9_operating_table: the record has no rate__ keys (p9_matched.matched_power's output)")
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index = pd.MultiIndex.from_tuples(out.index, names=["ρ", "simulated truth"])
+    return out[["reproduced", "partly", "not reproduced", "inconclusive"]]
+
+
 # C_w at which P9's power is simulated to find where it falls below POWER_MIN (C_w = 1 is Eq. 10's case).
 P9_C_W_GRID = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["CONTRASTS", "PREDICTIONS", "load_mechanism", "within_seed_sigma", "mechanism_losses", "mechanism_table", "w16_sigma", "reading", "power", "minimum_effect"]
+__all__ = ["CONTRASTS", "PREDICTIONS", "load_mechanism", "within_seed_sigma", "mechanism_losses", "mechanism_table", "w16_sigma", "ablation_sigma", "reading", "power", "minimum_effect"]
 
 _HP = 16
 _COLS = ["bits_w", "bits_a", "bits_kv", "seed", "ptq_method", "status", "loss_val", "train_variant"]
@@ -168,7 +168,11 @@ def w16_sigma(factorial: pd.DataFrame, mechanism: pd.DataFrame) -> tuple[float, 
     Returns:
         (σ [nats/byte], degrees of freedom (C − 1)(S − 1)); (nan, 0) with fewer than 2 complete seeds.
     """
-    losses = mechanism_losses(factorial, mechanism)
+    return _additive_residual(mechanism_losses(factorial, mechanism))
+
+
+def _additive_residual(losses: pd.DataFrame) -> tuple[float, int]:
+    """σ and degrees of freedom of the configuration × seed additive model on ``mechanism_losses``' rows."""
     wide = losses.pivot_table(index=["bits_a", "bits_kv", "kv_parts", "a_skip"], columns="seed", values="loss_val",
                               aggfunc="first").dropna(axis=1, how="any")
     c, s = wide.shape
@@ -178,6 +182,28 @@ def w16_sigma(factorial: pd.DataFrame, mechanism: pd.DataFrame) -> tuple[float, 
     resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
     df = (c - 1) * (s - 1)
     return float(np.sqrt((resid ** 2).sum() / df)), int(df)
+
+
+def ablation_sigma(factorial: pd.DataFrame, mechanism: pd.DataFrame) -> dict[str, float]:
+    """A second sensitivity check (written after the rows were read, a referee's reading): the additive
+    residual over the ablation's own configurations (those that are not factorial runs), and a
+    two-sided F-test of its variance against the factorial's within-seed σ_w (``within_seed_sigma``).
+
+    Returns:
+        ``sigma``, ``df`` (the ablation's), ``sigma_w``, ``df_w`` (the factorial's), ``f`` = σ²/σ_w²,
+        ``p`` (two-sided, F on (df, df_w)); NaN where either σ has no degrees of freedom.
+    """
+    from scipy import stats
+
+    losses = mechanism_losses(factorial, mechanism)
+    own = losses[(losses["kv_parts"] != "kv") | (losses["a_skip"] != "")]
+    sigma, df = _additive_residual(own)
+    sigma_w, df_w = within_seed_sigma(factorial[factorial["ptq_method"] == "none"])
+    out = {"sigma": sigma, "df": float(df), "sigma_w": sigma_w, "df_w": float(df_w), "f": math.nan, "p": math.nan}
+    if df > 0 and df_w > 0 and sigma_w > 0:
+        f = sigma ** 2 / sigma_w ** 2
+        out.update(f=f, p=float(min(1.0, 2 * min(stats.f.sf(f, df, df_w), stats.f.cdf(f, df, df_w)))))
+    return out
 
 
 def mechanism_table(factorial: pd.DataFrame, mechanism: pd.DataFrame, level: float = 0.95,
