@@ -1,5 +1,6 @@
-"""P9's rule version 3 is frozen by the SHA-256 of its source text (never of a computed float): registered on
-2026-12-05 after 37 of the matched grid's 50 runs were committed and before any comparison of their δ was read.
+"""P9's matched rule is frozen by the SHA-256 of its source text (never of a computed float): version 3 registered on
+2026-12-05 after 37 of the matched grid's 50 runs were committed and before any comparison of their δ was read;
+version 4 the same day after a blind referee's reading of v3, still before any comparison was read.
 The freeze covers the rule, its statistic, its data selection and evaluation version, its simulation, the noise
 model and detection floor it reads, the law of its simulated data, the verdict that reads it and the grid's
 training specification. Any change fails here until it is a new rule version: bump ``RULE_VERSIONS["P9"]``, add
@@ -15,7 +16,7 @@ from bitlaws.laws import forms
 from bitlaws.study import claims, law_fits, noise, p9_matched, store, sweep
 
 # version -> SHA-256 of that version's ``_frozen_text()``
-FROZEN = {"3": "92287fb0f1c6e746da4e704215019b2912aa05e87e735c4543b7ee9b003ceacf"}
+FROZEN = {"4": "d9f4126950060203b78d692a85941444159d10c0bb62d7f17b4128b7cbd7402e", "3": "92287fb0f1c6e746da4e704215019b2912aa05e87e735c4543b7ee9b003ceacf"}
 
 
 def _frozen_text() -> str:
@@ -31,8 +32,8 @@ def _frozen_text() -> str:
 def test_p9_rule_source_is_frozen_at_its_version():
     version = claims.RULE_VERSIONS["P9"]
     assert version in FROZEN, f"P9 rule v{version} has no frozen digest; record it in FROZEN"
-    assert [v for v, *_ in claims.RULE_HISTORY["P9"]][-len(FROZEN):] == list(FROZEN)
-    assert list(FROZEN)[-1] == version, "the current P9 version is the last one frozen"
+    assert [v for v, *_ in claims.RULE_HISTORY["P9"]][-len(FROZEN):] == sorted(FROZEN, key=int)
+    assert max(FROZEN, key=int) == version, "the current P9 version is the last one frozen"
     digest = hashlib.sha256(_frozen_text().encode("utf-8")).hexdigest()
     assert digest == FROZEN[version], (
         f"P9's rule v{version}, its statistic, simulation, data selection, noise model, verdict or the matched "
@@ -42,7 +43,8 @@ def test_p9_rule_source_is_frozen_at_its_version():
 
 def test_the_digest_sees_every_part_it_freezes():
     text = _frozen_text()
-    for needle in ("P9_C_W_RANGE = ", "P9_GRID = ", "P9_EVAL_VERSION = ", "P9_RHOS", "def rule_p9_matched",
+    for needle in ("P9_C_W_RANGE = ", "P9_GRID = ", "P9_EVAL_VERSION = ", "P9_SCENARIOS", "P9_GRADED_BITS = ",
+                   "def c_w_max", "P9_C_W_SENSITIVITY", "def rule_p9_matched",
                    "def _p9_matched_verdict", "def verdict_p9", "def noise_model", "def qat_matched",
                    "def delta_ptq", "'gamma_N'", "experiment='qat_matched'", "def eval_windows"):
         assert needle in text, needle

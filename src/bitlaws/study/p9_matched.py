@@ -1,12 +1,13 @@
-"""P9's matched test (rule version 3): does a model whose weights were trained at P_w degrade less
+"""P9's matched test (rule version 4): does a model whose weights were trained at P_w degrade less
 under post-training quantization to P_post = P_w − 1 than its high-precision twin of the same (N, D)?
 
 Reads the ``qat_matched`` sweep (``bitlaws.study.sweep.qat_matched``) at evaluation version 2. Per unit
 (N, D, P_w, grid) the statistic is r = ln(δ_low / δ_hp); the paper's law (Kumar et al. 2024, §5, Eqs. 8–10
 with Table 2's γ_N, γ_w, n_w) predicts r = γ_N·ln(N/N_eff(P_w)) + ln(1 − e^(−C_w)) whatever N, D and P_post,
-and C_w is not printed, so the prediction is the range over ``P9_C_W_RANGE``. Written and frozen
-(tests/test_p9_freeze.py) on 2026-12-05, after 37 of the grid's 50 runs were committed and before any
-comparison of their δ was read; the rule is ``bitlaws.study.claims.rule_p9_matched``.
+and C_w is not printed, so the prediction is a range over C_w (``P9_C_W_RANGE``). Version 3 was registered
+on 2026-12-05 with 37 of the grid's 50 runs committed and none of their comparisons read; version 4 the
+same day, after a blind referee's reading, still before any was read. Frozen by tests/test_p9_freeze.py;
+the rule is ``bitlaws.study.claims.rule_p9_matched``.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import pandas as pd
 from ..laws import forms
 from .noise import NoiseModel, t_quantile
 
-__all__ = ["P9_EVAL_VERSION", "P9_GRID", "P9_SECONDARY_GRID", "P9_C_W_RANGE", "P9_C_W_POWER", "P9_MIN_CELLS",
-           "P9_RHOS", "P9_N_SIM", "paper_r", "detection_floor", "matched_units", "matched_statistics", "matched_design",
-           "profile_design",            "matched_power", "load_matched", "matched_complete"]
+__all__ = ["P9_EVAL_VERSION", "P9_GRID", "P9_SECONDARY_GRID", "P9_GRADED_BITS", "P9_REPORTED_BITS", "P9_C_W_LOW",
+           "P9_C_W_RANGE", "P9_C_W_SENSITIVITY", "P9_C_W_POWER", "P9_MIN_CLUSTERS", "P9_SCENARIOS", "P9_N_SIM",
+           "paper_r", "c_w_max", "detection_floor", "matched_units", "matched_statistics", "matched_design",
+           "profile_design", "matched_power", "load_matched", "matched_complete"]
 
 # The evaluation version the test reads (windows spread over the whole validation split).
 P9_EVAL_VERSION = 2
@@ -31,18 +33,49 @@ P9_EVAL_VERSION = 2
 # reported beside it, not graded.
 P9_GRID = "sym_per_channel"
 P9_SECONDARY_GRID = "asym_per_channel"
-# The paper prints no C_w; Eq. 10 is its C_w = 1 case. The registered range: every C_w in it makes the law's
-# robustification win (r < 0) at every P_w of the design (C_w = 2 does not at P_w = 3).
-P9_C_W_RANGE = (0.5, 1.5)
-# The C_w at which the rule's power is simulated; the power the grade is gated on is the least of them.
-P9_C_W_POWER = (0.5, 1.0, 1.5)
-# The fewest (N, D) cells with an included unit for the interval to be read.
-P9_MIN_CELLS = 3
-# The share of one run's δ noise common to the units of one (N, D) cell, simulated; the power is the least over
-# them (a common share widens the cells' spread, which the t-interval reads).
-P9_RHOS = (0.0, 0.5, 0.9)
-# Simulated datasets per hypothesis.
-P9_N_SIM = 2000
+# The graded P_w (P_post = P_w − 1 ≥ 3, the paper's INT3–6 and our Eq. 2 fit's range). P_w = 3 → P_post = 2 is
+# reported apart: on the symmetric grid INT2 is ternary ({−1, 0, 1}·absmax), its step 3× training's, not 2×.
+P9_GRADED_BITS = (4, 5, 6)
+P9_REPORTED_BITS = (3,)
+# The strongest robustification of the range: Eq. 10's C_w = 1, halved.
+P9_C_W_LOW = 0.5
+
+
+def c_w_max(bits) -> float:
+    """The largest C_w at which the paper's law still has robustification win (r ≤ 0) at every P_w of
+    ``bits`` (P_post = P_w − 1): 1 − e^(−C) = f_w(P_w)^γ_N at the lowest P_w, from Table 2 alone.
+
+    Raises:
+        ValueError: no bits, or f_w ≤ 0 at one of them.
+    """
+    b = min(bits) if len(bits) else None
+    if b is None:
+        raise ValueError("c_w_max: no bits given")
+    p = forms.PAPER_CONSTANTS
+    f = 1.0 - math.exp(-b / p["gamma_w"] + p["n_w"])
+    if f <= 0:
+        raise ValueError(f"c_w_max: f_w({b}) ≤ 0 (N_eff undefined)")
+    return -math.log(1.0 - f ** p["gamma_N"])
+
+
+# The paper's prediction is the law's r over this C_w range: from Eq. 10's C_w = 1 halved up to the weakest
+# robustification that still wins at every graded P_w (the claim's own content; 2.15 with Table 2).
+P9_C_W_RANGE = (P9_C_W_LOW, c_w_max(P9_GRADED_BITS))
+# Other ranges, whose grades are reported beside the registered one (not graded): v3's [0.5, 1.5] was chosen
+# with our v2 fit's C_w = 1.26 known.
+P9_C_W_SENSITIVITY = ((0.5, 1.0), (0.5, 1.5))
+# The C_w at which the rule's grade rates are simulated.
+P9_C_W_POWER = (0.5, 1.0, 1.5, 2.0)
+# The fewest model sizes (the replicates: every run of one N shares its seed, data order and, across D, its
+# initial weights) with an included unit for the interval to be read.
+P9_MIN_CLUSTERS = 3
+# Simulated noise structures (κ: share of one run's δ noise common to every unit of one N; ρ: common to one
+# (N, D) cell; τ: sd of a per-cell shift of the true r; rel: σ_rel's multiple); the rates reported are the
+# unfavourable ends over them.
+P9_SCENARIOS = ((0.0, 0.0, 0.0, 1.0), (0.0, 0.5, 0.0, 1.0), (0.0, 0.9, 0.0, 1.0), (0.5, 0.0, 0.0, 1.0),
+                (0.5, 0.4, 0.0, 1.0), (0.0, 0.5, 0.2, 1.0), (0.0, 0.5, 0.0, 1.5))
+# Simulated datasets per scenario and hypothesis.
+P9_N_SIM = 1000
 
 
 def paper_r(bits_w, c_w: float, bits_post=None) -> np.ndarray:
@@ -68,9 +101,9 @@ def paper_r(bits_w, c_w: float, bits_post=None) -> np.ndarray:
 
 
 def detection_floor(noise: NoiseModel) -> float:
-    """t_{0.975, ν}·σ₀: the δ a single run must exceed to be told from zero (ν the δ noise's degrees of
-    freedom, σ₀ its absolute part; ``bitlaws.study.noise``), nats."""
-    return t_quantile(noise.delta_dof) * noise.delta_abs
+    """t_{0.975, ν}·σ₀: the δ a single run must exceed to be told from zero (ν the degrees of freedom of the
+    independent runs, σ₀ the absolute part of δ's noise; ``bitlaws.study.noise``), nats."""
+    return t_quantile(noise.loss_dof) * noise.delta_abs
 
 
 def matched_units(rows: pd.DataFrame, floor: float, grid: str = P9_GRID) -> pd.DataFrame:
@@ -123,12 +156,12 @@ def matched_units(rows: pd.DataFrame, floor: float, grid: str = P9_GRID) -> pd.D
 
 
 def _interval(cell_r: np.ndarray) -> tuple[float, float, float, float]:
-    """Mean of the cell means (last axis), its standard error and 95 % t-interval; NaN where < 2 cells."""
+    """Mean of the cluster means (last axis), its standard error and 95 % t-interval; NaN where < 2."""
     from scipy import stats
 
     n = np.sum(np.isfinite(cell_r), axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a dataset with no cell: NaN, graded inconclusive
+        warnings.simplefilter("ignore", RuntimeWarning)  # a dataset with no cluster: NaN, graded inconclusive
         mean = np.nanmean(cell_r, axis=-1) if cell_r.size else np.nan
         sd = np.sqrt(np.nansum((cell_r - np.expand_dims(mean, -1)) ** 2, axis=-1) / (n - 1))
         se = sd / np.sqrt(n)
@@ -136,32 +169,35 @@ def _interval(cell_r: np.ndarray) -> tuple[float, float, float, float]:
     return mean, se, mean - q * se, mean + q * se
 
 
-def matched_statistics(units: pd.DataFrame, c_w_range: tuple[float, float] = P9_C_W_RANGE) -> dict:
-    """The statistics of rule v3 (``bitlaws.study.claims.rule_p9_matched``) on one grid's ``matched_units``.
+def matched_statistics(units: pd.DataFrame, c_w_range: tuple[float, float] = P9_C_W_RANGE,
+                       bits: tuple[int, ...] = P9_GRADED_BITS) -> dict:
+    """The statistics of rule v4 (``bitlaws.study.claims.rule_p9_matched``) on one grid's ``matched_units``.
 
-    Each (N, D) cell's r is the mean of its included units' r (units of one cell share their twin's
-    model, so the cells, not the units, are the independent replicates); r̄ is the mean over cells with
-    an included unit, its 95 % interval a t-interval on the cells' spread (n_cells − 1 degrees of freedom).
-    The paper's range is the same average of ``paper_r`` over the same units at the two ends of ``c_w_range``.
+    Only units with P_w in ``bits``. Each model size N is one replicate (its runs share seed 0, so the data
+    order, and across D the initial weights; a cell's units share their twin): its r is the mean of its
+    included units' r; r̄ is the mean over sizes with an included unit, its 95 % interval a t-interval on
+    the sizes' spread (n_clusters − 1 degrees of freedom). The paper's range is the same average of
+    ``paper_r`` over the same units at the two ends of ``c_w_range``.
 
     Returns:
-        ``r_mean``, ``r_se``, ``r_lo``, ``r_hi``, ``paper_lo`` (the strongest robustness, C_w at the
-        range's low end), ``paper_hi``, ``paper_c1`` (C_w = 1), ``n_cells``, ``n_units``, ``n_excluded``
+        ``r_mean``, ``r_se``, ``r_lo``, ``r_hi``, ``paper_lo`` (the strongest robustification, C_w at the
+        range's low end), ``paper_hi``, ``paper_c1`` (C_w = 1), ``n_clusters``, ``n_units``, ``n_excluded``
         (twin's δ below the floor), ``n_censored``, ``grade``.
     """
     from .claims import rule_p9_matched
 
-    inc = units[units["included"]]
-    cell = inc.assign(p_lo=paper_r(inc["bits_w"], c_w_range[0]), p_hi=paper_r(inc["bits_w"], c_w_range[1]),
-                      p_1=paper_r(inc["bits_w"], 1.0)).groupby(["n_params", "n_tokens"])[["r", "p_lo", "p_hi", "p_1"]].mean()
-    out = {"n_cells": float(len(cell)), "n_units": float(len(inc)), "n_excluded": float((~units["included"]).sum()),
+    sub = units[units["bits_w"].isin(bits)]
+    inc = sub[sub["included"]]
+    clus = inc.assign(p_lo=paper_r(inc["bits_w"], c_w_range[0]), p_hi=paper_r(inc["bits_w"], c_w_range[1]),
+                      p_1=paper_r(inc["bits_w"], 1.0)).groupby("n_params")[["r", "p_lo", "p_hi", "p_1"]].mean()
+    out = {"n_clusters": float(len(clus)), "n_units": float(len(inc)), "n_excluded": float((~sub["included"]).sum()),
            "n_censored": float((inc["censored"]).sum())}
-    if len(cell) < max(P9_MIN_CELLS, 2):
+    if len(clus) < max(P9_MIN_CLUSTERS, 2):
         return {**out, **dict.fromkeys(("r_mean", "r_se", "r_lo", "r_hi", "paper_lo", "paper_hi", "paper_c1"), math.nan),
                 "grade": "inconclusive"}
-    mean, se, lo, hi = (float(v) for v in _interval(cell["r"].to_numpy(float)))
-    out.update(r_mean=mean, r_se=se, r_lo=lo, r_hi=hi, paper_lo=float(cell["p_lo"].mean()),
-               paper_hi=float(cell["p_hi"].mean()), paper_c1=float(cell["p_1"].mean()))
+    mean, se, lo, hi = (float(v) for v in _interval(clus["r"].to_numpy(float)))
+    out.update(r_mean=mean, r_se=se, r_lo=lo, r_hi=hi, paper_lo=float(clus["p_lo"].mean()),
+               paper_hi=float(clus["p_hi"].mean()), paper_c1=float(clus["p_1"].mean()))
     out["grade"] = rule_p9_matched(lo, hi, out["paper_lo"], out["paper_hi"])
     return out
 
@@ -184,7 +220,8 @@ def matched_design(sizes: Mapping[str, int], budgets, bits, eq2: Mapping[str, fl
 
 
 def profile_design(profile: str, eq2: Mapping[str, float]) -> pd.DataFrame:
-    """``matched_design`` of ``profile``'s declared ``qat_matched`` grid (``PowerPlan.matched_*``); empty if none.
+    """``matched_design`` of ``profile``'s declared ``qat_matched`` grid (``PowerPlan.matched_*``), its graded
+    P_w only (``P9_GRADED_BITS``); empty if none.
 
     Raises:
         ValueError: unknown profile.
@@ -196,118 +233,132 @@ def profile_design(profile: str, eq2: Mapping[str, float]) -> pd.DataFrame:
     if pp is None:
         return pd.DataFrame(columns=["n_params", "n_tokens", "bits_w", "bits_post", "delta_hp_true"])
     sizes = {z: hand_count_n_params(get_size(z)) for z in pp.matched_sizes}
-    return matched_design(sizes, pp.matched_budgets, pp.matched_bits, eq2)
+    return matched_design(sizes, pp.matched_budgets, [b for b in pp.matched_bits if b in P9_GRADED_BITS], eq2)
 
 
-def _cells_of(design: pd.DataFrame) -> np.ndarray:
-    """The index of each unit's (N, D) cell, in ``groupby``'s order."""
-    cells = design.groupby(["n_params", "n_tokens"]).indices
+def _groups_of(design: pd.DataFrame, by) -> np.ndarray:
+    """The index of each unit's group (``by`` columns), in ``groupby``'s order."""
+    groups = design.groupby(by).indices
     out = np.empty(len(design), dtype=int)
-    for j, idx in enumerate(cells.values()):
+    for j, idx in enumerate(groups.values()):
         out[idx] = j
     return out
 
 
 def _draw(design: pd.DataFrame, r_true: np.ndarray, noise: NoiseModel, n_sim: int, rng: np.random.Generator,
-          rho: float) -> tuple[np.ndarray, np.ndarray]:
-    """(δ_hp, δ_low), each (n_sim, units): δ_hp and δ_low = δ_hp·e^r_true with the seed noise of one run
-    (``NoiseModel.delta_sd``), a share ``rho`` of its variance common to the units of one (N, D) cell (the
-    twin is one model at every P_post; the low-precision models share its seed), the twins' and the
-    low-precision models' draws independent of each other."""
-    hp_true = design["delta_hp_true"].to_numpy(float)
-    low_true = hp_true * np.exp(r_true)
-    cell_of = _cells_of(design)
+          scenario: tuple[float, float, float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """(δ_hp, δ_low), each (n_sim, units): δ_hp, and δ_low = δ_hp·e^(r_true + cell shift), each with one run's
+    seed noise (``NoiseModel.delta_sd``, its relative part × rel), of whose variance a share κ is common to
+    the units of one N and ρ to those of one (N, D) cell; the cell shift ~ N(0, τ²) per cell and dataset;
+    the twins' and the low-precision models' draws independent of each other (``scenario`` = (κ, ρ, τ, rel))."""
+    kappa, rho, tau, rel = scenario
+    nm = NoiseModel(noise.loss_sd, noise.loss_dof, noise.post_sd, noise.post_dof, noise.delta_abs,
+                    noise.delta_rel * rel, noise.delta_dof, noise.n_cells, noise.n_groups)
+    cell_of, size_of = _groups_of(design, ["n_params", "n_tokens"]), _groups_of(design, ["n_params"])
     shape = (n_sim, len(design))
 
-    def z():
-        common = rng.standard_normal((n_sim, int(cell_of.max()) + 1))[:, cell_of]
-        return math.sqrt(rho) * common + math.sqrt(1.0 - rho) * rng.standard_normal(shape)
+    def common(of):
+        return rng.standard_normal((n_sim, int(of.max()) + 1))[:, of]
 
-    hp = hp_true + noise.delta_sd(hp_true) * z()
-    return hp, low_true + noise.delta_sd(low_true) * z()
+    def z():
+        return (math.sqrt(kappa) * common(size_of) + math.sqrt(rho) * common(cell_of)
+                + math.sqrt(1.0 - kappa - rho) * rng.standard_normal(shape))
+
+    hp_true = design["delta_hp_true"].to_numpy(float)
+    low_true = hp_true * np.exp(r_true + tau * common(cell_of))
+    hp = hp_true + nm.delta_sd(hp_true) * z()
+    return hp, low_true + nm.delta_sd(low_true) * z()
 
 
 def _grades(design: pd.DataFrame, hp: np.ndarray, low: np.ndarray, floor: float,
             c_w_range: tuple[float, float]) -> np.ndarray:
-    """Rule v3's grade of each simulated dataset (rows of ``hp``, ``low``), computed as
+    """Rule v4's grade of each simulated dataset (rows of ``hp``, ``low``), computed as
     ``matched_units`` and ``matched_statistics`` compute it (a test checks they agree)."""
     from .claims import rule_p9_matched
 
     inc = hp > floor
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.where(inc, np.log(np.maximum(low, floor) / np.where(inc, hp, 1.0)), np.nan)
-    cell_of = _cells_of(design)
+    size_of = _groups_of(design, ["n_params"])
     bw = design["bits_w"].to_numpy(float)
     p_lo, p_hi = paper_r(bw, c_w_range[0]), paper_r(bw, c_w_range[1])
-    n_cells = int(cell_of.max()) + 1 if len(design) else 0
-    cell_r = np.full((len(hp), n_cells), np.nan)
-    cell_lo, cell_hi = np.full_like(cell_r, np.nan), np.full_like(cell_r, np.nan)
-    for j in range(n_cells):
-        idx = np.flatnonzero(cell_of == j)
+    n_groups = int(size_of.max()) + 1 if len(design) else 0
+    clus_r = np.full((len(hp), n_groups), np.nan)
+    clus_lo, clus_hi = np.full_like(clus_r, np.nan), np.full_like(clus_r, np.nan)
+    for j in range(n_groups):
+        idx = np.flatnonzero(size_of == j)
         m = inc[:, idx]
         k = m.sum(axis=1)
         has = k > 0
-        cell_r[has, j] = np.nansum(r[:, idx], axis=1)[has] / k[has]
-        cell_lo[has, j] = (m * p_lo[idx]).sum(axis=1)[has] / k[has]
-        cell_hi[has, j] = (m * p_hi[idx]).sum(axis=1)[has] / k[has]
-    _, _, lo, hi = _interval(cell_r)
-    n_ok = np.sum(np.isfinite(cell_r), axis=1)
+        clus_r[has, j] = np.nansum(r[:, idx], axis=1)[has] / k[has]
+        clus_lo[has, j] = (m * p_lo[idx]).sum(axis=1)[has] / k[has]
+        clus_hi[has, j] = (m * p_hi[idx]).sum(axis=1)[has] / k[has]
+    _, _, lo, hi = _interval(clus_r)
+    n_ok = np.sum(np.isfinite(clus_r), axis=1)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a dataset with no cell: NaN, graded inconclusive
-        plo, phi = np.nanmean(cell_lo, axis=1), np.nanmean(cell_hi, axis=1)
-    return np.array([rule_p9_matched(float(a), float(b), float(c), float(d)) if n >= max(P9_MIN_CELLS, 2)
+        warnings.simplefilter("ignore", RuntimeWarning)  # a dataset with no cluster: NaN, graded inconclusive
+        plo, phi = np.nanmean(clus_lo, axis=1), np.nanmean(clus_hi, axis=1)
+    return np.array([rule_p9_matched(float(a), float(b), float(c), float(d)) if n >= max(P9_MIN_CLUSTERS, 2)
                      else "inconclusive" for a, b, c, d, n in zip(lo, hi, plo, phi, n_ok)])
 
 
 def matched_power(design: pd.DataFrame, noise: NoiseModel, n_sim: int = P9_N_SIM, seed: int = 0,
-                  c_w_range: tuple[float, float] = P9_C_W_RANGE,
-                  c_w_power: tuple[float, ...] = P9_C_W_POWER, rhos: tuple[float, ...] = P9_RHOS) -> dict[str, float]:
-    """Operating characteristics of rule v3 on ``design`` (``matched_design``), by simulation.
+                  c_w_range: tuple[float, float] = P9_C_W_RANGE, c_w_power: tuple[float, ...] = P9_C_W_POWER,
+                  scenarios: tuple[tuple[float, float, float, float], ...] = P9_SCENARIOS) -> dict[str, float]:
+    """Grade rates of rule v4 on ``design`` (``matched_design``), by simulation.
 
-    Hypotheses: the paper's law at each C_w of ``c_w_power`` (r = ``paper_r``); *no bracket* (Eq. 2 with
-    N_eff alone: training at P_w only shrinks N_eff, so δ grows); *no effect* (r = 0). Each unit's δ gets
-    one run's seed noise (``NoiseModel.delta_sd``), its twin an independent draw.
+    Hypotheses: the paper's law at each C_w of ``c_w_power`` and at the range's weakest end (r =
+    ``paper_r``); *no bracket* (Eq. 2 with N_eff alone: training at P_w only shrinks N_eff, so δ grows);
+    *no effect* (r = 0). Each under every noise structure of ``scenarios`` (``_draw``). The noise model is
+    the high-precision models' δ noise on the asymmetric grid; that QAT models and the symmetric grid share
+    it is an assumption (the scenario with rel = 1.5 shows what a larger σ_rel costs). The grade itself reads
+    the data's own spread, not this model.
 
     Returns:
-        ``rate__rho<ρ>__<hypothesis>__<grade>`` for every ρ of ``rhos``, hypothesis (``paper_c<C_w>``,
-        ``no_bracket``, ``no_effect``) and grade; over ρ and C_w the unfavourable ends: ``power`` (the least
-        P(reproduced) under the paper's law: the grade's gate), ``false_positive`` (the most P(reproduced |
-        no bracket)), ``false_no_effect`` (P(reproduced | no effect)), ``power_not_reproduced`` (the least
+        ``rate__s<i>__<hypothesis>__<grade>`` for every scenario i, hypothesis (``paper_c<C_w>``,
+        ``paper_cmax``, ``no_bracket``, ``no_effect``) and grade; the unfavourable ends over the scenarios:
+        ``power`` (the least P(reproduced) under the paper's law at Eq. 10's C_w = 1), ``power_c<C_w>``
+        (likewise at each C_w of ``c_w_power``), ``false_no_effect`` (the most P(reproduced | no effect)),
+        ``false_positive`` (the most P(reproduced | no bracket)), ``power_not_reproduced`` (the least
         P(not reproduced | no bracket)), ``size_not_reproduced`` (the most P(not reproduced) under the
-        paper's law at the weakest C_w of the range); ``n_sim`` (datasets per ρ and hypothesis).
+        paper's law at the range's weakest C_w); ``n_sim`` (datasets per scenario and hypothesis).
 
     Raises:
-        ValueError: ``n_sim`` < 1 or a ρ outside [0, 1).
+        ValueError: ``n_sim`` < 1, or a scenario with κ, ρ < 0, κ + ρ ≥ 1, τ < 0 or rel ≤ 0.
     """
     if n_sim < 1:
         raise ValueError(f"matched_power: n_sim must be ≥ 1; got {n_sim}")
+    for sc in scenarios:
+        kappa, rho, tau, rel = sc
+        if not (kappa >= 0 and rho >= 0 and kappa + rho < 1 and tau >= 0 and rel > 0):
+            raise ValueError(f"matched_power: a scenario (κ, ρ, τ, rel) needs κ, ρ ≥ 0, κ + ρ < 1, τ ≥ 0, rel > 0; got {sc}")
     floor = detection_floor(noise)
     rng = np.random.default_rng(seed)
     bw = design["bits_w"].to_numpy(float)
-    hyps = {**{f"paper_c{c:g}": paper_r(bw, c) for c in c_w_power}, "no_bracket": paper_r(bw, math.inf),
-            "no_effect": np.zeros(len(design))}
+    hyps = {**{f"paper_c{c:g}": paper_r(bw, c) for c in c_w_power}, "paper_cmax": paper_r(bw, c_w_range[1]),
+            "no_bracket": paper_r(bw, math.inf), "no_effect": np.zeros(len(design))}
     out: dict[str, float] = {"n_sim": float(n_sim)}
-    for rho in rhos:
-        if not 0.0 <= rho < 1.0:
-            raise ValueError(f"matched_power: each rho must be in [0, 1); got {rho!r}")
+    for i, sc in enumerate(scenarios):
         for name, r_true in hyps.items():
-            g = _grades(design, *_draw(design, r_true, noise, n_sim, rng, rho), floor, c_w_range)
+            g = _grades(design, *_draw(design, r_true, noise, n_sim, rng, sc), floor, c_w_range)
             for grade in ("reproduced", "partly", "not reproduced", "inconclusive"):
-                out[f"rate__rho{rho:g}__{name}__{grade}"] = float(np.mean(g == grade))
+                out[f"rate__s{i}__{name}__{grade}"] = float(np.mean(g == grade))
 
-    def worst(key, fn):
-        return fn(out[key.format(rho=f"{rho:g}")] for rho in rhos)
+    def worst(hyp, grade, fn):
+        return fn(out[f"rate__s{i}__{hyp}__{grade}"] for i in range(len(scenarios)))
 
-    out["power"] = min(worst(f"rate__rho{{rho}}__paper_c{c:g}__reproduced", min) for c in c_w_power)
-    out["false_positive"] = worst("rate__rho{rho}__no_bracket__reproduced", max)
-    out["false_no_effect"] = worst("rate__rho{rho}__no_effect__reproduced", max)
-    out["power_not_reproduced"] = worst("rate__rho{rho}__no_bracket__not reproduced", min)
-    out["size_not_reproduced"] = worst(f"rate__rho{{rho}}__paper_c{max(c_w_power):g}__not reproduced", max)
+    for c in c_w_power:
+        out[f"power_c{c:g}"] = worst(f"paper_c{c:g}", "reproduced", min)
+    out["power"] = worst("paper_c1", "reproduced", min) if 1.0 in c_w_power else math.nan
+    out["false_no_effect"] = worst("no_effect", "reproduced", max)
+    out["false_positive"] = worst("no_bracket", "reproduced", max)
+    out["power_not_reproduced"] = worst("no_bracket", "not reproduced", min)
+    out["size_not_reproduced"] = worst("paper_cmax", "not reproduced", max)
     return out
 
 
 def load_matched(profile: str) -> pd.DataFrame:
-    """The ``qat_matched`` rows rule v3 reads (evaluation version ``P9_EVAL_VERSION``); empty if none."""
+    """The ``qat_matched`` rows rule v4 reads (evaluation version ``P9_EVAL_VERSION``); empty if none."""
     from .store import load_runs
 
     try:
