@@ -1,6 +1,7 @@
 """P9's matched rule is frozen by the SHA-256 of its source text (never of a computed float): version 3 registered on
 2026-12-05 after 37 of the matched grid's 50 runs were committed and before any comparison of their δ was read;
-version 4 the same day after a blind referee's reading of v3, still before any comparison was read.
+version 4 the same day after a blind referee's reading of v3, still before any comparison was read; version 5 the
+same day after a second blind referee's reading of v4, likewise before any comparison was read.
 The freeze covers the rule, its statistic, its data selection and evaluation version, its simulation, the noise
 model and detection floor it reads, the law of its simulated data, the verdict that reads it and the grid's
 training specification. Any change fails here until it is a new rule version: bump ``RULE_VERSIONS["P9"]``, add
@@ -16,7 +17,7 @@ from bitlaws.laws import forms
 from bitlaws.study import claims, law_fits, noise, p9_matched, store, sweep
 
 # version -> SHA-256 of that version's ``_frozen_text()``
-FROZEN = {"4": "d9f4126950060203b78d692a85941444159d10c0bb62d7f17b4128b7cbd7402e", "3": "92287fb0f1c6e746da4e704215019b2912aa05e87e735c4543b7ee9b003ceacf"}
+FROZEN = {"5": "4d8928ccab0956ac14a483480cf38b9f4478a23173c5709235facb87689d030a", "4": "d9f4126950060203b78d692a85941444159d10c0bb62d7f17b4128b7cbd7402e", "3": "92287fb0f1c6e746da4e704215019b2912aa05e87e735c4543b7ee9b003ceacf"}
 
 
 def _frozen_text() -> str:
@@ -44,7 +45,7 @@ def test_p9_rule_source_is_frozen_at_its_version():
 def test_the_digest_sees_every_part_it_freezes():
     text = _frozen_text()
     for needle in ("P9_C_W_RANGE = ", "P9_GRID = ", "P9_EVAL_VERSION = ", "P9_SCENARIOS", "P9_GRADED_BITS = ",
-                   "def c_w_max", "P9_C_W_SENSITIVITY", "def rule_p9_matched",
+                   "def c_w_max", "P9_C_W_SENSITIVITY", "def matched_complete", "twin below floor", "def rule_p9_matched",
                    "def _p9_matched_verdict", "def verdict_p9", "def noise_model", "def qat_matched",
                    "def delta_ptq", "'gamma_N'", "experiment='qat_matched'", "def eval_windows"):
         assert needle in text, needle

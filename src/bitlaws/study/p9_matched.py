@@ -1,13 +1,12 @@
-"""P9's matched test (rule version 4): does a model whose weights were trained at P_w degrade less
+"""P9's matched test (rule version 5): does a model whose weights were trained at P_w degrade less
 under post-training quantization to P_post = P_w − 1 than its high-precision twin of the same (N, D)?
 
 Reads the ``qat_matched`` sweep (``bitlaws.study.sweep.qat_matched``) at evaluation version 2. Per unit
 (N, D, P_w, grid) the statistic is r = ln(δ_low / δ_hp); the paper's law (Kumar et al. 2024, §5, Eqs. 8–10
 with Table 2's γ_N, γ_w, n_w) predicts r = γ_N·ln(N/N_eff(P_w)) + ln(1 − e^(−C_w)) whatever N, D and P_post,
-and C_w is not printed, so the prediction is a range over C_w (``P9_C_W_RANGE``). Version 3 was registered
-on 2026-12-05 with 37 of the grid's 50 runs committed and none of their comparisons read; version 4 the
-same day, after a blind referee's reading, still before any was read. Frozen by tests/test_p9_freeze.py;
-the rule is ``bitlaws.study.claims.rule_p9_matched``.
+and C_w is not printed, so the prediction is a range over C_w (``P9_C_W_RANGE``). Versions 3, 4 and 5 were
+registered on 2026-12-05 with 37–41 of the grid's 50 runs committed and none of their comparisons read (4 and 5
+after blind referees' readings). Frozen by tests/test_p9_freeze.py; the rule is ``claims.rule_p9_matched``.
 """
 
 from __future__ import annotations
@@ -70,10 +69,13 @@ P9_C_W_POWER = (0.5, 1.0, 1.5, 2.0)
 # initial weights) with an included unit for the interval to be read.
 P9_MIN_CLUSTERS = 3
 # Simulated noise structures (κ: share of one run's δ noise common to every unit of one N; ρ: common to one
-# (N, D) cell; τ: sd of a per-cell shift of the true r; rel: σ_rel's multiple); the rates reported are the
-# unfavourable ends over them.
-P9_SCENARIOS = ((0.0, 0.0, 0.0, 1.0), (0.0, 0.5, 0.0, 1.0), (0.0, 0.9, 0.0, 1.0), (0.5, 0.0, 0.0, 1.0),
-                (0.5, 0.4, 0.0, 1.0), (0.0, 0.5, 0.2, 1.0), (0.0, 0.5, 0.0, 1.5))
+# (N, D) cell; τ: sd of a per-cell shift of the true r; rel: σ_rel's multiple; ω: common to every unit of the
+# grid, drawn apart for the low-precision models and the twins, as a shared data order and evaluation set
+# could make it); the rates reported are the unfavourable ends over them. The interval assumes ω = 0 (the
+# sizes independent); the last scenario shows what a fifth of the noise shared across sizes costs.
+P9_SCENARIOS = ((0.0, 0.0, 0.0, 1.0, 0.0), (0.0, 0.5, 0.0, 1.0, 0.0), (0.0, 0.9, 0.0, 1.0, 0.0),
+                (0.5, 0.0, 0.0, 1.0, 0.0), (0.5, 0.4, 0.0, 1.0, 0.0), (0.0, 0.5, 0.2, 1.0, 0.0),
+                (0.0, 0.5, 0.0, 1.5, 0.0), (0.0, 0.5, 0.0, 1.0, 0.2))
 # Simulated datasets per scenario and hypothesis.
 P9_N_SIM = 1000
 
@@ -118,9 +120,11 @@ def matched_units(rows: pd.DataFrame, floor: float, grid: str = P9_GRID) -> pd.D
         grid: ``quant_scheme`` to read.
 
     Returns:
-        One row per unit: ``n_params, n_tokens, seed, bits_w, bits_post, delta_low, delta_hp`` (nats),
-        ``included`` (δ_hp above ``floor``), ``censored`` (δ_low at or below ``floor``, read as ``floor``)
-        and ``r`` = ln(max(δ_low, floor)/δ_hp), NaN where not included.
+        One row per low-precision unit: ``n_params, n_tokens, seed, bits_w, bits_post, delta_low, delta_hp``
+        (nats; NaN where the run failed or the twin has no row), ``drop`` (why a unit is left out: ``""``,
+        ``"not finite"`` — either run not ok or its δ not finite —, ``"no twin"``, ``"twin below floor"``),
+        ``included`` (``drop`` empty), ``censored`` (δ_low at or below ``floor``, read as ``floor``) and
+        ``r`` = ln(max(δ_low, floor)/δ_hp), NaN where not included.
 
     Raises:
         ValueError: a negative floor, a missing column, or two rows for one unit or one twin.
@@ -135,9 +139,9 @@ def matched_units(rows: pd.DataFrame, floor: float, grid: str = P9_GRID) -> pd.D
     num = {c: pd.to_numeric(rows[c], errors="coerce").fillna(forms.HIGH_PRECISION_BITS)
            for c in ("bits_w", "bits_a", "bits_kv", "bits_post")}
     hi = forms.HIGH_PRECISION_BITS
-    ok = ((rows["status"] == "ok") & (rows["ptq_method"] == "rtn") & (rows["quant_scheme"] == grid)
-          & (num["bits_a"] >= hi) & (num["bits_kv"] >= hi))
-    f = rows.assign(**num)[ok]
+    sel = ((rows["ptq_method"] == "rtn") & (rows["quant_scheme"] == grid) & (num["bits_a"] >= hi) & (num["bits_kv"] >= hi))
+    f = rows.assign(**num)[sel]
+    f = f.assign(delta_ptq=pd.to_numeric(f["delta_ptq"], errors="coerce").where(f["status"] == "ok"))
     key = ["n_params", "n_tokens", "seed", "bits_post"]
     low = f[(f["bits_w"] < hi) & (f["bits_post"] == f["bits_w"] - 1)][key + ["bits_w", "delta_ptq"]]
     hp = f[f["bits_w"] >= hi][key + ["delta_ptq"]]
@@ -145,13 +149,19 @@ def matched_units(rows: pd.DataFrame, floor: float, grid: str = P9_GRID) -> pd.D
         dup = part.duplicated(k, keep=False)
         if dup.any():
             raise ValueError(f"matched_units: two rows for one {name}: {part.loc[dup, k].drop_duplicates().to_dict('records')}")
-    out = low.rename(columns={"delta_ptq": "delta_low"}).merge(hp.rename(columns={"delta_ptq": "delta_hp"}), on=key)
-    out["included"] = out["delta_hp"] > floor
-    out["censored"] = out["delta_low"] <= floor
+    out = low.rename(columns={"delta_ptq": "delta_low"}).merge(
+        hp.rename(columns={"delta_ptq": "delta_hp"}).assign(_twin=True), on=key, how="left")
+    dl, dh = out["delta_low"].to_numpy(float), out["delta_hp"].to_numpy(float)
+    twin = out["_twin"].eq(True).to_numpy()
+    out["drop"] = np.select([~twin, ~np.isfinite(dl) | ~np.isfinite(dh), dh <= floor],
+                            ["no twin", "not finite", "twin below floor"], "")
+    out["included"] = out["drop"] == ""
+    out["censored"] = out["included"] & (out["delta_low"] <= floor)
     with np.errstate(invalid="ignore", divide="ignore"):
-        r = np.log(np.maximum(out["delta_low"].to_numpy(float), floor) / out["delta_hp"].to_numpy(float))
+        r = np.log(np.maximum(dl, floor) / dh)
     out["r"] = np.where(out["included"], r, np.nan)
-    cols = ["n_params", "n_tokens", "seed", "bits_w", "bits_post", "delta_low", "delta_hp", "included", "censored", "r"]
+    cols = ["n_params", "n_tokens", "seed", "bits_w", "bits_post", "delta_low", "delta_hp", "drop", "included",
+            "censored", "r"]
     return out[cols].sort_values(["n_params", "n_tokens", "seed", "bits_w"]).reset_index(drop=True)
 
 
@@ -171,7 +181,7 @@ def _interval(cell_r: np.ndarray) -> tuple[float, float, float, float]:
 
 def matched_statistics(units: pd.DataFrame, c_w_range: tuple[float, float] = P9_C_W_RANGE,
                        bits: tuple[int, ...] = P9_GRADED_BITS) -> dict:
-    """The statistics of rule v4 (``bitlaws.study.claims.rule_p9_matched``) on one grid's ``matched_units``.
+    """The statistics of rule v5 (``bitlaws.study.claims.rule_p9_matched``) on one grid's ``matched_units``.
 
     Only units with P_w in ``bits``. Each model size N is one replicate (its runs share seed 0, so the data
     order, and across D the initial weights; a cell's units share their twin): its r is the mean of its
@@ -181,8 +191,9 @@ def matched_statistics(units: pd.DataFrame, c_w_range: tuple[float, float] = P9_
 
     Returns:
         ``r_mean``, ``r_se``, ``r_lo``, ``r_hi``, ``paper_lo`` (the strongest robustification, C_w at the
-        range's low end), ``paper_hi``, ``paper_c1`` (C_w = 1), ``n_clusters``, ``n_units``, ``n_excluded``
-        (twin's δ below the floor), ``n_censored``, ``grade``.
+        range's low end), ``paper_hi``, ``paper_c1`` (C_w = 1), ``n_clusters``, ``n_units``, the units left
+        out (``n_excluded``: twin's δ below the floor; ``n_no_twin``; ``n_not_finite``: a run not ok or a δ
+        not finite), ``n_censored``, ``grade``.
     """
     from .claims import rule_p9_matched
 
@@ -190,7 +201,9 @@ def matched_statistics(units: pd.DataFrame, c_w_range: tuple[float, float] = P9_
     inc = sub[sub["included"]]
     clus = inc.assign(p_lo=paper_r(inc["bits_w"], c_w_range[0]), p_hi=paper_r(inc["bits_w"], c_w_range[1]),
                       p_1=paper_r(inc["bits_w"], 1.0)).groupby("n_params")[["r", "p_lo", "p_hi", "p_1"]].mean()
-    out = {"n_clusters": float(len(clus)), "n_units": float(len(inc)), "n_excluded": float((~sub["included"]).sum()),
+    out = {"n_clusters": float(len(clus)), "n_units": float(len(inc)),
+           "n_excluded": float((sub["drop"] == "twin below floor").sum()),
+           "n_no_twin": float((sub["drop"] == "no twin").sum()), "n_not_finite": float((sub["drop"] == "not finite").sum()),
            "n_censored": float((inc["censored"]).sum())}
     if len(clus) < max(P9_MIN_CLUSTERS, 2):
         return {**out, **dict.fromkeys(("r_mean", "r_se", "r_lo", "r_hi", "paper_lo", "paper_hi", "paper_c1"), math.nan),
@@ -246,12 +259,13 @@ def _groups_of(design: pd.DataFrame, by) -> np.ndarray:
 
 
 def _draw(design: pd.DataFrame, r_true: np.ndarray, noise: NoiseModel, n_sim: int, rng: np.random.Generator,
-          scenario: tuple[float, float, float, float]) -> tuple[np.ndarray, np.ndarray]:
+          scenario: tuple[float, float, float, float, float]) -> tuple[np.ndarray, np.ndarray]:
     """(δ_hp, δ_low), each (n_sim, units): δ_hp, and δ_low = δ_hp·e^(r_true + cell shift), each with one run's
     seed noise (``NoiseModel.delta_sd``, its relative part × rel), of whose variance a share κ is common to
     the units of one N and ρ to those of one (N, D) cell; the cell shift ~ N(0, τ²) per cell and dataset;
-    the twins' and the low-precision models' draws independent of each other (``scenario`` = (κ, ρ, τ, rel))."""
-    kappa, rho, tau, rel = scenario
+    and ω to every unit of the grid; the twins' and the low-precision models' draws independent of each other
+    (``scenario`` = (κ, ρ, τ, rel, ω))."""
+    kappa, rho, tau, rel, omega = scenario
     nm = NoiseModel(noise.loss_sd, noise.loss_dof, noise.post_sd, noise.post_dof, noise.delta_abs,
                     noise.delta_rel * rel, noise.delta_dof, noise.n_cells, noise.n_groups)
     cell_of, size_of = _groups_of(design, ["n_params", "n_tokens"]), _groups_of(design, ["n_params"])
@@ -261,8 +275,8 @@ def _draw(design: pd.DataFrame, r_true: np.ndarray, noise: NoiseModel, n_sim: in
         return rng.standard_normal((n_sim, int(of.max()) + 1))[:, of]
 
     def z():
-        return (math.sqrt(kappa) * common(size_of) + math.sqrt(rho) * common(cell_of)
-                + math.sqrt(1.0 - kappa - rho) * rng.standard_normal(shape))
+        return (math.sqrt(omega) * common(np.zeros(len(design), dtype=int)) + math.sqrt(kappa) * common(size_of)
+                + math.sqrt(rho) * common(cell_of) + math.sqrt(1.0 - omega - kappa - rho) * rng.standard_normal(shape))
 
     hp_true = design["delta_hp_true"].to_numpy(float)
     low_true = hp_true * np.exp(r_true + tau * common(cell_of))
@@ -272,7 +286,7 @@ def _draw(design: pd.DataFrame, r_true: np.ndarray, noise: NoiseModel, n_sim: in
 
 def _grades(design: pd.DataFrame, hp: np.ndarray, low: np.ndarray, floor: float,
             c_w_range: tuple[float, float]) -> np.ndarray:
-    """Rule v4's grade of each simulated dataset (rows of ``hp``, ``low``), computed as
+    """Rule v5's grade of each simulated dataset (rows of ``hp``, ``low``), computed as
     ``matched_units`` and ``matched_statistics`` compute it (a test checks they agree)."""
     from .claims import rule_p9_matched
 
@@ -304,34 +318,39 @@ def _grades(design: pd.DataFrame, hp: np.ndarray, low: np.ndarray, floor: float,
 
 def matched_power(design: pd.DataFrame, noise: NoiseModel, n_sim: int = P9_N_SIM, seed: int = 0,
                   c_w_range: tuple[float, float] = P9_C_W_RANGE, c_w_power: tuple[float, ...] = P9_C_W_POWER,
-                  scenarios: tuple[tuple[float, float, float, float], ...] = P9_SCENARIOS) -> dict[str, float]:
-    """Grade rates of rule v4 on ``design`` (``matched_design``), by simulation.
+                  scenarios: tuple[tuple[float, float, float, float, float], ...] = P9_SCENARIOS) -> dict[str, float]:
+    """Grade rates of rule v5 on ``design`` (``matched_design``), by simulation.
 
     Hypotheses: the paper's law at each C_w of ``c_w_power`` and at the range's weakest end (r =
     ``paper_r``); *no bracket* (Eq. 2 with N_eff alone: training at P_w only shrinks N_eff, so δ grows);
-    *no effect* (r = 0). Each under every noise structure of ``scenarios`` (``_draw``). The noise model is
+    *no effect* (r = 0). Each under every noise structure of ``scenarios`` (``_draw``), each with its own
+    ``n_sim`` draws from one generator seeded by ``seed``. The noise model is
     the high-precision models' δ noise on the asymmetric grid; that QAT models and the symmetric grid share
     it is an assumption (the scenario with rel = 1.5 shows what a larger σ_rel costs). The grade itself reads
     the data's own spread, not this model.
 
     Returns:
         ``rate__s<i>__<hypothesis>__<grade>`` for every scenario i, hypothesis (``paper_c<C_w>``,
-        ``paper_cmax``, ``no_bracket``, ``no_effect``) and grade; the unfavourable ends over the scenarios:
+        ``paper_cmax``, ``no_bracket``, ``no_effect``) and grade; the unfavourable ends over the scenarios
+        with the sizes independent (ω = 0, what the interval assumes):
         ``power`` (the least P(reproduced) under the paper's law at Eq. 10's C_w = 1), ``power_c<C_w>``
         (likewise at each C_w of ``c_w_power``), ``false_no_effect`` (the most P(reproduced | no effect)),
         ``false_positive`` (the most P(reproduced | no bracket)), ``power_not_reproduced`` (the least
-        P(not reproduced | no bracket)), ``size_not_reproduced`` (the most P(not reproduced) under the
-        paper's law at the range's weakest C_w); ``n_sim`` (datasets per scenario and hypothesis).
+        P(not reproduced | no bracket)), ``no_effect_not_reproduced`` (the least P(not reproduced | no
+        effect)), ``size_not_reproduced`` (the most P(not reproduced) under the paper's law at the range's
+        weakest C_w); over the scenarios with ω > 0, ``false_no_effect_shared`` and
+        ``size_not_reproduced_shared`` (NaN without one); ``n_sim`` (datasets per scenario and hypothesis).
 
     Raises:
-        ValueError: ``n_sim`` < 1, or a scenario with κ, ρ < 0, κ + ρ ≥ 1, τ < 0 or rel ≤ 0.
+        ValueError: ``n_sim`` < 1, or a scenario with κ, ρ or ω < 0, κ + ρ + ω ≥ 1, τ < 0 or rel ≤ 0.
     """
     if n_sim < 1:
         raise ValueError(f"matched_power: n_sim must be ≥ 1; got {n_sim}")
     for sc in scenarios:
-        kappa, rho, tau, rel = sc
-        if not (kappa >= 0 and rho >= 0 and kappa + rho < 1 and tau >= 0 and rel > 0):
-            raise ValueError(f"matched_power: a scenario (κ, ρ, τ, rel) needs κ, ρ ≥ 0, κ + ρ < 1, τ ≥ 0, rel > 0; got {sc}")
+        kappa, rho, tau, rel, omega = sc
+        if not (kappa >= 0 and rho >= 0 and omega >= 0 and kappa + rho + omega < 1 and tau >= 0 and rel > 0):
+            raise ValueError("matched_power: a scenario (κ, ρ, τ, rel, ω) needs κ, ρ, ω ≥ 0, κ + ρ + ω < 1, τ ≥ 0, "
+                             f"rel > 0; got {sc}")
     floor = detection_floor(noise)
     rng = np.random.default_rng(seed)
     bw = design["bits_w"].to_numpy(float)
@@ -344,8 +363,11 @@ def matched_power(design: pd.DataFrame, noise: NoiseModel, n_sim: int = P9_N_SIM
             for grade in ("reproduced", "partly", "not reproduced", "inconclusive"):
                 out[f"rate__s{i}__{name}__{grade}"] = float(np.mean(g == grade))
 
-    def worst(hyp, grade, fn):
-        return fn(out[f"rate__s{i}__{hyp}__{grade}"] for i in range(len(scenarios)))
+    independent = [i for i, sc in enumerate(scenarios) if sc[4] == 0]
+    shared = [i for i, sc in enumerate(scenarios) if sc[4] > 0]
+
+    def worst(hyp, grade, fn, which=independent):
+        return fn(out[f"rate__s{i}__{hyp}__{grade}"] for i in which) if which else math.nan
 
     for c in c_w_power:
         out[f"power_c{c:g}"] = worst(f"paper_c{c:g}", "reproduced", min)
@@ -353,12 +375,15 @@ def matched_power(design: pd.DataFrame, noise: NoiseModel, n_sim: int = P9_N_SIM
     out["false_no_effect"] = worst("no_effect", "reproduced", max)
     out["false_positive"] = worst("no_bracket", "reproduced", max)
     out["power_not_reproduced"] = worst("no_bracket", "not reproduced", min)
+    out["no_effect_not_reproduced"] = worst("no_effect", "not reproduced", min)
     out["size_not_reproduced"] = worst("paper_cmax", "not reproduced", max)
+    out["false_no_effect_shared"] = worst("no_effect", "reproduced", max, shared)
+    out["size_not_reproduced_shared"] = worst("paper_cmax", "not reproduced", max, shared)
     return out
 
 
 def load_matched(profile: str) -> pd.DataFrame:
-    """The ``qat_matched`` rows rule v4 reads (evaluation version ``P9_EVAL_VERSION``); empty if none."""
+    """The ``qat_matched`` rows rule v5 reads (evaluation version ``P9_EVAL_VERSION``); empty if none."""
     from .store import load_runs
 
     try:
@@ -368,10 +393,15 @@ def load_matched(profile: str) -> pd.DataFrame:
 
 
 def matched_complete(profile: str, rows: pd.DataFrame) -> tuple[int, int]:
-    """(runs of the declared ``qat_matched`` grid with a row in ``rows``, runs declared); the test is
-    read only when the two are equal and nonzero (``sweep.plan``; only run ids are looked at)."""
+    """(runs of the declared ``qat_matched`` grid with every observation the test reads — each PTQ at
+    ``P9_EVAL_VERSION`` — in ``rows``, whatever its status; runs declared). The test is read only when the
+    two are equal and nonzero (``sweep.plan``; only observation ids are looked at). A run that failed
+    counts as done: its units are then left out as ``not finite`` and counted in the verdict."""
     from .sweep import plan
 
-    declared = {s.run_id for s in plan(profile, "qat_matched")}
-    have = set(rows["run_id"]) if "run_id" in rows else set()
-    return len(declared & have), len(declared)
+    have = set(rows["obs_id"]) if "obs_id" in rows else set()
+    specs = plan(profile, "qat_matched")
+    done = sum(bool(ids) and all(i in have for i in ids)
+               for ids in ([s.obs_id(p, e) for p in s.ptq for e in s.evals if e.version == P9_EVAL_VERSION]
+                           for s in specs))
+    return done, len(specs)
