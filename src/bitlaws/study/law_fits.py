@@ -48,6 +48,8 @@ __all__ = [
     "p5_rows",
     "load_p5_factorial",
     "verdict_p9",
+    "p9_matched_reading",
+    "p9_matched_markdown",
     "law_verdicts",
     "refresh_law_verdicts",
     "current_fits",
@@ -2507,3 +2509,107 @@ def size_span(frames: Mapping[str, pd.DataFrame]) -> float:
     if not len(n):
         raise ValueError("size_span: the chinchilla stage has no rows (no high-precision runs)")
     return float(n.max() / n.min())
+
+
+def p9_matched_reading(units: pd.DataFrame, r_lo: float, r_hi: float, bits=None) -> dict[str, float]:
+    """Which C_w of the paper's law our interval of r̄ admits: read after the data, not part of rule v5.
+
+    The law's r̄(C_w) is ``p9_matched.paper_r`` averaged over the same included units as r̄ (each model
+    size's mean, then the mean over sizes); it rises with C_w, from −∞ towards the no-bracket value
+    γ_N·ln(1/f_w) (Eq. 2 with N_eff alone) as C_w → ∞.
+
+    Args:
+        units: ``p9_matched.matched_units`` of the graded grid.
+        r_lo, r_hi: the 95 % interval of r̄ (``Verdict.details['r_lo']``, ``['r_hi']``), dimensionless.
+        bits: the P_w read (default ``p9_matched.P9_GRADED_BITS``).
+
+    Returns:
+        ``c_w_lo``, ``c_w_hi``: the law's r̄ lies in [r_lo, r_hi] for C_w in [c_w_lo, c_w_hi] (``c_w_hi`` = inf
+        where even no bracket stays inside; ``c_w_lo`` = inf where no C_w reaches r_lo); ``no_bracket``: the
+        law's r̄ without the bracket.
+
+    Raises:
+        ValueError: an interval not finite or with r_lo > r_hi, or no included unit at ``bits``.
+    """
+    from scipy.optimize import brentq
+
+    from .p9_matched import P9_GRADED_BITS, paper_r
+
+    bits = P9_GRADED_BITS if bits is None else tuple(bits)
+    if not (math.isfinite(r_lo) and math.isfinite(r_hi) and r_lo <= r_hi):
+        raise ValueError(f"p9_matched_reading: need a finite interval r_lo ≤ r_hi; got [{r_lo!r}, {r_hi!r}]")
+    inc = units[units["included"] & units["bits_w"].isin(bits)]
+    if not len(inc):
+        raise ValueError(f"p9_matched_reading: no included unit at P_w ∈ {bits}")
+
+    def law(c_w: float) -> float:
+        return float(inc.assign(p=paper_r(inc["bits_w"], c_w)).groupby("n_params")["p"].mean().mean())
+
+    top = law(math.inf)
+
+    def solve(target: float) -> float:
+        if target >= top:
+            return math.inf
+        hi = 1.0
+        while law(hi) < target:
+            hi *= 2.0
+        return float(brentq(lambda c: law(c) - target, 1e-6, hi, xtol=1e-10))
+
+    return {"c_w_lo": solve(r_lo), "c_w_hi": solve(r_hi), "no_bracket": top}
+
+
+def p9_matched_markdown(verdict: Verdict, reading: Mapping[str, float] | None, have: int, declared: int) -> str:
+    """Chapter 03's paragraph on P9's matched grid: its result once rule v5 has graded it, else its coverage.
+
+    Args:
+        verdict: P9's verdict (``verdict_p9``); rule v5 writes ``r_mean`` in its details once the grid is complete.
+        reading: ``p9_matched_reading`` of that verdict's interval, or None.
+        have, declared: ``p9_matched.matched_complete``'s runs with every row, and declared.
+
+    Returns:
+        Markdown, one paragraph; every number read from ``verdict`` and ``reading`` (the law at P_w = 3 from
+        ``p9_matched.paper_r``).
+    """
+    from .p9_matched import P9_REPORTED_BITS, paper_r
+
+    d = verdict.details
+    if not declared:
+        return "This profile declares no matched grid, so P9 is graded by version 2."
+    if not math.isfinite(float(d.get("r_mean", math.nan))):
+        return (f"The grid has {have} of its {declared} runs with every row, and P9 keeps version 2's grade "
+                "until it has all of them.")
+
+    def num(x: float) -> str:
+        return f"{x:.3f}".replace("-", "−")
+
+    def iv(a: str) -> str:
+        return f"{num(d[a + '_mean'])} [{num(d[a + '_lo'])}, {num(d[a + '_hi'])}]"
+
+    def holds(a: str, x: float) -> bool:
+        return d[a + "_lo"] <= x <= d[a + "_hi"]
+
+    where = {"reproduced": "lies below 0 and meets the range", "partly": "lies below 0 but outside the range",
+             "not reproduced": "lies above the range's weak end and reaches 0",
+             "inconclusive": "reaches both 0 and the range"}.get(verdict.verdict, "")
+    text = (f"**The result.** All {declared} runs are in, and rule version 5 graded them once. On training's grid, at "
+            f"$P_w \\in \\{{4, 5, 6\\}}$, $\\bar r$ = {iv('r')} over {int(d['n_clusters'])} sizes: the models trained "
+            f"in low precision lose {100 * math.exp(d['r_mean']):.0f} % as much to post-training quantization as their "
+            f"high-precision twins. The paper's law on the same units predicts {num(d['paper_c1'])} at $C_w$ = 1, "
+            f"and from {num(d['paper_lo'])} to {num(d['paper_hi'])} over the registered range. Our interval "
+            f"{where}, so the grade is **{verdict.verdict}**.")
+    if reading is not None and math.isfinite(reading["c_w_lo"]):
+        hi = ("and every larger $C_w$, even the law without the bracket" if math.isinf(reading["c_w_hi"])
+              else f"up to {reading['c_w_hi']:.2f}")
+        text += (f" Read after the data, not by the rule: the interval admits the law only from $C_w$ = "
+                 f"{reading['c_w_lo']:.2f} {hi} (without the bracket the law gives {num(reading['no_bracket'])})."
+                 + (" At the paper's Eq. 10 value, $C_w$ = 1, the law predicts more robustness than we measure."
+                    if reading["c_w_lo"] > 1 else ""))
+    if math.isfinite(float(d.get("asym_r_mean", math.nan))):
+        text += (f" Reported apart: on the asymmetric min-max grid, $\\bar r$ = {iv('asym_r')}"
+                 + (", an interval that holds 0" if holds("asym_r", 0.0) else "") + ".")
+    if math.isfinite(float(d.get("int2_r_mean", math.nan))):
+        law3 = float(np.mean(paper_r(np.array(P9_REPORTED_BITS), 1.0)))
+        text += (f" At $P_w$ = 3, quantized to ternary INT2, $\\bar r$ = {iv('int2_r')} against the law's "
+                 f"{num(law3)} at $C_w$ = 1, an interval that " + ("holds" if holds("int2_r", law3) else "excludes")
+                 + " it" + (" and lies below 0." if d["int2_r_hi"] < 0 else "."))
+    return text

@@ -26,7 +26,7 @@ __all__ = ["Candidate", "CANDIDATES", "candidate_frames", "seed_block_sd", "cand
            "design_power_table", "write_design_power", "load_design_power", "design_power_view", "as_run_agreement",
            "agreement_sentence", "seed_choice", "seed_choice_sentence", "factorial_overlap",
            "block_sentence", "P4_REPLICATE_RNGS", "p4_replicate_power", "write_p4_replicates",
-           "load_p4_replicates", "p4_replicate_summary", "replicate_sentence"]
+           "load_p4_replicates", "p4_replicate_summary", "replicate_sentence", "p9_design_sentence"]
 
 _PARTS = ("w", "a", "kv")
 
@@ -807,3 +807,35 @@ def replicate_sentence(rep: pd.DataFrame | None, tab: pd.DataFrame | None = None
                  f"0.95. P4's design powers are therefore rough, and the seed count chosen from them is "
                  f"provisional until the simulation draws each dataset's bootstrap apart from the graded datasets.")
     return text
+
+
+def p9_design_sentence(tab: pd.DataFrame | None, verdict) -> str:
+    """The design table's power for P9's declared grid (one seed) beside the power of rule v5, which grades it.
+
+    The table simulated P9's rule version 2 (a sign test and an F-test over (N, D) cells, every run
+    independent, the upstream constants held); version 5 reads the model sizes as its only replicates.
+
+    Args:
+        tab: the design-power rows (``load_design_power``), or None.
+        verdict: P9's stored verdict; rule v5 writes ``power_c1`` (the paper's law at C_w = 1 graded
+            reproduced) and ``n_sim`` in its details.
+
+    Returns:
+        One or two sentences for chapter 07, every number read from ``tab`` and ``verdict``; "" where
+        either has no P9 power.
+    """
+    from .claims import rate_text
+
+    d = getattr(verdict, "details", {}) or {}
+    if tab is None or not math.isfinite(float(d.get("power_c1", math.nan))):
+        return ""
+    rows = tab[(tab["claim"] == "P9") & (tab["seeds"] == 1)]
+    if not len(rows):
+        return ""
+    row = rows.iloc[0]
+    table = rate_text({"power": float(row["power"]), "n_sim": float(row["n_sim"])})
+    return (f"The table gave it power {table} ({int(row['n_sim'])} datasets) under P9's rule version 2, which "
+            "treats every run as independent. Version 5, which grades the grid, reads the five model sizes as its "
+            f"only replicates; its own simulation puts the power against the paper's law at $C_w$ = 1 at "
+            f"{rate_text(d, 'power_c1')} ({int(d.get('n_sim', 0))} datasets; chapter 03). "
+            "The grid was sized for a rule other than the one that reads it.")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ...laws import forms
-from .style import bits_color, label
+from .style import bits_color, human, label, size_color
 
-__all__ = ["chinchilla_figure", "p5_factorial_figure", "p5_mechanism_figure", "ptq_fit_figure"]
+__all__ = ["chinchilla_figure", "p5_factorial_figure", "p5_mechanism_figure", "p9_matched_figure", "ptq_fit_figure"]
 
 
 def chinchilla_figure(frame, tied, free):
@@ -65,7 +65,7 @@ def p5_mechanism_figure(table):
     names = list(CONTRASTS)
     main = [n for n in names if " x " not in n]  # each part alone, and A4's cost on o_proj's input
     inter = [n for n in names if " x " in n]
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), gridspec_kw={"width_ratios": [1, 1.25]})
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), gridspec_kw={"width_ratios": [1, 1.25]}, layout="constrained")
     t = table.set_index("contrast")
     for ax, group, title in ((axes[0], main, "loss increase of each part alone"),
                              (axes[1], inter, "interactions (< 0: less than additive)")):
@@ -83,7 +83,6 @@ def p5_mechanism_figure(table):
         ax.set_yticklabels([n.replace(" x ", " × ") for n in reversed(group)], fontsize=8)
         ax.set_xlabel("within-seed contrast [nats/byte], 95 % interval")
         ax.set_title(title, fontsize=9)
-    fig.tight_layout()
     return fig
 
 
@@ -189,4 +188,76 @@ def p5_factorial_figure(rows, t_interval, bits=(4, 8, 16)):
     ax.set_xlabel("sum of the parts' measured marginal increases [nats/byte]")
     ax.set_ylabel("loss increase over the all-16 run [nats/byte]")
     ax.legend(fontsize=8, loc="upper left", frameon=False)
+    return fig
+
+
+def p9_matched_figure(units, c_w_range, graded=(4, 5, 6)):
+    """P9's matched grid: r = ln(δ_low/δ_hp) of every unit against the P_w it was trained at (quantized to
+    P_post = P_w − 1), one panel per PTQ grid. Each unit is a point coloured by its model size (circles at the
+    smaller D, squares at the larger); each P_w's mean over the sizes is a black bar with its 95 % t-interval
+    (sizes as the replicates, as the rule reads them); the paper's law (Eq. 9 over Eq. 2, Table 2) is a grey
+    bar over C_w's range with a tick at C_w = 1. At the right, the graded mean r̄ over ``graded`` with its
+    interval, beside the law's range on the same units. Below 0: the low-precision-trained model degrades less.
+
+    Args:
+        units: grid name (``quant_scheme``) → :func:`bitlaws.study.p9_matched.matched_units` of that grid
+            (dimensionless r; δ in nats/byte). The first grid is the graded one.
+        c_w_range: (low, high) C_w of the paper's range (``p9_matched.P9_C_W_RANGE``).
+        graded: the P_w that the rule grades; the others are drawn apart (hatched background).
+
+    Returns:
+        The matplotlib figure (a note on the axes where there are no units).
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from ..p9_matched import matched_statistics, paper_r
+
+    grids = list(units)
+    fig, axes = plt.subplots(1, max(len(grids), 1), figsize=(4.0 * max(len(grids), 1), 4.6), sharey=True, squeeze=False,
+                             layout="constrained")
+    axes = axes[0]
+    if not grids or all(not len(u) or not u["included"].any() for u in units.values()):
+        axes[0].text(0.5, 0.5, "no matched units for this profile", ha="center", va="center", transform=axes[0].transAxes)
+        return fig
+    sizes = sorted({int(n) for u in units.values() for n in u["n_params"]})
+    budgets = sorted({int(d) for u in units.values() for d in u["n_tokens"]})
+    marks = dict(zip(budgets, "osD^v"))
+    for ax, grid in zip(axes, grids):
+        u = units[grid][units[grid]["included"]]
+        bits = sorted(int(b) for b in u["bits_w"].unique())
+        x_pool = max(bits) + 1.2
+        ungraded = [b for b in bits if b not in graded]
+        for b in ungraded:
+            ax.axvspan(b - 0.45, b + 0.45, color="0.93", zorder=0)
+        for b in bits + [None]:
+            sel = graded if b is None else (b,)
+            st = matched_statistics(units[grid], c_w_range=c_w_range, bits=tuple(sel))
+            x = x_pool if b is None else b
+            ax.plot([x + 0.22] * 2, [st["paper_lo"], st["paper_hi"]], color="0.6", lw=5, solid_capstyle="butt",
+                    label=f"paper's law, $C_w$ ∈ [{c_w_range[0]:g}, {c_w_range[1]:.2f}]" if x == bits[0] else None)
+            ax.plot([x + 0.12, x + 0.32], [st["paper_c1"]] * 2, color="0.2", lw=1.2,
+                    label="paper's law, $C_w$ = 1" if x == bits[0] else None)
+            if np.isfinite(st["r_mean"]):
+                ax.errorbar([x - 0.22 if b is not None else x], [st["r_mean"]],
+                            yerr=[[st["r_mean"] - st["r_lo"]], [st["r_hi"] - st["r_mean"]]], fmt="_" if b else "D",
+                            color="k", ms=12 if b else 6, mew=2, capsize=3, elinewidth=1.5,
+                            label="mean over sizes, 95 % t-interval" if x == bits[0] else None)
+        jitter = np.linspace(-0.12, 0.12, len(sizes))
+        for i, n in enumerate(sizes):
+            for d in budgets:
+                pts = u[(u["n_params"] == n) & (u["n_tokens"] == d)]
+                ax.plot(pts["bits_w"] + jitter[i] - 0.05 * (budgets.index(d) - 0.5), pts["r"], marks[d],
+                        color=size_color(i, len(sizes)), ms=4, alpha=0.8, ls="none",
+                        label=f"N = {human(n)}" if (d == budgets[0] and ax is axes[0]) else None)
+        ax.axhline(0.0, color="0.3", lw=0.8, ls=":")
+        ax.set_xticks(bits + [x_pool], [str(b) for b in bits] + [f"{min(graded)}–{max(graded)}\n({'graded ' if ax is axes[0] else ''}r̄)"])
+        ax.set_xlabel(label("bits_w") + r", quantized to $P_w - 1$")
+        ax.set_title({"sym_per_channel": "training's grid (symmetric absmax; graded)",
+                      "asym_per_channel": "asymmetric min-max (reported)"}.get(grid, grid), fontsize=9)
+    axes[0].set_ylabel(r"$r = \ln(\delta_{\mathrm{low}}/\delta_{\mathrm{hp}})$  (< 0: resists PTQ)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    shapes = [plt.Line2D([], [], marker=marks[d], color="0.4", ls="none", ms=4) for d in budgets]
+    fig.legend(handles + shapes, labels + [f"D = {human(d)}" for d in budgets], fontsize=7, frameon=False,
+               loc="outside lower center", ncol=5)
     return fig

@@ -1,0 +1,119 @@
+"""P9's reading after the data (``law_fits.p9_matched_reading``), chapter 03's paragraph
+(``law_fits.p9_matched_markdown``) and figure (``figures.laws.p9_matched_figure``), checked against the
+paper's law by hand and against rule v5's own statistic on synthetic units. None of these grades anything."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bitlaws.study import law_fits as lfs
+from bitlaws.study import p9_matched as m
+from bitlaws.study.claims import Verdict
+
+
+def _units(r_by_size: dict[int, dict[int, float]]) -> pd.DataFrame:
+    """matched_units-shaped rows: size -> {P_w: r}, all included, one D."""
+    rows = [{"n_params": n, "n_tokens": 2_097_152, "seed": 0, "bits_w": bw, "bits_post": bw - 1,
+             "delta_low": 0.01 * math.exp(r), "delta_hp": 0.01, "drop": "", "included": True, "censored": False, "r": r}
+            for n, per in r_by_size.items() for bw, r in per.items()]
+    return pd.DataFrame(rows)
+
+
+def test_reading_solves_the_paper_law_for_the_interval_ends():
+    u = _units({10_000: {4: 0.0}, 20_000: {4: 0.1}, 30_000: {4: -0.1}})
+    no_bracket = float(m.paper_r(4, math.inf))
+    lo, hi = -0.5, no_bracket - 0.05
+    got = lfs.p9_matched_reading(u, lo, hi, bits=(4,))
+    # at P_w = 4 alone the law's r̄ is paper_r(4, C_w): the solutions must reproduce the ends exactly
+    assert float(m.paper_r(4, got["c_w_lo"])) == pytest.approx(lo, abs=1e-8)
+    assert float(m.paper_r(4, got["c_w_hi"])) == pytest.approx(hi, abs=1e-8)
+    assert got["c_w_lo"] < got["c_w_hi"] and got["no_bracket"] == pytest.approx(no_bracket, rel=1e-12)
+    # an interval reaching above the no-bracket value admits every larger C_w; one above it admits none
+    assert math.isinf(lfs.p9_matched_reading(u, lo, no_bracket + 0.1, bits=(4,))["c_w_hi"])
+    assert math.isinf(lfs.p9_matched_reading(u, no_bracket + 0.01, no_bracket + 0.1, bits=(4,))["c_w_lo"])
+
+
+def test_reading_weights_units_as_the_rule_does():
+    # size 1 has P_w 4 and 6, size 2 only P_w 4: the law's r̄ is the mean over sizes of each size's mean
+    u = _units({10_000: {4: 0.0, 6: 0.0}, 20_000: {4: 0.0}})
+    got = lfs.p9_matched_reading(u, -0.4, 0.05, bits=(4, 6))
+    c = got["c_w_lo"]
+    law = 0.5 * (0.5 * (m.paper_r(4, c) + m.paper_r(6, c)) + m.paper_r(4, c))
+    assert float(law) == pytest.approx(-0.4, abs=1e-8)
+
+
+def test_reading_rejects_bad_input():
+    u = _units({10_000: {4: 0.0}})
+    with pytest.raises(ValueError, match="r_lo ≤ r_hi"):
+        lfs.p9_matched_reading(u, 0.2, -0.2)
+    with pytest.raises(ValueError, match="finite interval"):
+        lfs.p9_matched_reading(u, math.nan, 0.1)
+    with pytest.raises(ValueError, match="no included unit"):
+        lfs.p9_matched_reading(u, -0.1, 0.1, bits=(5,))
+
+
+def _verdict(grade: str, **details) -> Verdict:
+    return Verdict("P9", grade, "paper", "", "reason", "cpu", "0" * 64, details)
+
+
+def test_markdown_says_coverage_until_the_grid_is_complete():
+    assert lfs.p9_matched_markdown(_verdict("not reproduced", unified_r2=0.7), None, 44, 50) == (
+        "The grid has 44 of its 50 runs with every row, and P9 keeps version 2's grade until it has all of them.")
+    assert "declares no matched grid" in lfs.p9_matched_markdown(_verdict("pending"), None, 0, 0)
+
+
+def test_markdown_reads_every_number_from_the_verdict():
+    d = dict(r_mean=-0.2, r_lo=-0.35, r_hi=-0.05, n_clusters=5.0, paper_c1=-0.37, paper_lo=-0.85, paper_hi=-0.04,
+             asym_r_mean=0.1, asym_r_lo=0.02, asym_r_hi=0.2, int2_r_mean=-0.3, int2_r_lo=-0.5, int2_r_hi=-0.1)
+    reading = {"c_w_lo": 0.9, "c_w_hi": 1.8, "no_bracket": 0.086}
+    text = lfs.p9_matched_markdown(_verdict("reproduced", **d), reading, 50, 50)
+    assert "−0.200 [−0.350, −0.050] over 5 sizes" in text
+    assert f"lose {100 * math.exp(-0.2):.0f} % as much" in text
+    assert "lies below 0 and meets the range, so the grade is **reproduced**" in text
+    assert "from $C_w$ = 0.90 up to 1.80" in text and "predicts more robustness" not in text  # 0.9 < 1
+    assert "0.100 [0.020, 0.200]." in text  # the asymmetric interval excludes 0: no "holds 0"
+    law3 = float(m.paper_r(3, 1.0))
+    assert f"against the law's {law3:.3f}".replace("-", "−") in text and "holds it and lies below 0." in text
+
+
+def test_figure_draws_the_rules_statistic():
+    import matplotlib
+
+    matplotlib.use("agg")
+    from bitlaws.study import figures
+
+    rng = np.random.default_rng(3)
+    sizes = (10_000, 20_000, 40_000, 80_000, 160_000)
+    sym = _units({n: {b: float(rng.normal(-0.1, 0.2)) for b in (3, 4, 5, 6)} for n in sizes})
+    asym = _units({n: {b: float(rng.normal(0.1, 0.2)) for b in (3, 4, 5, 6)} for n in sizes})
+    fig = figures.laws.p9_matched_figure({m.P9_GRID: sym, m.P9_SECONDARY_GRID: asym}, m.P9_C_W_RANGE)
+    for ax, units in zip(fig.axes, (sym, asym)):
+        want = m.matched_statistics(units)
+        pooled = [c for c in ax.containers if hasattr(c, "lines") and c.lines[0].get_marker() == "D"]
+        assert len(pooled) == 1
+        assert float(pooled[0].lines[0].get_ydata()[0]) == pytest.approx(want["r_mean"], rel=1e-12)
+        ends = np.sort(np.concatenate([np.asarray(s.get_segments()[0])[:, 1] for s in pooled[0].lines[2]]))
+        assert ends == pytest.approx([want["r_lo"], want["r_hi"]], rel=1e-12)
+        bars = [ln for ln in ax.get_lines() if ln.get_linewidth() == 5]  # the law's C_w range, one per P_w and pooled
+        assert len(bars) == 5
+        assert sorted(np.asarray(bars[-1].get_ydata(), float)) == pytest.approx([want["paper_lo"], want["paper_hi"]])
+    empty = figures.laws.p9_matched_figure({m.P9_GRID: sym.iloc[:0]}, m.P9_C_W_RANGE)
+    assert [t.get_text() for t in empty.axes[0].texts] == ["no matched units for this profile"]
+
+
+def test_design_sentence_sets_the_table_beside_rule_v5():
+    from bitlaws.study import qat_design
+
+    tab = pd.DataFrame({"claim": ["P4", "P9", "P9"], "seeds": [1, 1, 2], "power": [0.3, 0.97, 1.0],
+                        "n_sim": [100, 100, 100]})
+    text = qat_design.p9_design_sentence(tab, _verdict("inconclusive", power_c1=0.512, n_sim=1000.0))
+    assert text.startswith("The table gave it power 97% [92, 99] (100 datasets) under P9's rule version 2")
+    assert "at $C_w$ = 1 at 51% [48, 54] (1000 datasets; chapter 03)" in text
+    # nothing to set beside: no v5 power (an incomplete grid), no table, no one-seed P9 candidate
+    assert qat_design.p9_design_sentence(tab, _verdict("not reproduced", unified_r2=0.7)) == ""
+    assert qat_design.p9_design_sentence(None, _verdict("inconclusive", power_c1=0.5, n_sim=1000.0)) == ""
+    assert qat_design.p9_design_sentence(tab[tab["claim"] == "P4"], _verdict("inconclusive", power_c1=0.5)) == ""
