@@ -337,3 +337,21 @@ def test_optional_train_variant_column_round_trips(tmp_path):
     assert back["train_variant"].tolist() == [spec.precision.variant] and spec.precision.variant.startswith("kv_parts=")
     with pytest.raises(ValueError, match="not in the schema"):
         append_rows(tmp_path / "other.csv", [row])  # the plain schema refuses the column
+
+
+def test_a_retrained_run_that_differs_says_by_how_much():
+    import warnings
+    from types import SimpleNamespace
+
+    from bitlaws.study import sweep
+
+    spec = plan("smoke")[0]
+    rec = {"loss_val": 2.098850, "threads": 1, "git_sha": "d1f698cc2d8a"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # within REPRODUCE_RTOL: silent
+        sweep._check_retrained(spec, SimpleNamespace(status="ok", loss_val=2.098850 * (1 + 5e-6)), rec)
+        sweep._check_retrained(spec, SimpleNamespace(status="diverged", loss_val=9.0), rec)  # nothing to compare
+    with pytest.warns(UserWarning, match="differs in the last bits"):
+        sweep._check_retrained(spec, SimpleNamespace(status="ok", loss_val=2.098850 * (1 + 5e-5)), rec)
+    with pytest.warns(UserWarning, match=r"a different model \(\+0\.0232 nats/byte.*git d1f698cc2d8a"):
+        sweep._check_retrained(spec, SimpleNamespace(status="ok", loss_val=2.12201), rec)
