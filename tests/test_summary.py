@@ -59,9 +59,11 @@ def test_key_number_reads_value_interval_and_paper_from_the_details():
     # a paper range from two keys (P5: κ = 1/T over T's interval), ours with its interval
     assert key_number(_verdict("P5", {"kappa": -1.88, "kappa_lo": -3.24, "kappa_hi": -0.52, "kappa_paper_lo": 5.08,
                                       "kappa_paper_hi": 7.74})) == ("5.08–7.74", "−1.88 [−3.24, −0.52]")
-    # a negative range reads "lo to hi" ("−0.847–−0.038" would read as a subtraction)
+    # the paper's anchored value first, its range in brackets (P9: the law at C_w = 1, then over C_w's range)
     assert key_number(_verdict("P9", {"r_mean": -0.038, "r_lo": -0.291, "r_hi": 0.214, "paper_lo": -0.847,
-                                      "paper_hi": -0.038})) == ("−0.847 to −0.038", "−0.038 [−0.291, 0.214]")
+                                      "paper_hi": -0.038, "paper_c1": -0.373})) == (
+        "−0.373 [−0.847, −0.038]", "−0.038 [−0.291, 0.214]")
+    assert key_number(_verdict("P9", {"r_mean": -0.038, "paper_c1": -0.373}))[0] == "−0.373"  # no range stored
     assert key_number(_verdict("Q1", {"rel_ppl": 0.00132, "rel_ppl_lo": -0.00155, "rel_ppl_hi": 0.00418})) == (
         "+0.18 %", "+0.13 % [−0.15 %, +0.42 %]")
 

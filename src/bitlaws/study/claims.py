@@ -206,7 +206,7 @@ CLAIMS: dict[str, dict[str, str | None]] = {
 # rule's docstring). RULE_HISTORY says which changes came after the data were seen.
 RULE_VERSIONS: dict[str, str] = {
     "P1": "2", "P2": "3", "P3": "3", "P4": "7", "P5": "9", "P6": "3", "P7": "2", "P8": "2",
-    "P9": "5", "P10": "3", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "2",
+    "P9": "6", "P10": "3", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "2",
 }
 
 # Where each claim's rule is written: the verdict function, whose docstring states the rule.
@@ -441,7 +441,13 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "weaker than the range's weak end; the verdict prints P(not reproduced | no effect) and each rate's "
             "Monte Carlo interval. v4's range moved the rule in the paper's favour: with the cell-share noise, "
             "no effect read not reproduced 30 % under [0.5, 1.5] and 5 % under [0.5, 2.15], no bracket 58 % "
-            "and 17 %; the weak end hinges on Eq. 9's N_eff (with the printed Eq. 8's N every C_w wins)")],
+            "and 17 %; the weak end hinges on Eq. 9's N_eff (with the printed Eq. 8's N every C_w wins)"),
+           ("6", "2026-12-05, after the complete grid was read and graded by v5 (a change after the data, to the "
+            "verdict's words only)", "a referee's reading of the graded grid: the reason named two branches ('the "
+            "interval reaches both 0 and the paper's range (or too few sizes)') where one applied, five sizes being "
+            "in; it now names the branch that applied; δ_low/δ_hp is printed with its interval. No statistic, "
+            "threshold, simulation, data selection or decision changed: v5's grade (inconclusive) and every number "
+            "stand")],
     "P10": [("1", "session 2, before the formats sweep ran", "the share of FP/INT pairs favouring FP"),
             ("2", "session 3, after the data (a change after the data)", "the mean FP − INT difference against "
              "its standard error: 8/15 pairs at −0.002 ± 0.007 is a null result"),

@@ -1803,7 +1803,10 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
     ``_p9_matched_verdict`` (``bitlaws.study.claims.rule_p9_matched``: the 95 % t-interval over model
     sizes of r̄ = mean ln(δ_low/δ_hp), weights trained at P_w ∈ {4, 5, 6} and RTN-quantized to
     P_post = P_w − 1 on training's symmetric grid, against 0 and against the paper's law over C_w from 0.5
-    to the largest at which its robustification still wins). Until then P9 is graded by version 2, as follows.
+    to the largest at which its robustification still wins). Version 6 (2026-12-05, after the grid was read and
+    graded) changed only the verdict's words: the reason names the one branch that applied (it said "or too few
+    sizes" beside an interval over five) and δ_low/δ_hp carries its interval; no statistic, threshold, simulation,
+    data selection or decision changed. Until the grid is complete P9 is graded by version 2, as follows.
 
     Rule (version 2, ``bitlaws.study.claims.rule_p9``; statistics ``bitlaws.study.power.p9_statistics``):
     (a) a one-sided sign test, in the cells where the high-precision model's δ_PTQ is measurable
@@ -1888,7 +1891,8 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
 
 def _p9_matched_verdict(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, matched: pd.DataFrame,
                         method: str = "rtn") -> Verdict:
-    """P9 by rule version 5 on the complete ``qat_matched`` grid (see ``verdict_p9``).
+    """P9 by rule version 6 on the complete ``qat_matched`` grid (see ``verdict_p9``): version 5's statistics,
+    simulation and decision; version 6, written after the grid was read, changed only the verdict's words.
 
     Statistics ``bitlaws.study.p9_matched.matched_statistics`` on training's symmetric grid at P_w ∈ {4, 5, 6}
     (graded); reported beside: the asymmetric min-max grid, P_w = 3 (P_post = 2) alone, and the grade under
@@ -1902,7 +1906,7 @@ def _p9_matched_verdict(fits: Mapping[str, dict], df: pd.DataFrame, profile: str
     """
     from .claims import rule_p9_matched
     from .noise import noise_model
-    from .p9_matched import (P9_C_W_RANGE, P9_C_W_SENSITIVITY, P9_GRID, P9_REPORTED_BITS, P9_SCENARIOS,
+    from .p9_matched import (P9_C_W_RANGE, P9_C_W_SENSITIVITY, P9_GRID, P9_MIN_CLUSTERS, P9_REPORTED_BITS, P9_SCENARIOS,
                              P9_SECONDARY_GRID, detection_floor, matched_power, matched_statistics, matched_units, profile_design)
 
     noise = noise_model(df, method)
@@ -1926,19 +1930,22 @@ def _p9_matched_verdict(fits: Mapping[str, dict], df: pd.DataFrame, profile: str
            "partly": "the interval lies below 0 but outside the paper's range",
            "not reproduced": "the interval lies above the paper's range (robustification winning as the law has it "
                              "is excluded) and reaches 0 or above",
-           "inconclusive": "the interval reaches both 0 and the paper's range (or too few sizes)"}[st["grade"]]
+           "inconclusive": "the interval reaches both 0 and the paper's range"}[st["grade"]]
+    if not st["n_clusters"] >= P9_MIN_CLUSTERS:  # v6: the branch that applied, not both
+        why = f"fewer than {P9_MIN_CLUSTERS} model sizes have an included unit ({int(st['n_clusters'])})"
 
     def iv(x):
         return f"{x['r_mean']:.3f} [{x['r_lo']:.3f}, {x['r_hi']:.3f}]"
 
     ours = (f"r̄ = mean ln(δ_low/δ_hp), weights trained at P_w ∈ {{4, 5, 6}} against the high-precision twin, RTN to "
             f"P_post = P_w − 1 on training's symmetric grid: {iv(st)} over {int(st['n_clusters'])} model sizes "
-            f"({int(st['n_units'])} units; δ_low/δ_hp = {math.exp(st['r_mean']):.2f}); the paper's law on the same "
+            f"({int(st['n_units'])} units; δ_low/δ_hp = {math.exp(st['r_mean']):.2f} [{math.exp(st['r_lo']):.2f}, "
+            f"{math.exp(st['r_hi']):.2f}]); the paper's law on the same "
             f"units: {st['paper_c1']:.3f} at C_w = 1, [{st['paper_lo']:.3f}, {st['paper_hi']:.3f}] over C_w ∈ "
             f"[{lo:g}, {hi:.2f}]; reported, not graded: asymmetric min-max grid {iv(s2)}; P_w = 3 → INT2 {iv(s3)}; "
             "the grade under C_w ∈ " + ", ".join(f"[{a:g}, {b:g}]: {g}" for (a, b), g in sens.items()))
     n_ind = sum(1 for sc in P9_SCENARIOS if sc[4] == 0)
-    reason = (f"rule v5: {why}. Tested at a gap of one bit only (on the symmetric grid the step grows 2.33× from "
+    reason = (f"rule v6 (v5's decision; its words changed after the data): {why}. Tested at a gap of one bit only (on the symmetric grid the step grows 2.33× from "
               f"P_w = 4 to 3, 2.14× and 2.07× above). Grade rates on our design, the unfavourable end over {n_ind} "
               f"noise structures with the sizes independent ({int(pw['n_sim'])} simulated datasets each, 95 % Monte "
               "Carlo intervals): the paper's law graded reproduced "

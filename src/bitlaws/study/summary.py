@@ -38,7 +38,9 @@ class Headline:
         se: a key holding a standard error; the interval is then ±2 standard errors.
         interval: what the interval is, for the legend ("95 %", "grid", "2 SE").
         paper_hi: with ``paper`` a key, the key of the upper end where the paper's value is a range
-            (printed "lo–hi", or "lo to hi" where either end is negative).
+            (printed "lo–hi").
+        paper_range: with ``paper`` a key, the keys of a range printed after the paper's value in brackets,
+            "value [lo, hi]" (P9: the law at C_w = 1, then over C_w's range).
         fmt: how to print the numbers: a format spec (``".2f"``), ``"%"`` (a fraction as a
             percentage with a sign), ``"pct"`` (a share as a percentage) or ``"M"`` (bytes in
             millions, tokens in billions if above 1e9).
@@ -54,6 +56,7 @@ class Headline:
     interval: str = "95 %"
     fmt: str = ".2f"
     paper_hi: str | None = None
+    paper_range: tuple[str, str] | None = None
 
 
 # The paper's constants typed below come from Kumar et al. (Table 2, §3, Fig. 5 and 7) as quoted in
@@ -79,10 +82,12 @@ HEADLINES: dict[str, Headline] = {
                    hi="ours_n_star_4_over_p_star_hi"),
     "P8": Headline("P* grows like log(D/N)", "bits per e-fold of D/N", "ours_slope_per_ln_dn",
                    paper="paper_slope_per_ln_dn", lo="ours_slope_lo", hi="ours_slope_hi"),
-    # P9 (rule v5, the matched grid): r̄ = mean ln(δ_low/δ_hp) at P_post = P_w − 1 (< 0: the low-precision-trained
-    # model degrades less); the paper's value is Eq. 9 over Eq. 2 on the same units over C_w's registered range.
+    # P9 (rule v5/v6, the matched grid): r̄ = mean ln(δ_low/δ_hp) at P_post = P_w − 1 (< 0: the low-precision-trained
+    # model degrades less); the paper's value is Eq. 9 over Eq. 2 on the same units at C_w = 1 (Eq. 10's case; the
+    # paper prints no C_w), its range over C_w's registered range in brackets.
     "P9": Headline("Low-precision training resists PTQ", "r̄ = ln(δ_low/δ_hp), P_w → P_w − 1 (< 0: resists)",
-                   "r_mean", paper="paper_lo", paper_hi="paper_hi", lo="r_lo", hi="r_hi", interval="t", fmt=".3f"),
+                   "r_mean", paper="paper_c1", paper_range=("paper_lo", "paper_hi"), lo="r_lo", hi="r_hi", interval="t",
+                   fmt=".3f"),
     "P10": Headline("Floats beat integers slightly", "FP − INT loss (nats/byte)", "mean_delta",
                     paper="paper_mean_delta", se="mean_delta_se", interval="2 SE", fmt="+.4f"),
     # Q1–Q3 are graded on SmolLM2-135M (bitlaws.study.quik_smollm, rule 2); intervals: paired
@@ -178,7 +183,10 @@ def key_number(verdict: Any) -> tuple[str, str]:
         value, top = _number(d, h.paper), _number(d, h.paper_hi)
         paper = _fmt(value, h.fmt) if value is not None else "—"
         if value is not None and top is not None:
-            paper += f"{' to ' if min(value, top) < 0 else '–'}{_fmt(top, h.fmt)}"  # "−0.8–−0.04" misreads
+            paper += f"–{_fmt(top, h.fmt)}"
+        ends = [_number(d, k) for k in h.paper_range] if h.paper_range else []
+        if value is not None and ends and None not in ends:
+            paper += f" [{_fmt(ends[0], h.fmt)}, {_fmt(ends[1], h.fmt)}]"
     elif isinstance(h.paper, str) and not h.paper.replace("_", "").isalnum():
         paper = h.paper  # a phrase of the paper's, shown as is
     else:
@@ -228,7 +236,8 @@ _LEGEND = ("Ours: our value [its 95 % interval from the pipeline bootstrap]; P2'
            "where the turn-up lies, P5's a t-interval on the factorial's within-seed σ̂ (its paper value is the "
            "paper's law, κ = 1/T with T = A·N^−α from our Chinchilla fit at the factorial's N; κ < 0: the effects "
            "add up to less than their sum), P9's a t-interval over the model sizes of the matched grid (its paper "
-           "value is Eq. 9 over Eq. 2 on the same units for C_w from 0.5 to 2.15, as the paper prints no C_w), "
+           "value is Eq. 9 over Eq. 2 on the same units at C_w = 1, Eq. 10's case, and in brackets over C_w from 0.5 "
+           "to 2.15, as the paper prints no C_w), "
            "P10's ± is two standard errors, Q1–Q3's from a bootstrap over "
            "evaluation windows, Q4's the range over the committed runs' bf16 baselines; a value without one has "
            "no interval in its record. Grades: *reproduced*, *partly*, *not reproduced* come from a rule with a "
