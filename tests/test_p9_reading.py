@@ -32,6 +32,8 @@ def test_reading_solves_the_paper_law_for_the_interval_ends():
     assert float(m.paper_r(4, got["c_w_lo"])) == pytest.approx(lo, abs=1e-8)
     assert float(m.paper_r(4, got["c_w_hi"])) == pytest.approx(hi, abs=1e-8)
     assert got["c_w_lo"] < got["c_w_hi"] and got["no_bracket"] == pytest.approx(no_bracket, rel=1e-12)
+    assert float(m.paper_r(4, got["c_w_zero"])) == pytest.approx(0.0, abs=1e-8)  # where robustification just wins
+    assert got["c_w_zero"] == pytest.approx(m.c_w_max((4,)), rel=1e-6)
     # an interval reaching above the no-bracket value admits every larger C_w; one above it admits none
     assert math.isinf(lfs.p9_matched_reading(u, lo, no_bracket + 0.1, bits=(4,))["c_w_hi"])
     assert math.isinf(lfs.p9_matched_reading(u, no_bracket + 0.01, no_bracket + 0.1, bits=(4,))["c_w_lo"])
@@ -66,18 +68,57 @@ def test_markdown_says_coverage_until_the_grid_is_complete():
     assert "declares no matched grid" in lfs.p9_matched_markdown(_verdict("pending"), None, 0, 0)
 
 
-def test_markdown_reads_every_number_from_the_verdict():
-    d = dict(r_mean=-0.2, r_lo=-0.35, r_hi=-0.05, n_clusters=5.0, paper_c1=-0.37, paper_lo=-0.85, paper_hi=-0.04,
-             asym_r_mean=0.1, asym_r_lo=0.02, asym_r_hi=0.2, int2_r_mean=-0.3, int2_r_lo=-0.5, int2_r_hi=-0.1)
-    reading = {"c_w_lo": 0.9, "c_w_hi": 1.8, "no_bracket": 0.086}
-    text = lfs.p9_matched_markdown(_verdict("reproduced", **d), reading, 50, 50)
-    assert "−0.200 [−0.350, −0.050] over 5 sizes" in text
-    assert f"lose {100 * math.exp(-0.2):.0f} % as much" in text
-    assert "lies below 0 and meets the range, so the grade is **reproduced**" in text
-    assert "from $C_w$ = 0.90 up to 1.80" in text and "predicts more robustness" not in text  # 0.9 < 1
-    assert "0.100 [0.020, 0.200]." in text  # the asymmetric interval excludes 0: no "holds 0"
-    law3 = float(m.paper_r(3, 1.0))
-    assert f"against the law's {law3:.3f}".replace("-", "−") in text and "holds it and lies below 0." in text
+_D = dict(r_mean=-0.2, r_lo=-0.35, r_hi=-0.05, n_clusters=5.0, paper_c1=-0.37, paper_lo=-0.85, paper_hi=-0.04,
+          asym_r_mean=0.1, asym_r_lo=0.02, asym_r_hi=0.2, int2_r_mean=-0.3, int2_r_lo=-0.5, int2_r_hi=-0.1)
+
+
+def test_markdown_reads_every_number_from_the_verdict_and_the_facts():
+    facts = {"p_c1": 0.031, "c1_in_99": 1.0, "loo_holds_c1": 2.0, "loo_n": 5.0, "c_w_lo": 0.9, "c_w_hi": 1.8,
+             "c_w_zero": 2.5, "no_bracket": 0.086, "unit_min": -0.5, "unit_max": 0.4, "unit_sd": 0.3, "size_sd": 0.1,
+             "asym_c_w_lo": 1.7, "int2_asym_mean": 0.5, "int2_asym_lo": -0.2, "int2_asym_hi": 1.2,
+             "int2_hp_min": 0.7, "int2_hp_max": 2.6, "int2_rho": 1.0, "int2_first": -0.44, "int2_last": -0.15}
+    text = lfs.p9_matched_markdown(_verdict("reproduced", **_D), facts, 50, 50)
+    result, readings = text.split("*Read after the data, not by the rule:*")
+    assert "−0.200 [−0.350, −0.050] over 5 sizes" in result
+    lo, hi = (100 * math.exp(x) for x in (-0.35, -0.05))
+    assert f"lose {100 * math.exp(-0.2):.0f} % [{lo:.0f}, {hi:.0f}] as much" in result
+    assert "lies below 0 and meets the range, so the grade is **reproduced**" in result
+    # −0.37 lies outside [−0.35, −0.05]; every reading is in the list, none in the result
+    assert "lies outside our 95 % interval (a t-test of $\\bar r$ against it: p = 0.03 on 4 df)" in readings
+    assert "the 99 % interval holds it" in readings and "in 2 of 5 cases" in readings
+    assert "for $C_w$ from 0.90 to 1.80." in readings  # the interval's top end is below the no-bracket law
+    assert "0.100 [0.020, 0.200]: the interval excludes 0 and excludes the law for $C_w$ below 1.70." in readings
+    assert "but 0.500 [−0.200, 1.200] on the asymmetric one" in readings and "0.70 to 2.60 nats/byte" in readings
+    # with the interval reaching over the law without its bracket, it says so
+    wide = lfs.p9_matched_markdown(_verdict("inconclusive", **{**_D, "r_hi": 0.2}),
+                                   {**facts, "c_w_hi": math.inf}, 50, 50)
+    assert "holds the law for every $C_w$ from 0.90 up" in wide and "is 0 at $C_w$ = 2.50 and +0.086 without" in wide
+    assert "reaches both 0 and the range, so the grade is **inconclusive**" in wide
+    # without facts: the result alone
+    assert "Read after" not in lfs.p9_matched_markdown(_verdict("reproduced", **{k: v for k, v in _D.items()
+                                                                                 if not k.startswith(("asym", "int2"))}),
+                                                       None, 50, 50)
+
+
+def test_facts_by_hand():
+    sizes = (10_000, 20_000, 40_000, 80_000, 160_000)
+    per = {n: {4: r, 5: r + 0.1, 6: r - 0.1, 3: -0.1 * i} for i, (n, r) in enumerate(zip(sizes, (-0.3, -0.1, 0.0, 0.2, 0.1)))}
+    sym, asym = _units(per), _units({n: {b: 0.05 for b in (3, 4, 5, 6)} for n in sizes})
+    asym["r"] += np.tile([0.0, 0.01, -0.01, 0.02], 5)  # not degenerate
+    f = lfs.p9_matched_facts({m.P9_GRID: sym, m.P9_SECONDARY_GRID: asym}, c1=-0.373)
+    means = np.array([-0.3, -0.1, 0.0, 0.2, 0.1])  # each size's mean over P_w 4-6
+    t = (means.mean() + 0.373) / (means.std(ddof=1) / math.sqrt(5))
+    from scipy import stats
+
+    assert f["p_c1"] == pytest.approx(2 * stats.t.sf(abs(t), 4), rel=1e-10)
+    assert f["size_sd"] == pytest.approx(means.std(ddof=1), rel=1e-12)
+    graded = sym[sym["bits_w"] >= 4]["r"]
+    assert (f["unit_min"], f["unit_max"]) == (pytest.approx(graded.min()), pytest.approx(graded.max()))
+    assert f["int2_rho"] == pytest.approx(-1.0) and f["int2_first"] == pytest.approx(0.0)
+    assert f["int2_hp_min"] == f["int2_hp_max"] == pytest.approx(0.01)  # _units' twins all at δ = 0.01
+    loo = [np.delete(means, k) for k in range(5)]
+    holds = sum(abs(x.mean() + 0.373) <= stats.t.ppf(0.975, 3) * x.std(ddof=1) / 2 for x in loo)
+    assert (f["loo_holds_c1"], f["loo_n"]) == (holds, 5.0)
 
 
 def test_figure_draws_the_rules_statistic():
@@ -105,15 +146,18 @@ def test_figure_draws_the_rules_statistic():
     assert [t.get_text() for t in empty.axes[0].texts] == ["no matched units for this profile"]
 
 
-def test_design_sentence_sets_the_table_beside_rule_v5():
+def test_design_sentence_sets_the_table_beside_the_grading_rule():
     from bitlaws.study import qat_design
 
     tab = pd.DataFrame({"claim": ["P4", "P9", "P9"], "seeds": [1, 1, 2], "power": [0.3, 0.97, 1.0],
                         "n_sim": [100, 100, 100]})
-    text = qat_design.p9_design_sentence(tab, _verdict("inconclusive", power_c1=0.512, n_sim=1000.0))
+    rates = {f"rate__s{i}__paper_c1__reproduced": x for i, x in enumerate((0.99, 0.86, 0.73, 0.64, 0.61, 0.7, 0.512, 0.2))}
+    power = {**rates, "power_c1": 0.512, "n_sim": 1000.0}
+    text = qat_design.p9_design_sentence(tab, power)
     assert text.startswith("The table gave it power 97% [92, 99] (100 datasets) under P9's rule version 2")
-    assert "at $C_w$ = 1 at 51% [48, 54] (1000 datasets; chapter 03)" in text
-    # nothing to set beside: no v5 power (an incomplete grid), no table, no one-seed P9 candidate
-    assert qat_design.p9_design_sentence(tab, _verdict("not reproduced", unified_r2=0.7)) == ""
-    assert qat_design.p9_design_sentence(None, _verdict("inconclusive", power_c1=0.5, n_sim=1000.0)) == ""
-    assert qat_design.p9_design_sentence(tab[tab["claim"] == "P4"], _verdict("inconclusive", power_c1=0.5)) == ""
+    # the independent scenario (s0) and the least over the sizes-independent ones (s6, not s7 which shares noise)
+    assert "gives 99% [98, 99] against the paper's law at $C_w$ = 1 with every run independent" in text
+    assert "and 51% [48, 54] at the least favourable of its noise structures (a cell share ρ = 0.5, 1.5× the " \
+           "relative noise)" in text
+    assert qat_design.p9_design_sentence(tab, None) == "" and qat_design.p9_design_sentence(None, power) == ""
+    assert qat_design.p9_design_sentence(tab[tab["claim"] == "P4"], power) == ""

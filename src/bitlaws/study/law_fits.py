@@ -49,6 +49,7 @@ __all__ = [
     "load_p5_factorial",
     "verdict_p9",
     "p9_matched_reading",
+    "p9_matched_facts",
     "p9_matched_markdown",
     "law_verdicts",
     "refresh_law_verdicts",
@@ -2532,8 +2533,8 @@ def p9_matched_reading(units: pd.DataFrame, r_lo: float, r_hi: float, bits=None)
 
     Returns:
         ``c_w_lo``, ``c_w_hi``: the law's r̄ lies in [r_lo, r_hi] for C_w in [c_w_lo, c_w_hi] (``c_w_hi`` = inf
-        where even no bracket stays inside; ``c_w_lo`` = inf where no C_w reaches r_lo); ``no_bracket``: the
-        law's r̄ without the bracket.
+        where even no bracket stays inside; ``c_w_lo`` = inf where no C_w reaches r_lo); ``c_w_zero``: the C_w
+        where the law's r̄ crosses 0 (inf if it never does); ``no_bracket``: the law's r̄ without the bracket.
 
     Raises:
         ValueError: an interval not finite or with r_lo > r_hi, or no included unit at ``bits``.
@@ -2562,61 +2563,161 @@ def p9_matched_reading(units: pd.DataFrame, r_lo: float, r_hi: float, bits=None)
             hi *= 2.0
         return float(brentq(lambda c: law(c) - target, 1e-6, hi, xtol=1e-10))
 
-    return {"c_w_lo": solve(r_lo), "c_w_hi": solve(r_hi), "no_bracket": top}
+    return {"c_w_lo": solve(r_lo), "c_w_hi": solve(r_hi), "c_w_zero": solve(0.0), "no_bracket": top}
 
 
-def p9_matched_markdown(verdict: Verdict, reading: Mapping[str, float] | None, have: int, declared: int) -> str:
-    """Chapter 03's paragraph on P9's matched grid: its result once rule v5 has graded it, else its coverage.
+def p9_matched_facts(units: Mapping[str, pd.DataFrame], c1: float) -> dict[str, float]:
+    """What chapter 03 reads off P9's matched units after the data (none of it is part of rule v5/v6).
 
     Args:
-        verdict: P9's verdict (``verdict_p9``); rule v5 writes ``r_mean`` in its details once the grid is complete.
-        reading: ``p9_matched_reading`` of that verdict's interval, or None.
+        units: grid → ``p9_matched.matched_units``; ``p9_matched.P9_GRID`` (graded) must be present,
+            ``P9_SECONDARY_GRID`` may be.
+        c1: the paper's law at C_w = 1 on the graded units (``Verdict.details['paper_c1']``).
+
+    Returns:
+        On the graded grid at ``P9_GRADED_BITS`` (sizes as replicates, as the rule): ``p_c1`` (two-sided t-test
+        of r̄ against ``c1`` on sizes − 1 df), ``c1_in_99`` (1.0 if the 99 % interval holds it), ``loo_holds_c1``
+        and ``loo_n`` (of the fits leaving one size out, how many intervals hold it), ``unit_min``, ``unit_max``,
+        ``unit_sd``, ``size_sd``; the graded grid's ``c_w_lo``, ``c_w_zero``, ``no_bracket``
+        (``p9_matched_reading``); on the secondary grid ``asym_c_w_lo``; at ``P9_REPORTED_BITS`` (INT2):
+        ``int2_asym_mean``/``_lo``/``_hi``, the twins' δ range on the graded grid ``int2_hp_min``/``_max``
+        [nats/byte], the size means' Spearman ρ with N ``int2_rho`` and the smallest and largest N's means
+        ``int2_first``, ``int2_last``. NaN where a part has no units.
+    """
+    from scipy import stats
+
+    from .p9_matched import P9_GRADED_BITS, P9_GRID, P9_REPORTED_BITS, P9_SECONDARY_GRID, matched_statistics
+
+    def sizes(u: pd.DataFrame, bits) -> pd.Series:
+        inc = u[u["included"] & u["bits_w"].isin(bits)]
+        return inc.groupby("n_params")["r"].mean().sort_index()
+
+    def interval(x: np.ndarray, level: float) -> tuple[float, float, float]:
+        m, se = float(np.mean(x)), float(np.std(x, ddof=1) / math.sqrt(len(x)))
+        q = float(stats.t.ppf(0.5 + level / 2, len(x) - 1))
+        return m, m - q * se, m + q * se
+
+    nan = math.nan
+    out: dict[str, float] = {}
+    g = units[P9_GRID]
+    by = sizes(g, P9_GRADED_BITS).to_numpy(float)
+    graded = g[g["included"] & g["bits_w"].isin(P9_GRADED_BITS)]["r"].to_numpy(float)
+    if len(by) >= 3:
+        m, lo99, hi99 = interval(by, 0.99)
+        se = float(np.std(by, ddof=1) / math.sqrt(len(by)))
+        out["p_c1"] = float(2 * stats.t.sf(abs(m - c1) / se, len(by) - 1))
+        out["c1_in_99"] = float(lo99 <= c1 <= hi99)
+        loo = [interval(np.delete(by, k), 0.95) for k in range(len(by))]
+        out["loo_holds_c1"], out["loo_n"] = float(sum(lo <= c1 <= hi for _, lo, hi in loo)), float(len(loo))
+        out["size_sd"] = float(np.std(by, ddof=1))
+        st = matched_statistics(g)
+        out.update(p9_matched_reading(g, st["r_lo"], st["r_hi"]))
+    out.update(unit_min=float(np.min(graded)) if len(graded) else nan,
+               unit_max=float(np.max(graded)) if len(graded) else nan,
+               unit_sd=float(np.std(graded, ddof=1)) if len(graded) > 1 else nan)
+    a = units.get(P9_SECONDARY_GRID)
+    if a is not None and len(sizes(a, P9_GRADED_BITS)) >= 3:
+        st = matched_statistics(a)
+        out["asym_c_w_lo"] = p9_matched_reading(a, st["r_lo"], st["r_hi"])["c_w_lo"]
+    if a is not None and len(sizes(a, P9_REPORTED_BITS)) >= 3:
+        st = matched_statistics(a, bits=P9_REPORTED_BITS)
+        out.update(int2_asym_mean=st["r_mean"], int2_asym_lo=st["r_lo"], int2_asym_hi=st["r_hi"])
+    i2 = g[g["included"] & g["bits_w"].isin(P9_REPORTED_BITS)]
+    if len(i2):
+        out.update(int2_hp_min=float(i2["delta_hp"].min()), int2_hp_max=float(i2["delta_hp"].max()))
+        s2 = sizes(g, P9_REPORTED_BITS)
+        if len(s2) >= 3:
+            out.update(int2_rho=float(stats.spearmanr(s2.index.to_numpy(float), s2.to_numpy(float))[0]),
+                       int2_first=float(s2.iloc[0]), int2_last=float(s2.iloc[-1]))
+    return out
+
+
+def p9_matched_markdown(verdict: Verdict, facts: Mapping[str, float] | None, have: int, declared: int) -> str:
+    """Chapter 03's text on P9's matched grid: its result once rule v5/v6 has graded it, then what we read
+    after the data (marked so), else its coverage.
+
+    Args:
+        verdict: P9's verdict (``verdict_p9``); the matched rule writes ``r_mean`` in its details once the grid is
+            complete.
+        facts: ``p9_matched_facts``, or None.
         have, declared: ``p9_matched.matched_complete``'s runs with every row, and declared.
 
     Returns:
-        Markdown, one paragraph; every number read from ``verdict`` and ``reading`` (the law at P_w = 3 from
-        ``p9_matched.paper_r``).
+        Markdown: a paragraph, then a list of readings; every number read from ``verdict`` and ``facts``
+        (the law at P_w = 3 from ``p9_matched.paper_r``).
     """
-    from .p9_matched import P9_REPORTED_BITS, paper_r
-
     d = verdict.details
+    f = dict(facts or {})
     if not declared:
         return "This profile declares no matched grid, so P9 is graded by version 2."
     if not math.isfinite(float(d.get("r_mean", math.nan))):
         return (f"The grid has {have} of its {declared} runs with every row, and P9 keeps version 2's grade "
                 "until it has all of them.")
 
-    def num(x: float) -> str:
-        return f"{x:.3f}".replace("-", "−")
+    def num(x: float, fmt: str = ".3f") -> str:
+        return format(x, fmt).replace("-", "−")
 
-    def iv(a: str) -> str:
-        return f"{num(d[a + '_mean'])} [{num(d[a + '_lo'])}, {num(d[a + '_hi'])}]"
+    def iv(a: str, src: Mapping = d, mean: str = "_mean") -> str:
+        return f"{num(src[a + mean])} [{num(src[a + '_lo'])}, {num(src[a + '_hi'])}]"
 
-    def holds(a: str, x: float) -> bool:
-        return d[a + "_lo"] <= x <= d[a + "_hi"]
+    def ok(*keys: str) -> bool:
+        return all(math.isfinite(float(f.get(k, math.nan))) for k in keys)
 
     where = {"reproduced": "lies below 0 and meets the range", "partly": "lies below 0 but outside the range",
              "not reproduced": "lies above the range's weak end and reaches 0",
              "inconclusive": "reaches both 0 and the range"}.get(verdict.verdict, "")
-    text = (f"**The result.** All {declared} runs are in, and rule version 5 graded them once. On training's grid, at "
-            f"$P_w \\in \\{{4, 5, 6\\}}$, $\\bar r$ = {iv('r')} over {int(d['n_clusters'])} sizes: the models trained "
-            f"in low precision lose {100 * math.exp(d['r_mean']):.0f} % as much to post-training quantization as their "
-            f"high-precision twins. The paper's law on the same units predicts {num(d['paper_c1'])} at $C_w$ = 1, "
-            f"and from {num(d['paper_lo'])} to {num(d['paper_hi'])} over the registered range. Our interval "
-            f"{where}, so the grade is **{verdict.verdict}**.")
-    if reading is not None and math.isfinite(reading["c_w_lo"]):
-        hi = ("and every larger $C_w$, even the law without the bracket" if math.isinf(reading["c_w_hi"])
-              else f"up to {reading['c_w_hi']:.2f}")
-        text += (f" Read after the data, not by the rule: the interval admits the law only from $C_w$ = "
-                 f"{reading['c_w_lo']:.2f} {hi} (without the bracket the law gives {num(reading['no_bracket'])})."
-                 + (" At the paper's Eq. 10 value, $C_w$ = 1, the law predicts more robustness than we measure."
-                    if reading["c_w_lo"] > 1 else ""))
+    ratio = [100 * math.exp(d[k]) for k in ("r_mean", "r_lo", "r_hi")]
+    text = (f"**The result.** All {declared} runs are in, and the rule graded them once (version 5's decision; "
+            f"version 6 changed only the verdict's words). On training's grid, at $P_w \\in \\{{4, 5, 6\\}}$, "
+            f"$\\bar r$ = {iv('r')} over {int(d['n_clusters'])} sizes, one seed per run: the models trained in low "
+            f"precision lose {ratio[0]:.0f} % [{ratio[1]:.0f}, {ratio[2]:.0f}] as much to post-training quantization "
+            f"as their high-precision twins. The paper's law on the same units predicts {num(d['paper_c1'])} at "
+            f"$C_w$ = 1 (Eq. 10's special case; the paper prints no fitted $C_w$), and from {num(d['paper_lo'])} to "
+            f"{num(d['paper_hi'])} over the registered range. Our interval {where}, so the grade is "
+            f"**{verdict.verdict}**. It replaces version 2's grade, which read a sign test and an F-test over cells "
+            "of a design whose training and post-training grids differ (the rules page gives the history).")
+    items = []
+    if ok("p_c1", "loo_holds_c1", "loo_n", "c1_in_99"):
+        inside = "inside" if d["r_lo"] <= d["paper_c1"] <= d["r_hi"] else "outside"
+        items.append(f"The law at $C_w$ = 1 lies {inside} our 95 % interval (a t-test of $\\bar r$ against it: "
+                     f"p = {num(f['p_c1'], '.2f')} on {int(d['n_clusters']) - 1} df); the 99 % interval "
+                     f"{'holds' if f['c1_in_99'] else 'excludes'} it, and leaving out one size at a time the "
+                     f"interval holds it in {int(f['loo_holds_c1'])} of {int(f['loo_n'])} cases. This is the "
+                     "sensitivity reading under $C_w \\in [0.5, 1]$, not a grade.")
+    if ok("c_w_lo", "no_bracket"):
+        zero = (f"the law's $\\bar r$ is 0 at $C_w$ = {num(f['c_w_zero'], '.2f')} and " if ok("c_w_zero") else
+                "the law's $\\bar r$ is ")
+        if math.isinf(f.get("c_w_hi", math.inf)):  # the interval reaches above the law without its bracket
+            items.append(f"The interval holds the law for every $C_w$ from {num(f['c_w_lo'], '.2f')} up, but it also "
+                         f"holds $r$ = 0 and positive $r$, where overtraining wins over robustification: {zero}"
+                         f"{num(f['no_bracket'], '+.3f')} without the bracket.")
+        else:
+            items.append(f"The interval holds the law for $C_w$ from {num(f['c_w_lo'], '.2f')} to "
+                         f"{num(f['c_w_hi'], '.2f')}.")
+    if ok("unit_min", "unit_max", "unit_sd", "size_sd"):
+        items.append(f"The units scatter widely: $r$ from {num(f['unit_min'], '.2f')} to {num(f['unit_max'], '.2f')} "
+                     f"(sd {num(f['unit_sd'], '.2f')}; the size means' sd {num(f['size_sd'], '.2f')}). With one "
+                     "seed per run, no single unit or size is informative.")
     if math.isfinite(float(d.get("asym_r_mean", math.nan))):
-        text += (f" Reported apart: on the asymmetric min-max grid, $\\bar r$ = {iv('asym_r')}"
-                 + (", an interval that holds 0" if holds("asym_r", 0.0) else "") + ".")
+        holds0 = d["asym_r_lo"] <= 0 <= d["asym_r_hi"]
+        excl = (f" and excludes the law for $C_w$ below {num(f['asym_c_w_lo'], '.2f')}"
+                if ok("asym_c_w_lo") else "")
+        items.append(f"On the asymmetric min-max grid, $\\bar r$ = {iv('asym_r')}: the interval "
+                     f"{'holds' if holds0 else 'excludes'} 0{excl}.")
     if math.isfinite(float(d.get("int2_r_mean", math.nan))):
-        law3 = float(np.mean(paper_r(np.array(P9_REPORTED_BITS), 1.0)))
-        text += (f" At $P_w$ = 3, quantized to ternary INT2, $\\bar r$ = {iv('int2_r')} against the law's "
-                 f"{num(law3)} at $C_w$ = 1, an interval that " + ("holds" if holds("int2_r", law3) else "excludes")
-                 + " it" + (" and lies below 0." if d["int2_r_hi"] < 0 else "."))
+        t = (f"At $P_w$ = 3, rounded to ternary INT2, $\\bar r$ = {iv('int2_r')} on training's grid")
+        if ok("int2_asym_mean"):
+            t += f" but {iv('int2_asym', f)} on the asymmetric one"
+        t += "."
+        if ok("int2_hp_min", "int2_hp_max"):
+            t += (f" The twins' INT2 $\\delta$ on training's grid is {num(f['int2_hp_min'], '.2f')} to "
+                  f"{num(f['int2_hp_max'], '.2f')} nats/byte, far outside the regime Eq. 2 was fitted in")
+            if ok("int2_rho", "int2_first", "int2_last"):
+                t += (f", and the size means run from {num(f['int2_first'], '.2f')} at the smallest $N$ to "
+                      f"{num(f['int2_last'], '.2f')} at the largest (Spearman ρ = {num(f['int2_rho'], '.1f')}), "
+                      "where Eq. 9 predicts no dependence on $N$")
+            t += ". We read nothing for or against the law into it."
+        items.append(t)
+    if items:
+        text += "\n\n*Read after the data, not by the rule:*\n\n" + "\n".join(f"- {x}" for x in items)
     return text

@@ -809,33 +809,44 @@ def replicate_sentence(rep: pd.DataFrame | None, tab: pd.DataFrame | None = None
     return text
 
 
-def p9_design_sentence(tab: pd.DataFrame | None, verdict) -> str:
-    """The design table's power for P9's declared grid (one seed) beside the power of rule v5, which grades it.
+def p9_design_sentence(tab: pd.DataFrame | None, power: Mapping[str, float] | None) -> str:
+    """The design table's power for P9's declared grid (one seed) beside the power of the rule that grades it.
 
-    The table simulated P9's rule version 2 (a sign test and an F-test over (N, D) cells, every run
-    independent, the upstream constants held); version 5 reads the model sizes as its only replicates.
+    The table simulated P9's rule version 2 (a sign test and an F-test over (N, D) cells, every run independent,
+    the upstream constants held); versions 5 and 6 read the model sizes as replicates and take their power at the
+    least favourable of several noise structures (``p9_matched.P9_SCENARIOS``).
 
     Args:
         tab: the design-power rows (``load_design_power``), or None.
-        verdict: P9's stored verdict; rule v5 writes ``power_c1`` (the paper's law at C_w = 1 graded
-            reproduced) and ``n_sim`` in its details.
+        power: ``p9_matched.matched_power``'s record on the declared design (``rate__s{i}__paper_c1__reproduced``
+            per noise structure, ``power_c1`` their least, ``n_sim``), or None.
 
     Returns:
-        One or two sentences for chapter 07, every number read from ``tab`` and ``verdict``; "" where
-        either has no P9 power.
+        Sentences for chapter 07, every number read from ``tab`` and ``power``; "" where either has no P9 power.
     """
     from .claims import rate_text
+    from .p9_matched import P9_SCENARIOS
 
-    d = getattr(verdict, "details", {}) or {}
-    if tab is None or not math.isfinite(float(d.get("power_c1", math.nan))):
+    if tab is None or power is None or not math.isfinite(float(power.get("power_c1", math.nan))):
         return ""
     rows = tab[(tab["claim"] == "P9") & (tab["seeds"] == 1)]
     if not len(rows):
         return ""
     row = rows.iloc[0]
     table = rate_text({"power": float(row["power"]), "n_sim": float(row["n_sim"])})
-    return (f"The table gave it power {table} ({int(row['n_sim'])} datasets) under P9's rule version 2, which "
-            "treats every run as independent. Version 5, which grades the grid, reads the five model sizes as its "
-            f"only replicates; its own simulation puts the power against the paper's law at $C_w$ = 1 at "
-            f"{rate_text(d, 'power_c1')} ({int(d.get('n_sim', 0))} datasets; chapter 03). "
-            "The grid was sized for a rule other than the one that reads it.")
+    rates = {i: float(power[f"rate__s{i}__paper_c1__reproduced"]) for i in range(len(P9_SCENARIOS))
+             if f"rate__s{i}__paper_c1__reproduced" in power}
+    indep = [i for i, sc in enumerate(P9_SCENARIOS) if not any(sc[j] for j in (0, 1, 2, 4)) and sc[3] == 1.0]
+    worst = min((i for i in rates if P9_SCENARIOS[i][4] == 0), key=rates.get, default=None)
+    if worst is None or not indep or indep[0] not in rates:
+        return ""
+    k, r, t, rel, _ = P9_SCENARIOS[worst]
+    label = ", ".join(x for x in (f"a size share κ = {k:g}" if k else "", f"a cell share ρ = {r:g}" if r else "",
+                                  f"a per-cell spread τ = {t:g}" if t else "",
+                                  f"{rel:g}× the relative noise" if rel != 1 else "") if x)
+    return (f"The table gave it power {table} ({int(row['n_sim'])} datasets) under P9's rule version 2, with every "
+            "run independent. The rule that grades the grid (version 5's decision) gives "
+            f"{rate_text({'power': rates[indep[0]], 'n_sim': power['n_sim']})} against the paper's law at $C_w$ = 1 "
+            f"with every run independent too, and {rate_text(power, 'power_c1')} at the least favourable of its "
+            f"noise structures ({label}), the power its verdict reports ({int(power['n_sim'])} datasets each; "
+            "chapter 03).")
