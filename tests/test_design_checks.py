@@ -194,3 +194,41 @@ def test_chapter_sentences_count_what_their_tables_hold():
     assert text.startswith("At n27k (D = 2.1M) the rule's rate 0.0042 is within the seed noise of the best tried "
                            "rate 0.0084: gap 0.020 nats against a threshold of 0.021") and text.endswith(
         "Still missing: n1.2m.")
+
+
+def test_retrain_agreement_compares_only_retrained_runs(monkeypatch):
+    from bitlaws.study import design_checks as dc
+    from bitlaws.study import store, sweep
+
+    def row(run, v, lt, ts, bits=(4, 16, 16), ptq="none"):
+        return {"run_id": run, "eval_version": v, "loss_train": lt, "train_s": ts, "ptq_method": ptq,
+                "bits_w": bits[0], "bits_a": bits[1], "bits_kv": bits[2]}
+
+    rows = pd.DataFrame([
+        row("q1", 1, 2.00, 240.0), row("q1", 2, 2.03, 55.0),                     # QAT, retrained: +0.03
+        row("q1", 1, 9.99, 240.0, ptq="rtn"),                                    # a PTQ row: not read
+        row("q2", 1, 2.10, 250.0), row("q2", 2, 2.09, 56.0),                     # QAT, retrained: −0.01
+        row("h1", 1, 1.90, 100.0, (16, 16, 16)), row("h1", 2, 1.90 + 1e-6, 40.0, (16, 16, 16)),
+        row("s1", 1, 1.80, 70.0), row("s1", 2, 1.80, 70.0),                      # one training: not compared
+        row("v1", 1, 1.70, 70.0)])                                               # no version 2 yet
+    monkeypatch.setattr(sweep, "declared_experiments", lambda profile: ["qat_joint"])
+    monkeypatch.setattr(store, "load_runs", lambda profile, experiment, eval_version, root=None: rows)
+    t = dc.retrain_agreement("cpu").set_index("kind")
+    assert t.loc["qat", "runs"] == 2 and t.loc["qat", "mean"] == pytest.approx(0.01)
+    assert t.loc["qat", "sd"] == pytest.approx(np.std([0.03, -0.01], ddof=1))
+    assert t.loc["qat", "max_abs"] == pytest.approx(0.03)
+    assert t.loc["high precision", "runs"] == 1 and t.loc["high precision", "max_abs"] == pytest.approx(1e-6)
+    assert math.isnan(t.loc["high precision", "sd"])
+
+
+def test_cpu_path_check_is_exact_on_one_path_and_refuses_an_unknown_run():
+    from bitlaws.study import design_checks as dc
+    from bitlaws.study.sweep import plan
+
+    spec = plan("smoke")[0]
+    # the same path twice, each in a fresh process: a run is a pure function of its configuration
+    t = dc.cpu_path_check("smoke", [(spec.experiment, spec.run_id)], paths=("", ""), progress=False)
+    assert len(t) == 2 and t["loss_val"].iloc[0] == t["loss_val"].iloc[1]
+    assert list(t["step_apart"]) == [-1, -1] and list(t["aten_capability"]) == ["native", "native"]
+    with pytest.raises(ValueError, match="declares no run 'nosuch'"):
+        dc.cpu_path_check("smoke", [(spec.experiment, "nosuch")], progress=False)

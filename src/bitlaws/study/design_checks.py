@@ -10,6 +10,7 @@ Three questions a referee asks before trusting any trend in δ_PTQ with D:
   whole, half and quarter training split.
 
 Each reads only committed rows (``load_runs``); the seed noise is the base grid's pooled variance.
+``retrain_agreement`` and ``cpu_path_check`` ask how far a rerun reproduces a run (QAT against high precision).
 The decisions a chapter states come from ``schedule_decision``, ``cooldown_jump``,
 ``delta_at_equal_loss`` and ``repetition_effect``, each with its test in its docstring.
 """
@@ -28,6 +29,7 @@ __all__ = ["table_view", "lr_rule_check", "schedule_table", "schedule_slopes", "
            "cooldown_jump", "delta_at_equal_loss", "repetition_effect", "SCHEDULE_MARGIN", "equal_passes_effect",
            "repetition_evidence", "CONFOUND_EXPERIMENTS", "confound_rows",
            "confound_coverage", "repetition_plan", "lr_summary", "schedule_summary", "schedule_short",
+           "retrain_agreement", "CPU_PATHS", "cpu_path_check", "write_cpu_path_check", "load_cpu_path_check",
            "repetition_summary"]
 
 
@@ -588,3 +590,168 @@ def repetition_summary(rep_effect: pd.DataFrame | None, n_missing: int, n_planne
                     f"noise in {n.get('raises', 0)}, falls in {n.get('lowers', 0)}, and stays within it in "
                     f"{n.get('no effect', 0)}; the post-PTQ loss rises beyond it in {up} ({n_missing} of "
                     f"{n_planned} runs still to make).")
+
+
+# ---------------------------------------------------------------------------------------------
+# How far a rerun reproduces a run: retrained runs in the store, and one run under ATen's CPU paths.
+
+def retrain_agreement(profile: str, root=None) -> pd.DataFrame:
+    """Runs whose version-2 rows came from a retraining, against their recorded version-1 rows.
+
+    A run re-evaluated at version 2 after its version-1 rows were written is retrained; its unquantized
+    rows then differ in ``train_s`` (each training records its own). Such pairs are compared by
+    ``loss_train`` (the same quantity in both rows, whatever the evaluation windows).
+
+    Returns:
+        One row per (experiment, ``kind``: ``"qat"`` where any of ``bits_w``, ``bits_a``, ``bits_kv`` is
+        below 16, else ``"high precision"``): ``runs``, ``mean``, ``sd``, ``max_abs`` of Δloss_train =
+        retrained − recorded [nats/byte]. Empty if no run was retrained.
+    """
+    from .store import load_runs
+    from .sweep import declared_experiments
+
+    out = []
+    for e in declared_experiments(profile):
+        try:
+            rows = load_runs(profile, experiment=e, eval_version="all", root=root)
+        except FileNotFoundError:
+            continue
+        if "ptq_method" in rows:
+            rows = rows[rows["ptq_method"].fillna("none") == "none"]
+        by = rows.pivot_table(index="run_id", columns="eval_version", values=["loss_train", "train_s"], aggfunc="first")
+        if ("loss_train", 1) not in by or ("loss_train", 2) not in by:
+            continue
+        by = by.dropna()
+        by = by[by[("train_s", 1)] != by[("train_s", 2)]]
+        if not len(by):
+            continue
+        bits = rows.drop_duplicates("run_id").set_index("run_id")[["bits_w", "bits_a", "bits_kv"]]
+        qat = (bits.apply(pd.to_numeric, errors="coerce").fillna(16).min(axis=1) < 16).reindex(by.index)
+        d = by[("loss_train", 2)] - by[("loss_train", 1)]
+        for k, sub in d.groupby(qat):
+            out.append({"experiment": e, "kind": "qat" if k else "high precision", "runs": len(sub),
+                        "mean": float(sub.mean()), "sd": float(sub.std(ddof=1)) if len(sub) > 1 else math.nan,
+                        "max_abs": float(sub.abs().max())})
+    return pd.DataFrame(out, columns=["experiment", "kind", "runs", "mean", "sd", "max_abs"])
+
+
+# ATen's CPU instruction paths a rerun is checked under ("" leaves ATEN_CPU_CAPABILITY unset: the best the
+# CPU has). A machine without AVX-512 runs the "avx2" path by default, one without AVX2 the "default" path.
+CPU_PATHS = ("", "avx2", "default")
+CPU_PATH_COLUMNS = ["run_id", "experiment", "size", "n_tokens", "seed", "kind", "aten_capability", "loss_val",
+                    "loss_train", "recorded_loss_val", "step_apart", "train_s", "threads", "git_sha", "device",
+                    "torch_version", "transformers_version", "timestamp"]
+
+
+def _train_one(profile: str, experiment: str, run_id: str, run_root: str) -> dict:
+    """Train one declared run in this process at one thread; its losses and loss curve (``cpu_path_check``)."""
+    import time
+
+    import torch
+
+    from ..train import train
+    from .sweep import plan, spec_corpus
+
+    torch.set_num_threads(1)
+    spec = next(s for s in plan(profile, experiment) if s.run_id == run_id)
+    t0 = time.time()
+    res = train(spec.model, spec.train.replace(threads=1), corpus=spec_corpus(spec), run_dir=run_root,
+                progress=False, precision=spec.precision)
+    return {"loss_val": res.loss_val, "loss_train": res.loss_train, "train_s": time.time() - t0,
+            "curve": [(int(p["step"]), float(p["loss_train"])) for p in res.curve]}
+
+
+def cpu_path_check(profile: str, runs, paths=CPU_PATHS, run_root=None, progress: bool = True) -> pd.DataFrame:
+    """Retrain declared runs under each of ATen's CPU instruction paths, each in a fresh process.
+
+    Args:
+        profile: the sweep profile that declares the runs.
+        runs: (experiment, run_id) pairs.
+        paths: values of ``ATEN_CPU_CAPABILITY`` ("" leaves it unset); the first is the reference.
+        run_root: where the checkpoints go (default: a temporary folder, removed after).
+        progress: print a line per training.
+
+    Returns:
+        ``CPU_PATH_COLUMNS``: per run and path its losses [nats/byte], the recorded version-1 ``loss_val``
+        (NaN if the store has none), ``step_apart`` (the first logged step where its training loss differs
+        from the reference path's by more than 1e-4; −1 if never), and provenance.
+
+    Raises:
+        ValueError: a run_id the profile does not declare in that experiment.
+        RuntimeError: a training process that fails (its stderr in the message).
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from .store import load_runs, provenance
+    from .sweep import plan
+
+    specs = {}
+    for experiment, run_id in runs:
+        found = [s for s in plan(profile, experiment) if s.run_id == run_id]
+        if not found:
+            raise ValueError(f"{profile!r} declares no run {run_id!r} in {experiment!r}")
+        specs[(experiment, run_id)] = found[0]
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for (experiment, run_id), spec in specs.items():
+            try:
+                rec = load_runs(profile, experiment=experiment, eval_version=1)
+                rec = rec[(rec["run_id"] == run_id) & (rec["ptq_method"].fillna("none") == "none")]["loss_val"]
+                recorded = float(rec.iloc[0]) if len(rec) else math.nan
+            except FileNotFoundError:
+                recorded = math.nan
+            ref = None
+            for path in paths:
+                env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+                if path:
+                    env["ATEN_CPU_CAPABILITY"] = path
+                root = os.path.join(run_root or tmp, f"{run_id}-{path or 'native'}")
+                code = ("import json, sys; from bitlaws.study.design_checks import _train_one; "
+                        f"print('RESULT' + json.dumps(_train_one({profile!r}, {experiment!r}, {run_id!r}, {root!r})))")
+                done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+                lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT")]
+                if done.returncode != 0 or not lines:
+                    raise RuntimeError(f"training {run_id} under ATEN_CPU_CAPABILITY={path or '(unset)'} failed:\n"
+                                       f"{done.stderr[-2000:]}")
+                r = json.loads(lines[-1][len("RESULT"):])
+                curve = dict(r["curve"])
+                ref = curve if ref is None else ref
+                apart = [st for st in sorted(curve) if st in ref and abs(curve[st] - ref[st]) > 1e-4]
+                qat = spec.precision is not None and any(getattr(spec.precision, x, None) is not None
+                                                         for x in ("w", "a", "kv"))
+                row = {"run_id": run_id, "experiment": experiment, "size": spec.size, "n_tokens": spec.train.n_tokens,
+                       "seed": spec.train.seed, "kind": "qat" if qat else "high precision",
+                       "aten_capability": path or "native", "loss_val": r["loss_val"], "loss_train": r["loss_train"],
+                       "recorded_loss_val": recorded, "step_apart": apart[0] if apart else -1,
+                       "train_s": r["train_s"], **provenance(1)}
+                out.append(row)
+                if progress:
+                    print(f"{run_id} {row['kind']:>14} {row['aten_capability']:>8}: loss_val {row['loss_val']:.6f} "
+                          f"(recorded {recorded:.6f}), apart from step {row['step_apart']}", flush=True)
+    return pd.DataFrame(out, columns=CPU_PATH_COLUMNS)
+
+
+def _cpu_path_file(profile: str, root=None):
+    from pathlib import Path
+
+    from .store import data_dir
+
+    return Path(root or data_dir()) / "runs" / profile / "cpu_path_check.csv"
+
+
+def write_cpu_path_check(table: pd.DataFrame, profile: str, root=None):
+    """Write ``cpu_path_check``'s table to ``data/runs/<profile>/cpu_path_check.csv`` (replacing it); its path."""
+    path = _cpu_path_file(profile, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(path, index=False, float_format="%.17g")
+    return path
+
+
+def load_cpu_path_check(profile: str, root=None) -> pd.DataFrame | None:
+    """The committed ``cpu_path_check`` table of `profile`, or None if there is none."""
+    path = _cpu_path_file(profile, root)
+    return pd.read_csv(path) if path.exists() else None
