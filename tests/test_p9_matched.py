@@ -194,7 +194,7 @@ def test_verdict_p9_reads_the_matched_rule_only_on_the_complete_grid():
     rng = np.random.default_rng(0)
     paper = _grid_rows(lambda b: float(m.paper_r(b, 1.0)), rng, rel=0.1)
     v = verdict_p9(fits, df, "cpu", matched=paper)
-    assert v.verdict == "reproduced" and "rule v5" in v.reason
+    assert v.verdict == "reproduced" and "rule v6" in v.reason
     assert v.details["paper_c1"] == pytest.approx(float(np.mean(m.paper_r(m.P9_GRADED_BITS, 1.0))), rel=1e-9)
     assert v.details["n_clusters"] == 5 and v.details["n_units"] == 30
     assert v.details["r_lo"] < v.details["paper_c1"] < v.details["r_hi"]

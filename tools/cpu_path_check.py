@@ -1,5 +1,5 @@
 """Retrain one QAT run and one high-precision run under each of ATen's CPU instruction paths and write
-data/runs/<profile>/cpu_path_check.csv (``bitlaws.study.design_checks.cpu_path_check``): how far a rerun on
+data/checks/<profile>/cpu_path_check.csv (``bitlaws.study.design_checks.cpu_path_check``): how far a rerun on
 another CPU reproduces a run. About 8 CPU-minutes for the defaults (6 trainings at one thread).
 
     python tools/cpu_path_check.py [--profile cpu] [--run EXPERIMENT:RUN_ID ...]

@@ -740,11 +740,11 @@ def _cpu_path_file(profile: str, root=None):
 
     from .store import data_dir
 
-    return Path(root or data_dir()) / "runs" / profile / "cpu_path_check.csv"
+    return Path(root or data_dir()) / "checks" / profile / "cpu_path_check.csv"  # not under runs/: no sweep file
 
 
 def write_cpu_path_check(table: pd.DataFrame, profile: str, root=None):
-    """Write ``cpu_path_check``'s table to ``data/runs/<profile>/cpu_path_check.csv`` (replacing it); its path."""
+    """Write ``cpu_path_check``'s table to ``data/checks/<profile>/cpu_path_check.csv`` (replacing it); its path."""
     path = _cpu_path_file(profile, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(path, index=False, float_format="%.17g")
