@@ -704,6 +704,8 @@ def cpu_path_check(profile: str, runs, paths=CPU_PATHS, run_root=None, progress:
                 recorded = float(rec.iloc[0]) if len(rec) else math.nan
             except FileNotFoundError:
                 recorded = math.nan
+            qat = spec.precision is not None and any(getattr(spec.precision, x, None) is not None
+                                                     for x in ("w", "a", "kv"))
             ref = None
             for path in paths:
                 env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
@@ -721,8 +723,6 @@ def cpu_path_check(profile: str, runs, paths=CPU_PATHS, run_root=None, progress:
                 curve = dict(r["curve"])
                 ref = curve if ref is None else ref
                 apart = [st for st in sorted(curve) if st in ref and abs(curve[st] - ref[st]) > 1e-4]
-                qat = spec.precision is not None and any(getattr(spec.precision, x, None) is not None
-                                                         for x in ("w", "a", "kv"))
                 row = {"run_id": run_id, "experiment": experiment, "size": spec.size, "n_tokens": spec.train.n_tokens,
                        "seed": spec.train.seed, "kind": "qat" if qat else "high precision",
                        "aten_capability": path or "native", "loss_val": r["loss_val"], "loss_train": r["loss_train"],
