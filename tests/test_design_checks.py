@@ -232,3 +232,28 @@ def test_cpu_path_check_is_exact_on_one_path_and_refuses_an_unknown_run():
     assert list(t["step_apart"]) == [-1, -1] and list(t["aten_capability"]) == ["native", "native"]
     with pytest.raises(ValueError, match="declares no run 'nosuch'"):
         dc.cpu_path_check("smoke", [(spec.experiment, "nosuch")], progress=False)
+
+
+def test_cpu_path_view_and_rerun_facts_read_shifts_from_each_runs_native_path():
+    from bitlaws.study import design_checks as dc
+
+    def row(run, kind, path, loss, apart):
+        return {"run_id": run, "kind": kind, "aten_capability": path, "loss_val": loss,
+                "recorded_loss_val": 2.0, "step_apart": apart}
+
+    t = pd.DataFrame([row("aaaaaaaaaaaa", "qat", "native", 2.10, -1), row("aaaaaaaaaaaa", "qat", "avx2", 2.08, 40),
+                      row("aaaaaaaaaaaa", "qat", "default", 2.13, 60),
+                      row("bbbbbbbbbbbb", "high precision", "native", 1.90, -1),
+                      row("bbbbbbbbbbbb", "high precision", "avx2", 1.90 + 3e-7, -1)])
+    v = dc.cpu_path_view(t)
+    assert list(v["run"]) == ["aaaaaaaa"] * 3 + ["bbbbbbbb"] * 2
+    assert v["shift"].tolist() == pytest.approx([0.0, -0.02, 0.03, 0.0, 3e-7], abs=1e-12)
+    retrained = pd.DataFrame({"experiment": ["a", "b", "c"], "kind": ["qat", "qat", "high precision"],
+                              "runs": [3, 5, 4], "sd": [0.01, 0.02, 1e-6], "max_abs": [0.02, 0.05, 3e-6]})
+    f = dc.rerun_facts(t, retrained)
+    assert (f["path_qat"], f["path_hp"], f["path_step"]) == ("0.030", "3e-07", "40–60")
+    pooled = math.sqrt((2 * 0.01 ** 2 + 4 * 0.02 ** 2) / 6)                    # weights runs − 1
+    assert (f["retrain_runs"], f["retrain_sd"], f["retrain_max"]) == ("8", f"{pooled:.3f}", "0.050")
+    none = dc.rerun_facts(None, retrained.iloc[:0])
+    assert none == {"path_qat": "n/a", "path_hp": "n/a", "path_step": "n/a", "retrain_runs": "no",
+                    "retrain_sd": "n/a", "retrain_max": "n/a"}

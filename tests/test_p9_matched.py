@@ -232,3 +232,19 @@ def test_the_grid_is_complete_only_with_every_observation_the_test_reads():
     short = pd.concat([rows[rows["obs_id"] != ids[0]], pd.DataFrame({"obs_id": [v1]})])
     assert m.matched_complete("cpu", short) == (len(specs) - 1, len(specs))
     assert m.matched_complete("smoke", rows) == (0, 0)
+
+
+def test_the_operating_summary_spans_the_independent_structures_and_keeps_the_shared_one_apart():
+    from bitlaws.study.law_fits import p9_operating_summary
+
+    sc = ((0.0, 0.0, 0.0, 1.0, 0.0), (0.5, 0.0, 0.0, 1.0, 0.0), (0.0, 0.0, 0.0, 1.0, 0.2))
+    grades = ("reproduced", "partly", "not reproduced", "inconclusive")
+    rates = {0: (0.51, 0.0, 0.0, 0.49), 1: (0.99, 0.0, 0.0, 0.01), 2: (0.78, 0.0, 0.004, 0.216)}
+    rec = {f"rate__s{i}__paper_c1__{g}": r for i, rr in rates.items() for g, r in zip(grades, rr)}
+    tab = p9_operating_summary(rec, sc)
+    row = tab.loc["paper's law, C_w = 1"]
+    assert row[("sizes independent (2 structures)", "reproduced")] == "51–99"
+    assert row[("sizes independent (2 structures)", "inconclusive")] == "1–49"
+    assert row[("sizes independent (2 structures)", "partly")] == "0"
+    assert row[("ω = 0.2 shared by all runs", "reproduced")] == "78"
+    assert row[("ω = 0.2 shared by all runs", "not reproduced")] == "0"   # 0.4 % rounds to 0

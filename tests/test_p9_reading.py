@@ -86,6 +86,8 @@ def test_markdown_reads_every_number_from_the_verdict_and_the_facts():
     # −0.37 lies outside [−0.35, −0.05]; every reading is in the list, none in the result
     assert "lies outside our 95 % interval (a t-test of $\\bar r$ against it: p = 0.03 on 4 df)" in readings
     assert "the 99 % interval holds it" in readings and "in 2 of 5 cases" in readings
+    # under C_w ∈ [0.5, 1] the range is [−0.85, −0.37]: [−0.35, −0.05] lies below 0 but above it
+    assert "(its weak end −0.370), the rule would read *partly*: a sensitivity reading" in readings
     assert "for $C_w$ from 0.90 to 1.80." in readings  # the interval's top end is below the no-bracket law
     assert "0.100 [0.020, 0.200]: the interval excludes 0 and excludes the law for $C_w$ below 1.70." in readings
     assert "but 0.500 [−0.200, 1.200] on the asymmetric one" in readings and "0.70 to 2.60 nats/byte" in readings
@@ -94,6 +96,7 @@ def test_markdown_reads_every_number_from_the_verdict_and_the_facts():
                                    {**facts, "c_w_hi": math.inf}, 50, 50)
     assert "holds the law for every $C_w$ from 0.90 up" in wide and "is 0 at $C_w$ = 2.50 and +0.086 without" in wide
     assert "reaches both 0 and the range, so the grade is **inconclusive**" in wide
+    assert "the rule would read *not reproduced*: a sensitivity reading" in wide  # above −0.37 and reaching 0
     # without facts: the result alone
     assert "Read after" not in lfs.p9_matched_markdown(_verdict("reproduced", **{k: v for k, v in _D.items()
                                                                                  if not k.startswith(("asym", "int2"))}),

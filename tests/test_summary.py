@@ -147,3 +147,12 @@ def test_the_committed_readme_ledger_has_no_escaped_or_doubled_backticks():
     ledger = text.split("<!-- ledger:start -->", 1)[1].split("<!-- ledger:end -->", 1)[0]
     assert "\\`" not in ledger and "``" not in ledger, [line[:80] for line in ledger.splitlines()
                                                        if "\\`" in line or "``" in line]
+
+
+def test_chapter_box_legend_names_each_claims_own_interval():
+    # P5's t-interval is on the factorial's within-seed σ̂, P9's over the model sizes: one legend entry each
+    box = chapter_summary_markdown("03-law-fitting", load_verdicts(), CLAIMS)
+    legend = box.split("**What we found**", 1)[1].split("\n", 1)[0]
+    assert "P5's: a 95 % t-interval on the within-seed σ̂" in legend
+    assert "P9's: a 95 % t-interval over the model sizes" in legend
+    assert legend.count("within-seed") == 1

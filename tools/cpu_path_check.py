@@ -16,8 +16,8 @@ DEFAULT_RUNS = ("qat_joint:21454627cbd22e86", "base_grid:a18e57c2e387dac1")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", default="cpu")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    ap.add_argument("--profile", default="cpu", help="the sweep profile that declares the runs (default cpu)")
     ap.add_argument("--run", action="append", help="EXPERIMENT:RUN_ID (repeatable; default: one QAT, one high precision)")
     args = ap.parse_args()
     runs = []

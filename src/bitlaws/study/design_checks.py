@@ -755,3 +755,46 @@ def load_cpu_path_check(profile: str, root=None) -> pd.DataFrame | None:
     """The committed ``cpu_path_check`` table of `profile`, or None if there is none."""
     path = _cpu_path_file(profile, root)
     return pd.read_csv(path) if path.exists() else None
+
+
+def cpu_path_view(table: pd.DataFrame) -> pd.DataFrame:
+    """``cpu_path_check``'s table for reading: one row per (run, path), with each run's shift from its native path.
+
+    Args:
+        table: ``CPU_PATH_COLUMNS`` rows (``load_cpu_path_check``).
+
+    Returns:
+        Columns ``run`` (the run_id's first 8 hex digits), ``kind``, ``path`` (``ATEN_CPU_CAPABILITY``;
+        ``native`` is unset: the best the CPU has), ``loss_val``, ``recorded`` (the store's version-1 loss_val),
+        ``shift`` (loss_val − the same run's native loss_val) [nats/byte], ``parts_at`` (``step_apart``, −1:
+        never). NaN shifts where a run has no native row.
+    """
+    ref = table[table["aten_capability"] == "native"].set_index("run_id")["loss_val"]
+    return pd.DataFrame({"run": table["run_id"].str[:8], "kind": table["kind"], "path": table["aten_capability"],
+                         "loss_val": table["loss_val"], "recorded": table["recorded_loss_val"],
+                         "shift": table["loss_val"] - table["run_id"].map(ref), "parts_at": table["step_apart"]})
+
+
+def rerun_facts(cpu_paths: pd.DataFrame | None, retrained: pd.DataFrame) -> dict[str, str]:
+    """The reruns section's figures as text: ``path_qat``, ``path_hp`` (the largest |shift| per kind), ``path_step``
+    (the QAT runs' ``step_apart`` range), ``retrain_runs``, ``retrain_sd`` (pooled over sweeps, weights runs − 1) and
+    ``retrain_max`` of the retrained QAT runs; ``"n/a"`` (``"no"`` for a count) where a table has no such row."""
+    out = {"path_qat": "n/a", "path_hp": "n/a", "path_step": "n/a"}
+    if cpu_paths is not None and len(cpu_paths):
+        view = cpu_path_view(cpu_paths)
+        shift = view.groupby("kind")["shift"].apply(lambda x: float(x.abs().max()))
+        if "qat" in shift:
+            out["path_qat"] = f"{shift['qat']:.3f}"
+        if "high precision" in shift:
+            out["path_hp"] = f"{shift['high precision']:.0e}"
+        steps = view[(view["kind"] == "qat") & (view["parts_at"] > 0)]["parts_at"]
+        if len(steps):
+            lo, hi = int(steps.min()), int(steps.max())
+            out["path_step"] = str(lo) if lo == hi else f"{lo}–{hi}"
+    qat = retrained[(retrained["kind"] == "qat")] if len(retrained) else retrained
+    out["retrain_runs"] = str(int(qat["runs"].sum())) if len(qat) else "no"
+    dof = (qat["runs"] - 1).sum() if len(qat) else 0
+    out["retrain_sd"] = (f"{math.sqrt(float((qat['sd'].fillna(0) ** 2 * (qat['runs'] - 1)).sum()) / dof):.3f}"
+                         if dof > 0 else "n/a")
+    out["retrain_max"] = f"{float(qat['max_abs'].max()):.3f}" if len(qat) else "n/a"
+    return out

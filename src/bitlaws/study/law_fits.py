@@ -2002,6 +2002,43 @@ def p9_operating_table(power: Mapping[str, float], scenarios=None) -> pd.DataFra
     return out[["reproduced", "partly", "not reproduced", "inconclusive"]]
 
 
+def p9_operating_summary(power: Mapping[str, float], scenarios=None) -> pd.DataFrame:
+    """``p9_operating_table`` condensed to one row per simulated truth: each grade's rate as the range
+    "lo–hi" (in %, rounded) over the noise structures with the sizes independent (ω = 0), beside its rate
+    under the structures with a share ω > 0 common to every run (a single value where there is one).
+
+    Args:
+        power: ``p9_matched.matched_power``'s record.
+        scenarios: the (κ, ρ, τ, rel, ω) it simulated (default ``p9_matched.P9_SCENARIOS``).
+
+    Returns:
+        Index "simulated truth"; columns a MultiIndex (noise group, grade) of strings.
+
+    Raises:
+        ValueError: as ``p9_operating_table``.
+    """
+    from .p9_matched import P9_SCENARIOS
+
+    scenarios = P9_SCENARIOS if scenarios is None else scenarios
+    full = p9_operating_table(power, scenarios)
+    shared_labels = {f"κ {k:g}, ρ {r:g}, τ {t:g}, σ_rel × {rel:g}, ω {w:g}" for k, r, t, rel, w in scenarios if w > 0}
+    omegas = sorted({w for *_, w in scenarios if w > 0})
+    shared = full.index.get_level_values("noise").isin(shared_labels)
+    n_ind = len(scenarios) - len(shared_labels)
+    groups = {f"sizes independent ({n_ind} structures)": ~shared,
+              "ω = " + ", ".join(f"{w:g}" for w in omegas) + " shared by all runs": shared}
+
+    def span(x: pd.Series) -> str:
+        lo, hi = round(100 * float(x.min())), round(100 * float(x.max()))
+        return f"{lo}" if lo == hi else f"{lo}–{hi}"
+
+    parts = {}
+    for name, mask in groups.items():
+        if mask.any():
+            parts[name] = full[mask].groupby(level="simulated truth", sort=False).agg(span)
+    return pd.concat(parts, axis=1, names=["noise (rates in %)", "grade"])
+
+
 # C_w at which P9's power is simulated to find where it falls below POWER_MIN (C_w = 1 is Eq. 10's case).
 P9_C_W_GRID = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 
@@ -2644,8 +2681,11 @@ def p9_matched_markdown(verdict: Verdict, facts: Mapping[str, float] | None, hav
 
     Returns:
         Markdown: a paragraph, then a list of readings; every number read from ``verdict`` and ``facts``
-        (the law at P_w = 3 from ``p9_matched.paper_r``).
+        (the law at P_w = 3 from ``p9_matched.paper_r``; the sensitivity reading at C_w ∈ [0.5, 1] by
+        ``claims.rule_p9_matched`` on the verdict's interval and the law's ends ``paper_lo``, ``paper_c1``).
     """
+    from .claims import rule_p9_matched
+
     d = verdict.details
     f = dict(facts or {})
     if not declared:
@@ -2682,8 +2722,10 @@ def p9_matched_markdown(verdict: Verdict, facts: Mapping[str, float] | None, hav
         items.append(f"The law at $C_w$ = 1 lies {inside} our 95 % interval (a t-test of $\\bar r$ against it: "
                      f"p = {num(f['p_c1'], '.2f')} on {int(d['n_clusters']) - 1} df); the 99 % interval "
                      f"{'holds' if f['c1_in_99'] else 'excludes'} it, and leaving out one size at a time the "
-                     f"interval holds it in {int(f['loo_holds_c1'])} of {int(f['loo_n'])} cases. This is the "
-                     "sensitivity reading under $C_w \\in [0.5, 1]$, not a grade.")
+                     f"interval holds it in {int(f['loo_holds_c1'])} of {int(f['loo_n'])} cases. Were the paper's range "
+                     f"$C_w \\in [0.5, 1]$ (its weak end {num(d['paper_c1'])}), the rule would read "
+                     f"*{rule_p9_matched(d['r_lo'], d['r_hi'], d['paper_lo'], d['paper_c1'])}*: a sensitivity "
+                     "reading, not the grade.")
     if ok("c_w_lo", "no_bracket"):
         zero = (f"the law's $\\bar r$ is 0 at $C_w$ = {num(f['c_w_zero'], '.2f')} and " if ok("c_w_zero") else
                 "the law's $\\bar r$ is ")

@@ -36,7 +36,8 @@ class Headline:
         lo, hi: keys of the interval's ends in ``details`` (a 95 % bootstrap interval unless
             ``interval`` says otherwise), or None.
         se: a key holding a standard error; the interval is then ±2 standard errors.
-        interval: what the interval is, for the legend ("95 %", "grid", "2 SE").
+        interval: what the interval is, for the chapter box's legend: a key of ``_INTERVALS`` ("95 %", "grid",
+            "2 SE", "runs", "t seeds": a t-interval on a within-seed σ̂, "t sizes": one over model sizes).
         paper_hi: with ``paper`` a key, the key of the upper end where the paper's value is a range
             (printed "lo–hi").
         paper_range: with ``paper`` a key, the keys of a range printed after the paper's value in brackets,
@@ -74,7 +75,7 @@ HEADLINES: dict[str, Headline] = {
     # P5 (rule v8, the seeded factorial): κ = 1/T, how strongly the parts' effects compound (0: they add); the
     # paper's law at our N gives κ over T's registered interval; ours is κ̂ with its 95 % t-interval.
     "P5": Headline("Precision effects multiply", "κ = 1/T (0 = add, < 0 = less than add)", "kappa",
-                   paper="kappa_paper_lo", paper_hi="kappa_paper_hi", lo="kappa_lo", hi="kappa_hi", interval="t"),
+                   paper="kappa_paper_lo", paper_hi="kappa_paper_hi", lo="kappa_lo", hi="kappa_hi", interval="t seeds"),
     "P6": Headline("Compute-optimal precision ≈ 7–8 bits", "P* (bits)", "ours_p_star", paper="paper_p_star",
                    lo="ours_p_star_lo", hi="ours_p_star_hi", fmt=".1f"),
     "P7": Headline("At low precision, grow N before D", "N*(4 bits) / N*(P*)", "ours_n_star_4_over_p_star",
@@ -86,7 +87,7 @@ HEADLINES: dict[str, Headline] = {
     # model degrades less); the paper's value is Eq. 9 over Eq. 2 on the same units at C_w = 1 (Eq. 10's case; the
     # paper prints no C_w), its range over C_w's registered range in brackets.
     "P9": Headline("Low-precision training resists PTQ", "r̄ = ln(δ_low/δ_hp), P_w → P_w − 1 (< 0: resists)",
-                   "r_mean", paper="paper_c1", paper_range=("paper_lo", "paper_hi"), lo="r_lo", hi="r_hi", interval="t",
+                   "r_mean", paper="paper_c1", paper_range=("paper_lo", "paper_hi"), lo="r_lo", hi="r_hi", interval="t sizes",
                    fmt=".3f"),
     "P10": Headline("Floats beat integers slightly", "FP − INT loss (nats/byte)", "mean_delta",
                     paper="paper_mean_delta", se="mean_delta_se", interval="2 SE", fmt="+.4f"),
@@ -129,6 +130,11 @@ _INFORMS = {"00-number-formats": ("P10",)}
 
 # Characters that change a table cell's or a line's meaning on GitHub and in MyST.
 _MARKDOWN_SPECIALS = "\\|*~$<`"
+
+# What each ``Headline.interval`` is, in the chapter box's legend.
+_INTERVALS = {"95 %": "a 95 % pipeline-bootstrap interval", "grid": "the grid step where it lies",
+              "2 SE": "± two standard errors", "runs": "the range over the runs' baselines",
+              "t seeds": "a 95 % t-interval on the within-seed σ̂", "t sizes": "a 95 % t-interval over the model sizes"}
 
 _HOW_SURE = {  # when each rule was written, before or after its data, is on the rules page (RULE_HISTORY)
     "reproduced": "a rule that could have come out either way came out the paper's way",
@@ -412,10 +418,8 @@ def chapter_summary_markdown(chapter: str, verdicts: Mapping[str, Any],
     graded = chapter_claims(chapter, claims)
     parts = [f"**Reproduces** {CHAPTERS[chapter]}."]
     if graded:
-        what = {"grid": "the grid step", "2 SE": "± two standard errors", "runs": "the range over the runs' baselines",
-                "t": "a 95 % t-interval on the within-seed σ̂"}
         other = [(c, HEADLINES[c].interval) for c in graded if c in HEADLINES and HEADLINES[c].interval != "95 %"]
-        extra = "".join(f"; {kind}: {what.get(kind, kind)} for {c}" for c, kind in other)
+        extra = "".join(f"; {c}'s: {_INTERVALS[kind]}" for c, kind in other)
         parts.append(f"**What we found** (our value [95 % interval{extra}] beside the paper's; the grade):")
         parts.append("\n".join(_rows(verdicts, claims, graded, "../", False)))
         sure = []

@@ -205,7 +205,7 @@ def size_color(i: int, n: int) -> str:
     """
     if not 0 <= i < n:
         raise ValueError(f"size index must lie in [0, {n}); got {i}")
-    return to_hex(mpl.colormaps["plasma"](0.1 + 0.7 * (i / max(1, n - 1))))
+    return to_hex(mpl.colormaps["plasma"](0.82 * i / max(1, n - 1)))  # from deep blue: the dark end stays apart
 
 
 def human(n: float) -> str:
