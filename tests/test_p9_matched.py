@@ -248,3 +248,29 @@ def test_the_operating_summary_spans_the_independent_structures_and_keeps_the_sh
     assert row[("sizes independent (2 structures)", "partly")] == "0"
     assert row[("ω = 0.2 shared by all runs", "reproduced")] == "78"
     assert row[("ω = 0.2 shared by all runs", "not reproduced")] == "0"   # 0.4 % rounds to 0
+
+
+def test_seed_power_at_one_seed_is_the_rules_power_and_grows_only_with_noise_seeds_average():
+    from bitlaws.study import qat_design as qd
+
+    design, noise = _design(), _noise(rel=0.5, abs_=0.003)
+    sc = ((0.5, 0.0, 0.0, 1.0, 0.0),)
+    one = qd.p9_seed_power(design, noise, seeds=(1,), n_sim=400, scenarios=sc).iloc[0]
+    ref = m.matched_power(design, noise, n_sim=400, scenarios=sc)
+    for k in ("power_c0.5", "power_c1", "power_not_reproduced"):  # the same rule, other draws: within MC error
+        assert abs(one[k] - ref[k]) < 4 * math.sqrt(0.25 * 2 / 400), k
+    # noise that a seed shares by size averages out over seeds: more power at C_w = 1 with 3 seeds
+    three = qd.p9_seed_power(design, noise, seeds=(3,), n_sim=400, scenarios=sc).set_index("replicates")
+    assert three.loc["sizes", "power_c1"] > one["power_c1"] + 0.1
+    # a true per-cell spread (τ) is the same in every seed: with no other noise, seeds add nothing
+    quiet = _noise(rel=1e-9, abs_=1e-9)
+    tau = ((0.0, 0.0, 0.4, 1.0, 0.0),)
+    t1 = qd.p9_seed_power(design, quiet, seeds=(1, 3), n_sim=400, scenarios=tau).set_index(["seeds", "replicates"])
+    assert abs(t1.loc[(3, "sizes"), "power_c1"] - t1.loc[(1, "sizes"), "power_c1"]) < 4 * math.sqrt(0.25 * 2 / 400)
+    # without any noise every dataset is the law itself: C_w = 1 reads reproduced, no effect never does
+    none = qd.p9_seed_power(design, quiet, seeds=(2,), n_sim=50, scenarios=((0.0, 0.0, 0.0, 1.0, 0.0),))
+    assert (none["power_c1"] == 1.0).all() and (none["false_no_effect"] == 0.0).all()
+    with pytest.raises(ValueError, match="seed counts must be ≥ 1"):
+        qd.p9_seed_power(design, noise, seeds=(0,))
+    with pytest.raises(ValueError, match="no unit"):
+        qd.p9_seed_power(design.iloc[:0], noise)

@@ -8,8 +8,10 @@ estimator's hours for the same runs.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from bitlaws.laws import forms
@@ -538,3 +540,17 @@ def test_replicate_sentence_reads_the_replicates_and_the_tables_own_value():
         in qd.replicate_sentence(far, tab)
     assert "The table's own" not in qd.replicate_sentence(rep)
     assert qd.replicate_sentence(None) == ""
+
+
+def test_p9_seed_sentence_reads_every_rate_from_the_table():
+    rows = [(1, "sizes", 0.49, 0.16, 0.027), (2, "sizes", 0.78, 0.26, 0.030), (2, "size × seed", 0.90, 0.30, 0.043),
+            (3, "sizes", 0.90, 0.32, 0.034), (3, "size × seed", 0.98, 0.46, 0.070)]
+    tab = pd.DataFrame([{"seeds": k, "replicates": r, "power_c1": a, "power_c1.5": b, "false_no_effect": f,
+                         "n_sim": 1000.0} for k, r, a, b, f in rows])
+    text = qd.p9_seed_sentence(tab, 4.61)
+    assert text.startswith("Each further seed of the grid costs about 4.6 CPU-hours")
+    lo, hi = qd.mc_interval(0.78, 1000)
+    assert f"to 78% [{100 * lo:.0f}, {100 * hi:.0f}] with two seeds" in text
+    assert "from 49% [" in text and "up to 7% [" in text and "32% [" in text
+    assert qd.p9_seed_sentence(tab[tab["seeds"] < 3], 4.6) == "" and qd.p9_seed_sentence(None, 4.6) == ""
+    assert "the grid's CPU-hours again" in qd.p9_seed_sentence(tab, math.nan)

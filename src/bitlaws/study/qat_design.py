@@ -26,7 +26,8 @@ __all__ = ["Candidate", "CANDIDATES", "candidate_frames", "seed_block_sd", "cand
            "design_power_table", "write_design_power", "load_design_power", "design_power_view", "as_run_agreement",
            "agreement_sentence", "seed_choice", "seed_choice_sentence", "factorial_overlap",
            "block_sentence", "P4_REPLICATE_RNGS", "p4_replicate_power", "write_p4_replicates",
-           "load_p4_replicates", "p4_replicate_summary", "replicate_sentence", "p9_design_sentence"]
+           "load_p4_replicates", "p4_replicate_summary", "replicate_sentence", "p9_design_sentence",
+           "P9_SEED_COUNTS", "P9_REPLICATES", "p9_seed_power", "matched_grid_hours", "p9_seed_sentence"]
 
 _PARTS = ("w", "a", "kv")
 
@@ -850,3 +851,133 @@ def p9_design_sentence(tab: pd.DataFrame | None, power: Mapping[str, float] | No
             f"with every run independent too, and {rate_text(power, 'power_c1')} at the least favourable of its "
             f"noise structures ({label}), the power its verdict reports ({int(power['n_sim'])} datasets each; "
             "chapter 03).")
+
+
+# ---------------------------------------------------------------------------------------------
+# P9's matched grid with more seeds: what a new experiment (and a new rule version) would buy.
+
+P9_SEED_COUNTS: tuple[int, ...] = (1, 2, 3)
+P9_REPLICATES = ("sizes", "size × seed")
+
+
+def p9_seed_power(design: pd.DataFrame, noise, seeds: Sequence[int] = P9_SEED_COUNTS, n_sim: int = 1000,
+                  seed: int = 0, scenarios=None) -> pd.DataFrame:
+    """Rule v5's decision on P9's matched grid trained at ``k`` seeds, by simulation: the planning question
+    "is a second seed worth its CPU-hours?", not a grade (a grid with more seeds would be a new experiment
+    under a new rule version, registered before its data).
+
+    Each seed is an independent draw of ``p9_matched``'s noise structures (``p9_matched._draw``): its shares
+    common to a size (κ), a cell (ρ) and every run (ω) are those of one seed's runs, which share its data
+    order and initial weights; the per-cell spread of the true effect (τ) is one draw shared by every seed.
+    Two ways to read the replicates: ``"sizes"`` averages each size's units over its seeds (5 replicates, as
+    the present rule); ``"size × seed"`` makes each (size, seed) one replicate (5k replicates; it assumes
+    the seeds of one size independent, which the shared τ breaks only where τ > 0).
+
+    Args:
+        design: ``p9_matched.profile_design`` (one unit per (N, D, P_w)).
+        noise: the seed-noise model (``noise.noise_model(rows, "rtn")``, as P9's verdict).
+        seeds: the seed counts k ≥ 1 to simulate.
+        n_sim: simulated datasets per (k, replicates, structure, hypothesis).
+        seed: the generator's seed.
+        scenarios: (κ, ρ, τ, rel, ω) structures (default ``p9_matched.P9_SCENARIOS``).
+
+    Returns:
+        One row per (``seeds``, ``replicates``): ``power_c0.5``, ``power_c1``, ``power_c1.5`` (the least
+        P(reproduced) under the paper's law at that C_w over the structures with ω = 0), ``power_not_reproduced``
+        (the least P(not reproduced) under the law without its bracket), ``false_no_effect`` (the most
+        P(reproduced) with no effect), ``size_not_reproduced`` (the most P(not reproduced) at the range's weak
+        end), ``n_sim``.
+
+    Raises:
+        ValueError: an empty design, a seed count < 1, ``n_sim`` < 1.
+    """
+    from .p9_matched import P9_C_W_RANGE, P9_SCENARIOS, _draw, _grades, detection_floor, paper_r
+
+    scenarios = P9_SCENARIOS if scenarios is None else scenarios
+    if not len(design):
+        raise ValueError("p9_seed_power: the design has no unit (a profile without the matched grid)")
+    if not seeds or min(seeds) < 1 or n_sim < 1:
+        raise ValueError(f"p9_seed_power: seed counts must be ≥ 1 and n_sim ≥ 1; got seeds={tuple(seeds)}, "
+                         f"n_sim={n_sim}")
+    floor = detection_floor(noise)
+    rng = np.random.default_rng(seed)
+    bw = design["bits_w"].to_numpy(float)
+    hyps = {"paper_c0.5": paper_r(bw, 0.5), "paper_c1": paper_r(bw, 1.0), "paper_c1.5": paper_r(bw, 1.5),
+            "paper_cmax": paper_r(bw, P9_C_W_RANGE[1]), "no_bracket": paper_r(bw, math.inf),
+            "no_effect": np.zeros(len(design))}
+    cells = design.groupby(["n_params", "n_tokens"]).ngroup().to_numpy()
+    # a size's k seeds as separate replicates: each seed's units get a size label of their own (grouping only)
+    step = 0.5 / max(seeds)
+    out = []
+    for k in seeds:
+        stacked = {"sizes": pd.concat([design] * k, ignore_index=True),
+                   "size × seed": pd.concat([design.assign(n_params=design["n_params"] + s * step) for s in range(k)],
+                                            ignore_index=True)}
+        for reps in P9_REPLICATES:
+            if k == 1 and reps == "size × seed":
+                continue  # the same as "sizes"
+            rates: dict[tuple[int, str], float] = {}
+            for i, (kappa, rho, tau, rel, omega) in enumerate(scenarios):
+                for name, r_true in hyps.items():
+                    shift = tau * rng.standard_normal((n_sim, int(cells.max()) + 1))[:, cells]  # shared by the seeds
+                    draws = [_draw(design, r_true + shift, noise, n_sim, rng, (kappa, rho, 0.0, rel, omega))
+                             for _ in range(k)]
+                    hp, low = np.concatenate([d[0] for d in draws], axis=1), np.concatenate([d[1] for d in draws], axis=1)
+                    g = _grades(stacked[reps], hp, low, floor, P9_C_W_RANGE)
+                    for grade in ("reproduced", "not reproduced"):
+                        rates[(i, f"{name}__{grade}")] = float(np.mean(g == grade))
+            ind = [i for i, sc in enumerate(scenarios) if sc[4] == 0]
+
+            def worst(key: str, fn) -> float:
+                return fn(rates[(i, key)] for i in ind)
+
+            out.append({"seeds": k, "replicates": reps,
+                        **{f"power_c{c}": worst(f"paper_c{c}__reproduced", min) for c in ("0.5", "1", "1.5")},
+                        "power_not_reproduced": worst("no_bracket__not reproduced", min),
+                        "false_no_effect": worst("no_effect__reproduced", max),
+                        "size_not_reproduced": worst("paper_cmax__not reproduced", max), "n_sim": float(n_sim)})
+    return pd.DataFrame(out)
+
+
+def matched_grid_hours(profile: str = "cpu") -> float:
+    """CPU-hours that training P9's matched grid took: the sum over its runs of ``train_s`` (one row per run,
+    at the threads it was trained with; NaN where the profile has no ``qat_matched`` rows)."""
+    from .p9_matched import load_matched
+
+    rows = load_matched(profile)
+    if not len(rows) or "train_s" not in rows:
+        return math.nan
+    return float(rows.drop_duplicates("run_id")["train_s"].sum()) / 3600
+
+
+def p9_seed_sentence(tab: pd.DataFrame | None, hours: float) -> str:
+    """Chapter 07's reading of ``p9_seed_power``: what one and two more seeds of the matched grid would buy.
+
+    Args:
+        tab: ``p9_seed_power``'s rows (with k = 1, 2 and 3 seeds), or None.
+        hours: CPU-hours of one seed of the grid (``matched_grid_hours``).
+
+    Returns:
+        Sentences, every number read from ``tab`` and ``hours``; "" where ``tab`` lacks a seed count.
+    """
+    if tab is None or not {1, 2, 3} <= set(tab["seeds"]):
+        return ""
+    from .claims import rate_text
+
+    t = tab.set_index(["seeds", "replicates"])
+
+    def pc(k: int, reps: str, col: str) -> str:  # the rate with its 95 % Monte Carlo interval
+        return rate_text({"power": float(t.loc[(k, reps), col]), "n_sim": float(t.loc[(k, reps), "n_sim"])})
+
+    cost = f"about {hours:.1f} CPU-hours" if math.isfinite(hours) else "the grid's CPU-hours again"
+    return (f"Each further seed of the grid costs {cost} (the present grid's own training time). Simulated under "
+            f"version 5's decision, with each seed a fresh draw of the noise structures, the power against the law "
+            f"at $C_w$ = 1 would rise from {pc(1, 'sizes', 'power_c1')} (the verdict's rate, here from other draws) to {pc(2, 'sizes', 'power_c1')} with two seeds "
+            f"and {pc(3, 'sizes', 'power_c1')} with three, the sizes still the replicates; no effect would read "
+            f"*reproduced* at most {pc(3, 'sizes', 'false_no_effect')} of the time. Taking each (size, seed) as a "
+            f"replicate would give {pc(2, 'size × seed', 'power_c1')} and {pc(3, 'size × seed', 'power_c1')}, but a "
+            "true effect that varies from cell to cell is the same in every seed, so those replicates are not "
+            f"independent, and no effect would then read *reproduced* up to {pc(3, 'size × seed', 'false_no_effect')} "
+            "of the time. The law at $C_w$ = 1.5 stays hard to "
+            f"see: {pc(3, 'sizes', 'power_c1.5')} with three seeds. A grid with more seeds would be a new experiment, "
+            "graded by a rule registered before its data.")
