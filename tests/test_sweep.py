@@ -355,3 +355,27 @@ def test_a_retrained_run_that_differs_says_by_how_much():
         sweep._check_retrained(spec, SimpleNamespace(status="ok", loss_val=2.098850 * (1 + 5e-5)), rec)
     with pytest.warns(UserWarning, match=r"a different model \(\+0\.0232 nats/byte.*git d1f698cc2d8a"):
         sweep._check_retrained(spec, SimpleNamespace(status="ok", loss_val=2.12201), rec)
+
+
+@pytest.mark.parametrize("only", ["new", "re-evaluate"])
+def test_only_runs_one_group_new_or_re_evaluations(only, tmp_path, monkeypatch):
+    from bitlaws.study import sweep as sweep_mod
+    from bitlaws.study.store import COLUMNS
+
+    specs = plan("smoke", "base_grid")
+    (v1, _), reeval, partial = specs[0].evals, specs[0], specs[1]
+    rows = [reeval.obs_id(p, v1) for p in (None, *reeval.ptq)] + [partial.obs_id(None, v1)]
+    path = tmp_path / "runs" / "smoke" / "base_grid.csv"
+    path.parent.mkdir(parents=True)
+    filler = {c: "ok" if c == "status" else "1" for c in COLUMNS}
+    path.write_text("\n".join([",".join(COLUMNS)] + [",".join(o if c == "obs_id" else filler[c] for c in COLUMNS)
+                                                      for o in rows]) + "\n", encoding="utf-8")
+    ran = []
+    monkeypatch.setattr(sweep_mod, "run_spec", lambda spec, *a, **k: (ran.append(spec.run_id), ([], []))[1])
+    run_sweep("smoke", data_root=tmp_path, experiments=["base_grid"], progress=False, only=only)
+    if only == "re-evaluate":  # the one run complete at v1 alone
+        assert ran == [reeval.run_id]
+    else:  # every other run: the interrupted one and those with no row, none complete at a version
+        assert sorted(ran) == sorted(s.run_id for s in specs[1:]) and reeval.run_id not in ran
+    with pytest.raises(ValueError, match="only must be one of new, re-evaluate"):
+        run_sweep("smoke", data_root=tmp_path, experiments=["base_grid"], progress=False, only="all")

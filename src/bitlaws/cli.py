@@ -293,7 +293,7 @@ def _cmd_sweep(args) -> int:
         return 0
     cov = run_sweep(args.profile, executor=args.executor, workers=args.workers, threads=args.threads,
                     data_root=args.data_root, run_root=args.run_root, limit=args.limit, progress=not args.quiet,
-                    experiments=exps, slurm=slurm)
+                    experiments=exps, slurm=slurm, only=args.only)
     from .study.sweep import coverage_table
 
     covs = list(cov.get("experiments", {}).values())
@@ -589,6 +589,9 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep.add_argument("--threads", type=_count(1), default=1)
     p_sweep.add_argument("--run-root", default=None, help="checkpoint folder (default: <repo>/runs)")
     p_sweep.add_argument("--limit", type=_count(0), default=None, help="at most this many runs (≥ 0)")
+    p_sweep.add_argument("--only", choices=("new", "re-evaluate"), default=None,
+                         help="only the new (and interrupted) runs, whose rows change the fits, or only the "
+                              "re-evaluations, whose rows are at another evaluation version (default: both)")
     for p in (p_sweep, p_est):
         p.add_argument("--experiments", default=None,
                        help="comma-separated experiment names (default: every one the profile declares; "

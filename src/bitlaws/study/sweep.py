@@ -1113,7 +1113,8 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
               data_root: str | os.PathLike | None = None, run_root: str | os.PathLike | None = None,
               limit: int | None = None, progress: bool = True,
               on_run_done: Callable[[RunSpec], None] | None = None,
-              experiments: Sequence[str] | None = None, slurm: SlurmOptions | None = None) -> dict[str, Any]:
+              experiments: Sequence[str] | None = None, slurm: SlurmOptions | None = None,
+              only: str | None = None) -> dict[str, Any]:
     """Run every missing run of `profile`'s sweeps, appending rows as each finishes (resumable).
 
     Args:
@@ -1128,6 +1129,10 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
         experiments: which of the profile's sweeps (default: every one it declares, base grid first).
         slurm: what each submitit job asks for (GPUs, partition, account, memory, time); None: no
             GPU, 24 hours, ``threads`` cores.
+        only: ``"new"``: only runs with no evaluation version complete (new and interrupted runs, which add
+            rows at the version the chapters read, so the fits change); ``"re-evaluate"``: only runs complete
+            at some version and missing another (their new rows are at another version, so nothing read
+            changes); None: both, new ones first.
 
     Returns:
         The :func:`coverage` of the base grid after the sweep, with ``"experiments"``: the
@@ -1139,7 +1144,7 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
 
     Raises:
         ValueError: unknown profile, experiment or executor, an empty list of experiments,
-            workers/threads < 1, limit < 0.
+            workers/threads < 1, limit < 0, ``only`` not one of ``SWEEP_ONLY``.
         StoreError: a damaged results file (its path and line), an output folder that cannot be
             written, or another sweep holding the data root.
         CorpusUnavailableError: the profile's corpus cannot be built here (offline); the message
@@ -1160,6 +1165,8 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
         raise ValueError(f"workers and threads must be ≥ 1, got workers={workers}, threads={threads}")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be ≥ 0 (or None for every missing run), got {limit}")
+    if only is not None and only not in SWEEP_ONLY:
+        raise ValueError(f"only must be one of {', '.join(SWEEP_ONLY)} (or None for both), got {only!r}")
     declared = declared_experiments(profile)
     chosen = list(experiments) if experiments is not None else declared
     if not chosen:
@@ -1172,11 +1179,11 @@ def run_sweep(profile: str, executor: str = "local", workers: int = 1, threads: 
     run_root = Path(run_root) if run_root is not None else data_root.parent / "runs"
     with sweep_lock(data_root):
         return _run_locked(profile, executor, workers, threads, data_root, run_root, limit, progress,
-                           on_run_done, chosen, slurm)
+                           on_run_done, chosen, slurm, only)
 
 
 def _run_locked(profile, executor, workers, threads, data_root: Path, run_root: Path, limit, progress,
-                on_run_done, chosen, slurm=None) -> dict[str, Any]:
+                on_run_done, chosen, slurm=None, only=None) -> dict[str, Any]:
     todo: list[tuple[RunSpec, dict]] = []
     for exp in chosen:
         obs_csv, _ = _paths(profile, data_root, exp)
@@ -1188,6 +1195,8 @@ def _run_locked(profile, executor, workers, threads, data_root: Path, run_root: 
     # New and interrupted runs first, then the re-evaluations (runs complete at an older evaluation
     # version: retrained, since checkpoints are build products), each group cheapest first.
     todo.sort(key=lambda t: (_complete_at_some_version(*t), t[0].cost, t[0].train.seed, t[0].run_id))
+    if only is not None:
+        todo = [t for t in todo if _complete_at_some_version(*t) == (only == "re-evaluate")]
     if limit is not None:
         todo = todo[:limit]
     # Probe every output before training, so a write fault is a clear error, not a lost run.
@@ -1238,6 +1247,10 @@ def _run_locked(profile, executor, workers, threads, data_root: Path, run_root: 
     out = coverage(profile, data_root)
     out["experiments"] = {e: coverage(profile, data_root, e) for e in chosen}
     return out
+
+
+# run_sweep's ``only``: the new runs alone, or the re-evaluations alone.
+SWEEP_ONLY = ("new", "re-evaluate")
 
 
 def _complete_at_some_version(spec: RunSpec, have: dict[str, dict]) -> bool:
