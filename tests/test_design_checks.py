@@ -238,22 +238,26 @@ def test_cpu_path_view_and_rerun_facts_read_shifts_from_each_runs_native_path():
     from bitlaws.study import design_checks as dc
 
     def row(run, kind, path, loss, apart):
-        return {"run_id": run, "kind": kind, "aten_capability": path, "loss_val": loss,
-                "recorded_loss_val": 2.0, "step_apart": apart}
+        return {"run_id": run, "kind": kind, "aten_capability": path, "cpu_capability": path.upper(),
+                "loss_val": loss, "recorded_loss_val": 2.0 if kind == "qat" else 1.9, "step_apart": apart}
 
     t = pd.DataFrame([row("aaaaaaaaaaaa", "qat", "native", 2.10, -1), row("aaaaaaaaaaaa", "qat", "avx2", 2.08, 40),
                       row("aaaaaaaaaaaa", "qat", "default", 2.13, 60),
                       row("bbbbbbbbbbbb", "high precision", "native", 1.90, -1),
                       row("bbbbbbbbbbbb", "high precision", "avx2", 1.90 + 3e-7, -1)])
     v = dc.cpu_path_view(t)
-    assert list(v["run"]) == ["aaaaaaaa"] * 3 + ["bbbbbbbb"] * 2
+    assert list(v["run"]) == ["aaaaaaaa"] * 3 + ["bbbbbbbb"] * 2 and list(v["isa"])[:2] == ["NATIVE", "AVX2"]
     assert v["shift"].tolist() == pytest.approx([0.0, -0.02, 0.03, 0.0, 3e-7], abs=1e-12)
     retrained = pd.DataFrame({"experiment": ["a", "b", "c"], "kind": ["qat", "qat", "high precision"],
                               "runs": [3, 5, 4], "sd": [0.01, 0.02, 1e-6], "max_abs": [0.02, 0.05, 3e-6]})
-    f = dc.rerun_facts(t, retrained)
+    f = dc.rerun_facts(t, retrained, seed_sd=0.0162)
     assert (f["path_qat"], f["path_hp"], f["path_step"]) == ("0.030", "3e-07", "40–60")
+    assert (f["native_isa"], f["record_gap"], f["seed_sd"]) == ("NATIVE", "0.100", "0.016")  # |2.10 − 2.00|
     pooled = math.sqrt((2 * 0.01 ** 2 + 4 * 0.02 ** 2) / 6)                    # weights runs − 1
     assert (f["retrain_runs"], f["retrain_sd"], f["retrain_max"]) == ("8", f"{pooled:.3f}", "0.050")
+    assert f["retrain_sd_run"] == f"{pooled / math.sqrt(2):.3f}"               # Δ of two trainings: √2 × one
+    assert dc.cpu_path_view(t.drop(columns="cpu_capability"))["isa"].eq("—").all()  # a table made before the column
     none = dc.rerun_facts(None, retrained.iloc[:0])
-    assert none == {"path_qat": "n/a", "path_hp": "n/a", "path_step": "n/a", "retrain_runs": "no",
-                    "retrain_sd": "n/a", "retrain_max": "n/a"}
+    assert none == {"path_qat": "n/a", "path_hp": "n/a", "path_step": "n/a", "native_isa": "n/a", "record_gap": "n/a",
+                    "retrain_runs": "no", "retrain_sd": "n/a", "retrain_sd_run": "n/a", "retrain_max": "n/a",
+                    "seed_sd": "n/a"}

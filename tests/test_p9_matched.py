@@ -246,8 +246,8 @@ def test_the_operating_summary_spans_the_independent_structures_and_keeps_the_sh
     assert row[("sizes independent (2 structures)", "reproduced")] == "51–99"
     assert row[("sizes independent (2 structures)", "inconclusive")] == "1–49"
     assert row[("sizes independent (2 structures)", "partly")] == "0"
-    assert row[("ω = 0.2 shared by all runs", "reproduced")] == "78"
-    assert row[("ω = 0.2 shared by all runs", "not reproduced")] == "0"   # 0.4 % rounds to 0
+    assert row[("shared: ω 0.2", "reproduced")] == "78"
+    assert row[("shared: ω 0.2", "not reproduced")] == "0"   # 0.4 % rounds to 0
 
 
 def test_seed_power_at_one_seed_is_the_rules_power_and_grows_only_with_noise_seeds_average():
@@ -270,7 +270,17 @@ def test_seed_power_at_one_seed_is_the_rules_power_and_grows_only_with_noise_see
     # without any noise every dataset is the law itself: C_w = 1 reads reproduced, no effect never does
     none = qd.p9_seed_power(design, quiet, seeds=(2,), n_sim=50, scenarios=((0.0, 0.0, 0.0, 1.0, 0.0),))
     assert (none["power_c1"] == 1.0).all() and (none["false_no_effect"] == 0.0).all()
+    # a true per-size spread is the same in every seed too: it caps the gain that seeds buy
+    kap = ((0.5, 0.0, 0.0, 1.0, 0.0),)
+    cap = qd.p9_seed_power(design, noise, seeds=(3,), n_sim=400, scenarios=kap, tau_size=0.4,
+                           replicates=("sizes",)).iloc[0]
+    assert cap["power_c1"] < three.loc["sizes", "power_c1"] - 0.1 and cap["tau_size"] == 0.4
+    assert math.isnan(cap["false_no_effect_shared"])                                  # no structure with ω > 0
     with pytest.raises(ValueError, match="seed counts must be ≥ 1"):
         qd.p9_seed_power(design, noise, seeds=(0,))
+    with pytest.raises(ValueError, match="none among"):
+        qd.p9_seed_power(design, noise, scenarios=((0.0, 0.0, 0.0, 1.0, 0.2),))
+    with pytest.raises(ValueError, match="replicates must be among"):
+        qd.p9_seed_power(design, noise, replicates=("cells",))
     with pytest.raises(ValueError, match="no unit"):
         qd.p9_seed_power(design.iloc[:0], noise)

@@ -76,7 +76,8 @@ def test_markdown_reads_every_number_from_the_verdict_and_the_facts():
     facts = {"p_c1": 0.031, "c1_in_99": 1.0, "loo_holds_c1": 2.0, "loo_n": 5.0, "c_w_lo": 0.9, "c_w_hi": 1.8,
              "c_w_zero": 2.5, "no_bracket": 0.086, "unit_min": -0.5, "unit_max": 0.4, "unit_sd": 0.3, "size_sd": 0.1,
              "asym_c_w_lo": 1.7, "int2_asym_mean": 0.5, "int2_asym_lo": -0.2, "int2_asym_hi": 1.2,
-             "int2_hp_min": 0.7, "int2_hp_max": 2.6, "int2_rho": 1.0, "int2_first": -0.44, "int2_last": -0.15}
+             "int2_hp_min": 0.7, "int2_hp_max": 2.6, "int2_rho": 1.0, "int2_first": -0.44, "int2_last": -0.15,
+             "sens_lo_1": -0.85, "sens_hi_1": -0.37, "sens_lo_1.5": -0.85, "sens_hi_1.5": -0.17}
     text = lfs.p9_matched_markdown(_verdict("reproduced", **_D), facts, 50, 50)
     result, readings = text.split("*Read after the data, not by the rule:*")
     assert "−0.200 [−0.350, −0.050] over 5 sizes" in result
@@ -86,8 +87,9 @@ def test_markdown_reads_every_number_from_the_verdict_and_the_facts():
     # −0.37 lies outside [−0.35, −0.05]; every reading is in the list, none in the result
     assert "lies outside our 95 % interval (a t-test of $\\bar r$ against it: p = 0.03 on 4 df)" in readings
     assert "the 99 % interval holds it" in readings and "in 2 of 5 cases" in readings
-    # under C_w ∈ [0.5, 1] the range is [−0.85, −0.37]: [−0.35, −0.05] lies below 0 but above it
-    assert "(its weak end −0.370), the rule would read *partly*: a sensitivity reading" in readings
+    # under C_w ∈ [0.5, 1] the range is [−0.85, −0.37]: [−0.35, −0.05] lies below 0 but above it; [0.5, 1.5] meets it
+    assert ("the rule would read *partly* under $C_w \\in [0.5, 1]$ (weak end −0.370), and *reproduced* under "
+            "$C_w \\in [0.5, 1.5]$ (weak end −0.170): sensitivity readings, not the grade.") in readings
     assert "for $C_w$ from 0.90 to 1.80." in readings  # the interval's top end is below the no-bracket law
     assert "0.100 [0.020, 0.200]: the interval excludes 0 and excludes the law for $C_w$ below 1.70." in readings
     assert "but 0.500 [−0.200, 1.200] on the asymmetric one" in readings and "0.70 to 2.60 nats/byte" in readings
@@ -96,7 +98,7 @@ def test_markdown_reads_every_number_from_the_verdict_and_the_facts():
                                    {**facts, "c_w_hi": math.inf}, 50, 50)
     assert "holds the law for every $C_w$ from 0.90 up" in wide and "is 0 at $C_w$ = 2.50 and +0.086 without" in wide
     assert "reaches both 0 and the range, so the grade is **inconclusive**" in wide
-    assert "the rule would read *not reproduced*: a sensitivity reading" in wide  # above −0.37 and reaching 0
+    assert "the rule would read *not reproduced* under $C_w \\in [0.5, 1]$" in wide  # above −0.37 and reaching 0
     # without facts: the result alone
     assert "Read after" not in lfs.p9_matched_markdown(_verdict("reproduced", **{k: v for k, v in _D.items()
                                                                                  if not k.startswith(("asym", "int2"))}),
@@ -115,6 +117,10 @@ def test_facts_by_hand():
 
     assert f["p_c1"] == pytest.approx(2 * stats.t.sf(abs(t), 4), rel=1e-10)
     assert f["size_sd"] == pytest.approx(means.std(ddof=1), rel=1e-12)
+    # every size has P_w 4-6: the law's r̄ at the sensitivity ranges' ends is the mean of paper_r over them
+    for c in (1.0, 1.5):
+        assert f[f"sens_hi_{c:g}"] == pytest.approx(np.mean([float(m.paper_r(b, c)) for b in (4, 5, 6)]), rel=1e-12)
+        assert f[f"sens_lo_{c:g}"] == pytest.approx(np.mean([float(m.paper_r(b, 0.5)) for b in (4, 5, 6)]), rel=1e-12)
     graded = sym[sym["bits_w"] >= 4]["r"]
     assert (f["unit_min"], f["unit_max"]) == (pytest.approx(graded.min()), pytest.approx(graded.max()))
     assert f["int2_rho"] == pytest.approx(-1.0) and f["int2_first"] == pytest.approx(0.0)

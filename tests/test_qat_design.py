@@ -543,14 +543,21 @@ def test_replicate_sentence_reads_the_replicates_and_the_tables_own_value():
 
 
 def test_p9_seed_sentence_reads_every_rate_from_the_table():
-    rows = [(1, "sizes", 0.49, 0.16, 0.027), (2, "sizes", 0.78, 0.26, 0.030), (2, "size × seed", 0.90, 0.30, 0.043),
-            (3, "sizes", 0.90, 0.32, 0.034), (3, "size × seed", 0.98, 0.46, 0.070)]
+    rows = [(1, "sizes", 0.49, 0.16, 0.027, 0.13), (2, "sizes", 0.78, 0.26, 0.030, 0.13),
+            (2, "size × seed", 0.90, 0.30, 0.043, 0.11), (3, "sizes", 0.90, 0.32, 0.034, 0.11),
+            (3, "size × seed", 0.98, 0.46, 0.070, 0.12)]
     tab = pd.DataFrame([{"seeds": k, "replicates": r, "power_c1": a, "power_c1.5": b, "false_no_effect": f,
-                         "n_sim": 1000.0} for k, r, a, b, f in rows])
-    text = qd.p9_seed_sentence(tab, 4.61)
-    assert text.startswith("Each further seed of the grid costs about 4.6 CPU-hours")
+                         "false_no_effect_shared": w, "n_sim": 1000.0} for k, r, a, b, f, w in rows])
+    capped = pd.DataFrame([{"seeds": k, "replicates": "sizes", "power_c1": a, "n_sim": 1000.0}
+                           for k, a in ((1, 0.38), (3, 0.62))])
+    text = qd.p9_seed_sentence(tab, 3.61, 4.61, capped, 0.203)
+    assert text.startswith("Each further seed of the grid would cost about 3.6 CPU-hours for the graded $P_w$ = 4–6 "
+                           "runs and their twins (4.6 with the $P_w$ = 3 runs)")
     lo, hi = qd.mc_interval(0.78, 1000)
     assert f"to 78% [{100 * lo:.0f}, {100 * hi:.0f}] with two seeds" in text
     assert "from 49% [" in text and "up to 7% [" in text and "32% [" in text
-    assert qd.p9_seed_sentence(tab[tab["seeds"] < 3], 4.6) == "" and qd.p9_seed_sentence(None, 4.6) == ""
+    assert "(sd 0.20)" in text and "from 38% [" in text and "to 62% [" in text      # the capped gain
+    assert "*reproduced* 13% [" in text and "one seed and 11% [" in text            # the shared share
+    assert "(sd" not in qd.p9_seed_sentence(tab, 3.6)                                 # no capped rows: no clause
+    assert qd.p9_seed_sentence(tab[tab["seeds"] < 3], 3.6) == "" and qd.p9_seed_sentence(None, 3.6) == ""
     assert "the grid's CPU-hours again" in qd.p9_seed_sentence(tab, math.nan)

@@ -156,3 +156,6 @@ def test_chapter_box_legend_names_each_claims_own_interval():
     assert "P5's: a 95 % t-interval on the within-seed σ̂" in legend
     assert "P9's: a 95 % t-interval over the model sizes" in legend
     assert legend.count("within-seed") == 1
+    # an inconclusive claim's power says what it is the power against (P9: one point of the paper's range)
+    sure = box.split("**How sure.**", 1)[1]
+    assert "the rule's power against the law at $C_w$ = 1, at the least favourable noise structure" in sure

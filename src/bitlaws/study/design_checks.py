@@ -638,7 +638,8 @@ def retrain_agreement(profile: str, root=None) -> pd.DataFrame:
 # ATen's CPU instruction paths a rerun is checked under ("" leaves ATEN_CPU_CAPABILITY unset: the best the
 # CPU has). A machine without AVX-512 runs the "avx2" path by default, one without AVX2 the "default" path.
 CPU_PATHS = ("", "avx2", "default")
-CPU_PATH_COLUMNS = ["run_id", "experiment", "size", "n_tokens", "seed", "kind", "aten_capability", "loss_val",
+CPU_PATH_COLUMNS = ["run_id", "experiment", "size", "n_tokens", "seed", "kind", "aten_capability", "cpu_capability",
+                    "loss_val",
                     "loss_train", "recorded_loss_val", "step_apart", "train_s", "threads", "git_sha", "device",
                     "torch_version", "transformers_version", "timestamp"]
 
@@ -658,6 +659,7 @@ def _train_one(profile: str, experiment: str, run_id: str, run_root: str) -> dic
     res = train(spec.model, spec.train.replace(threads=1), corpus=spec_corpus(spec), run_dir=run_root,
                 progress=False, precision=spec.precision)
     return {"loss_val": res.loss_val, "loss_train": res.loss_train, "train_s": time.time() - t0,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "curve": [(int(p["step"]), float(p["loss_train"])) for p in res.curve]}
 
 
@@ -672,7 +674,9 @@ def cpu_path_check(profile: str, runs, paths=CPU_PATHS, run_root=None, progress:
         progress: print a line per training.
 
     Returns:
-        ``CPU_PATH_COLUMNS``: per run and path its losses [nats/byte], the recorded version-1 ``loss_val``
+        ``CPU_PATH_COLUMNS``: per run and path the instruction set ATen ran (``cpu_capability``,
+        ``torch.backends.cpu.get_cpu_capability()`` in the training process, e.g. "AVX512"), its losses [nats/byte],
+        the recorded version-1 ``loss_val``
         (NaN if the store has none), ``step_apart`` (the first logged step where its training loss differs
         from the reference path's by more than 1e-4; −1 if never), and provenance.
 
@@ -725,7 +729,8 @@ def cpu_path_check(profile: str, runs, paths=CPU_PATHS, run_root=None, progress:
                 apart = [st for st in sorted(curve) if st in ref and abs(curve[st] - ref[st]) > 1e-4]
                 row = {"run_id": run_id, "experiment": experiment, "size": spec.size, "n_tokens": spec.train.n_tokens,
                        "seed": spec.train.seed, "kind": "qat" if qat else "high precision",
-                       "aten_capability": path or "native", "loss_val": r["loss_val"], "loss_train": r["loss_train"],
+                       "aten_capability": path or "native", "cpu_capability": r["cpu_capability"],
+                       "loss_val": r["loss_val"], "loss_train": r["loss_train"],
                        "recorded_loss_val": recorded, "step_apart": apart[0] if apart else -1,
                        "train_s": r["train_s"], **provenance(1)}
                 out.append(row)
@@ -765,21 +770,35 @@ def cpu_path_view(table: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         Columns ``run`` (the run_id's first 8 hex digits), ``kind``, ``path`` (``ATEN_CPU_CAPABILITY``;
-        ``native`` is unset: the best the CPU has), ``loss_val``, ``recorded`` (the store's version-1 loss_val),
-        ``shift`` (loss_val − the same run's native loss_val) [nats/byte], ``parts_at`` (``step_apart``, −1:
-        never). NaN shifts where a run has no native row.
+        ``native`` is unset: the best the CPU has), ``isa`` (what ATen ran, ``cpu_capability``; "—" in a table
+        made before it was recorded), ``loss_val``, ``recorded`` (the store's version-1 loss_val), ``shift``
+        (loss_val − the same run's native loss_val) [nats/byte], ``parts_at`` (``step_apart``, −1: never). NaN
+        shifts where a run has no native row.
     """
     ref = table[table["aten_capability"] == "native"].set_index("run_id")["loss_val"]
+    isa = table["cpu_capability"] if "cpu_capability" in table else pd.Series("—", index=table.index)
     return pd.DataFrame({"run": table["run_id"].str[:8], "kind": table["kind"], "path": table["aten_capability"],
-                         "loss_val": table["loss_val"], "recorded": table["recorded_loss_val"],
+                         "isa": isa, "loss_val": table["loss_val"], "recorded": table["recorded_loss_val"],
                          "shift": table["loss_val"] - table["run_id"].map(ref), "parts_at": table["step_apart"]})
 
 
-def rerun_facts(cpu_paths: pd.DataFrame | None, retrained: pd.DataFrame) -> dict[str, str]:
-    """The reruns section's figures as text: ``path_qat``, ``path_hp`` (the largest |shift| per kind), ``path_step``
-    (the QAT runs' ``step_apart`` range), ``retrain_runs``, ``retrain_sd`` (pooled over sweeps, weights runs − 1) and
-    ``retrain_max`` of the retrained QAT runs; ``"n/a"`` (``"no"`` for a count) where a table has no such row."""
-    out = {"path_qat": "n/a", "path_hp": "n/a", "path_step": "n/a"}
+def rerun_facts(cpu_paths: pd.DataFrame | None, retrained: pd.DataFrame, seed_sd: float = math.nan) -> dict[str, str]:
+    """The reruns section's figures as text.
+
+    Args:
+        cpu_paths: ``load_cpu_path_check``'s table, or None.
+        retrained: ``retrain_agreement``'s rows.
+        seed_sd: one run's seed sd of the loss [nats/byte] (``noise.NoiseModel.loss_sd``), to compare with.
+
+    Returns:
+        ``path_qat``, ``path_hp`` (the largest |shift| per kind), ``path_step`` (the QAT runs' ``step_apart``
+        range), ``native_isa`` (the instruction set(s) of the native rows), ``record_gap`` (the largest
+        |native − recorded| loss_val of a QAT run), ``retrain_runs``, ``retrain_sd`` (the sd of Δ = retrained −
+        recorded, pooled over sweeps with weights runs − 1), ``retrain_sd_run`` (that over √2: one training's
+        share, since both trainings vary), ``retrain_max`` of the retrained QAT runs, ``seed_sd``; ``"n/a"``
+        (``"no"`` for a count) where there is no such row.
+    """
+    out = {k: "n/a" for k in ("path_qat", "path_hp", "path_step", "native_isa", "record_gap")}
     if cpu_paths is not None and len(cpu_paths):
         view = cpu_path_view(cpu_paths)
         shift = view.groupby("kind")["shift"].apply(lambda x: float(x.abs().max()))
@@ -791,10 +810,19 @@ def rerun_facts(cpu_paths: pd.DataFrame | None, retrained: pd.DataFrame) -> dict
         if len(steps):
             lo, hi = int(steps.min()), int(steps.max())
             out["path_step"] = str(lo) if lo == hi else f"{lo}–{hi}"
+        native = view[view["path"] == "native"]
+        isas = sorted({str(x) for x in native["isa"] if str(x) != "—"})
+        if isas:
+            out["native_isa"] = ", ".join(isas)
+        gap = (native[native["kind"] == "qat"]["loss_val"] - native[native["kind"] == "qat"]["recorded"]).abs()
+        if gap.notna().any():
+            out["record_gap"] = f"{float(gap.max()):.3f}"
     qat = retrained[(retrained["kind"] == "qat")] if len(retrained) else retrained
     out["retrain_runs"] = str(int(qat["runs"].sum())) if len(qat) else "no"
     dof = (qat["runs"] - 1).sum() if len(qat) else 0
-    out["retrain_sd"] = (f"{math.sqrt(float((qat['sd'].fillna(0) ** 2 * (qat['runs'] - 1)).sum()) / dof):.3f}"
-                         if dof > 0 else "n/a")
+    pooled = math.sqrt(float((qat["sd"].fillna(0) ** 2 * (qat["runs"] - 1)).sum()) / dof) if dof > 0 else math.nan
+    out["retrain_sd"] = f"{pooled:.3f}" if math.isfinite(pooled) else "n/a"
+    out["retrain_sd_run"] = f"{pooled / math.sqrt(2):.3f}" if math.isfinite(pooled) else "n/a"
     out["retrain_max"] = f"{float(qat['max_abs'].max()):.3f}" if len(qat) else "n/a"
+    out["seed_sd"] = f"{seed_sd:.3f}" if math.isfinite(seed_sd) else "n/a"
     return out

@@ -2022,11 +2022,12 @@ def p9_operating_summary(power: Mapping[str, float], scenarios=None) -> pd.DataF
     scenarios = P9_SCENARIOS if scenarios is None else scenarios
     full = p9_operating_table(power, scenarios)
     shared_labels = {f"κ {k:g}, ρ {r:g}, τ {t:g}, σ_rel × {rel:g}, ω {w:g}" for k, r, t, rel, w in scenarios if w > 0}
-    omegas = sorted({w for *_, w in scenarios if w > 0})
     shared = full.index.get_level_values("noise").isin(shared_labels)
     n_ind = len(scenarios) - len(shared_labels)
+    shared_sc = [sc for sc in scenarios if sc[4] > 0]
     groups = {f"sizes independent ({n_ind} structures)": ~shared,
-              "ω = " + ", ".join(f"{w:g}" for w in omegas) + " shared by all runs": shared}
+              "shared: " + "; ".join(f"ω {w:g}" + (f", ρ {r:g}" if r else "") + (f", κ {k:g}" if k else "")
+                                     for k, r, _, _, w in shared_sc): shared}
 
     def span(x: pd.Series) -> str:
         lo, hi = round(100 * float(x.min())), round(100 * float(x.max()))
@@ -2036,7 +2037,10 @@ def p9_operating_summary(power: Mapping[str, float], scenarios=None) -> pd.DataF
     for name, mask in groups.items():
         if mask.any():
             parts[name] = full[mask].groupby(level="simulated truth", sort=False).agg(span)
-    return pd.concat(parts, axis=1, names=["noise (rates in %)", "grade"])
+    out = pd.concat(parts, axis=1, names=["noise (rates in %)", "grade"])
+    out.index = [str(x).replace("paper's law, the range's weak end", "paper's law, weak end") for x in out.index]
+    out.index.name = "simulated truth"
+    return out
 
 
 # C_w at which P9's power is simulated to find where it falls below POWER_MIN (C_w = 1 is Eq. 10's case).
@@ -2614,7 +2618,8 @@ def p9_matched_facts(units: Mapping[str, pd.DataFrame], c1: float) -> dict[str, 
     Returns:
         On the graded grid at ``P9_GRADED_BITS`` (sizes as replicates, as the rule): ``p_c1`` (two-sided t-test
         of r̄ against ``c1`` on sizes − 1 df), ``c1_in_99`` (1.0 if the 99 % interval holds it), ``loo_holds_c1``
-        and ``loo_n`` (of the fits leaving one size out, how many intervals hold it), ``unit_min``, ``unit_max``,
+        and ``loo_n`` (of the fits leaving one size out, how many intervals hold it), ``sens_lo_<b>`` and
+        ``sens_hi_<b>`` (the law's r̄ at the ends of each range (a, b) of ``P9_C_W_SENSITIVITY``), ``unit_min``, ``unit_max``,
         ``unit_sd``, ``size_sd``; the graded grid's ``c_w_lo``, ``c_w_zero``, ``no_bracket``
         (``p9_matched_reading``); on the secondary grid ``asym_c_w_lo``; at ``P9_REPORTED_BITS`` (INT2):
         ``int2_asym_mean``/``_lo``/``_hi``, the twins' δ range on the graded grid ``int2_hp_min``/``_max``
@@ -2623,7 +2628,8 @@ def p9_matched_facts(units: Mapping[str, pd.DataFrame], c1: float) -> dict[str, 
     """
     from scipy import stats
 
-    from .p9_matched import P9_GRADED_BITS, P9_GRID, P9_REPORTED_BITS, P9_SECONDARY_GRID, matched_statistics
+    from .p9_matched import (P9_C_W_SENSITIVITY, P9_GRADED_BITS, P9_GRID, P9_REPORTED_BITS, P9_SECONDARY_GRID,
+                             matched_statistics)
 
     def sizes(u: pd.DataFrame, bits) -> pd.Series:
         inc = u[u["included"] & u["bits_w"].isin(bits)]
@@ -2649,6 +2655,9 @@ def p9_matched_facts(units: Mapping[str, pd.DataFrame], c1: float) -> dict[str, 
         out["size_sd"] = float(np.std(by, ddof=1))
         st = matched_statistics(g)
         out.update(p9_matched_reading(g, st["r_lo"], st["r_hi"]))
+        for lo_cw, hi_cw in P9_C_W_SENSITIVITY:  # the law's ends over each sensitivity range, on the same units
+            sens = matched_statistics(g, c_w_range=(lo_cw, hi_cw))
+            out[f"sens_lo_{hi_cw:g}"], out[f"sens_hi_{hi_cw:g}"] = sens["paper_lo"], sens["paper_hi"]
     out.update(unit_min=float(np.min(graded)) if len(graded) else nan,
                unit_max=float(np.max(graded)) if len(graded) else nan,
                unit_sd=float(np.std(graded, ddof=1)) if len(graded) > 1 else nan)
@@ -2681,10 +2690,11 @@ def p9_matched_markdown(verdict: Verdict, facts: Mapping[str, float] | None, hav
 
     Returns:
         Markdown: a paragraph, then a list of readings; every number read from ``verdict`` and ``facts``
-        (the law at P_w = 3 from ``p9_matched.paper_r``; the sensitivity reading at C_w ∈ [0.5, 1] by
-        ``claims.rule_p9_matched`` on the verdict's interval and the law's ends ``paper_lo``, ``paper_c1``).
+        (the law at P_w = 3 from ``p9_matched.paper_r``; the sensitivity readings by ``claims.rule_p9_matched``
+        on the verdict's interval and the facts' ``sens_lo_<b>``, ``sens_hi_<b>``, as the verdict computes them).
     """
     from .claims import rule_p9_matched
+    from .p9_matched import P9_C_W_SENSITIVITY
 
     d = verdict.details
     f = dict(facts or {})
@@ -2722,10 +2732,14 @@ def p9_matched_markdown(verdict: Verdict, facts: Mapping[str, float] | None, hav
         items.append(f"The law at $C_w$ = 1 lies {inside} our 95 % interval (a t-test of $\\bar r$ against it: "
                      f"p = {num(f['p_c1'], '.2f')} on {int(d['n_clusters']) - 1} df); the 99 % interval "
                      f"{'holds' if f['c1_in_99'] else 'excludes'} it, and leaving out one size at a time the "
-                     f"interval holds it in {int(f['loo_holds_c1'])} of {int(f['loo_n'])} cases. Were the paper's range "
-                     f"$C_w \\in [0.5, 1]$ (its weak end {num(d['paper_c1'])}), the rule would read "
-                     f"*{rule_p9_matched(d['r_lo'], d['r_hi'], d['paper_lo'], d['paper_c1'])}*: a sensitivity "
-                     "reading, not the grade.")
+                     f"interval holds it in {int(f['loo_holds_c1'])} of {int(f['loo_n'])} cases.")
+    sens = [(a, b) for a, b in P9_C_W_SENSITIVITY if ok(f"sens_lo_{b:g}", f"sens_hi_{b:g}")]
+    if sens:
+        items.append("Were the paper's range narrower, the rule would read "
+                     + ", and ".join(f"*{rule_p9_matched(d['r_lo'], d['r_hi'], f[f'sens_lo_{b:g}'], f[f'sens_hi_{b:g}'])}* "
+                                     f"under $C_w \\in [{a:g}, {b:g}]$ (weak end {num(f[f'sens_hi_{b:g}'])})"
+                                     for a, b in sens)
+                     + ": sensitivity readings, not the grade.")
     if ok("c_w_lo", "no_bracket"):
         zero = (f"the law's $\\bar r$ is 0 at $C_w$ = {num(f['c_w_zero'], '.2f')} and " if ok("c_w_zero") else
                 "the law's $\\bar r$ is ")

@@ -27,7 +27,8 @@ __all__ = ["Candidate", "CANDIDATES", "candidate_frames", "seed_block_sd", "cand
            "agreement_sentence", "seed_choice", "seed_choice_sentence", "factorial_overlap",
            "block_sentence", "P4_REPLICATE_RNGS", "p4_replicate_power", "write_p4_replicates",
            "load_p4_replicates", "p4_replicate_summary", "replicate_sentence", "p9_design_sentence",
-           "P9_SEED_COUNTS", "P9_REPLICATES", "p9_seed_power", "matched_grid_hours", "p9_seed_sentence"]
+           "P9_SEED_COUNTS", "P9_REPLICATES", "p9_seed_power", "matched_size_sd", "matched_grid_hours",
+           "p9_seed_sentence", "p9_seed_view"]
 
 _PARTS = ("w", "a", "kv")
 
@@ -861,17 +862,19 @@ P9_REPLICATES = ("sizes", "size × seed")
 
 
 def p9_seed_power(design: pd.DataFrame, noise, seeds: Sequence[int] = P9_SEED_COUNTS, n_sim: int = 1000,
-                  seed: int = 0, scenarios=None) -> pd.DataFrame:
+                  seed: int = 0, scenarios=None, tau_size: float = 0.0,
+                  replicates: Sequence[str] = P9_REPLICATES) -> pd.DataFrame:
     """Rule v5's decision on P9's matched grid trained at ``k`` seeds, by simulation: the planning question
     "is a second seed worth its CPU-hours?", not a grade (a grid with more seeds would be a new experiment
     under a new rule version, registered before its data).
 
     Each seed is an independent draw of ``p9_matched``'s noise structures (``p9_matched._draw``): its shares
-    common to a size (κ), a cell (ρ) and every run (ω) are those of one seed's runs, which share its data
-    order and initial weights; the per-cell spread of the true effect (τ) is one draw shared by every seed.
+    common to a size (κ), a cell (ρ) and every run (ω) are redrawn for each seed, as a seed's own data order
+    and initial weights would be (ω's evaluation-set part would not be: the ω rates are optimistic). The true
+    effect's spread is one draw shared by every seed: per cell (the structure's τ) and per size (``tau_size``).
     Two ways to read the replicates: ``"sizes"`` averages each size's units over its seeds (5 replicates, as
     the present rule); ``"size × seed"`` makes each (size, seed) one replicate (5k replicates; it assumes
-    the seeds of one size independent, which the shared τ breaks only where τ > 0).
+    the seeds of one size independent, which a shared spread of the true effect breaks).
 
     Args:
         design: ``p9_matched.profile_design`` (one unit per (N, D, P_w)).
@@ -879,26 +882,38 @@ def p9_seed_power(design: pd.DataFrame, noise, seeds: Sequence[int] = P9_SEED_CO
         seeds: the seed counts k ≥ 1 to simulate.
         n_sim: simulated datasets per (k, replicates, structure, hypothesis).
         seed: the generator's seed.
-        scenarios: (κ, ρ, τ, rel, ω) structures (default ``p9_matched.P9_SCENARIOS``).
+        scenarios: (κ, ρ, τ, rel, ω) structures (default ``p9_matched.P9_SCENARIOS``); at least one with ω = 0.
+        tau_size: sd of a per-size shift of the true r, the same in every seed (dimensionless, ≥ 0).
+        replicates: which of ``P9_REPLICATES`` to simulate.
 
     Returns:
-        One row per (``seeds``, ``replicates``): ``power_c0.5``, ``power_c1``, ``power_c1.5`` (the least
-        P(reproduced) under the paper's law at that C_w over the structures with ω = 0), ``power_not_reproduced``
-        (the least P(not reproduced) under the law without its bracket), ``false_no_effect`` (the most
-        P(reproduced) with no effect), ``size_not_reproduced`` (the most P(not reproduced) at the range's weak
-        end), ``n_sim``.
+        One row per (``seeds``, ``replicates``), with ``tau_size``: ``power_c0.5``, ``power_c1``, ``power_c1.5``
+        (the least P(reproduced) under the paper's law at that C_w over the structures with ω = 0),
+        ``power_not_reproduced`` (the least P(not reproduced) under the law without its bracket),
+        ``false_no_effect`` (the most P(reproduced) with no effect), ``size_not_reproduced`` (the most P(not
+        reproduced) at the range's weak end); the last two again over the structures with ω > 0
+        (``false_no_effect_shared``, ``size_not_reproduced_shared``; NaN without one); ``n_sim``.
 
     Raises:
-        ValueError: an empty design, a seed count < 1, ``n_sim`` < 1.
+        ValueError: an empty design, a seed count < 1, ``n_sim`` < 1, ``tau_size`` < 0, no structure with
+            ω = 0, or an unknown ``replicates``.
     """
     from .p9_matched import P9_C_W_RANGE, P9_SCENARIOS, _draw, _grades, detection_floor, paper_r
 
     scenarios = P9_SCENARIOS if scenarios is None else scenarios
     if not len(design):
         raise ValueError("p9_seed_power: the design has no unit (a profile without the matched grid)")
-    if not seeds or min(seeds) < 1 or n_sim < 1:
-        raise ValueError(f"p9_seed_power: seed counts must be ≥ 1 and n_sim ≥ 1; got seeds={tuple(seeds)}, "
-                         f"n_sim={n_sim}")
+    if not seeds or min(seeds) < 1 or n_sim < 1 or not tau_size >= 0:
+        raise ValueError(f"p9_seed_power: seed counts must be ≥ 1, n_sim ≥ 1 and tau_size ≥ 0; got "
+                         f"seeds={tuple(seeds)}, n_sim={n_sim}, tau_size={tau_size}")
+    ind = [i for i, sc in enumerate(scenarios) if sc[4] == 0]
+    shared = [i for i, sc in enumerate(scenarios) if sc[4] > 0]
+    if not ind:
+        raise ValueError("p9_seed_power: the rates are read over the structures with ω = 0 (the sizes "
+                         f"independent); none among {tuple(scenarios)}")
+    bad = [r for r in replicates if r not in P9_REPLICATES]
+    if bad:
+        raise ValueError(f"p9_seed_power: replicates must be among {P9_REPLICATES}; got {bad}")
     floor = detection_floor(noise)
     rng = np.random.default_rng(seed)
     bw = design["bits_w"].to_numpy(float)
@@ -906,6 +921,7 @@ def p9_seed_power(design: pd.DataFrame, noise, seeds: Sequence[int] = P9_SEED_CO
             "paper_cmax": paper_r(bw, P9_C_W_RANGE[1]), "no_bracket": paper_r(bw, math.inf),
             "no_effect": np.zeros(len(design))}
     cells = design.groupby(["n_params", "n_tokens"]).ngroup().to_numpy()
+    sizes = design.groupby(["n_params"]).ngroup().to_numpy()
     # a size's k seeds as separate replicates: each seed's units get a size label of their own (grouping only)
     step = 0.5 / max(seeds)
     out = []
@@ -913,71 +929,122 @@ def p9_seed_power(design: pd.DataFrame, noise, seeds: Sequence[int] = P9_SEED_CO
         stacked = {"sizes": pd.concat([design] * k, ignore_index=True),
                    "size × seed": pd.concat([design.assign(n_params=design["n_params"] + s * step) for s in range(k)],
                                             ignore_index=True)}
-        for reps in P9_REPLICATES:
+        for reps in replicates:
             if k == 1 and reps == "size × seed":
                 continue  # the same as "sizes"
             rates: dict[tuple[int, str], float] = {}
             for i, (kappa, rho, tau, rel, omega) in enumerate(scenarios):
                 for name, r_true in hyps.items():
-                    shift = tau * rng.standard_normal((n_sim, int(cells.max()) + 1))[:, cells]  # shared by the seeds
+                    shift = (tau * rng.standard_normal((n_sim, int(cells.max()) + 1))[:, cells]  # shared by the seeds
+                             + tau_size * rng.standard_normal((n_sim, int(sizes.max()) + 1))[:, sizes])
                     draws = [_draw(design, r_true + shift, noise, n_sim, rng, (kappa, rho, 0.0, rel, omega))
                              for _ in range(k)]
                     hp, low = np.concatenate([d[0] for d in draws], axis=1), np.concatenate([d[1] for d in draws], axis=1)
                     g = _grades(stacked[reps], hp, low, floor, P9_C_W_RANGE)
                     for grade in ("reproduced", "not reproduced"):
                         rates[(i, f"{name}__{grade}")] = float(np.mean(g == grade))
-            ind = [i for i, sc in enumerate(scenarios) if sc[4] == 0]
 
-            def worst(key: str, fn) -> float:
-                return fn(rates[(i, key)] for i in ind)
+            def worst(key: str, fn, which=ind) -> float:
+                return fn(rates[(i, key)] for i in which) if which else math.nan
 
-            out.append({"seeds": k, "replicates": reps,
+            out.append({"seeds": k, "replicates": reps, "tau_size": float(tau_size),
                         **{f"power_c{c}": worst(f"paper_c{c}__reproduced", min) for c in ("0.5", "1", "1.5")},
                         "power_not_reproduced": worst("no_bracket__not reproduced", min),
                         "false_no_effect": worst("no_effect__reproduced", max),
-                        "size_not_reproduced": worst("paper_cmax__not reproduced", max), "n_sim": float(n_sim)})
+                        "size_not_reproduced": worst("paper_cmax__not reproduced", max),
+                        "false_no_effect_shared": worst("no_effect__reproduced", max, shared),
+                        "size_not_reproduced_shared": worst("paper_cmax__not reproduced", max, shared),
+                        "n_sim": float(n_sim)})
     return pd.DataFrame(out)
 
 
-def matched_grid_hours(profile: str = "cpu") -> float:
-    """CPU-hours that training P9's matched grid took: the sum over its runs of ``train_s`` (one row per run,
-    at the threads it was trained with; NaN where the profile has no ``qat_matched`` rows)."""
+def matched_size_sd(rows: pd.DataFrame, noise) -> float:
+    """The sd across model sizes of P9's size means of r on the graded grid (``p9_matched.matched_units`` at
+    ``P9_GRADED_BITS``, the rule's replicates; NaN with fewer than 2 sizes): an upper bound on a true per-size
+    spread of the effect, since seed noise adds to it."""
+    from .p9_matched import P9_GRADED_BITS, P9_GRID, detection_floor, matched_units
+
+    if not len(rows):
+        return math.nan
+    u = matched_units(rows, detection_floor(noise), P9_GRID)
+    means = u[u["included"] & u["bits_w"].isin(P9_GRADED_BITS)].groupby("n_params")["r"].mean()
+    return float(means.std(ddof=1)) if len(means) > 1 else math.nan
+
+
+def matched_grid_hours(profile: str = "cpu", bits_w: Sequence[int] | None = None) -> float:
+    """CPU-hours that training P9's matched grid took: the sum over its runs of ``train_s`` (one row per run, at
+    the threads it was trained with), over the runs trained at ``bits_w`` and their high-precision twins (every
+    run where None); NaN where the profile has no ``qat_matched`` rows."""
     from .p9_matched import load_matched
 
     rows = load_matched(profile)
     if not len(rows) or "train_s" not in rows:
         return math.nan
-    return float(rows.drop_duplicates("run_id")["train_s"].sum()) / 3600
+    runs = rows.drop_duplicates("run_id")
+    if bits_w is not None:
+        runs = runs[runs["bits_w"].isin([*bits_w, 16])]
+    return float(runs["train_s"].sum()) / 3600
 
 
-def p9_seed_sentence(tab: pd.DataFrame | None, hours: float) -> str:
+def p9_seed_sentence(tab: pd.DataFrame | None, hours: float, hours_all: float = math.nan,
+                     capped: pd.DataFrame | None = None, size_sd: float = math.nan) -> str:
     """Chapter 07's reading of ``p9_seed_power``: what one and two more seeds of the matched grid would buy.
 
     Args:
-        tab: ``p9_seed_power``'s rows (with k = 1, 2 and 3 seeds), or None.
-        hours: CPU-hours of one seed of the grid (``matched_grid_hours``).
+        tab: ``p9_seed_power``'s rows (k = 1, 2 and 3 seeds, ``tau_size`` = 0), or None.
+        hours: CPU-hours of one seed of the graded part of the grid (``matched_grid_hours`` at
+            ``P9_GRADED_BITS``); ``hours_all``: with the reported P_w = 3 runs too.
+        capped: ``p9_seed_power``'s "sizes" rows at k = 1 and 3 with ``tau_size`` = ``size_sd``, or None.
+        size_sd: ``matched_size_sd``, the observed sd of the size means.
 
     Returns:
-        Sentences, every number read from ``tab`` and ``hours``; "" where ``tab`` lacks a seed count.
+        Sentences, every number read from the arguments; "" where ``tab`` lacks a seed count.
     """
     if tab is None or not {1, 2, 3} <= set(tab["seeds"]):
         return ""
     from .claims import rate_text
 
-    t = tab.set_index(["seeds", "replicates"])
+    def pc(frame: pd.DataFrame, k: int, reps: str, col: str) -> str:  # the rate with its 95 % Monte Carlo interval
+        row = frame.set_index(["seeds", "replicates"]).loc[(k, reps)]
+        return rate_text({"power": float(row[col]), "n_sim": float(row["n_sim"])})
 
-    def pc(k: int, reps: str, col: str) -> str:  # the rate with its 95 % Monte Carlo interval
-        return rate_text({"power": float(t.loc[(k, reps), col]), "n_sim": float(t.loc[(k, reps), "n_sim"])})
+    t = tab
+    cost = (f"about {hours:.1f} CPU-hours for the graded $P_w$ = 4–6 runs and their twins" if math.isfinite(hours)
+            else "the grid's CPU-hours again") + (f" ({hours_all:.1f} with the $P_w$ = 3 runs)"
+                                                   if math.isfinite(hours_all) else "")
+    text = (f"Each further seed of the grid would cost {cost}, the present grid's own training time. Simulated "
+            "under version 5's decision, with each seed a fresh draw of the noise structures, the power against "
+            f"the law at $C_w$ = 1 would rise from {pc(t, 1, 'sizes', 'power_c1')} (the verdict's rate, here from "
+            f"other draws) to {pc(t, 2, 'sizes', 'power_c1')} with two seeds and {pc(t, 3, 'sizes', 'power_c1')} "
+            "with three, the sizes still the replicates, and no effect would read *reproduced* at most "
+            f"{pc(t, 3, 'sizes', 'false_no_effect')} of the time.")
+    if capped is not None and {1, 3} <= set(capped["seeds"]) and math.isfinite(size_sd):
+        text += (" That gain assumes the sizes differ only by noise, which more seeds average away. Were the "
+                 f"whole observed spread of the size means (sd {size_sd:.2f}) a true difference between sizes, "
+                 f"the same in every seed, the power would go from {pc(capped, 1, 'sizes', 'power_c1')} to "
+                 f"{pc(capped, 3, 'sizes', 'power_c1')} with three seeds.")
+    if math.isfinite(float(t["false_no_effect_shared"].iloc[0])):
+        text += (" Nor do seeds remove a share of the noise common to every run: under chapter 03's ω structure "
+                 f"no effect would read *reproduced* {pc(t, 1, 'sizes', 'false_no_effect_shared')} of the time with "
+                 "one seed and "
+                 f"{pc(t, 3, 'sizes', 'false_no_effect_shared')} with three (that share redrawn for each seed, so "
+                 "optimistic where it comes from the shared evaluation windows).")
+    text += (f" Taking each (size, seed) as a replicate would give {pc(t, 2, 'size × seed', 'power_c1')} and "
+             f"{pc(t, 3, 'size × seed', 'power_c1')}, but a true effect that varies from cell to cell is the same "
+             "in every seed, so those replicates are not independent, and no effect would then read *reproduced* "
+             f"up to {pc(t, 3, 'size × seed', 'false_no_effect')} of the time. The law at $C_w$ = 1.5 stays hard "
+             f"to see: {pc(t, 3, 'sizes', 'power_c1.5')} with three seeds. A grid with more seeds would be a new "
+             "experiment, graded by a rule registered before its data.")
+    return text
 
-    cost = f"about {hours:.1f} CPU-hours" if math.isfinite(hours) else "the grid's CPU-hours again"
-    return (f"Each further seed of the grid costs {cost} (the present grid's own training time). Simulated under "
-            f"version 5's decision, with each seed a fresh draw of the noise structures, the power against the law "
-            f"at $C_w$ = 1 would rise from {pc(1, 'sizes', 'power_c1')} (the verdict's rate, here from other draws) to {pc(2, 'sizes', 'power_c1')} with two seeds "
-            f"and {pc(3, 'sizes', 'power_c1')} with three, the sizes still the replicates; no effect would read "
-            f"*reproduced* at most {pc(3, 'sizes', 'false_no_effect')} of the time. Taking each (size, seed) as a "
-            f"replicate would give {pc(2, 'size × seed', 'power_c1')} and {pc(3, 'size × seed', 'power_c1')}, but a "
-            "true effect that varies from cell to cell is the same in every seed, so those replicates are not "
-            f"independent, and no effect would then read *reproduced* up to {pc(3, 'size × seed', 'false_no_effect')} "
-            "of the time. The law at $C_w$ = 1.5 stays hard to "
-            f"see: {pc(3, 'sizes', 'power_c1.5')} with three seeds. A grid with more seeds would be a new experiment, "
-            "graded by a rule registered before its data.")
+
+def p9_seed_view(tab: pd.DataFrame) -> pd.DataFrame:
+    """``p9_seed_power``'s rows for the page: rates as whole percentages under short headers ("R": graded
+    *reproduced*, "NR": *not reproduced*; "ω": over the structures with a share common to every run)."""
+    cols = {"power_c0.5": "law C_w 0.5: R", "power_c1": "C_w 1: R", "power_c1.5": "C_w 1.5: R",
+            "power_not_reproduced": "no bracket: NR", "false_no_effect": "no effect: R",
+            "false_no_effect_shared": "no effect, ω: R"}
+    out = tab[["seeds", "replicates"]].copy()
+    for c, name in cols.items():
+        out[name] = [f"{100 * v:.0f} %" if math.isfinite(v) else "—" for v in tab[c].astype(float)]
+    return out

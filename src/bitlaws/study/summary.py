@@ -36,12 +36,15 @@ class Headline:
         lo, hi: keys of the interval's ends in ``details`` (a 95 % bootstrap interval unless
             ``interval`` says otherwise), or None.
         se: a key holding a standard error; the interval is then ±2 standard errors.
-        interval: what the interval is, for the chapter box's legend: a key of ``_INTERVALS`` ("95 %", "grid",
-            "2 SE", "runs", "t seeds": a t-interval on a within-seed σ̂, "t sizes": one over model sizes).
+        interval: what the interval is: "95 %" (the legend's default, each claim's own interval), else a key of
+            ``_INTERVALS`` for the chapter box's legend ("grid", "2 SE", "runs", "t seeds": a t-interval on a
+            within-seed σ̂, "t sizes": one over model sizes).
         paper_hi: with ``paper`` a key, the key of the upper end where the paper's value is a range
             (printed "lo–hi").
         paper_range: with ``paper`` a key, the keys of a range printed after the paper's value in brackets,
             "value [lo, hi]" (P9: the law at C_w = 1, then over C_w's range).
+        power_against: what the verdict's ``power`` detail is the power against, where it is one point of a
+            range (P9: the law at C_w = 1); printed in the chapter box's "how sure" line.
         fmt: how to print the numbers: a format spec (``".2f"``), ``"%"`` (a fraction as a
             percentage with a sign), ``"pct"`` (a share as a percentage) or ``"M"`` (bytes in
             millions, tokens in billions if above 1e9).
@@ -58,6 +61,7 @@ class Headline:
     fmt: str = ".2f"
     paper_hi: str | None = None
     paper_range: tuple[str, str] | None = None
+    power_against: str | None = None
 
 
 # The paper's constants typed below come from Kumar et al. (Table 2, §3, Fig. 5 and 7) as quoted in
@@ -88,7 +92,7 @@ HEADLINES: dict[str, Headline] = {
     # paper prints no C_w), its range over C_w's registered range in brackets.
     "P9": Headline("Low-precision training resists PTQ", "r̄ = ln(δ_low/δ_hp), P_w → P_w − 1 (< 0: resists)",
                    "r_mean", paper="paper_c1", paper_range=("paper_lo", "paper_hi"), lo="r_lo", hi="r_hi", interval="t sizes",
-                   fmt=".3f"),
+                   fmt=".3f", power_against="against the law at $C_w$ = 1, at the least favourable noise structure"),
     "P10": Headline("Floats beat integers slightly", "FP − INT loss (nats/byte)", "mean_delta",
                     paper="paper_mean_delta", se="mean_delta_se", interval="2 SE", fmt="+.4f"),
     # Q1–Q3 are graded on SmolLM2-135M (bitlaws.study.quik_smollm, rule 2); intervals: paired
@@ -132,7 +136,7 @@ _INFORMS = {"00-number-formats": ("P10",)}
 _MARKDOWN_SPECIALS = "\\|*~$<`"
 
 # What each ``Headline.interval`` is, in the chapter box's legend.
-_INTERVALS = {"95 %": "a 95 % pipeline-bootstrap interval", "grid": "the grid step where it lies",
+_INTERVALS = {"grid": "the grid step where it lies",
               "2 SE": "± two standard errors", "runs": "the range over the runs' baselines",
               "t seeds": "a 95 % t-interval on the within-seed σ̂", "t sizes": "a 95 % t-interval over the model sizes"}
 
@@ -428,10 +432,11 @@ def chapter_summary_markdown(chapter: str, verdicts: Mapping[str, Any],
             line = f"**{claim_id}** *{verdict.verdict}*: {_HOW_SURE[verdict.verdict]}"
             power = _number(verdict.details, "power")
             own = _number(verdict.details, "power_gate_value")
+            against = getattr(HEADLINES.get(claim_id), "power_against", None) or "against the paper's effect"
             if verdict.verdict == "inconclusive" and power is not None:
-                line += f" (the rule's power on our design: {100 * power:.0f} %)"
+                line += f"; the rule's power {against} on our design: {100 * power:.0f} %"
             elif verdict.verdict in ("partly", "not reproduced") and own is not None:
-                line += f" (this grade's own power on our design: {100 * own:.0f} %)"
+                line += f"; this grade's own power on our design: {100 * own:.0f} %"
             sure.append(line + ".")
         parts.append("**How sure.** " + " ".join(sure))
         parts.append("```{dropdown} Why each grade (the rule's own words)\n"
