@@ -242,7 +242,7 @@ def test_the_operating_summary_spans_the_independent_structures_and_keeps_the_sh
     rates = {0: (0.51, 0.0, 0.0, 0.49), 1: (0.99, 0.0, 0.0, 0.01), 2: (0.78, 0.0, 0.004, 0.216)}
     rec = {f"rate__s{i}__paper_c1__{g}": r for i, rr in rates.items() for g, r in zip(grades, rr)}
     tab = p9_operating_summary(rec, sc)
-    row = tab.loc["paper's law, C_w = 1"]
+    row = tab.loc["law, C_w = 1"]
     assert row[("sizes independent (2 structures)", "reproduced")] == "51–99"
     assert row[("sizes independent (2 structures)", "inconclusive")] == "1–49"
     assert row[("sizes independent (2 structures)", "partly")] == "0"

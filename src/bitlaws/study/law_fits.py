@@ -2003,7 +2003,8 @@ def p9_operating_table(power: Mapping[str, float], scenarios=None) -> pd.DataFra
 
 
 def p9_operating_summary(power: Mapping[str, float], scenarios=None) -> pd.DataFrame:
-    """``p9_operating_table`` condensed to one row per simulated truth: each grade's rate as the range
+    """``p9_operating_table`` condensed to one row per simulated truth (short labels: "law, C_w = 1" is the paper's
+    law at that C_w, "no bracket" the law without its robustness bracket): each grade's rate as the range
     "lo–hi" (in %, rounded) over the noise structures with the sizes independent (ω = 0), beside its rate
     under the structures with a share ω > 0 common to every run (a single value where there is one).
 
@@ -2038,7 +2039,8 @@ def p9_operating_summary(power: Mapping[str, float], scenarios=None) -> pd.DataF
         if mask.any():
             parts[name] = full[mask].groupby(level="simulated truth", sort=False).agg(span)
     out = pd.concat(parts, axis=1, names=["noise (rates in %)", "grade"])
-    out.index = [str(x).replace("paper's law, the range's weak end", "paper's law, weak end") for x in out.index]
+    out.index = [str(x).replace("paper's law, the range's weak end", "paper's law, weak end")
+                 .replace("paper's law, ", "law, ").replace(" (N_eff only)", "") for x in out.index]
     out.index.name = "simulated truth"
     return out
 
