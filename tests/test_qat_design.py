@@ -561,3 +561,12 @@ def test_p9_seed_sentence_reads_every_rate_from_the_table():
     assert "(sd" not in qd.p9_seed_sentence(tab, 3.6)                                 # no capped rows: no clause
     assert qd.p9_seed_sentence(tab[tab["seeds"] < 3], 3.6) == "" and qd.p9_seed_sentence(None, 3.6) == ""
     assert "the grid's CPU-hours again" in qd.p9_seed_sentence(tab, math.nan)
+
+
+def test_p4_pool_power_refuses_what_it_cannot_simulate():
+    with pytest.raises(ValueError, match=r"no 'as run' P4 candidate at seeds \[4\]; there are \[1, 2, 3, 5\]"):
+        qd.p4_pool_power(seeds=(1, 4), progress=False)
+    with pytest.raises(ValueError, match="distinct generator seeds"):
+        qd.p4_pool_power(rngs=(0, 0), progress=False)
+    with pytest.raises(ValueError, match="pool >= 2"):
+        qd.p4_pool_power(pool=1, progress=False)

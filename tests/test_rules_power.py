@@ -500,3 +500,73 @@ def test_shift_bootstrap_couples_the_datasets_of_one_simulation():
     wild["a"][1] = (0.3, -1.0)
     p_order, _ = power._shift_bootstrap(wild, bits)
     assert (p_order[2:] < 0.95).all()
+
+
+def test_a_separate_pool_decouples_the_graded_datasets():
+    # P4's simulation version 7 (p4_power(pool=m)): each graded dataset's draws are its own constants plus
+    # the deviations of m datasets simulated apart. No graded dataset enters another's bootstrap, so the
+    # wild fit that moved every p_order of the coupled version (test above) moves only its own dataset's;
+    # a wild fit in the pool moves every graded dataset by exactly one draw in m.
+    n, m = 20, 25
+    rng = np.random.default_rng(0)
+    jitter = lambda c, k: np.array(c) + 1e-3 * rng.standard_normal((k, 2))  # noqa: E731
+    centre = {"a": (2.0, 1.0), "w": (1.0, 0.0), "kv": (0.5, 0.0)}
+    theta = {x: jitter(c, n) for x, c in centre.items()}
+    pool = {x: jitter(c, m) for x, c in centre.items()}
+    bits = np.array([4.0, 8.0])
+    assert (power._shift_bootstrap(theta, bits, pool)[0] == 1.0).all()
+    wild = {**theta, "a": theta["a"].copy()}
+    wild["a"][0] = (0.3, -1.0)  # f_a above f_kv at 4 and 8 bits
+    p_order, _ = power._shift_bootstrap(wild, bits, pool)
+    assert p_order[0] == 0.0 and (p_order[1:] == 1.0).all()
+    wild_pool = {**pool, "a": pool["a"].copy()}
+    wild_pool["a"][0] = (0.3, -2.0)  # its deviation from the pool's mean reverses the order wherever it is added
+    p_order, _ = power._shift_bootstrap(theta, bits, wild_pool)
+    np.testing.assert_allclose(p_order, 1 - 1 / m, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="pool needs the parts"):
+        power._shift_bootstrap(theta, bits, {"a": pool["a"]})
+    with pytest.raises(ValueError, match="no dataset of the pool"):
+        power._shift_bootstrap(theta, bits, {x: np.full((3, 2), np.nan) for x in centre})
+
+
+def test_p4_power_with_a_separate_pool_both_ways():
+    frames = _p4_frames()
+    quiet = NoiseModel(**{**NOISE.__dict__, "loss_sd": 2e-4})
+    pw = power.p4_power(frames, CHIN_CPU, quiet, n_sim=20, seed=0, pool=20)
+    assert pw["pool"] == 20.0 and pw["n_sim"] == 20.0 and pw["sim_version"].startswith("7:")
+    assert "20 datasets" in pw["sim_version"] and pw["n_failed"] == 0.0 and pw["pool_failed"] == 0.0
+    assert pw["power"] >= 0.8 and pw["false_positive"] <= 0.1
+    loud = NoiseModel(**{**NOISE.__dict__, "loss_sd": 5e-2})
+    assert power.p4_power(frames, CHIN_CPU, loud, n_sim=20, seed=0, pool=20, power_only=True)["power"] < 0.5
+    for bad in (-1, 1, 2.5, True):
+        with pytest.raises(ValueError, match="pool must be 0"):
+            power.p4_power(frames, CHIN_CPU, quiet, n_sim=4, pool=bad)
+
+
+def test_a_pool_leaves_the_graded_datasets_as_they_were(monkeypatch):
+    # version 7 only adds datasets for the bootstrap: the graded datasets' fitted constants are those of
+    # version 6 with the same generator seed, seed blocks included (common random numbers), and the pool's
+    # are other datasets; so a v6-v7 difference on one seed is the bootstrap's alone
+    frames = _p4_frames()
+    noise = NoiseModel(**{**NOISE.__dict__, "loss_sd": 2e-3})
+    seen: list[tuple[dict, dict | None]] = []
+    real = power._shift_bootstrap
+
+    def spy(theta, bits, pool=None):
+        seen.append(({x: t.copy() for x, t in theta.items()}, pool and {x: t.copy() for x, t in pool.items()}))
+        return real(theta, bits, pool)
+
+    monkeypatch.setattr(power, "_shift_bootstrap", spy)
+    power.p4_power(frames, CHIN_CPU, noise, n_sim=4, seed=3, seed_sd=1e-3, power_only=True)
+    v6 = list(seen)
+    seen.clear()
+    power.p4_power(frames, CHIN_CPU, noise, n_sim=4, seed=3, seed_sd=1e-3, power_only=True, pool=3)
+    assert len(seen) == len(v6) > 0
+    for (t6, p6), (t7, p7) in zip(v6, seen):
+        assert p6 is None and p7 is not None
+        for x in t6:
+            assert t7[x].shape == (4, 2) and p7[x].shape == (3, 2)
+            np.testing.assert_array_equal(t7[x], t6[x])  # the same process and machine: bit for bit
+        # the pool's datasets are others: for a part whose fits vary (a flat one's may all stop at one
+        # point), no pool fit repeats a graded one
+        assert any(not (p7[x][:, None, :] == t7[x][None, :, :]).all(axis=2).any() for x in t7)

@@ -2048,6 +2048,9 @@ P4_VARIANT_SETTINGS: dict[str, tuple[float, bool]] = {"floor_0.02": (0.02, False
                                                       "floor_0.2": (0.2, False), "no_pa3": (NEFF_F_FLOOR, True)}
 # The version of P4's simulation; a stored ``p4_power`` of another version is recomputed (law_fits).
 P4_SIM_VERSION = "6: floors 0.02, 0.05, 0.2 and P_a <= 3 dropped; common random numbers across variants"
+# ``p4_power(pool=m)``: version 6 with each graded dataset's bootstrap drawn from m datasets simulated
+# apart from the graded ones (``_shift_bootstrap``); not yet what the verdict's stored power reads.
+P4_POOL_SIM_VERSION = "7: version 6 with the bootstrap's deviations from a separate pool of {pool} datasets"
 
 
 def p4_kept(frame: pd.DataFrame, drop_low_a: bool) -> np.ndarray:
@@ -2068,28 +2071,47 @@ def p4_design(frames: Mapping[str, pd.DataFrame], drop_low_a: bool = False) -> d
     return {x: frames[f"neff_{x}"][p4_kept(frames[f"neff_{x}"], drop_low_a)] for x in _PARTS}
 
 
-def _shift_bootstrap(theta: Mapping[str, np.ndarray], bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """P4's bootstrap probabilities for each simulated dataset, with the simulation's own sampling
-    deviations standing in for its bootstrap: the draws of dataset s are θ_s + (θ_j − mean θ) over
-    every dataset j (s's own deviation included; the same j for every part, so a Chinchilla refit
-    shared by the parts of dataset j moves them together, as in the pipeline bootstrap).
+def _shift_bootstrap(theta: Mapping[str, np.ndarray], bits: np.ndarray,
+                     pool: Mapping[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """P4's bootstrap probabilities for each simulated dataset, with simulated sampling deviations
+    standing in for its bootstrap: the draws of dataset s are θ_s + (θ_j − mean θ) over every dataset j
+    of the deviation pool (the same j for every part, so a Chinchilla refit shared by the parts of
+    dataset j moves them together, as in the pipeline bootstrap).
+
+    Without ``pool`` the pool is ``theta`` itself (P4's simulation version 6): s's own deviation is
+    among its draws and every dataset reads the same draws, so one wild fit moves every grade of the
+    simulation at once and the rate's Monte Carlo error is not binomial. With ``pool`` (datasets
+    simulated apart from the graded ones, from the same hypothesis) no graded dataset enters another's
+    bootstrap: given the pool, the grades are independent.
 
     Args:
-        theta: part -> (n_sim, 2) fitted (γ_x, n_x) of each simulated dataset (NaN rows: failed fits).
+        theta: part -> (n_sim, 2) fitted (γ_x, n_x) of each graded dataset (NaN rows: failed fits).
         bits: (b,) the widths at which the order must hold.
+        pool: part -> (m, 2) fitted constants of the pool's datasets, or None (the pool is ``theta``).
 
     Returns:
         ``p_order`` and ``p_a_most``, each (n_sim,): the share of dataset s's draws with
         f_a < f_w < f_kv, and with f_a the smallest, at every width (NaN for a failed dataset).
+
+    Raises:
+        ValueError: ``pool`` lacks a part of ``theta``, or no pool dataset has every part's fit.
     """
     good = np.all([np.isfinite(theta[x]).all(axis=1) for x in _PARTS], axis=0)
-    dev = {x: theta[x][good] - theta[x][good].mean(axis=0) for x in _PARTS}
+    if pool is None:
+        dev = {x: theta[x][good] - theta[x][good].mean(axis=0) for x in _PARTS}
+    else:
+        if any(x not in pool for x in _PARTS):
+            raise ValueError(f"_shift_bootstrap: pool needs the parts {list(_PARTS)}; got {sorted(pool)}")
+        ok = np.all([np.isfinite(pool[x]).all(axis=1) for x in _PARTS], axis=0)
+        if not ok.any():
+            raise ValueError("_shift_bootstrap: no dataset of the pool has a finite fit of every part")
+        dev = {x: pool[x][ok] - pool[x][ok].mean(axis=0) for x in _PARTS}
     n = len(good)
     p_order, p_a = np.full(n, np.nan), np.full(n, np.nan)
     for s in np.flatnonzero(good):
         f = {}
         for x in _PARTS:
-            draws = theta[x][s] + dev[x]  # (m, 2); the m draws include s's own zero-ish deviation
+            draws = theta[x][s] + dev[x]  # (m, 2)
             with np.errstate(invalid="ignore", over="ignore"):
                 f[x] = forms.precision_factor(bits[None, :], draws[:, [0]], draws[:, [1]])
         ok = np.all([np.isfinite(f[x]).all(axis=1) & (f[x] > 0).all(axis=1) for x in _PARTS], axis=0)
@@ -2192,7 +2214,8 @@ def _p4_size_fields(out: dict) -> None:
 
 def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise: NoiseModel,
              n_sim: int = N_SIM, seed: int = 0, bits: tuple[int, ...] = P4_BITS,
-             refit_chinchilla: bool = True, seed_sd: float = 0.0, power_only: bool = False) -> dict[str, float | str]:
+             refit_chinchilla: bool = True, seed_sd: float = 0.0, power_only: bool = False,
+             pool: int = 0) -> dict[str, float | str]:
     """Power and size of P4's rule (version 6, ``bitlaws.study.claims.rule_p4_variants``) on our
     design, by simulation, with each variant's own power and size beside it.
 
@@ -2205,7 +2228,10 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
     high-precision runs (``_p4_chinchillas``; held at ``chinchilla`` without a ``chinchilla`` frame
     or with ``refit_chinchilla`` off), L-BFGS-B started from the generating constants and the
     stage's best grid point. The rule reads probabilities from a bootstrap of every stage; here
-    dataset s's draws are θ_s plus the other datasets' deviations from the mean (``_shift_bootstrap``).
+    dataset s's draws are θ_s plus the deviations from their mean of a pool of datasets simulated
+    under the same hypothesis (``_shift_bootstrap``): the graded datasets themselves (version 6,
+    ``pool`` 0), or ``pool`` datasets simulated apart from them, which makes the graded datasets'
+    grades independent given the pool (version 7).
 
     Variants (``P4_VARIANT_SETTINGS``): the floor at 0.02, 0.05 and 0.2, and the runs at P_a ≤ 3
     dropped from the design (``no_pa3``). Each run's noise comes from one generator per (part,
@@ -2231,6 +2257,9 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
             rest of ``noise.loss_sd`` per run. 0 (default): independent runs.
         power_only: simulate the paper's hypothesis alone (the same datasets as with the nulls):
             every size and ``fp_*`` is NaN, the nulls' fits skipped (about half the cost).
+        pool: datasets per hypothesis simulated as the bootstrap's deviation pool, apart from the
+            ``n_sim`` graded ones (they cost as much as graded ones); 0 (default): the graded datasets
+            are their own pool. The first ``n_sim`` datasets are the same either way.
 
     Returns:
         Rule v6's ``power``, ``power_partly``, ``power_floor`` (the floor variant where ``power`` is
@@ -2243,12 +2272,15 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
         ``sim_version`` (``P4_SIM_VERSION``), ``rows_w``, ``rows_a``, ``rows_kv`` (the design: every
         row of the frames), ``rows_a_no_pa3``, ``rows_extended`` (rows where the paper's own curves
         fall below ``NEFF_F_FLOOR``) and ``rows_extended_<v>`` (below that variant's floor),
-        ``chinchilla_refit`` (1.0 or 0.0), ``seed_sd``, ``n_failed`` (datasets whose Chinchilla refit
-        failed). Rates NaN without three non-empty frames or a finite σ.
+        ``chinchilla_refit`` (1.0 or 0.0), ``seed_sd``, ``n_failed`` (graded datasets whose Chinchilla
+        refit failed), ``pool`` and ``pool_failed`` (the same for the pool). ``sim_version`` is
+        ``P4_SIM_VERSION`` with ``pool`` 0, else ``P4_POOL_SIM_VERSION``. Rates NaN without three
+        non-empty frames or a finite σ.
 
     Raises:
         ValueError: a row of a part's frame with another part quantized (the design is the marginal
-            sweeps); ``seed_sd`` negative, not finite, or above ``noise.loss_sd``.
+            sweeps); ``seed_sd`` negative, not finite, or above ``noise.loss_sd``; ``pool`` not an
+            integer ≥ 0, or 1 (a pool of one dataset has no spread).
     """
     from ..laws import fit as lfit
     from .claims import P4_VARIANTS, rule_p4
@@ -2257,8 +2289,13 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
         raise ValueError(f"p4_power: seed_sd must be in [0, noise.loss_sd = {noise.loss_sd:.4g}] nats (the seed "
                          f"block is part of one run's σ); got {seed_sd!r}")
 
+    if isinstance(pool, bool) or not isinstance(pool, (int, np.integer)) or pool < 0 or pool == 1:
+        raise ValueError(f"p4_power: pool must be 0 (the graded datasets are their own pool) or an integer >= 2 "
+                         f"(datasets simulated apart as the bootstrap's deviations); got {pool!r}")
+    pool = int(pool)
     design = p4_design(frames) if all(f"neff_{x}" in frames for x in _PARTS) else {}
-    out: dict[str, float | str] = {"n_sim": float(n_sim), "sim_version": P4_SIM_VERSION}
+    out: dict[str, float | str] = {"n_sim": float(n_sim), "pool": float(pool),
+                                   "sim_version": P4_POOL_SIM_VERSION.format(pool=pool) if pool else P4_SIM_VERSION}
     out.update({f"rows_{x}": float(len(design.get(x, ()))) for x in _PARTS})
     for x, fr in design.items():
         others = [y for y in _PARTS if y != x and f"bits_{y}" in fr and (_num(fr[f"bits_{y}"]) < _HIGH).any()]
@@ -2284,21 +2321,27 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
     curves = {c: (p[f"gamma_{c}"], p[f"n_{c}"]) for c in _PARTS}
     b = np.asarray(bits, float)
     rng = np.random.default_rng(seed)
+    n_all = n_sim + pool  # graded datasets first, then the pool's
     blocks = _seed_blocks(frames, n_sim, seed_sd, seed)
-    chins = _p4_chinchillas(frames, chinchilla, noise, n_sim, rng, refit_chinchilla, blocks)
+    if blocks is not None and pool:  # the pool's blocks from a generator of their own: the graded draws stay
+        g = np.random.default_rng([seed, 3])
+        blocks = {k: v if k == "sd" else np.concatenate([v, seed_sd * g.standard_normal(pool)])
+                  for k, v in blocks.items()}
+    chins = _p4_chinchillas(frames, chinchilla, noise, n_all, rng, refit_chinchilla, blocks)
     out["seed_sd"] = float(seed_sd)
     out["chinchilla_refit"] = float(refit_chinchilla and len(frames.get("chinchilla", ())) > 0)
-    out["n_failed"] = float(sum(c is None for c in chins))
+    out["n_failed"] = float(sum(c is None for c in chins[:n_sim]))
+    out["pool_failed"] = float(sum(c is None for c in chins[n_sim:]))
     sd = _within_sd(noise, blocks)
     eps_cache: dict[tuple[str, str], np.ndarray] = {}
     cache: dict[tuple, np.ndarray] = {}
 
     def eps(x: str, c: str) -> np.ndarray:
-        """(n_sim, rows of x) per-run noise of part x's runs under curve c: one generator per (part, curve),
-        so every variant reads the same draws for the same run (common random numbers)."""
+        """(n_sim + pool, rows of x) per-run noise of part x's runs under curve c: one generator per
+        (part, curve), so every variant reads the same draws for the same run (common random numbers)."""
         if (x, c) not in eps_cache:
             g = np.random.default_rng([seed, 2, _PARTS.index(x), _PARTS.index(c)])
-            eps_cache[(x, c)] = g.standard_normal((n_sim, len(design[x])))
+            eps_cache[(x, c)] = g.standard_normal((n_all, len(design[x])))
         return eps_cache[(x, c)]
 
     def theta_of(x: str, c: str, floor: float, drop: bool) -> np.ndarray:
@@ -2310,9 +2353,9 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
         if key in cache:
             return cache[key]
         true = forms.chinchilla_loss(fr["n_params"].to_numpy(float) * f, fr["n_tokens"].to_numpy(float), chinchilla)
-        theta = np.full((n_sim, 2), np.nan)
+        theta = np.full((n_all, 2), np.nan)
         e, block = eps(x, c)[:, k], _block_of(fr, blocks)
-        for s in range(n_sim):
+        for s in range(n_all):
             if chins[s] is None:
                 continue
             sim = fr.assign(loss_val=true + sd * e[s] + block(s))
@@ -2332,7 +2375,9 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
             if power_only and name != "paper":
                 grades[v][name] = np.full(n_sim, "inconclusive")
                 continue
-            p_order, p_a = _shift_bootstrap({x: theta_of(x, assign[x], floor, drop) for x in _PARTS}, b)
+            th = {x: theta_of(x, assign[x], floor, drop) for x in _PARTS}
+            p_order, p_a = _shift_bootstrap({x: t[:n_sim] for x, t in th.items()}, b,
+                                            {x: t[n_sim:] for x, t in th.items()} if pool else None)
             grades[v][name] = np.array([rule_p4(o, a) if np.isfinite(o) else "inconclusive"
                                         for o, a in zip(p_order, p_a)])
         r = _p4_rates(grades[v], bits)

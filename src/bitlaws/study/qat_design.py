@@ -811,6 +811,93 @@ def replicate_sentence(rep: pd.DataFrame | None, tab: pd.DataFrame | None = None
     return text
 
 
+# P4's simulation version 7 (``power.p4_power(pool=...)``) draws each graded dataset's bootstrap from a pool
+# simulated apart, so the graded datasets' grades are independent given the pool. ``p4_pool_power`` sets it
+# beside version 6 on the same graded datasets (common random numbers: only the bootstrap's pool differs).
+P4_POOL_SIZE = 200
+P4_POOL_COLUMNS = ("power_v6", "power_v7", "power_no_pa3_v6", "power_no_pa3_v7")
+
+
+def p4_pool_power(profile: str = "cpu", seeds: Sequence[int] = (1, 3, 5), n_sim: int = 100,
+                  pool: int = P4_POOL_SIZE, rngs: Sequence[int] = (0, 1, 2), root: str | None = None,
+                  progress: bool = True) -> pd.DataFrame:
+    """P4's power (rule v6, the paper's hypothesis; ``p4_power(power_only=True)`` at the design table's
+    σ_seed) on the as-run marginal designs at each seed count, under simulation version 6 (the graded
+    datasets are their own bootstrap pool) and version 7 (a pool of ``pool`` datasets simulated apart),
+    the same ``n_sim`` graded datasets in both, once per generator seed in ``rngs``.
+
+    Returns:
+        One row per (rng, seed count): ``rng``, ``design``, ``seeds``, ``n_sim``, ``pool``, ``seed_sd``
+        [nats], the columns of :data:`P4_POOL_COLUMNS` (rule v6's power, and rule v5's on the variant
+        without P_a ≤ 3, under each simulation), ``n_failed``, ``pool_failed``, ``inputs_sha256``.
+
+    Raises:
+        ValueError: ``seeds`` names a count with no "as run" candidate (the message lists those there
+            are), no ``rngs`` or repeated ones, ``n_sim`` < 1, ``pool`` < 2; FileNotFoundError: no rows
+            or fits for ``profile``.
+    """
+    from tqdm.auto import tqdm
+
+    from .law_fits import TRAINING_EXPERIMENTS, load_fits, params_of, stage_frames
+    from .noise import noise_model
+    from .store import load_runs
+
+    have = {c.seeds: c for c in CANDIDATES if c.claim == "P4" and "as run" in c.name}
+    if any(s not in have for s in seeds):
+        raise ValueError(f"p4_pool_power: no 'as run' P4 candidate at seeds {sorted(set(seeds) - set(have))}; "
+                         f"there are {sorted(have)}")
+    if not rngs or len(set(rngs)) != len(rngs):
+        raise ValueError(f"p4_pool_power: needs distinct generator seeds, got {list(rngs)!r}")
+    if n_sim < 1 or pool < 2:
+        raise ValueError(f"p4_pool_power: n_sim must be >= 1 and pool >= 2; got n_sim={n_sim!r}, pool={pool!r}")
+    df = load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
+    chin = params_of(load_fits(profile, root).get("chinchilla"))
+    if chin is None:
+        raise ValueError(f"p4_pool_power needs the chinchilla fit of {profile!r}; run `python -m bitlaws fit`")
+    noise = noise_model(df, "rtn")
+    block = seed_block_sd(df)
+    seed_sd = min(block["sd"], noise.loss_sd) if math.isfinite(block["sd"]) else 0.0
+    committed, read = stage_frames(df)["chinchilla"], frame_sha256(df)
+    rows = []
+    for r, k in tqdm(list(itertools.product(rngs, seeds)), desc="P4 pool", disable=not progress):
+        frames = candidate_frames(have[k], committed)
+        run = {m: p4_power(frames, chin, noise, n_sim=n_sim, seed=int(r), seed_sd=seed_sd, power_only=True, pool=m)
+               for m in (0, int(pool))}
+        rows.append({"rng": int(r), "design": have[k].name, "seeds": int(k), "n_sim": int(n_sim), "pool": int(pool),
+                     "seed_sd": seed_sd, "power_v6": run[0]["power"], "power_v7": run[pool]["power"],
+                     "power_no_pa3_v6": run[0]["power_no_pa3"], "power_no_pa3_v7": run[pool]["power_no_pa3"],
+                     "n_failed": int(run[pool]["n_failed"]), "pool_failed": int(run[pool]["pool_failed"]),
+                     "inputs_sha256": read})
+    return pd.DataFrame(rows)
+
+
+def write_p4_pool_power(profile: str = "cpu", root: str | None = None, **kwargs) -> Path:
+    """:func:`p4_pool_power` written to ``<root>/checks/<profile>/p4_pool_power.csv`` (atomically), with
+    ``experiment`` (``p4_pool_power``), ``profile``, ``git_sha``, ``timestamp``."""
+    import datetime as dt
+
+    from .._io import git_sha, write_atomic
+    from .store import data_dir
+
+    tab = p4_pool_power(profile, root=root, **kwargs)
+    tab.insert(0, "profile", profile)
+    tab.insert(0, "experiment", "p4_pool_power")
+    tab["git_sha"] = git_sha()
+    tab["timestamp"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    path = (Path(root) if root is not None else data_dir()) / "checks" / profile / "p4_pool_power.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, tab.to_csv(index=False))
+    return path
+
+
+def load_p4_pool_power(profile: str = "cpu", root: str | None = None) -> pd.DataFrame | None:
+    """The committed ``checks/<profile>/p4_pool_power.csv``, or None if absent."""
+    from .store import data_dir
+
+    path = (Path(root) if root is not None else data_dir()) / "checks" / profile / "p4_pool_power.csv"
+    return pd.read_csv(path) if path.exists() else None
+
+
 def p9_design_sentence(tab: pd.DataFrame | None, power: Mapping[str, float] | None) -> str:
     """The design table's power for P9's declared grid (one seed) beside the power of the rule that grades it.
 
