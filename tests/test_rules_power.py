@@ -503,7 +503,7 @@ def test_shift_bootstrap_couples_the_datasets_of_one_simulation():
 
 
 def test_a_separate_pool_decouples_the_graded_datasets():
-    # P4's simulation version 7 (p4_power(pool=m)): each graded dataset's draws are its own constants plus
+    # P4's simulation with a separate pool (p4_power(pool=m)): each graded dataset's draws are its own constants plus
     # the deviations of m datasets simulated apart. No graded dataset enters another's bootstrap, so the
     # wild fit that moved every p_order of the coupled version (test above) moves only its own dataset's;
     # a wild fit in the pool moves every graded dataset by exactly one draw in m.
@@ -533,7 +533,7 @@ def test_p4_power_with_a_separate_pool_both_ways():
     frames = _p4_frames()
     quiet = NoiseModel(**{**NOISE.__dict__, "loss_sd": 2e-4})
     pw = power.p4_power(frames, CHIN_CPU, quiet, n_sim=20, seed=0, pool=20)
-    assert pw["pool"] == 20.0 and pw["n_sim"] == 20.0 and pw["sim_version"].startswith("7:")
+    assert pw["pool"] == 20.0 and pw["n_sim"] == 20.0 and pw["sim_version"] == power.P4_POOL_SIM_VERSION.format(pool=20)
     assert "20 datasets" in pw["sim_version"] and pw["n_failed"] == 0.0 and pw["pool_failed"] == 0.0
     assert pw["power"] >= 0.8 and pw["false_positive"] <= 0.1
     loud = NoiseModel(**{**NOISE.__dict__, "loss_sd": 5e-2})
@@ -544,9 +544,9 @@ def test_p4_power_with_a_separate_pool_both_ways():
 
 
 def test_a_pool_leaves_the_graded_datasets_as_they_were(monkeypatch):
-    # version 7 only adds datasets for the bootstrap: the graded datasets' fitted constants are those of
-    # version 6 with the same generator seed, seed blocks included (common random numbers), and the pool's
-    # are other datasets; so a v6-v7 difference on one seed is the bootstrap's alone
+    # a separate pool only adds datasets for the bootstrap: the graded datasets' fitted constants are those
+    # of the shared-pool simulation with the same generator seed, seed blocks included (common random numbers), and the pool's
+    # are other datasets; so a shared-vs-separate difference on one seed is the bootstrap's alone
     frames = _p4_frames()
     noise = NoiseModel(**{**NOISE.__dict__, "loss_sd": 2e-3})
     seen: list[tuple[dict, dict | None]] = []
@@ -558,11 +558,11 @@ def test_a_pool_leaves_the_graded_datasets_as_they_were(monkeypatch):
 
     monkeypatch.setattr(power, "_shift_bootstrap", spy)
     power.p4_power(frames, CHIN_CPU, noise, n_sim=4, seed=3, seed_sd=1e-3, power_only=True)
-    v6 = list(seen)
+    shared = list(seen)
     seen.clear()
     power.p4_power(frames, CHIN_CPU, noise, n_sim=4, seed=3, seed_sd=1e-3, power_only=True, pool=3)
-    assert len(seen) == len(v6) > 0
-    for (t6, p6), (t7, p7) in zip(v6, seen):
+    assert len(seen) == len(shared) > 0
+    for (t6, p6), (t7, p7) in zip(shared, seen):
         assert p6 is None and p7 is not None
         for x in t6:
             assert t7[x].shape == (4, 2) and p7[x].shape == (3, 2)

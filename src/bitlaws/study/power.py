@@ -2050,7 +2050,7 @@ P4_VARIANT_SETTINGS: dict[str, tuple[float, bool]] = {"floor_0.02": (0.02, False
 P4_SIM_VERSION = "6: floors 0.02, 0.05, 0.2 and P_a <= 3 dropped; common random numbers across variants"
 # ``p4_power(pool=m)``: version 6 with each graded dataset's bootstrap drawn from m datasets simulated
 # apart from the graded ones (``_shift_bootstrap``); not yet what the verdict's stored power reads.
-P4_POOL_SIM_VERSION = "7: version 6 with the bootstrap's deviations from a separate pool of {pool} datasets"
+P4_POOL_SIM_VERSION = "6 with a separate pool: the bootstrap's deviations from {pool} datasets simulated apart"
 
 
 def p4_kept(frame: pd.DataFrame, drop_low_a: bool) -> np.ndarray:
@@ -2078,7 +2078,7 @@ def _shift_bootstrap(theta: Mapping[str, np.ndarray], bits: np.ndarray,
     of the deviation pool (the same j for every part, so a Chinchilla refit shared by the parts of
     dataset j moves them together, as in the pipeline bootstrap).
 
-    Without ``pool`` the pool is ``theta`` itself (P4's simulation version 6): s's own deviation is
+    Without ``pool`` the pool is ``theta`` itself (the shared pool of P4's simulation version 6): s's own deviation is
     among its draws and every dataset reads the same draws, so one wild fit moves every grade of the
     simulation at once and the rate's Monte Carlo error is not binomial. With ``pool`` (datasets
     simulated apart from the graded ones, from the same hypothesis) no graded dataset enters another's
@@ -2229,9 +2229,9 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
     or with ``refit_chinchilla`` off), L-BFGS-B started from the generating constants and the
     stage's best grid point. The rule reads probabilities from a bootstrap of every stage; here
     dataset s's draws are θ_s plus the deviations from their mean of a pool of datasets simulated
-    under the same hypothesis (``_shift_bootstrap``): the graded datasets themselves (version 6,
-    ``pool`` 0), or ``pool`` datasets simulated apart from them, which makes the graded datasets'
-    grades independent given the pool (version 7).
+    under the same hypothesis (``_shift_bootstrap``): the graded datasets themselves (``pool`` 0, the
+    shared pool of simulation version 6), or ``pool`` datasets simulated apart from them, which makes
+    the graded datasets' grades independent given the pool (the separate pool).
 
     Variants (``P4_VARIANT_SETTINGS``): the floor at 0.02, 0.05 and 0.2, and the runs at P_a ≤ 3
     dropped from the design (``no_pa3``). Each run's noise comes from one generator per (part,

@@ -811,20 +811,22 @@ def replicate_sentence(rep: pd.DataFrame | None, tab: pd.DataFrame | None = None
     return text
 
 
-# P4's simulation version 7 (``power.p4_power(pool=...)``) draws each graded dataset's bootstrap from a pool
-# simulated apart, so the graded datasets' grades are independent given the pool. ``p4_pool_power`` sets it
-# beside version 6 on the same graded datasets (common random numbers: only the bootstrap's pool differs).
+# P4's simulation with a separate pool (``power.p4_power(pool=...)``) draws each graded dataset's bootstrap
+# from datasets simulated apart, so the graded datasets' grades are independent given the pool.
+# ``p4_pool_power`` sets it beside the shared pool of simulation version 6, which the verdict reads, on the
+# same graded datasets (common random numbers: only the bootstrap's pool differs).
 P4_POOL_SIZE = 200
-P4_POOL_COLUMNS = ("power_v6", "power_v7", "power_no_pa3_v6", "power_no_pa3_v7")
+P4_POOL_COLUMNS = ("power_shared", "power_pool", "power_no_pa3_shared", "power_no_pa3_pool")
 
 
 def p4_pool_power(profile: str = "cpu", seeds: Sequence[int] = (1, 3, 5), n_sim: int = 100,
                   pool: int = P4_POOL_SIZE, rngs: Sequence[int] = (0, 1, 2), root: str | None = None,
                   progress: bool = True) -> pd.DataFrame:
     """P4's power (rule v6, the paper's hypothesis; ``p4_power(power_only=True)`` at the design table's
-    σ_seed) on the as-run marginal designs at each seed count, under simulation version 6 (the graded
-    datasets are their own bootstrap pool) and version 7 (a pool of ``pool`` datasets simulated apart),
-    the same ``n_sim`` graded datasets in both, once per generator seed in ``rngs``.
+    σ_seed) on the as-run marginal designs at each seed count with the shared pool of simulation
+    version 6 (the graded datasets are their own bootstrap pool; what the verdict reads) and with a
+    separate pool of ``pool`` datasets simulated apart, the same ``n_sim`` graded datasets in both, once
+    per generator seed in ``rngs``.
 
     Returns:
         One row per (rng, seed count): ``rng``, ``design``, ``seeds``, ``n_sim``, ``pool``, ``seed_sd``
@@ -864,8 +866,8 @@ def p4_pool_power(profile: str = "cpu", seeds: Sequence[int] = (1, 3, 5), n_sim:
         run = {m: p4_power(frames, chin, noise, n_sim=n_sim, seed=int(r), seed_sd=seed_sd, power_only=True, pool=m)
                for m in (0, int(pool))}
         rows.append({"rng": int(r), "design": have[k].name, "seeds": int(k), "n_sim": int(n_sim), "pool": int(pool),
-                     "seed_sd": seed_sd, "power_v6": run[0]["power"], "power_v7": run[pool]["power"],
-                     "power_no_pa3_v6": run[0]["power_no_pa3"], "power_no_pa3_v7": run[pool]["power_no_pa3"],
+                     "seed_sd": seed_sd, "power_shared": run[0]["power"], "power_pool": run[pool]["power"],
+                     "power_no_pa3_shared": run[0]["power_no_pa3"], "power_no_pa3_pool": run[pool]["power_no_pa3"],
                      "n_failed": int(run[pool]["n_failed"]), "pool_failed": int(run[pool]["pool_failed"]),
                      "inputs_sha256": read})
     return pd.DataFrame(rows)
