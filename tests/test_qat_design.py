@@ -570,3 +570,24 @@ def test_p4_pool_power_refuses_what_it_cannot_simulate():
         qd.p4_pool_power(rngs=(0, 0), progress=False)
     with pytest.raises(ValueError, match="pool >= 2"):
         qd.p4_pool_power(pool=1, progress=False)
+
+
+def test_p4_pool_summary_pairs_the_generators():
+    # two generators at 1 seed: differences 0.10 and 0.20, so the mean is 0.15 and the 95 % t interval on
+    # 1 degree of freedom is 0.15 ± 12.706·(0.0707/√2); at 3 seeds one generator only: refused
+    tab = pd.DataFrame({"seeds": [1, 1], "n_sim": [100, 100], "pool": [200, 200],
+                        "power_shared": [0.10, 0.20], "power_pool": [0.20, 0.40]})
+    sm = qd.p4_pool_summary(tab)
+    r = sm.iloc[0]
+    assert (r.seeds, r.replicates, r.n_sim, r.pool) == (1, 2, 100.0, 200.0)
+    assert math.isclose(r.mean_shared, 0.15) and math.isclose(r.mean_pool, 0.30) and math.isclose(r["diff"], 0.15)
+    half = 12.706204736174698 * (0.1 / math.sqrt(2)) / math.sqrt(2)
+    assert math.isclose(r.diff_lo, 0.15 - half, rel_tol=1e-9) and math.isclose(r.diff_hi, 0.15 + half, rel_tol=1e-9)
+    assert math.isclose(r.binomial_pool, math.sqrt(0.3 * 0.7 / 100)) and math.isclose(r.sd_pool, math.sqrt(0.02))
+    text = qd.pool_sentence(tab)
+    assert "1 seed: 0.30 against 0.15 (difference +0.15" in text and "a pool of 200" in text
+    with pytest.raises(ValueError, match="at least 2 are needed"):
+        qd.p4_pool_summary(pd.concat([tab, tab.iloc[:1].assign(seeds=3)]))
+    with pytest.raises(ValueError, match="lacks"):
+        qd.p4_pool_summary(tab.drop(columns="power_pool"))
+    assert qd.pool_sentence(None) == ""

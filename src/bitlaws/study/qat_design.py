@@ -900,6 +900,63 @@ def load_p4_pool_power(profile: str = "cpu", root: str | None = None) -> pd.Data
     return pd.read_csv(path) if path.exists() else None
 
 
+def p4_pool_summary(tab: pd.DataFrame) -> pd.DataFrame:
+    """Per seed count of :func:`p4_pool_power`'s table, the shared and the separate pool side by side.
+
+    Returns:
+        One row per ``seeds`` (ascending): ``seeds``, ``replicates`` (R generators), ``n_sim``, ``pool``,
+        ``mean_shared``, ``mean_pool`` (mean power over the generators), ``sd_shared``, ``sd_pool``
+        (between generators, ddof 1), ``binomial_pool`` (√(p(1 − p)/n_sim) at ``mean_pool``: the error of
+        one run if its datasets were independent), ``diff`` (mean of power_pool − power_shared, paired by
+        generator: the same graded datasets), ``diff_lo``, ``diff_hi`` (its 95 % t interval on R − 1
+        degrees of freedom).
+
+    Raises:
+        ValueError: a column of :data:`P4_POOL_COLUMNS` missing, or a seed count with fewer than 2 generators.
+    """
+    from scipy import stats
+
+    miss = [c for c in ("seeds", "n_sim", "pool", "power_shared", "power_pool") if c not in tab]
+    if miss:
+        raise ValueError(f"p4_pool_summary: the table lacks {miss}; it is p4_pool_power's")
+    rows = []
+    for k, g in tab.groupby("seeds", sort=True):
+        if len(g) < 2:
+            raise ValueError(f"p4_pool_summary: {len(g)} generator at {k} seeds; at least 2 are needed")
+        a, b = g["power_shared"].to_numpy(float), g["power_pool"].to_numpy(float)
+        d, r, n = b - a, len(g), float(g["n_sim"].iloc[0])
+        half = stats.t.ppf(0.975, r - 1) * d.std(ddof=1) / math.sqrt(r)
+        rows.append({"seeds": int(k), "replicates": r, "n_sim": n, "pool": float(g["pool"].iloc[0]),
+                     "mean_shared": float(a.mean()), "mean_pool": float(b.mean()), "sd_shared": float(a.std(ddof=1)),
+                     "sd_pool": float(b.std(ddof=1)), "binomial_pool": math.sqrt(b.mean() * (1 - b.mean()) / n),
+                     "diff": float(d.mean()), "diff_lo": float(d.mean() - half), "diff_hi": float(d.mean() + half)})
+    return pd.DataFrame(rows)
+
+
+def pool_sentence(tab: pd.DataFrame | None) -> str:
+    """Chapter 07's reading of :func:`p4_pool_power`'s table (every number read from it); "" without one."""
+    if tab is None or not len(tab):
+        return ""
+    sm = p4_pool_summary(tab)
+    r0 = sm.iloc[0]
+    each = "; ".join(f"{int(r.seeds)} seed{'s' if r.seeds > 1 else ''}: {r.mean_pool:.2f} against {r.mean_shared:.2f} "
+                     f"(difference {r.diff:+.2f}, 95 % interval [{r.diff_lo:+.2f}, {r.diff_hi:+.2f}])"
+                     for r in sm.itertuples(index=False))
+    text = (f"The repair is to draw each dataset's bootstrap from datasets simulated apart from the graded ones "
+            f"(`power.p4_power(pool=...)`): given that pool no graded dataset enters another's bootstrap. On the "
+            f"same {int(r0.n_sim)} graded datasets per generator, with a pool of {int(r0.pool)}, "
+            f"{int(r0.replicates)} generators (`p4_pool_power.csv`) give P4's mean power with the separate pool "
+            f"against the shared one: {each}. ")
+    ratio = (sm["sd_pool"] / sm["binomial_pool"]).replace([np.inf], np.nan)
+    if ratio.notna().any():
+        text += (f"The separate pool's spread between generators is {ratio.min():.1f}–{ratio.max():.1f}× the "
+                 f"binomial error of {int(r0.n_sim)} independent datasets, on {int(r0.replicates) - 1} degrees of "
+                 f"freedom. ")
+    text += ("The verdict's stored power is still the shared pool's, as the table above; the seed count that "
+             "`qat_seeds` declares was chosen from that table.")
+    return text
+
+
 def p9_design_sentence(tab: pd.DataFrame | None, power: Mapping[str, float] | None) -> str:
     """The design table's power for P9's declared grid (one seed) beside the power of the rule that grades it.
 
