@@ -585,9 +585,12 @@ def test_p4_pool_summary_pairs_the_generators():
     assert math.isclose(r.diff_lo, 0.15 - half, rel_tol=1e-9) and math.isclose(r.diff_hi, 0.15 + half, rel_tol=1e-9)
     assert math.isclose(r.binomial_pool, math.sqrt(0.3 * 0.7 / 100)) and math.isclose(r.sd_pool, math.sqrt(0.02))
     text = qd.pool_sentence(tab)
-    assert "1 seed: 0.30 against 0.15 (difference +0.15" in text and "a pool of 200" in text
+    assert "1 seed: 0.30 with the separate pool, 0.15 with the shared one (paired difference +0.15" in text
+    assert "a pool of 200" in text and "0.30 ± 0.10" in text and "separate pool gives 0.20–0.40" in text
     with pytest.raises(ValueError, match="at least 2 are needed"):
         qd.p4_pool_summary(pd.concat([tab, tab.iloc[:1].assign(seeds=3)]))
     with pytest.raises(ValueError, match="lacks"):
         qd.p4_pool_summary(tab.drop(columns="power_pool"))
+    assert "both below the 0.5 under which" in text  # claims.POWER_MIN: the gate reads neither pool differently
+    assert "on both sides of the 0.5" in qd.pool_sentence(tab.assign(power_pool=[0.4, 0.6]))
     assert qd.pool_sentence(None) == ""

@@ -933,26 +933,56 @@ def p4_pool_summary(tab: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def pool_sentence(tab: pd.DataFrame | None) -> str:
-    """Chapter 07's reading of :func:`p4_pool_power`'s table (every number read from it); "" without one."""
+def pool_sentence(tab: pd.DataFrame | None, target: float = 0.8) -> str:
+    """Chapter 07's reading of :func:`p4_pool_power`'s table, every number read from it; "" without one.
+
+    States each seed count's power with the separate and the shared pool (paired by generator), the
+    separate pool's spread between generators against the binomial error, the mean over independent
+    pools with its standard error, whether any seed count's mean reaches ``target`` (the design's
+    target, as ``seed_choice``), and whether the one-seed design's range under both pools lies on one
+    side of ``claims.POWER_MIN``, the power below which P4's gate turns a failed grade inconclusive.
+    """
+    from .claims import POWER_MIN
+
     if tab is None or not len(tab):
         return ""
     sm = p4_pool_summary(tab)
     r0 = sm.iloc[0]
-    each = "; ".join(f"{int(r.seeds)} seed{'s' if r.seeds > 1 else ''}: {r.mean_pool:.2f} against {r.mean_shared:.2f} "
-                     f"(difference {r.diff:+.2f}, 95 % interval [{r.diff_lo:+.2f}, {r.diff_hi:+.2f}])"
-                     for r in sm.itertuples(index=False))
-    text = (f"The repair is to draw each dataset's bootstrap from datasets simulated apart from the graded ones "
-            f"(`power.p4_power(pool=...)`): given that pool no graded dataset enters another's bootstrap. On the "
-            f"same {int(r0.n_sim)} graded datasets per generator, with a pool of {int(r0.pool)}, "
-            f"{int(r0.replicates)} generators (`p4_pool_power.csv`) give P4's mean power with the separate pool "
-            f"against the shared one: {each}. ")
-    ratio = (sm["sd_pool"] / sm["binomial_pool"]).replace([np.inf], np.nan)
+    plural = lambda k: f"{k} seed{'s' if k > 1 else ''}"  # noqa: E731
+    each = "; ".join(f"{plural(int(r.seeds))}: {r.mean_pool:.2f} with the separate pool, {r.mean_shared:.2f} with "
+                     f"the shared one (paired difference {r.diff:+.2f}, 95 % interval [{r.diff_lo:+.2f}, "
+                     f"{r.diff_hi:+.2f}])" for r in sm.itertuples(index=False))
+    text = (f"Drawing each dataset's bootstrap from datasets simulated apart (`power.p4_power(pool=...)`) makes the "
+            f"graded datasets' grades independent given that pool, but every graded dataset still reads the same "
+            f"pool. On the same {int(r0.n_sim)} graded datasets per generator, with a pool of {int(r0.pool)}, "
+            f"{int(r0.replicates)} generators (`p4_pool_power.csv`) give mean powers {each}. ")
+    ratio = sm["sd_pool"] / sm["binomial_pool"].where(sm["binomial_pool"] > 0)
     if ratio.notna().any():
-        text += (f"The separate pool's spread between generators is {ratio.min():.1f}–{ratio.max():.1f}× the "
-                 f"binomial error of {int(r0.n_sim)} independent datasets, on {int(r0.replicates) - 1} degrees of "
-                 f"freedom. ")
-    text += ("The verdict's stored power is still the shared pool's, as the table above; the seed count that "
+        worst = sm.loc[ratio.idxmax()]
+        se = [f"{plural(int(r.seeds))} {r.mean_pool:.2f} ± {r.sd_pool / math.sqrt(r.replicates):.2f}"
+              for r in sm.itertuples(index=False)]
+        text += (f"The separate pool's spread between generators is {ratio.min():.1f}–{ratio.max():.1f}× the binomial "
+                 f"error of {int(r0.n_sim)} independent datasets (the most at {plural(int(worst.seeds))}; "
+                 f"{int(r0.replicates) - 1} degrees of freedom): one pool's draws still move all the grades it serves, "
+                 f"so the estimate to read is the mean over independent pools, with its standard error "
+                 f"({'; '.join(se)}). ")
+    top = sm["mean_pool"] + 2 * sm["sd_pool"] / np.sqrt(sm["replicates"])
+    if (top < target).all():
+        text += f"No seed count of the as-run design reaches the target power {target:g} within two standard errors. "
+    elif (sm["mean_pool"] >= target).any():
+        ok = sm[sm["mean_pool"] >= target]["seeds"].astype(int)
+        text += f"The target power {target:g} is reached at {', '.join(map(str, ok))} seeds by the mean. "
+    one = tab[tab["seeds"] == 1]
+    if len(one):
+        lo, hi = one[["power_pool", "power_shared"]].min().min(), one[["power_pool", "power_shared"]].max().max()
+        side = ("both below" if hi < POWER_MIN else "both above" if lo >= POWER_MIN else None)
+        text += (f"At one seed, the design P4's verdict grades, the separate pool gives "
+                 f"{one['power_pool'].min():.2f}–{one['power_pool'].max():.2f} and the shared one "
+                 f"{one['power_shared'].min():.2f}–{one['power_shared'].max():.2f} across the generators, "
+                 + (f"{side} the {POWER_MIN:g} under which P4's gate turns a failed grade inconclusive: the gate "
+                    f"does not depend on which pool is read. " if side else
+                    f"on both sides of the {POWER_MIN:g} that P4's gate reads: the gate depends on the pool. "))
+    text += ("The verdict's stored power is the shared pool's, as the design table above; the seed count that "
              "`qat_seeds` declares was chosen from that table.")
     return text
 
