@@ -594,3 +594,18 @@ def test_p4_pool_summary_pairs_the_generators():
     assert "both below the 0.5 under which" in text  # claims.POWER_MIN: the gate reads neither pool differently
     assert "on both sides of the 0.5" in qd.pool_sentence(tab.assign(power_pool=[0.4, 0.6]))
     assert qd.pool_sentence(None) == ""
+
+
+def test_write_p4_pool_power_keeps_the_rows_a_new_run_does_not_repeat(monkeypatch, tmp_path):
+    def run(rngs, seed_sd, power):
+        return pd.DataFrame({"rng": list(rngs), "design": "d", "seeds": 1, "n_sim": 100, "pool": 200,
+                             "seed_sd": seed_sd, "power_shared": power, "power_pool": power})
+
+    monkeypatch.setattr(qd, "p4_pool_power", lambda profile, root=None, **kw: run(kw["rngs"], kw["seed_sd"], kw["p"]))
+    path = qd.write_p4_pool_power("cpu", root=str(tmp_path), rngs=(0, 1), seed_sd=0.0103, p=0.5)
+    qd.write_p4_pool_power("cpu", root=str(tmp_path), rngs=(0, 1), seed_sd=0.0, p=0.1)  # another σ_seed: appended
+    qd.write_p4_pool_power("cpu", root=str(tmp_path), rngs=(1, 2), seed_sd=0.0103, p=0.7)  # rng 1 redone: replaced
+    tab = pd.read_csv(path)
+    got = sorted(zip(tab["rng"], tab["seed_sd"], tab["power_pool"]))
+    assert got == [(0, 0.0, 0.1), (0, 0.0103, 0.5), (1, 0.0, 0.1), (1, 0.0103, 0.7), (2, 0.0103, 0.7)]
+    assert set(tab["experiment"]) == {"p4_pool_power"} and tab["git_sha"].notna().all()

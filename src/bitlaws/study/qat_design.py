@@ -821,9 +821,10 @@ P4_POOL_COLUMNS = ("power_shared", "power_pool", "power_no_pa3_shared", "power_n
 
 def p4_pool_power(profile: str = "cpu", seeds: Sequence[int] = (1, 3, 5), n_sim: int = 100,
                   pool: int = P4_POOL_SIZE, rngs: Sequence[int] = (0, 1, 2), root: str | None = None,
-                  progress: bool = True) -> pd.DataFrame:
+                  progress: bool = True, seed_sd: float | None = None) -> pd.DataFrame:
     """P4's power (rule v6, the paper's hypothesis; ``p4_power(power_only=True)`` at the design table's
-    σ_seed) on the as-run marginal designs at each seed count with the shared pool of simulation
+    σ_seed, or at ``seed_sd`` [nats] where given: 0 is the verdict's stored simulation, runs
+    independent) on the as-run marginal designs at each seed count with the shared pool of simulation
     version 6 (the graded datasets are their own bootstrap pool; what the verdict reads) and with a
     separate pool of ``pool`` datasets simulated apart, the same ``n_sim`` graded datasets in both, once
     per generator seed in ``rngs``.
@@ -858,7 +859,8 @@ def p4_pool_power(profile: str = "cpu", seeds: Sequence[int] = (1, 3, 5), n_sim:
         raise ValueError(f"p4_pool_power needs the chinchilla fit of {profile!r}; run `python -m bitlaws fit`")
     noise = noise_model(df, "rtn")
     block = seed_block_sd(df)
-    seed_sd = min(block["sd"], noise.loss_sd) if math.isfinite(block["sd"]) else 0.0
+    if seed_sd is None:
+        seed_sd = min(block["sd"], noise.loss_sd) if math.isfinite(block["sd"]) else 0.0
     committed, read = stage_frames(df)["chinchilla"], frame_sha256(df)
     rows = []
     for r, k in tqdm(list(itertools.product(rngs, seeds)), desc="P4 pool", disable=not progress):
@@ -875,7 +877,8 @@ def p4_pool_power(profile: str = "cpu", seeds: Sequence[int] = (1, 3, 5), n_sim:
 
 def write_p4_pool_power(profile: str = "cpu", root: str | None = None, **kwargs) -> Path:
     """:func:`p4_pool_power` written to ``<root>/checks/<profile>/p4_pool_power.csv`` (atomically), with
-    ``experiment`` (``p4_pool_power``), ``profile``, ``git_sha``, ``timestamp``."""
+    ``experiment`` (``p4_pool_power``), ``profile``, ``git_sha``, ``timestamp``. Rows already there whose
+    (``rng``, ``seeds``, ``n_sim``, ``pool``, ``seed_sd``) the new run does not repeat are kept above them."""
     import datetime as dt
 
     from .._io import git_sha, write_atomic
@@ -888,6 +891,12 @@ def write_p4_pool_power(profile: str = "cpu", root: str | None = None, **kwargs)
     tab["timestamp"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     path = (Path(root) if root is not None else data_dir()) / "checks" / profile / "p4_pool_power.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        old = pd.read_csv(path)
+        key = ["rng", "seeds", "n_sim", "pool", "seed_sd"]
+        new = set(map(tuple, tab[key].astype(float).to_numpy()))
+        old = old[[tuple(r) not in new for r in old[key].astype(float).to_numpy()]]
+        tab = pd.concat([old, tab], ignore_index=True)
     write_atomic(path, tab.to_csv(index=False))
     return path
 
