@@ -575,7 +575,7 @@ def test_p4_pool_power_refuses_what_it_cannot_simulate():
 def test_p4_pool_summary_pairs_the_generators():
     # two generators at 1 seed: differences 0.10 and 0.20, so the mean is 0.15 and the 95 % t interval on
     # 1 degree of freedom is 0.15 ± 12.706·(0.0707/√2); at 3 seeds one generator only: refused
-    tab = pd.DataFrame({"seeds": [1, 1], "n_sim": [100, 100], "pool": [200, 200],
+    tab = pd.DataFrame({"seeds": [1, 1], "n_sim": [100, 100], "pool": [200, 200], "seed_sd": 0.01,
                         "power_shared": [0.10, 0.20], "power_pool": [0.20, 0.40]})
     sm = qd.p4_pool_summary(tab)
     r = sm.iloc[0]
@@ -586,13 +586,19 @@ def test_p4_pool_summary_pairs_the_generators():
     assert math.isclose(r.binomial_pool, math.sqrt(0.3 * 0.7 / 100)) and math.isclose(r.sd_pool, math.sqrt(0.02))
     text = qd.pool_sentence(tab)
     assert "1 seed: 0.30 with the separate pool, 0.15 with the shared one (paired difference +0.15" in text
-    assert "a pool of 200" in text and "0.30 ± 0.10" in text and "separate pool gives 0.20–0.40" in text
+    assert "a pool of 200" in text and "0.30 ± 0.10" in text
     with pytest.raises(ValueError, match="at least 2 are needed"):
         qd.p4_pool_summary(pd.concat([tab, tab.iloc[:1].assign(seeds=3)]))
     with pytest.raises(ValueError, match="lacks"):
         qd.p4_pool_summary(tab.drop(columns="power_pool"))
+    assert "σ_seed = 0" not in text  # no rows at the verdict's σ_seed = 0: nothing said about its gate
+    gate = pd.concat([tab, tab.assign(seed_sd=0.0)], ignore_index=True)
+    text = qd.pool_sentence(gate, stored={"power": 0.08, "n_sim": 200.0})
+    assert "stored: 0.08, shared pool, 200 datasets" in text and "0.20–0.40 with a separate pool of 200" in text
     assert "both below the 0.5 under which" in text  # claims.POWER_MIN: the gate reads neither pool differently
-    assert "on both sides of the 0.5" in qd.pool_sentence(tab.assign(power_pool=[0.4, 0.6]))
+    assert "(σ_seed = 0" not in text and "table's σ_seed (0.0100 nats)" in text
+    cross = pd.concat([tab, tab.assign(seed_sd=0.0, power_pool=[0.4, 0.6])], ignore_index=True)
+    assert "on both sides of the 0.5" in qd.pool_sentence(cross)
     assert qd.pool_sentence(None) == ""
 
 

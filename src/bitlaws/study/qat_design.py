@@ -910,10 +910,10 @@ def load_p4_pool_power(profile: str = "cpu", root: str | None = None) -> pd.Data
 
 
 def p4_pool_summary(tab: pd.DataFrame) -> pd.DataFrame:
-    """Per seed count of :func:`p4_pool_power`'s table, the shared and the separate pool side by side.
+    """Per σ_seed and seed count of :func:`p4_pool_power`'s table, the shared and the separate pool side by side.
 
     Returns:
-        One row per ``seeds`` (ascending): ``seeds``, ``replicates`` (R generators), ``n_sim``, ``pool``,
+        One row per (``seed_sd``, ``seeds``, ``n_sim``, ``pool``), ascending: those four, ``replicates`` (R generators),
         ``mean_shared``, ``mean_pool`` (mean power over the generators), ``sd_shared``, ``sd_pool``
         (between generators, ddof 1), ``binomial_pool`` (√(p(1 − p)/n_sim) at ``mean_pool``: the error of
         one run if its datasets were independent), ``diff`` (mean of power_pool − power_shared, paired by
@@ -921,78 +921,87 @@ def p4_pool_summary(tab: pd.DataFrame) -> pd.DataFrame:
         degrees of freedom).
 
     Raises:
-        ValueError: a column of :data:`P4_POOL_COLUMNS` missing, or a seed count with fewer than 2 generators.
+        ValueError: a column the summary reads missing, or a group with fewer than 2 generators.
     """
     from scipy import stats
 
-    miss = [c for c in ("seeds", "n_sim", "pool", "power_shared", "power_pool") if c not in tab]
+    key = ["seed_sd", "seeds", "n_sim", "pool"]
+    miss = [c for c in (*key, "power_shared", "power_pool") if c not in tab]
     if miss:
         raise ValueError(f"p4_pool_summary: the table lacks {miss}; it is p4_pool_power's")
     rows = []
-    for k, g in tab.groupby("seeds", sort=True):
+    for (sd, k, _, _), g in tab.groupby(key, sort=True):
         if len(g) < 2:
-            raise ValueError(f"p4_pool_summary: {len(g)} generator at {k} seeds; at least 2 are needed")
+            raise ValueError(f"p4_pool_summary: {len(g)} generator at {k} seeds, σ_seed {sd:g}; at least 2 are needed")
         a, b = g["power_shared"].to_numpy(float), g["power_pool"].to_numpy(float)
         d, r, n = b - a, len(g), float(g["n_sim"].iloc[0])
         half = stats.t.ppf(0.975, r - 1) * d.std(ddof=1) / math.sqrt(r)
-        rows.append({"seeds": int(k), "replicates": r, "n_sim": n, "pool": float(g["pool"].iloc[0]),
+        rows.append({"seed_sd": float(sd), "seeds": int(k), "replicates": r, "n_sim": n, "pool": float(g["pool"].iloc[0]),
                      "mean_shared": float(a.mean()), "mean_pool": float(b.mean()), "sd_shared": float(a.std(ddof=1)),
                      "sd_pool": float(b.std(ddof=1)), "binomial_pool": math.sqrt(b.mean() * (1 - b.mean()) / n),
                      "diff": float(d.mean()), "diff_lo": float(d.mean() - half), "diff_hi": float(d.mean() + half)})
     return pd.DataFrame(rows)
 
 
-def pool_sentence(tab: pd.DataFrame | None, target: float = 0.8) -> str:
+def pool_sentence(tab: pd.DataFrame | None, stored: Mapping | None = None, target: float = 0.8) -> str:
     """Chapter 07's reading of :func:`p4_pool_power`'s table, every number read from it; "" without one.
 
-    States each seed count's power with the separate and the shared pool (paired by generator), the
-    separate pool's spread between generators against the binomial error, the mean over independent
-    pools with its standard error, whether any seed count's mean reaches ``target`` (the design's
-    target, as ``seed_choice``), and whether the one-seed design's range under both pools lies on one
-    side of ``claims.POWER_MIN``, the power below which P4's gate turns a failed grade inconclusive.
+    At the design table's σ_seed (the table's largest ``seed_sd``): each seed count's power with the
+    separate and the shared pool (paired by generator), the separate pool's spread between generators
+    against the binomial error, the mean over independent pools with its standard error, and whether any
+    seed count's mean reaches ``target`` (the design's target, as ``seed_choice``). At one seed and
+    σ_seed = 0 (the simulation behind the verdict's stored power, ``stored``: the pipeline bootstrap's
+    ``p4_power``), where the table has those rows: whether both pools' powers lie on one side of
+    ``claims.POWER_MIN``, the power below which P4's gate turns a failed grade inconclusive.
     """
     from .claims import POWER_MIN
 
     if tab is None or not len(tab):
         return ""
     sm = p4_pool_summary(tab)
-    r0 = sm.iloc[0]
+    des = sm[sm["seed_sd"] == sm["seed_sd"].max()].reset_index(drop=True)
+    r0 = des.iloc[0]
     plural = lambda k: f"{k} seed{'s' if k > 1 else ''}"  # noqa: E731
     each = "; ".join(f"{plural(int(r.seeds))}: {r.mean_pool:.2f} with the separate pool, {r.mean_shared:.2f} with "
                      f"the shared one (paired difference {r.diff:+.2f}, 95 % interval [{r.diff_lo:+.2f}, "
-                     f"{r.diff_hi:+.2f}])" for r in sm.itertuples(index=False))
+                     f"{r.diff_hi:+.2f}])" for r in des.itertuples(index=False))
     text = (f"Drawing each dataset's bootstrap from datasets simulated apart (`power.p4_power(pool=...)`) makes the "
             f"graded datasets' grades independent given that pool, but every graded dataset still reads the same "
-            f"pool. On the same {int(r0.n_sim)} graded datasets per generator, with a pool of {int(r0.pool)}, "
-            f"{int(r0.replicates)} generators (`p4_pool_power.csv`) give mean powers {each}. ")
-    ratio = sm["sd_pool"] / sm["binomial_pool"].where(sm["binomial_pool"] > 0)
+            f"pool. At the table's σ_seed ({r0.seed_sd:.4f} nats), on the same {int(r0.n_sim)} graded datasets per "
+            f"generator, with a pool of {int(r0.pool)}, {int(r0.replicates)} generators (`p4_pool_power.csv`) give "
+            f"mean powers {each}. ")
+    ratio = des["sd_pool"] / des["binomial_pool"].where(des["binomial_pool"] > 0)
     if ratio.notna().any():
-        worst = sm.loc[ratio.idxmax()]
+        worst = des.loc[ratio.idxmax()]
         se = [f"{plural(int(r.seeds))} {r.mean_pool:.2f} ± {r.sd_pool / math.sqrt(r.replicates):.2f}"
-              for r in sm.itertuples(index=False)]
+              for r in des.itertuples(index=False)]
         text += (f"The separate pool's spread between generators is {ratio.min():.1f}–{ratio.max():.1f}× the binomial "
                  f"error of {int(r0.n_sim)} independent datasets (the most at {plural(int(worst.seeds))}; "
                  f"{int(r0.replicates) - 1} degrees of freedom): one pool's draws still move all the grades it serves, "
                  f"so the estimate to read is the mean over independent pools, with its standard error "
                  f"({'; '.join(se)}). ")
-    top = sm["mean_pool"] + 2 * sm["sd_pool"] / np.sqrt(sm["replicates"])
+    top = des["mean_pool"] + 2 * des["sd_pool"] / np.sqrt(des["replicates"])
     if (top < target).all():
         text += f"No seed count of the as-run design reaches the target power {target:g} within two standard errors. "
-    elif (sm["mean_pool"] >= target).any():
-        ok = sm[sm["mean_pool"] >= target]["seeds"].astype(int)
+    elif (des["mean_pool"] >= target).any():
+        ok = des[des["mean_pool"] >= target]["seeds"].astype(int)
         text += f"The target power {target:g} is reached at {', '.join(map(str, ok))} seeds by the mean. "
-    one = tab[tab["seeds"] == 1]
+    one = tab[(tab["seeds"] == 1) & (tab["seed_sd"] == 0)]
     if len(one):
         lo, hi = one[["power_pool", "power_shared"]].min().min(), one[["power_pool", "power_shared"]].max().max()
-        side = ("both below" if hi < POWER_MIN else "both above" if lo >= POWER_MIN else None)
-        text += (f"At one seed, the design P4's verdict grades, the separate pool gives "
-                 f"{one['power_pool'].min():.2f}–{one['power_pool'].max():.2f} and the shared one "
-                 f"{one['power_shared'].min():.2f}–{one['power_shared'].max():.2f} across the generators, "
+        side = "both below" if hi < POWER_MIN else "both above" if lo >= POWER_MIN else None
+        own = (f" (stored: {stored['power']:.2f}, shared pool, {int(stored['n_sim'])} datasets)"
+               if stored and math.isfinite(float(stored.get("power", math.nan))) else "")
+        text += (f"At one seed and σ_seed = 0, the simulation behind the verdict's stored power{own}, "
+                 f"{len(one)} generators of {int(one['n_sim'].iloc[0])} graded datasets give "
+                 f"{one['power_pool'].min():.2f}–{one['power_pool'].max():.2f} with a separate pool of "
+                 f"{int(one['pool'].iloc[0])} and {one['power_shared'].min():.2f}–{one['power_shared'].max():.2f} with "
+                 f"the shared one, "
                  + (f"{side} the {POWER_MIN:g} under which P4's gate turns a failed grade inconclusive: the gate "
                     f"does not depend on which pool is read. " if side else
                     f"on both sides of the {POWER_MIN:g} that P4's gate reads: the gate depends on the pool. "))
-    text += ("The verdict's stored power is the shared pool's, as the design table above; the seed count that "
-             "`qat_seeds` declares was chosen from that table.")
+    text += ("The verdict's stored power is the shared pool's, and so is the design table above, from which the "
+             "seed count that `qat_seeds` declares was chosen.")
     return text
 
 
