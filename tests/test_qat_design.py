@@ -584,21 +584,43 @@ def test_p4_pool_summary_pairs_the_generators():
     half = 12.706204736174698 * (0.1 / math.sqrt(2)) / math.sqrt(2)
     assert math.isclose(r.diff_lo, 0.15 - half, rel_tol=1e-9) and math.isclose(r.diff_hi, 0.15 + half, rel_tol=1e-9)
     assert math.isclose(r.binomial_pool, math.sqrt(0.3 * 0.7 / 100)) and math.isclose(r.sd_pool, math.sqrt(0.02))
+    # the sentence: t intervals on 1 degree of freedom, the standard error floored at the binomial one
     text = qd.pool_sentence(tab)
-    assert "1 seed: 0.30 with the separate pool, 0.15 with the shared one (paired difference +0.15" in text
-    assert "a pool of 200" in text and "0.30 ± 0.10" in text
+    assert "1 seed: 0.30 [0.00, 1.00] with the separate pool, 0.15 with the shared one" in text
+    assert "no difference between the pools is detectable" in text  # 0.15 ± 0.64 contains 0
+    # spread 0.141 against a binomial 0.046: χ²(1) = 9.5, p = 0.002
+    assert "exceeds the binomial error at 1 seed (3.1×, χ² p = 0.002)" in text
+    assert "too wide to tell whether 1 seed reaches the target power 0.8" in text
+    assert "σ_seed = 0" not in text and "inconclusive" not in text  # no rows at σ_seed = 0, no verdict: nothing said
+    # rows at the verdict's σ_seed = 0 (200 datasets): mean 0.08, standard error floored at √(0.08·0.92/200)/√2
+    gate = pd.concat([tab, pd.DataFrame({"seeds": [1, 1], "n_sim": 200, "pool": 200, "seed_sd": 0.0,
+                                         "power_shared": [0.08, 0.10], "power_pool": [0.07, 0.09]})], ignore_index=True)
+    assert len(qd.p4_pool_summary(gate)) == 2  # one row per (σ_seed, seeds, n_sim, pool): never pooled together
+    design = pd.DataFrame({"claim": ["P4"], "design": ["marginal sweeps as run, 1 seed"], "seeds": [1], "power": [0.13],
+                           "seed_sd": [0.01], "power_seed_lo": [0.05], "power_seed_hi": [0.55], "seed_sd_lo": [0.0],
+                           "seed_sd_hi": [0.044]})
+    from bitlaws.study.power import P4_SIM_VERSION
+
+    text = qd.pool_sentence(gate, stored={"power": 0.08, "n_sim": 200.0, "sim_version": P4_SIM_VERSION},
+                            design=design, verdict={"p_order": 0.308, "p_a_most": 0.7125, "n_draws": 2000.0})
+    half = 12.706204736174698 * math.sqrt(0.08 * 0.92 / 200) / math.sqrt(2)
+    assert f"give 0.08 [0.00, {0.08 + half:.2f}] with a separate pool of 200" in text
+    assert "(stored: 0.08, 200 datasets)" in text and "both below the 0.5 under which" in text
+    assert "one-seed power is 0.05, 0.13 and 0.55 at σ_seed 0, 0.01 and 0.044 nats" in text
+    assert "moves it more than the pool does" in text and "the pipeline bootstrap 2000" in text
+    assert "inconclusive from its draws alone (p_order 0.31, p_a_most 0.71)" in text
+    assert "stored power is the shared pool's" in text
+    # p_order 0.97 grades reproduced from the draws: nothing said about the grade; a pool record: not "shared"
+    other = qd.pool_sentence(gate, stored={"power": 0.08, "n_sim": 200.0, "pool": 200.0}, verdict={"p_order": 0.97,
+                                                                                              "p_a_most": 0.99})
+    assert "inconclusive from its draws" not in other and "shared pool's" not in other
     with pytest.raises(ValueError, match="at least 2 are needed"):
         qd.p4_pool_summary(pd.concat([tab, tab.iloc[:1].assign(seeds=3)]))
     with pytest.raises(ValueError, match="lacks"):
         qd.p4_pool_summary(tab.drop(columns="power_pool"))
-    assert "σ_seed = 0" not in text  # no rows at the verdict's σ_seed = 0: nothing said about its gate
-    gate = pd.concat([tab, tab.assign(seed_sd=0.0)], ignore_index=True)
-    text = qd.pool_sentence(gate, stored={"power": 0.08, "n_sim": 200.0})
-    assert "stored: 0.08, shared pool, 200 datasets" in text and "0.20–0.40 with a separate pool of 200" in text
-    assert "both below the 0.5 under which" in text  # claims.POWER_MIN: the gate reads neither pool differently
-    assert "(σ_seed = 0" not in text and "table's σ_seed (0.0100 nats)" in text
+    # at σ_seed = 0 with intervals reaching past 0.5: no side is claimed
     cross = pd.concat([tab, tab.assign(seed_sd=0.0, power_pool=[0.4, 0.6])], ignore_index=True)
-    assert "on both sides of the 0.5" in qd.pool_sentence(cross)
+    assert "intervals that reach both sides of the 0.5" in qd.pool_sentence(cross)
     assert qd.pool_sentence(None) == ""
 
 

@@ -806,8 +806,8 @@ def replicate_sentence(rep: pd.DataFrame | None, tab: pd.DataFrame | None = None
                  f"{max(g for g, _ in gaps):.2f} from those means, more than the spread allows (beyond the t "
                  f"quantile on {n_rep - 1} degrees of freedom): the estimate also depends on the "
                  f"number of datasets, since they are the bootstrap's draws and the rule thresholds their share at "
-                 f"0.95. P4's design powers are therefore rough, and the seed count chosen from them is "
-                 f"provisional until the simulation draws each dataset's bootstrap apart from the graded datasets.")
+                 f"0.95. P4's design powers are therefore rough, and the seed count chosen from them provisional; "
+                 f"the next paragraph draws each dataset's bootstrap apart from the graded datasets.")
     return text
 
 
@@ -943,66 +943,127 @@ def p4_pool_summary(tab: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def pool_sentence(tab: pd.DataFrame | None, stored: Mapping | None = None, target: float = 0.8) -> str:
-    """Chapter 07's reading of :func:`p4_pool_power`'s table, every number read from it; "" without one.
+def _pool_interval(mean: float, sd: float, binomial: float, r: int) -> tuple[float, float]:
+    """A 95 % t interval (R − 1 degrees of freedom) on a mean over R generators, its standard error
+    floored at the binomial one (grades independent given the pool: Var ≥ p(1 − p)/n per generator),
+    clipped to [0, 1]."""
+    from scipy import stats
 
-    At the design table's σ_seed (the table's largest ``seed_sd``): each seed count's power with the
-    separate and the shared pool (paired by generator), the separate pool's spread between generators
-    against the binomial error, the mean over independent pools with its standard error, and whether any
-    seed count's mean reaches ``target`` (the design's target, as ``seed_choice``). At one seed and
-    σ_seed = 0 (the simulation behind the verdict's stored power, ``stored``: the pipeline bootstrap's
-    ``p4_power``), where the table has those rows: whether both pools' powers lie on one side of
-    ``claims.POWER_MIN``, the power below which P4's gate turns a failed grade inconclusive.
+    half = stats.t.ppf(0.975, r - 1) * max(sd, binomial) / math.sqrt(r)
+    return max(mean - half, 0.0), min(mean + half, 1.0)
+
+
+def pool_sentence(tab: pd.DataFrame | None, stored: Mapping | None = None, design: pd.DataFrame | None = None,
+                  verdict: Mapping | None = None, target: float = 0.8) -> str:
+    """Chapter 07's reading of :func:`p4_pool_power`'s table; every number and every conclusion is read
+    from the arguments. "" without a table.
+
+    Args:
+        tab: :func:`p4_pool_power`'s rows (``load_p4_pool_power``), or None.
+        stored: the pipeline bootstrap's ``p4_power`` (the verdict's gate), or None.
+        design: the design-power table (``load_design_power``), or None: its σ_seed picks the rows read as
+            the design's (else the table's most frequent positive ``seed_sd``) and its one-seed powers at
+            σ_seed's interval ends are quoted.
+        verdict: P4's verdict ``details`` (``p_order``, ``p_a_most``, ``n_draws``), or None.
+        target: the design's target power (as ``seed_choice``).
     """
-    from .claims import POWER_MIN
+    from scipy import stats
+
+    from .claims import POWER_MIN, rule_p4
+    from .power import P4_SIM_VERSION
 
     if tab is None or not len(tab):
         return ""
     sm = p4_pool_summary(tab)
-    des = sm[sm["seed_sd"] == sm["seed_sd"].max()].reset_index(drop=True)
-    r0 = des.iloc[0]
     plural = lambda k: f"{k} seed{'s' if k > 1 else ''}"  # noqa: E731
-    each = "; ".join(f"{plural(int(r.seeds))}: {r.mean_pool:.2f} with the separate pool, {r.mean_shared:.2f} with "
-                     f"the shared one (paired difference {r.diff:+.2f}, 95 % interval [{r.diff_lo:+.2f}, "
-                     f"{r.diff_hi:+.2f}])" for r in des.itertuples(index=False))
-    text = (f"Drawing each dataset's bootstrap from datasets simulated apart (`power.p4_power(pool=...)`) makes the "
-            f"graded datasets' grades independent given that pool, but every graded dataset still reads the same "
-            f"pool. At the table's σ_seed ({r0.seed_sd:.4f} nats), on the same {int(r0.n_sim)} graded datasets per "
-            f"generator, with a pool of {int(r0.pool)}, {int(r0.replicates)} generators (`p4_pool_power.csv`) give "
-            f"mean powers {each}. ")
-    ratio = des["sd_pool"] / des["binomial_pool"].where(des["binomial_pool"] > 0)
-    if ratio.notna().any():
-        worst = des.loc[ratio.idxmax()]
-        se = [f"{plural(int(r.seeds))} {r.mean_pool:.2f} ± {r.sd_pool / math.sqrt(r.replicates):.2f}"
-              for r in des.itertuples(index=False)]
-        text += (f"The separate pool's spread between generators is {ratio.min():.1f}–{ratio.max():.1f}× the binomial "
-                 f"error of {int(r0.n_sim)} independent datasets (the most at {plural(int(worst.seeds))}; "
-                 f"{int(r0.replicates) - 1} degrees of freedom): one pool's draws still move all the grades it serves, "
-                 f"so the estimate to read is the mean over independent pools, with its standard error "
-                 f"({'; '.join(se)}). ")
-    top = des["mean_pool"] + 2 * des["sd_pool"] / np.sqrt(des["replicates"])
-    if (top < target).all():
-        text += f"No seed count of the as-run design reaches the target power {target:g} within two standard errors. "
-    elif (des["mean_pool"] >= target).any():
-        ok = des[des["mean_pool"] >= target]["seeds"].astype(int)
-        text += f"The target power {target:g} is reached at {', '.join(map(str, ok))} seeds by the mean. "
-    one = tab[(tab["seeds"] == 1) & (tab["seed_sd"] == 0)]
+    text = ("Drawing each dataset's bootstrap from datasets simulated apart (`power.p4_power(pool=...)`) makes the "
+            "graded datasets' grades independent given that pool; every graded dataset still reads the same pool, "
+            "so a simulation's error is the pool's as well as the binomial error of its datasets. ")
+    pos = sm[sm["seed_sd"] > 0]
+    d_sd = None
+    if design is not None and "seed_sd" in design and (design["claim"] == "P4").any():
+        d_sd = float(design.loc[design["claim"] == "P4", "seed_sd"].iloc[0])
+    elif len(pos):
+        d_sd = float(tab.loc[tab["seed_sd"] > 0, "seed_sd"].mode().iloc[0])
+    des = sm[np.isclose(sm["seed_sd"], d_sd, rtol=1e-9, atol=0)] if d_sd is not None else sm.iloc[:0]
+    if len(des):
+        r0 = des.iloc[0]
+        draws = f", the pipeline bootstrap {int(verdict['n_draws'])}" if verdict and "n_draws" in verdict else ""
+        reps = sorted(set(des["replicates"].astype(int)))
+        parts, ivs = [], {}
+        for r in des.itertuples(index=False):
+            lo, hi = _pool_interval(r.mean_pool, r.sd_pool, r.binomial_pool, int(r.replicates))
+            ivs[int(r.seeds)] = (lo, hi)
+            parts.append(f"{plural(int(r.seeds))}: {r.mean_pool:.2f} [{lo:.2f}, {hi:.2f}] with the separate pool, "
+                         f"{r.mean_shared:.2f} with the shared one")
+        text += (f"At the design table's σ_seed ({d_sd:.4f} nats), {'–'.join(map(str, reps))} generators of "
+                 f"{int(r0.n_sim)} graded datasets each (`p4_pool_power.csv`; each dataset's bootstrap has "
+                 f"{int(r0.pool)} draws with the separate pool, {int(r0.n_sim)} with the shared one{draws}) give "
+                 f"mean powers, with 95 % t intervals over the generators, {'; '.join(parts)}. ")
+        zero = (des["diff_lo"] <= 0) & (des["diff_hi"] >= 0)
+        if zero.all():
+            w = des.loc[(des["diff_hi"] - des["diff_lo"]).idxmax()]
+            text += (f"Every paired difference's interval contains 0 (the widest [{w.diff_lo:+.2f}, {w.diff_hi:+.2f}]): "
+                     f"no difference between the pools is detectable. ")
+        else:
+            text += "The pools differ at " + ", ".join(
+                f"{plural(int(r.seeds))} ({r.diff:+.2f} [{r.diff_lo:+.2f}, {r.diff_hi:+.2f}])"
+                for r in des[~zero].itertuples(index=False)) + ". "
+        chi = [(int(r.seeds), r.sd_pool / r.binomial_pool,
+                float(stats.chi2.sf((r.replicates - 1) * (r.sd_pool / r.binomial_pool) ** 2, r.replicates - 1)))
+               for r in des.itertuples(index=False) if r.binomial_pool > 0]
+        over = [(k, q, pv) for k, q, pv in chi if pv < 0.05]
+        if over:
+            text += ("The separate pool's spread between generators exceeds the binomial error at " + ", ".join(
+                f"{plural(k)} ({q:.1f}×, χ² p = {pv:.2g})" for k, q, pv in over)
+                + ": there one pool's draws move the grades it serves together. ")
+        elif chi:
+            text += "The separate pool's spread between generators is within the binomial error at every seed count. "
+        if all(hi < target for _, hi in ivs.values()):
+            text += f"No seed count reaches the target power {target:g} within its interval"
+        elif all(lo >= target for lo, _ in ivs.values()):
+            text += f"Every seed count reaches the target power {target:g} within its interval"
+        else:
+            open_ = [plural(k) for k, (lo, hi) in ivs.items() if lo < target <= hi]
+            text += (f"The intervals are too wide to tell whether {', '.join(open_)} "
+                     f"{'reaches' if len(open_) == 1 else 'reach'} the target power {target:g}")
+        ks = sorted(ivs)
+        m = dict(zip(des["seeds"].astype(int), des["mean_pool"]))
+        falls = [(a, b) for a, b in zip(ks, ks[1:]) if m[b] < m[a]]
+        text += ("" if not falls else "; the mean falls from " + ", ".join(
+            f"{plural(a)} to {b} ({m[a]:.2f} to {m[b]:.2f})" for a, b in falls)) + ". "
+    one = sm[(sm["seeds"] == 1) & (sm["seed_sd"] == 0)]
     if len(one):
-        lo, hi = one[["power_pool", "power_shared"]].min().min(), one[["power_pool", "power_shared"]].max().max()
-        side = "both below" if hi < POWER_MIN else "both above" if lo >= POWER_MIN else None
-        own = (f" (stored: {stored['power']:.2f}, shared pool, {int(stored['n_sim'])} datasets)"
+        g = one.iloc[0]
+        lo_p, hi_p = _pool_interval(g.mean_pool, g.sd_pool, g.binomial_pool, int(g.replicates))
+        b_sh = math.sqrt(g.mean_shared * (1 - g.mean_shared) / g.n_sim)
+        lo_s, hi_s = _pool_interval(g.mean_shared, g.sd_shared, b_sh, int(g.replicates))
+        own = (f" (stored: {stored['power']:.2f}, {int(stored['n_sim'])} datasets)"
                if stored and math.isfinite(float(stored.get("power", math.nan))) else "")
+        side = "both below" if max(hi_p, hi_s) < POWER_MIN else "both above" if min(lo_p, lo_s) >= POWER_MIN else None
         text += (f"At one seed and σ_seed = 0, the simulation behind the verdict's stored power{own}, "
-                 f"{len(one)} generators of {int(one['n_sim'].iloc[0])} graded datasets give "
-                 f"{one['power_pool'].min():.2f}–{one['power_pool'].max():.2f} with a separate pool of "
-                 f"{int(one['pool'].iloc[0])} and {one['power_shared'].min():.2f}–{one['power_shared'].max():.2f} with "
-                 f"the shared one, "
-                 + (f"{side} the {POWER_MIN:g} under which P4's gate turns a failed grade inconclusive: the gate "
-                    f"does not depend on which pool is read. " if side else
-                    f"on both sides of the {POWER_MIN:g} that P4's gate reads: the gate depends on the pool. "))
-    text += ("The verdict's stored power is the shared pool's, and so is the design table above, from which the "
-             "seed count that `qat_seeds` declares was chosen.")
-    return text
+                 f"{int(g.replicates)} generators of {int(g.n_sim)} graded datasets give {g.mean_pool:.2f} "
+                 f"[{lo_p:.2f}, {hi_p:.2f}] with a separate pool of {int(g.pool)} and {g.mean_shared:.2f} "
+                 f"[{lo_s:.2f}, {hi_s:.2f}] with the shared one, "
+                 + (f"{side} the {POWER_MIN:g} under which P4's gate turns a failed grade inconclusive. " if side else
+                    f"intervals that reach both sides of the {POWER_MIN:g} P4's gate reads. "))
+        if design is not None and {"power_seed_lo", "power_seed_hi", "seed_sd_hi"} <= set(design):
+            row = design[(design["claim"] == "P4") & design["design"].str.contains("as run") & (design["seeds"] == 1)]
+            if len(row):
+                q = row.iloc[0]
+                more = abs(q.power_seed_hi - q.power_seed_lo) > abs(g.mean_pool - g.mean_shared)
+                text += (f"σ_seed moves it {'more than the pool does' if more else 'too'}: the design table's one-seed "
+                         f"power is {q.power_seed_lo:.2f}, "
+                         f"{q.power:.2f} and {q.power_seed_hi:.2f} at σ_seed {q.seed_sd_lo:.3g}, {q.seed_sd:.3g} and "
+                         f"{q.seed_sd_hi:.3g} nats (its estimate and 95 % interval). ")
+    if verdict and {"p_order", "p_a_most"} <= set(verdict):
+        if rule_p4(float(verdict["p_order"]), float(verdict["p_a_most"])) == "inconclusive":
+            text += (f"P4's grade is inconclusive from its draws alone (p_order {float(verdict['p_order']):.2f}, "
+                     f"p_a_most {float(verdict['p_a_most']):.2f}), before its gate reads any power. ")
+    if stored and not stored.get("pool") and stored.get("sim_version") == P4_SIM_VERSION:
+        text += ("The verdict's stored power is the shared pool's, and so is the design table above, from which the "
+                 "seed count that `qat_seeds` declares was chosen.")
+    return text.strip()
 
 
 def p9_design_sentence(tab: pd.DataFrame | None, power: Mapping[str, float] | None) -> str:
