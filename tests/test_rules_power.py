@@ -545,9 +545,14 @@ def test_p4_power_with_a_separate_pool_both_ways():
 
 def test_a_pool_leaves_the_graded_datasets_as_they_were(monkeypatch):
     # a separate pool only adds datasets for the bootstrap: the graded datasets' fitted constants are those
-    # of the shared-pool simulation with the same generator seed, seed blocks included (common random numbers), and the pool's
-    # are other datasets; so a shared-vs-separate difference on one seed is the bootstrap's alone
-    frames = _p4_frames()
+    # of the shared-pool simulation with the same generator seed (common random numbers), with each dataset's
+    # Chinchilla refit on its own high-precision runs and seed blocks per (N, seed) both exercised, and the
+    # pool's are other datasets; so a shared-vs-separate difference on one seed is the bootstrap's alone
+    frames = {k: f.assign(seed=np.arange(len(f)) % 2) for k, f in _p4_frames().items()}
+    frames["chinchilla"] = pd.DataFrame([{"run_id": f"hp{i}", "n_params": n, "n_tokens": d, "seed": sd, "bits_w": 16,
+                                          "bits_a": 16, "bits_kv": 16, "loss_val": 1.0}
+                                         for i, (n, d, sd) in enumerate(itertools.product((3e4, 8e4, 2e5),
+                                                                                          (1e6, 2e6, 4e6), (0, 1)))])
     noise = NoiseModel(**{**NOISE.__dict__, "loss_sd": 2e-3})
     seen: list[tuple[dict, dict | None]] = []
     real = power._shift_bootstrap
@@ -557,7 +562,8 @@ def test_a_pool_leaves_the_graded_datasets_as_they_were(monkeypatch):
         return real(theta, bits, pool)
 
     monkeypatch.setattr(power, "_shift_bootstrap", spy)
-    power.p4_power(frames, CHIN_CPU, noise, n_sim=4, seed=3, seed_sd=1e-3, power_only=True)
+    rec = power.p4_power(frames, CHIN_CPU, noise, n_sim=4, seed=3, seed_sd=1e-3, power_only=True)
+    assert rec["chinchilla_refit"] == 1.0 and rec["n_failed"] == 0.0
     shared = list(seen)
     seen.clear()
     power.p4_power(frames, CHIN_CPU, noise, n_sim=4, seed=3, seed_sd=1e-3, power_only=True, pool=3)
