@@ -243,11 +243,11 @@ def test_the_operating_summary_spans_the_independent_structures_and_keeps_the_sh
     rec = {f"rate__s{i}__paper_c1__{g}": r for i, rr in rates.items() for g, r in zip(grades, rr)}
     tab = p9_operating_summary(rec, sc)
     row = tab.loc["law, C_w = 1"]
-    assert row[("sizes independent (2 structures)", "reproduced")] == "51–99"
-    assert row[("sizes independent (2 structures)", "inconclusive")] == "1–49"
-    assert row[("sizes independent (2 structures)", "partly")] == "0"
-    assert row[("shared: ω 0.2", "reproduced")] == "78"
-    assert row[("shared: ω 0.2", "not reproduced")] == "0"   # 0.4 % rounds to 0
+    assert row[("sizes independent (2 structures)", "R")] == "51–99"
+    assert row[("sizes independent (2 structures)", "I")] == "1–49"
+    assert row[("sizes independent (2 structures)", "P")] == "0"
+    assert row[("shared: ω 0.2", "R")] == "78"
+    assert row[("shared: ω 0.2", "NR")] == "0"   # 0.4 % rounds to 0
 
 
 def test_seed_power_at_one_seed_is_the_rules_power_and_grows_only_with_noise_seeds_average():

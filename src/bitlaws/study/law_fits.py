@@ -2002,18 +2002,23 @@ def p9_operating_table(power: Mapping[str, float], scenarios=None) -> pd.DataFra
     return out[["reproduced", "partly", "not reproduced", "inconclusive"]]
 
 
+# The grades' abbreviations in ``p9_operating_summary``'s columns (as chapter 07's seed table).
+P9_GRADE_ABBREV = {"reproduced": "R", "partly": "P", "not reproduced": "NR", "inconclusive": "I"}
+
+
 def p9_operating_summary(power: Mapping[str, float], scenarios=None) -> pd.DataFrame:
     """``p9_operating_table`` condensed to one row per simulated truth (short labels: "law, C_w = 1" is the paper's
     law at that C_w, "no bracket" the law without its robustness bracket): each grade's rate as the range
     "lo–hi" (in %, rounded) over the noise structures with the sizes independent (ω = 0), beside its rate
     under the structures with a share ω > 0 common to every run (a single value where there is one).
+    Grades are abbreviated (:data:`P9_GRADE_ABBREV`: R, P, NR, I) so that the table fits a page column.
 
     Args:
         power: ``p9_matched.matched_power``'s record.
         scenarios: the (κ, ρ, τ, rel, ω) it simulated (default ``p9_matched.P9_SCENARIOS``).
 
     Returns:
-        Index "simulated truth"; columns a MultiIndex (noise group, grade) of strings.
+        Index "simulated truth"; columns a MultiIndex (noise group, grade abbreviation) of strings.
 
     Raises:
         ValueError: as ``p9_operating_table``.
@@ -2039,6 +2044,8 @@ def p9_operating_summary(power: Mapping[str, float], scenarios=None) -> pd.DataF
         if mask.any():
             parts[name] = full[mask].groupby(level="simulated truth", sort=False).agg(span)
     out = pd.concat(parts, axis=1, names=["noise (rates in %)", "grade"])
+    out.columns = pd.MultiIndex.from_tuples([(g, P9_GRADE_ABBREV.get(x, x)) for g, x in out.columns],
+                                            names=out.columns.names)
     out.index = [str(x).replace("paper's law, the range's weak end", "paper's law, weak end")
                  .replace("paper's law, ", "law, ").replace(" (N_eff only)", "") for x in out.index]
     out.index.name = "simulated truth"
