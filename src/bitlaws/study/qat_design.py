@@ -717,19 +717,28 @@ def p4_replicate_power(profile: str = "cpu", seeds: Sequence[int] = (1, 2, 3, 5)
     return pd.concat(out, ignore_index=True)
 
 
+def _stamped(tab: pd.DataFrame, experiment: str, profile: str) -> pd.DataFrame:
+    """``tab`` with the provenance columns of a written table: ``experiment`` and ``profile`` first,
+    ``git_sha`` and ``timestamp`` (UTC) last."""
+    import datetime as dt
+
+    from .._io import git_sha
+
+    tab = tab.copy()
+    tab.insert(0, "profile", profile)
+    tab.insert(0, "experiment", experiment)
+    tab["git_sha"] = git_sha()
+    tab["timestamp"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return tab
+
+
 def write_p4_replicates(profile: str = "cpu", root: str | None = None, **kwargs) -> Path:
     """:func:`p4_replicate_power` written to ``<root>/runs/<profile>/qat_design_p4_replicates.csv``
     (atomically) with ``experiment`` (``qat_design_p4_replicates``), ``profile``, ``git_sha``, ``timestamp``."""
-    import datetime as dt
-
-    from .._io import git_sha, write_atomic
+    from .._io import write_atomic
     from .store import data_dir
 
-    tab = p4_replicate_power(profile, root=root, **kwargs)
-    tab.insert(0, "profile", profile)
-    tab.insert(0, "experiment", "qat_design_p4_replicates")
-    tab["git_sha"] = git_sha()
-    tab["timestamp"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    tab = _stamped(p4_replicate_power(profile, root=root, **kwargs), "qat_design_p4_replicates", profile)
     path = (Path(root) if root is not None else data_dir()) / "runs" / profile / "qat_design_p4_replicates.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, tab.to_csv(index=False))
@@ -879,16 +888,10 @@ def write_p4_pool_power(profile: str = "cpu", root: str | None = None, **kwargs)
     """:func:`p4_pool_power` written to ``<root>/checks/<profile>/p4_pool_power.csv`` (atomically), with
     ``experiment`` (``p4_pool_power``), ``profile``, ``git_sha``, ``timestamp``. Rows already there whose
     (``rng``, ``seeds``, ``n_sim``, ``pool``, ``seed_sd``) the new run does not repeat are kept above them."""
-    import datetime as dt
-
-    from .._io import git_sha, write_atomic
+    from .._io import write_atomic
     from .store import data_dir
 
-    tab = p4_pool_power(profile, root=root, **kwargs)
-    tab.insert(0, "profile", profile)
-    tab.insert(0, "experiment", "p4_pool_power")
-    tab["git_sha"] = git_sha()
-    tab["timestamp"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    tab = _stamped(p4_pool_power(profile, root=root, **kwargs), "p4_pool_power", profile)
     path = (Path(root) if root is not None else data_dir()) / "checks" / profile / "p4_pool_power.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
