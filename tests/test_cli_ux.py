@@ -331,3 +331,13 @@ def test_export_hf_shows_one_progress_bar_and_restores_transformers_settings(tmp
     assert "Writing model shards" not in captured.err + captured.out, captured.err
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == [f.stem for f in committed]
     assert captured.out.startswith(f"wrote {len(committed)} Hugging Face folders")
+
+
+def test_verdicts_json_without_check_is_refused_before_anything_is_written(tmp_path, capsys):
+    # --json only shapes --check's output; alone it used to be ignored while the store was rewritten
+    store = tmp_path / "verdicts.json"
+    store.write_text("{}", encoding="utf-8")
+    assert main(["verdicts", "--json", "--data-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--json prints the recomputed grades of --check" in err and "`verdicts --check --json`" in err
+    assert store.read_text(encoding="utf-8") == "{}"

@@ -165,7 +165,7 @@ def test_design_sentence_sets_the_table_beside_the_grading_rule():
     text = qat_design.p9_design_sentence(tab, power)
     assert text.startswith("The table gave it power 97% [92, 99] (100 datasets) under P9's rule version 2")
     # the independent scenario (s0) and the least over the sizes-independent ones (s6, not s7 which shares noise)
-    assert "gives 99% [98, 99] against the paper's law at $C_w$ = 1 with every run independent" in text
+    assert "gives 99% [98, 99] against the paper's law at C_w = 1 with every run independent" in text
     assert "and 51% [48, 54] at the least favourable of its noise structures (a cell share ρ = 0.5, 1.5× the " \
            "relative noise)" in text
     assert qat_design.p9_design_sentence(tab, None) == "" and qat_design.p9_design_sentence(None, power) == ""

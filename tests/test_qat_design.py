@@ -551,8 +551,8 @@ def test_p9_seed_sentence_reads_every_rate_from_the_table():
     capped = pd.DataFrame([{"seeds": k, "replicates": "sizes", "power_c1": a, "n_sim": 1000.0}
                            for k, a in ((1, 0.38), (3, 0.62))])
     text = qd.p9_seed_sentence(tab, 3.61, 4.61, capped, 0.203)
-    assert text.startswith("Each further seed of the grid would cost about 3.6 CPU-hours for the graded $P_w$ = 4–6 "
-                           "runs and their twins (4.6 with the $P_w$ = 3 runs)")
+    assert text.startswith("Each further seed of the grid would cost about 3.6 CPU-hours for the graded P_w = 4–6 "
+                           "runs and their twins (4.6 with the P_w = 3 runs)")
     lo, hi = qd.mc_interval(0.78, 1000)
     assert f"to 78% [{100 * lo:.0f}, {100 * hi:.0f}] with two seeds" in text
     assert "from 49% [" in text and "up to 7% [" in text and "32% [" in text

@@ -7,7 +7,7 @@ project dependency):
     python tools/page_check.py --screenshots /tmp/shots notebooks/01-ptq-degradation.html
 
 For each page it loads a copy with a small script added that waits for MathJax, then records:
-raw TeX left in the text after rendering (``\\(``, ``$$``, ``\\mathrm`` …, outside code), images
+raw TeX left in the text after rendering (``\\(``, ``$$``, ``\\mathrm``, inline ``$C_w$`` …, outside code), images
 that did not load or whose alt text is a file name, and tables wider than the article column. It
 prints one line per page and exits 1 if any page fails. ``--screenshots DIR`` also saves a
 1400-px-wide PNG of each page's top.
@@ -44,7 +44,8 @@ window.addEventListener("load", async () => {
   out.no_alt = imgs.filter(i => !/[a-z]{3,} [a-z]/i.test(i.getAttribute("alt") || "")).map(i => i.getAttribute("src"));
   const scope = document.querySelector("article") || document.body;
   const walker = document.createTreeWalker(scope, NodeFilter.SHOW_TEXT);
-  const tex = /\\\(|\\\)|\\\[|\\\]|\$\$|\\(mathrm|frac|gamma|delta|alpha|beta|cdot|le|ge|approx)(?![a-z])/;
+  // inline $...$ left unrendered too: "$C_w$", "$\bar r$" (a letter or a command right after the opening $)
+  const tex = /\\\(|\\\)|\\\[|\\\]|\$\$|\\(mathrm|frac|gamma|delta|alpha|beta|cdot|le|ge|approx)(?![a-z])|\$[A-Za-z][^$\s]*\$|\$\\[a-z]+[^$]{0,30}\$/;
   while (walker.nextNode()) {
     const n = walker.currentNode;
     if (n.parentElement.closest("script, style, pre, code, mjx-container, .highlight, textarea, kbd")) continue;

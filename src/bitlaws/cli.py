@@ -438,6 +438,10 @@ def _cmd_verdicts(args) -> int:
     from .study.ptq_degradation import BOOK_PROFILE
     from .study.store import data_dir
 
+    if args.json and not args.check:
+        raise ValueError("verdicts: --json prints the recomputed grades of --check and writes nothing; without "
+                         "--check the command writes data/verdicts.json and the README's ledger. Allowed: "
+                         "`verdicts --check --json` or `verdicts`")
     root = Path(args.data_root) if args.data_root else None
     store = (root if root is not None else data_dir()) / "verdicts.json"
     if args.check and args.profile == BOOK_PROFILE and root is not None and not store.is_file():

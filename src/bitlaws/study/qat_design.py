@@ -1106,7 +1106,7 @@ def p9_design_sentence(tab: pd.DataFrame | None, power: Mapping[str, float] | No
                                   f"{rel:g}× the relative noise" if rel != 1 else "") if x)
     return (f"The table gave it power {table} ({int(row['n_sim'])} datasets) under P9's rule version 2, with every "
             "run independent. The rule that grades the grid (version 5's decision) gives "
-            f"{rate_text({'power': rates[indep[0]], 'n_sim': power['n_sim']})} against the paper's law at $C_w$ = 1 "
+            f"{rate_text({'power': rates[indep[0]], 'n_sim': power['n_sim']})} against the paper's law at C_w = 1 "
             f"with every run independent too, and {rate_text(power, 'power_c1')} at the least favourable of its "
             f"noise structures ({label}), the power its verdict reports ({int(power['n_sim'])} datasets each; "
             "chapter 03).")
@@ -1267,12 +1267,12 @@ def p9_seed_sentence(tab: pd.DataFrame | None, hours: float, hours_all: float = 
         return rate_text({"power": float(row[col]), "n_sim": float(row["n_sim"])})
 
     t = tab
-    cost = (f"about {hours:.1f} CPU-hours for the graded $P_w$ = 4–6 runs and their twins" if math.isfinite(hours)
-            else "the grid's CPU-hours again") + (f" ({hours_all:.1f} with the $P_w$ = 3 runs)"
+    cost = (f"about {hours:.1f} CPU-hours for the graded P_w = 4–6 runs and their twins" if math.isfinite(hours)
+            else "the grid's CPU-hours again") + (f" ({hours_all:.1f} with the P_w = 3 runs)"
                                                    if math.isfinite(hours_all) else "")
     text = (f"Each further seed of the grid would cost {cost}, the present grid's own training time. Simulated "
             "under version 5's decision, with each seed a fresh draw of the noise structures, the power against "
-            f"the law at $C_w$ = 1 would rise from {pc(t, 1, 'sizes', 'power_c1')} (the verdict's rate, here from "
+            f"the law at C_w = 1 would rise from {pc(t, 1, 'sizes', 'power_c1')} (the verdict's rate, here from "
             f"other draws) to {pc(t, 2, 'sizes', 'power_c1')} with two seeds and {pc(t, 3, 'sizes', 'power_c1')} "
             "with three, the sizes still the replicates, and no effect would read *reproduced* at most "
             f"{pc(t, 3, 'sizes', 'false_no_effect')} of the time.")
@@ -1290,7 +1290,7 @@ def p9_seed_sentence(tab: pd.DataFrame | None, hours: float, hours_all: float = 
     text += (f" Taking each (size, seed) as a replicate would give {pc(t, 2, 'size × seed', 'power_c1')} and "
              f"{pc(t, 3, 'size × seed', 'power_c1')}, but a true effect that varies from cell to cell is the same "
              "in every seed, so those replicates are not independent, and no effect would then read *reproduced* "
-             f"up to {pc(t, 3, 'size × seed', 'false_no_effect')} of the time. The law at $C_w$ = 1.5 stays hard "
+             f"up to {pc(t, 3, 'size × seed', 'false_no_effect')} of the time. The law at C_w = 1.5 stays hard "
              f"to see: {pc(t, 3, 'sizes', 'power_c1.5')} with three seeds. A grid with more seeds would be a new "
              "experiment, graded by a rule registered before its data.")
     return text
