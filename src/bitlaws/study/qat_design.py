@@ -240,6 +240,19 @@ def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None,
 _P4_VARIANT_COLUMNS = tuple(f"power_{v}" for v in ("floor_0.02", "floor_0.05", "floor_0.2", "no_pa3"))
 
 
+def _p4_sim_inputs(df: pd.DataFrame) -> tuple:
+    """What P4's design simulations read from the committed training rows ``df``: the RTN noise model,
+    ``seed_block_sd``'s record, σ_seed as simulated (its point estimate capped at one run's σ; 0 where
+    not estimable), the committed high-precision runs (``stage_frames(df)["chinchilla"]``) and the rows' hash."""
+    from .law_fits import stage_frames
+    from .noise import noise_model
+
+    noise = noise_model(df, "rtn")
+    block = seed_block_sd(df)
+    seed_sd = min(block["sd"], noise.loss_sd) if math.isfinite(block["sd"]) else 0.0
+    return noise, block, seed_sd, stage_frames(df)["chinchilla"], frame_sha256(df)
+
+
 def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = CANDIDATES, n_sim: int = N_SIM,
                        seed: int = 0, progress: bool = False, root: str | None = None,
                        independent: tuple[tuple[str, int], ...] = (("as run", 1), ("as run", 5)),
@@ -293,8 +306,7 @@ def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = C
     """
     from tqdm.auto import tqdm
 
-    from .law_fits import TRAINING_EXPERIMENTS, load_fits, params_of, stage_frames
-    from .noise import noise_model
+    from .law_fits import TRAINING_EXPERIMENTS, load_fits, params_of
     from .store import load_runs
 
     df = load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
@@ -303,11 +315,7 @@ def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = C
     if chin is None or eq2 is None:
         raise ValueError(f"design_power_table needs the chinchilla and ptq fits of {profile!r}; run "
                          f"`python -m bitlaws fit --profile {profile}`")
-    noise = noise_model(df, "rtn")
-    block = seed_block_sd(df)
-    seed_sd = min(block["sd"], noise.loss_sd) if math.isfinite(block["sd"]) else 0.0
-    committed = stage_frames(df)["chinchilla"]
-    read = frame_sha256(df)
+    noise, block, seed_sd, committed, read = _p4_sim_inputs(df)
     out = []
     ends = {"lo": min(block["lo"], noise.loss_sd), "hi": min(block["hi"], noise.loss_sd)} \
         if math.isfinite(block["lo"]) and math.isfinite(block["hi"]) else {}
@@ -850,8 +858,7 @@ def p4_pool_power(profile: str = "cpu", seeds: Sequence[int] = (1, 3, 5), n_sim:
     """
     from tqdm.auto import tqdm
 
-    from .law_fits import TRAINING_EXPERIMENTS, load_fits, params_of, stage_frames
-    from .noise import noise_model
+    from .law_fits import TRAINING_EXPERIMENTS, load_fits, params_of
     from .store import load_runs
 
     have = {c.seeds: c for c in CANDIDATES if c.claim == "P4" and "as run" in c.name}
@@ -866,11 +873,8 @@ def p4_pool_power(profile: str = "cpu", seeds: Sequence[int] = (1, 3, 5), n_sim:
     chin = params_of(load_fits(profile, root).get("chinchilla"))
     if chin is None:
         raise ValueError(f"p4_pool_power needs the chinchilla fit of {profile!r}; run `python -m bitlaws fit`")
-    noise = noise_model(df, "rtn")
-    block = seed_block_sd(df)
-    if seed_sd is None:
-        seed_sd = min(block["sd"], noise.loss_sd) if math.isfinite(block["sd"]) else 0.0
-    committed, read = stage_frames(df)["chinchilla"], frame_sha256(df)
+    noise, _, design_sd, committed, read = _p4_sim_inputs(df)
+    seed_sd = design_sd if seed_sd is None else seed_sd
     rows = []
     for r, k in tqdm(list(itertools.product(rngs, seeds)), desc="P4 pool", disable=not progress):
         frames = candidate_frames(have[k], committed)
