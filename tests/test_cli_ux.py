@@ -132,7 +132,8 @@ def test_help_and_argument_errors_import_neither_torch_nor_pandas():
         "from bitlaws.cli import main\n"
         "for argv in (['--help'], [], ['bogus'], ['coverage', '--help'], ['fit', '--boot', '0'],"
         " ['quik', '--profile', 'tpu'], ['sweep', '--help'], ['train', '--help'],"
-        " ['train', '--model.size=nope'], ['train', '--train.lr=abc']):\n"
+        " ['train', '--model.size=nope'], ['train', '--train.lr=abc'],"
+        " ['design-power', '--claims', 'P4,Q1']):\n"
         "    try:\n"
         "        rc = main(argv)\n"
         "    except SystemExit as exc:\n"
@@ -341,3 +342,25 @@ def test_verdicts_json_without_check_is_refused_before_anything_is_written(tmp_p
     err = capsys.readouterr().err
     assert "--json prints the recomputed grades of --check" in err and "`verdicts --check --json`" in err
     assert store.read_text(encoding="utf-8") == "{}"
+
+
+def test_design_power_claims_are_the_candidates_claims_and_bad_ones_exit_2(capsys):
+    from bitlaws.cli import DESIGN_CLAIMS
+    from bitlaws.study.qat_design import CANDIDATES
+
+    assert set(DESIGN_CLAIMS) == {c.claim for c in CANDIDATES}
+    for bad in ("P4,Q1", "P4,P4", ""):
+        assert _exit_code(["design-power", "--claims", bad]) == 2
+        err = capsys.readouterr().err
+        assert "claims must be distinct, comma-separated, of P4, P5, P9" in err and repr(bad) in err, err
+
+
+def test_design_power_claims_reach_the_writer(monkeypatch, tmp_path, capsys):
+    from bitlaws.study import qat_design
+
+    seen = {}
+    monkeypatch.setattr(qat_design, "write_design_power",
+                        lambda profile, n_sim, root, claims: seen.update(claims=claims) or tmp_path / "t.csv")
+    assert main(["design-power", "--claims", "P9,P4", "--profile", "smoke", "--data-root", str(tmp_path)]) == 0
+    assert seen["claims"] == ["P9", "P4"]
+    assert "rows of P9, P4 replaced, the others kept" in capsys.readouterr().out

@@ -121,6 +121,20 @@ def _count(minimum: int):
     return parse
 
 
+DESIGN_CLAIMS = ("P4", "P5", "P9")  # the claims of qat_design.CANDIDATES (tested), kept here so parsing imports neither
+
+
+def _claim_list(text: str) -> str:
+    """An argparse type: comma-separated claims of :data:`DESIGN_CLAIMS`, each once."""
+    allowed = DESIGN_CLAIMS
+    names = [t.strip() for t in text.split(",")]
+    bad = [n for n in names if n not in allowed]
+    if bad or not names or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"claims must be distinct, comma-separated, of {', '.join(allowed)}; "
+                                         f"got {text!r}")
+    return ",".join(names)
+
+
 def _parse_experiments(text: str | None) -> list[str] | None:
     """``"base_grid,qat_joint"`` -> the list; None -> None (every declared one); an empty list is refused."""
     if text is None:
@@ -362,8 +376,9 @@ def _cmd_fit(args) -> int:
 def _cmd_design_power(args) -> int:
     from .study.qat_design import write_design_power
 
-    path = write_design_power(args.profile, n_sim=args.n_sim, root=args.data_root)
-    print(f"wrote {path}")
+    claims = None if args.claims is None else args.claims.split(",")
+    path = write_design_power(args.profile, n_sim=args.n_sim, root=args.data_root, claims=claims)
+    print(f"wrote {path}" + (f" (rows of {', '.join(claims)} replaced, the others kept)" if claims else ""))
     return 0
 
 
@@ -571,6 +586,9 @@ def main(argv: list[str] | None = None) -> int:
                                       "reads: run it on a copy (--data-root) unless you mean to replace the "
                                       "committed table.")
     p_dp.add_argument("--n-sim", type=_count(2), default=100, help="simulated datasets per hypothesis (default 100)")
+    p_dp.add_argument("--claims", type=_claim_list, default=None,
+                      help="comma-separated claims to simulate again, of P4, P5, P9 (default: all); the other "
+                           "claims' committed rows are kept as they are")
     p_fit = sub.add_parser("fit", help="fit the scaling laws to a profile's runs; writes data/fits/<profile>_<stage>.json")
     p_quik = sub.add_parser("quik", help="QUIK / RTN / SmoothQuant / GPTQ on the committed checkpoints "
                                          "(data/runs/<profile>/quik_accuracy.csv, resumable), then Q1–Q3")
