@@ -392,21 +392,65 @@ def test_design_view_shows_the_independent_power_where_it_was_simulated():
 
 
 def test_declared_marginal_seeds_are_the_committed_tables_choice():
-    """PowerPlan's seeds for P4 are the ones ``seed_choice``'s rule (the fewest whose Monte Carlo
-    lower bound clears 0.8) picks on the committed design table: rerunning design-power with other
-    results makes this fail until the plan follows."""
-    tab = qd.load_design_power("cpu")
-    if tab is None:
-        pytest.skip("no committed design table for cpu")
-    choice = qd.seed_choice(tab)
+    """PowerPlan's seeds for P4 are the ones seed rule v2 (``pool_seed_choice``) picks on the committed
+    separate-pool and design tables: rerunning either with other results makes this fail until the plan
+    follows."""
+    tab, pool = qd.load_design_power("cpu"), qd.load_p4_pool_power("cpu")
+    if tab is None or pool is None:
+        pytest.skip("no committed design or pool table for cpu")
+    choice = qd.pool_seed_choice(pool, tab)
     declared = 1 + len(PROFILES["cpu"].power_design.marginal_seeds)
-    if choice["by_interval"] is None:
-        # P4 rule v6 at σ_seed's unfavourable end: no simulated count reaches the bar (2026-12-02); the plan
-        # keeps the largest simulated count, and the chapter's sentence says that none reaches it
-        assert declared == max(choice["simulated"])
-        assert "No simulated seed count" in qd.seed_choice_sentence(choice, declared)
-    else:
-        assert declared == choice["by_interval"]
+    assert declared == choice["seeds"]
+    assert f"The profile declares {declared} (seed 0 and `qat_seeds`)." in qd.pool_seed_sentence(choice, declared)
+
+
+def test_seed_rule_v2_takes_the_target_then_the_gate_then_the_plateau():
+    # the fewest whose interval's lower end clears 0.8
+    assert qd.plateau_choice({1: (0.5, 0.4, 0.6), 3: (0.9, 0.82, 0.95), 5: (0.95, 0.9, 0.99)}) == (3, "target")
+    # none clears 0.8: the fewest whose lower end clears the gate (0.5)
+    assert qd.plateau_choice({1: (0.08, 0.01, 0.15), 3: (0.63, 0.54, 0.72), 5: (0.49, 0.30, 0.68)},
+                             gate=0.5) == (3, "gate")
+    # none clears the gate: the fewest whose power lies in the best count's interval [0.29, 0.48]
+    ind = {1: (0.05, 0.02, 0.11), 2: (0.24, 0.17, 0.33), 3: (0.35, 0.26, 0.45), 5: (0.38, 0.29, 0.48)}
+    assert qd.plateau_choice(ind, gate=0.5) == (3, "plateau")
+    assert qd.plateau_choice({**ind, 2: (0.30, 0.22, 0.39)}, gate=0.5) == (2, "plateau")  # 0.30 ≥ 0.29: 2 will do
+    assert qd.plateau_choice({}) == (None, "")
+    with pytest.raises(ValueError, match="must lie in its interval"):
+        qd.plateau_choice({1: (0.5, 0.6, 0.7)})
+
+
+def test_pool_seed_choice_reads_both_tables_and_declares_the_larger():
+    # separate pool at σ_seed 0.01: two generators per count (means 0.10, 0.60, 0.55; spreads at the binomial)
+    pool = pd.DataFrame({"seeds": [1, 1, 3, 3, 5, 5], "n_sim": 400, "pool": 200, "seed_sd": 0.01,
+                         "power_shared": 0.5, "power_pool": [0.09, 0.11, 0.59, 0.61, 0.54, 0.56]})
+    design = pd.DataFrame({"claim": "P4", "design": [f"marginal sweeps as run, {k} seeds" for k in (1, 3, 5)],
+                           "seeds": [1, 3, 5], "seed_sd": 0.01, "n_sim": 100,
+                           "power_independent": [0.05, 0.20, 0.40]})
+    c = qd.pool_seed_choice(pool, design)
+    # 3 seeds: t on 1 df, standard error floored at √(0.6·0.4/400): 0.60 ± 12.706·0.0245/√2 → lower end 0.38 < 0.5
+    assert c["pool"]["power"][3][1] == pytest.approx(0.6 - 12.706204736174698 * math.sqrt(0.24 / 400) / math.sqrt(2))
+    assert (c["pool"]["seeds"], c["pool"]["which"]) == (3, "plateau")  # 0.60 is the best; 1 seed's 0.10 is outside it
+    # σ_seed = 0: best 0.40 [0.31, 0.50], 0.20 outside it: 5 seeds, so 5 are declared (the larger)
+    assert (c["independent"]["seeds"], c["independent"]["which"], c["seeds"]) == (5, "plateau", 5)
+    text = qd.pool_seed_sentence(c, 5)
+    assert "seed rule v2, written after" in text and "it is 3 seeds (0.60 [" in text and "it is 5 seeds (0.40 [" in text
+    assert text.count("more seeds buy no power the simulation can detect") == 2 and "not the" not in text
+    assert "not the 5 the rule gives (the larger of the two readings)" in qd.pool_seed_sentence(c, 3)
+    assert qd.pool_seed_choice(pool)["independent"] is None and qd.pool_seed_choice(pool)["seeds"] == 3
+    with pytest.raises(ValueError, match="no p4_pool_power rows at σ_seed 0.02"):
+        qd.pool_seed_choice(pool, design.assign(seed_sd=0.02))
+    assert qd.pool_seed_sentence(None, 3) == ""
+
+
+def test_block_sentence_says_when_the_one_sided_test_and_the_interval_disagree():
+    block = {"sd": 0.0103, "lo": 0.0, "hi": 0.0441, "resid_sd": 0.0091, "f": 4.83, "p": 0.048, "dof_seed": 3.0,
+             "dof_resid": 6.0, "n_cells": 3.0, "n_sizes": 1.0, "cross_size_corr": math.nan}
+    empty = pd.DataFrame({"claim": ["P9"], "seeds": [1], "power_independent": [math.nan]})
+    text = qd.block_sentence(block, empty)
+    assert "σ_seed = 0.0103 [0.0000, 0.0441] nats" in text and "p = 0.048" in text
+    assert "the test rejects σ_seed = 0 while the interval still reaches it" in text
+    assert "one-sided" not in qd.block_sentence({**block, "p": 0.2}, empty)           # both read "not detected"
+    assert "one-sided" not in qd.block_sentence({**block, "lo": 0.002, "p": 0.01}, empty)  # both read "detected"
 
 
 def test_seed_reading_names_the_blocked_column_and_the_conservative_choice_beside_it():
@@ -513,8 +557,10 @@ def test_seed_reading_on_a_rule_v6_table_names_the_least_over_sigma_seed():
     tab["power_seed_min"] = tab[["power", "power_seed_lo", "power_seed_hi"]].min(axis=1)
     assert qd.seed_choice(tab)["column"] == "power_seed_min" and qd.seed_choice(tab)["by_point"] is None
     text = qd.seed_reading_sentence(tab)
-    assert text.startswith("The seed count above is read from the least of three powers per count"), text
+    assert text.startswith("Each count in the table was also simulated at σ_seed's interval ends"), text
     assert "(0.0000 and 0.0441" in text and "one run's whole seed σ, 0.0162" in text
+    assert "gives 1 seed: 0.50; 3 seeds: 0.60; 5 seeds: 0.51." in text  # the upper end, not in the table
+    assert "(`power_seed_min`) is 1 seed: 0.05; 3 seeds: 0.30; 5 seeds: 0.38." in text
     assert "`power [95% MC]`" not in text
     # with the upper end below one run's σ, no cap is mentioned
     assert "simulated as they are" in qd.seed_reading_sentence(tab.assign(seed_sd_hi=0.01))

@@ -478,7 +478,11 @@ def agreement_sentence(agree: Mapping[str, float] | None) -> str:
     a = agree
     held = a["diff_lo"] <= 0 <= a["diff_hi"]
     verdict = ("the interval holds 0, so the two cannot be told apart at this Monte Carlo precision (which does "
-               "not make them equal)" if held else "the interval excludes 0: they differ beyond Monte Carlo error")
+               "not make them equal), and these binomial brackets understate P4's simulation error (the replicate "
+               "and pool simulations below measure it)" if held else
+               "the interval excludes 0: they differ beyond binomial Monte Carlo error, which understates P4's "
+               "simulation error (the replicate and pool simulations below measure it), so the difference may "
+               "still be Monte Carlo error")
     why = ""
     if a.get("table_refit") == 1.0 and a.get("fits_refit") == 1.0:
         why = " Both refit the Chinchilla constants on each simulated dataset's own high-precision runs."
@@ -591,6 +595,12 @@ def block_sentence(block: Mapping[str, float], tab: pd.DataFrame) -> str:
             f"seed) puts σ_seed = {block['sd']:.4f} [{block['lo']:.4f}, {block['hi']:.4f}] nats in a part that every "
             f"run of one size and seed shares (F = {block['f']:.2f} on {block['dof_seed']:.0f} and "
             f"{block['dof_resid']:.0f} degrees of freedom, p = {block['p']:.3f}; residual σ {block['resid_sd']:.4f}).")
+    if (block["p"] < 0.05) != (block["lo"] > 0):  # the one-sided test and the two-sided interval read differently
+        text += (" The F test is one-sided (σ_seed = 0 against σ_seed > 0, at 5 %) and the interval two-sided (2.5 % "
+                 "in each tail, its lower end truncated at 0), so " + (
+                     "the test rejects σ_seed = 0 while the interval still reaches it: the block is detected at 5 % "
+                     "one-sided and no more." if block["p"] < 0.05 else
+                     "the interval excludes 0 while the one-sided test does not reject it."))
     if math.isfinite(block.get("cross_size_corr", math.nan)):
         text += (f" Between sizes, which share only the data order, the seed deviations correlate at "
                  f"{block['cross_size_corr']:+.2f} on average, so no block across sizes is drawn.")
@@ -606,15 +616,18 @@ def block_sentence(block: Mapping[str, float], tab: pd.DataFrame) -> str:
                "independent: treating runs as independent at the full σ is the conservative reading."
                if up else " The block adds noise that the runs of one seed share, which averaging over runs does not "
                "remove." if down else "")
-        text += f" P4's power on the design as run: {'; '.join(parts)}.{how}"
+        text += (f" P4's power on the design as run (binomial brackets, which understate this simulation's error; "
+                 f"below): {'; '.join(parts)}.{how}")
     return text
 
 
 def seed_reading_sentence(tab: pd.DataFrame, target: float = 0.8, claim: str = "P4", design: str = "as run") -> str:
     """Which of the design table's two powers ``seed_choice`` reads, why, and what the other gives.
 
-    On a table of P4 rule v6 (``power_seed_min`` present) ``seed_choice`` reads the least of the powers
-    at σ_seed's point and interval ends, and the sentence says so. Otherwise
+    On a table of P4 rule v6 (``power_seed_min`` present) the sentence gives the powers at σ_seed's
+    interval ends beside the table's (the upper end is not a table column) and the least of the three
+    per count, which ``seed_choice`` reads; it no longer chooses ``qat_seeds``' count (seed rule v2,
+    :func:`pool_seed_choice`). Otherwise
     ``seed_choice`` reads ``power`` (the table's ``power [95% MC]``), simulated with the seed block
     ``seed_sd`` that ``seed_block_sd`` estimates from the committed runs; ``power_independent``
     (σ_seed = 0, every run independent) is the conservative reading where the block raises power.
@@ -633,14 +646,17 @@ def seed_reading_sentence(tab: pd.DataFrame, target: float = 0.8, claim: str = "
     k = blocked["by_interval"] or blocked["by_point"]
     sd, lo, hi = (float(rows[c].iloc[0]) if c in rows else math.nan for c in ("seed_sd", "seed_sd_lo", "seed_sd_hi"))
     cap = float(rows["loss_sd"].iloc[0]) if "loss_sd" in rows else math.nan
-    if blocked["column"] == "power_seed_min":  # P4 rule v6's table: the least over σ_seed's point and interval ends
-        return ("The seed count above is read from the least of three powers per count: at σ_seed's point estimate "
-                + (f"({sd:.4f} nats) and at its interval's ends ({lo:.4f} and {hi:.4f}, the analysis of variance above; "
-                   + (f"the upper end simulated at one run's whole seed σ, {cap:.4f}, where it is larger)"
-                      if math.isfinite(cap) and cap < hi else "simulated as they are)")
-                   if math.isfinite(sd) else "and at its interval's ends")
-                + ", so the count is chosen at the unfavourable end; the lower end, σ_seed = 0, is the reading with "
-                "every run independent.")
+    if blocked["column"] == "power_seed_min":  # P4 rule v6's table: also simulated at σ_seed's interval ends
+        seeds_of = rows.sort_values("seeds")
+        fmt = lambda col: "; ".join(f"{int(r.seeds)} seed{'s' * (r.seeds > 1)}: {getattr(r, col):.2f}"  # noqa: E731
+                                    for r in seeds_of.itertuples(index=False))
+        ends = (f" ({lo:.4f} and {hi:.4f} nats, the analysis of variance above; "
+                + (f"the upper end simulated at one run's whole seed σ, {cap:.4f}, where it is larger)"
+                   if math.isfinite(cap) and cap < hi else "simulated as they are)")) if math.isfinite(sd) else ""
+        return (f"Each count in the table was also simulated at σ_seed's interval ends{ends}: the lower end, "
+                "σ_seed = 0 (every run independent), is the column `power, runs independent`; the upper end, not "
+                f"shown in the table (`power_seed_hi` in its CSV), gives {fmt('power_seed_hi')}. The least of the "
+                f"three powers per count (`power_seed_min`) is {fmt('power_seed_min')}.")
     text = ("The seed count above is chosen on the `power [95% MC]` column, "
             + (f"simulated with the seed block that the committed runs show (σ_seed = {sd:.4f} [{lo:.4f}, {hi:.4f}] "
                "nats, the analysis of variance above), because that is the noise model fitted to our runs."
@@ -823,7 +839,7 @@ def replicate_sentence(rep: pd.DataFrame | None, tab: pd.DataFrame | None = None
                  f"{max(g for g, _ in gaps):.2f} from those means, more than the spread allows (beyond the t "
                  f"quantile on {n_rep - 1} degrees of freedom): the estimate also depends on the "
                  f"number of datasets, since they are the bootstrap's draws and the rule thresholds their share at "
-                 f"0.95. P4's design powers are therefore rough, and the seed count chosen from them provisional; "
+                 f"0.95. P4's design powers are therefore rough, and no seed count is chosen from them alone; "
                  f"the next paragraph draws each dataset's bootstrap apart from the graded datasets.")
     return text
 
@@ -960,6 +976,105 @@ def _pool_interval(mean: float, sd: float, binomial: float, r: int) -> tuple[flo
     return max(mean - half, 0.0), min(mean + half, 1.0)
 
 
+# qat_seeds' seed count, rule v2 (2026-12-06, written after p4_pool_power.csv showed that no seed count reaches
+# 0.8; v1, the fewest whose design-table power clears 0.8 by its interval, else the largest simulated, chose 5)
+SEED_RULE_VERSION = 2
+
+
+def plateau_choice(power: Mapping[int, tuple[float, float, float]], target: float = 0.8,
+                   gate: float | None = None) -> tuple[int | None, str]:
+    """Seed rule v2 on ``power`` (seed count -> (power, lo, hi), a 95 % interval): the fewest count whose
+    interval's lower end reaches ``target``; else the fewest whose lower end reaches ``gate`` (P4's
+    ``claims.POWER_MIN``: a failed grade is then graded, not turned inconclusive); else the fewest whose
+    power lies within the interval of the count with the highest power (more seeds buy nothing
+    detectable). Returns (count, which: ``"target"``, ``"gate"`` or ``"plateau"``); (None, "") if empty.
+
+    Raises:
+        ValueError: an interval that does not hold its point, or a power outside [0, 1].
+    """
+    if not power:
+        return None, ""
+    for k, (p, lo, hi) in power.items():
+        if not (0.0 <= lo <= p <= hi <= 1.0):
+            raise ValueError(f"plateau_choice: seeds {k}: power {p} must lie in its interval [{lo}, {hi}] within [0, 1]")
+    ks = sorted(power)
+    for bar, which in ((target, "target"), (gate, "gate")):
+        k = next((k for k in ks if bar is not None and power[k][1] >= bar), None)
+        if k is not None:
+            return k, which
+    best = max(ks, key=lambda k: (power[k][0], -k))
+    _, lo, hi = power[best]
+    return next(k for k in ks if lo <= power[k][0] <= hi), "plateau"
+
+
+def pool_seed_choice(pool: pd.DataFrame, design: pd.DataFrame | None = None, target: float = 0.8) -> dict:
+    """``qat_seeds``' seed count by rule v2 (:func:`plateau_choice`, gate ``claims.POWER_MIN``), read twice:
+    on the separate-pool powers of :func:`p4_pool_power` at the design table's σ_seed (t intervals over
+    the generators, :func:`_pool_interval`) and, where ``design`` has it, on the design table's power at
+    σ_seed = 0 (``power_independent``, σ_seed's lower end; Wilson intervals), the unfavourable reading.
+
+    Returns:
+        ``pool`` and ``independent``: each {``power``: seeds -> (p, lo, hi), ``seeds``, ``which``} (the
+        second None without a design table), ``seed_sd`` (σ_seed read), ``seeds`` (the larger of the two
+        counts: the declared one), ``target``, ``gate``.
+
+    Raises:
+        ValueError: the pool table has no rows at the design's σ_seed.
+    """
+    from .claims import POWER_MIN
+
+    sm = p4_pool_summary(pool)
+    sd = float(design.loc[design["claim"] == "P4", "seed_sd"].iloc[0]) if design is not None \
+        else float(sm.loc[sm["seed_sd"] > 0, "seed_sd"].mode().iloc[0])
+    rows = sm[np.isclose(sm["seed_sd"], sd, rtol=1e-9, atol=0)]
+    if not len(rows):
+        raise ValueError(f"pool_seed_choice: no p4_pool_power rows at σ_seed {sd:g}; rows at {sorted(set(sm['seed_sd']))}")
+    pw = {int(r.seeds): (float(r.mean_pool), *_pool_interval(r.mean_pool, r.sd_pool, r.binomial_pool, int(r.replicates)))
+          for r in rows.itertuples(index=False)}
+    out = {"pool": {"power": pw, **dict(zip(("seeds", "which"), plateau_choice(pw, target, POWER_MIN)))},
+           "independent": None, "seed_sd": sd, "target": target, "gate": POWER_MIN}
+    if design is not None and "power_independent" in design:
+        d = design[(design["claim"] == "P4") & design["design"].str.contains("as run", regex=False)
+                   & design["power_independent"].notna()]
+        ind = {int(r.seeds): (float(r.power_independent), *mc_interval(float(r.power_independent), float(r.n_sim)))
+               for r in d.itertuples(index=False)}
+        if ind:
+            out["independent"] = {"power": ind, **dict(zip(("seeds", "which"), plateau_choice(ind, target, POWER_MIN)))}
+    out["seeds"] = max(v["seeds"] for v in (out["pool"], out["independent"]) if v)
+    return out
+
+
+def pool_seed_sentence(choice: Mapping | None, declared_seeds: int) -> str:
+    """Chapter 07's sentence for :func:`pool_seed_choice` beside the seeds the profile declares (seed 0 and
+    ``PowerPlan.marginal_seeds``); "" without a choice."""
+    if not choice:
+        return ""
+    why = {"target": "the fewest whose interval clears the target power {t:g}",
+           "gate": "the fewest whose interval clears P4's gate {g:g} (none clears the target {t:g}), so that a failed "
+                   "grade would be graded rather than turned inconclusive",
+           "plateau": "the fewest whose power lies within the interval of the best count (none clears the target "
+                      "{t:g} or the gate {g:g}): more seeds buy no power the simulation can detect"}
+    plural = lambda k: f"{k} seed{'s' if k > 1 else ''}"  # noqa: E731
+
+    def one(v, name):
+        p, lo, hi = v["power"][v["seeds"]]
+        return (f"{name} it is {plural(v['seeds'])} ({p:.2f} [{lo:.2f}, {hi:.2f}]), "
+                + why[v["which"]].format(t=choice["target"], g=choice["gate"]))
+
+    text = (f"`qat_seeds`' seed count follows seed rule v{SEED_RULE_VERSION}, written after the separate-pool "
+            f"simulation above was seen (v1, the fewest seeds whose design-table power clears 0.8 by its interval, "
+            f"else the largest count simulated, had declared 5). " + one(choice["pool"], "On the separate pool at "
+            f"σ_seed = {choice['seed_sd']:.4f},"))
+    if choice["independent"]:
+        text += "; " + one(choice["independent"], "on the design table at σ_seed = 0, the unfavourable end,")
+    same = choice["independent"] is None or choice["independent"]["seeds"] == choice["pool"]["seeds"]
+    text += (f". The profile declares {declared_seeds} (seed 0 and `qat_seeds`)"
+             + ("" if declared_seeds == choice["seeds"] else
+                f", not the {choice['seeds']} the rule gives{'' if same else ' (the larger of the two readings)'}")
+             + ". P4 is expected to stay short of 0.8 power on this design whatever its seed count.")
+    return text
+
+
 def pool_sentence(tab: pd.DataFrame | None, stored: Mapping | None = None, design: pd.DataFrame | None = None,
                   verdict: Mapping | None = None, target: float = 0.8) -> str:
     """Chapter 07's reading of :func:`p4_pool_power`'s table; every number and every conclusion is read
@@ -1068,8 +1183,8 @@ def pool_sentence(tab: pd.DataFrame | None, stored: Mapping | None = None, desig
             text += (f"P4's grade is inconclusive from its draws alone (p_order {float(verdict['p_order']):.2f}, "
                      f"p_a_most {float(verdict['p_a_most']):.2f}), before its gate reads any power. ")
     if stored and not stored.get("pool") and stored.get("sim_version") == P4_SIM_VERSION:
-        text += ("The verdict's stored power is the shared pool's, and so is the design table above, from which the "
-                 "seed count that `qat_seeds` declares was chosen.")
+        text += ("The verdict's stored power is the shared pool's, and so is the design table above; the seed count "
+                 "that `qat_seeds` declares is read from this simulation (next paragraph).")
     return text.strip()
 
 
