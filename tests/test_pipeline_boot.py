@@ -119,3 +119,43 @@ def test_bound_refit_draws_are_not_resumed_from_fast_ones(tmp_path):
     assert la.pipeline_bootstrap("smoke", n_boot=2, root=tmp_path, frame=df)["n_resumed"] == 0
     assert refit["on_bound_share"] == la.pipeline_bound_shares(refit)
     assert set(refit["on_bound_share"]) == {"chinchilla", "neff_w", "neff_w_paired"}
+
+
+def test_a_killed_run_resumes_from_its_checkpoint_and_equals_one_run(tmp_path, monkeypatch):
+    """Checkpoints every 2 draws: a run killed during its 6th new draw leaves draws 0-3 in the
+    ``.partial`` file (never read by ``load_fits``) and no record; the rerun computes only draws 4-7,
+    equals one uninterrupted run draw for draw, and removes the checkpoint."""
+    import json
+
+    df = _sweep()
+    real, calls = la._refit_draw, []
+
+    def dies_on_the_sixth(*a, **k):
+        calls.append(1)
+        if len(calls) == 6:
+            raise KeyboardInterrupt  # a kill between checkpoints
+        return real(*a, **k)
+
+    monkeypatch.setattr(la, "_refit_draw", dies_on_the_sixth)
+    with pytest.raises(KeyboardInterrupt):
+        la.pipeline_bootstrap("smoke", n_boot=8, root=tmp_path / "a", frame=df, checkpoint_every=2)
+    record = la.fits_path("smoke", "pipeline_boot", tmp_path / "a")
+    part = la._partial_path(record)
+    assert not record.exists() and part.exists() and la.load_fits("smoke", tmp_path / "a") == {}
+    saved = json.loads(part.read_text())
+    assert saved["status"] == "partial" and sorted(saved["draw_ids"] + saved["failed_ids"]) == [0, 1, 2, 3]
+    monkeypatch.setattr(la, "_refit_draw", real)
+    resumed = la.pipeline_bootstrap("smoke", n_boot=8, root=tmp_path / "a", frame=df, checkpoint_every=2)
+    one = la.pipeline_bootstrap("smoke", n_boot=8, root=tmp_path / "b", frame=df, checkpoint_every=0)
+    assert resumed["n_resumed"] == 4 and one["n_resumed"] == 0 and not part.exists()
+    assert resumed["draw_ids"] == one["draw_ids"] and resumed["failed_ids"] == one["failed_ids"]
+    for r, g in zip(resumed["draws"] + resumed["paired_draws"], one["draws"] + one["paired_draws"]):
+        assert r.keys() == g.keys() and all(r[k] == pytest.approx(g[k], rel=1e-12) for k in r)
+    # a checkpoint made from other rows is not read
+    monkeypatch.setattr(la, "_refit_draw", dies_on_the_sixth)
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        la.pipeline_bootstrap("smoke", n_boot=8, root=tmp_path / "c", frame=df, checkpoint_every=2)
+    monkeypatch.setattr(la, "_refit_draw", real)
+    other = la.pipeline_bootstrap("smoke", n_boot=8, root=tmp_path / "c", frame=df.assign(loss_val=df["loss_val"] * 1.001))
+    assert other["n_resumed"] == 0

@@ -598,7 +598,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="bootstrap resamples per stage, ≥ 1 (default 20 smoke, 200 cpu)")
     p_fit.add_argument("--pipeline-boot", type=_count(1), default=None,
                        help="resamples of the pipeline bootstrap (every stage refitted per resample), ≥ 1 "
-                            "(default 20 smoke, 2000 cpu); draws already stored for the same rows are kept")
+                            "(default 20 smoke, 2000 cpu); draws already stored for the same rows are kept, and a running one "
+                            "checkpoints its draws every 50 (fits/<profile>_pipeline_boot.json.partial), so a "
+                            "killed run resumes where it stopped")
     for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
         p.add_argument("--profile", default="cpu", choices=sorted(PROFILE_NAMES),
                        help="which declared sweep: %(choices)s (default %(default)s)")

@@ -588,6 +588,9 @@ PIPELINE_METHOD = (f"draw i resamples with numpy default_rng([boot_seed, i]); ea
 PIPELINE_BOUND_METHOD = "; a fit with a constant on a bound refitted from the stage's own starts, the better kept"
 # Off by default: ``bitlaws.study.boot_check`` measures its cost and what it changes (issue 14).
 PIPELINE_BOUND_REFIT = False
+# Draws between checkpoints of a running pipeline bootstrap (``pipeline_bootstrap``'s ``checkpoint_every``):
+# at the cpu profile's ~6 s a draw, a killed run loses at most about 5 minutes of its ~3.3 CPU-hours.
+PIPELINE_CHECKPOINT = 50
 
 
 def _resample_picks(frame: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
@@ -660,20 +663,36 @@ def _full_sample_starts(frames: Mapping[str, pd.DataFrame], stages) -> dict[str,
     return out
 
 
-def _reusable_draws(path: Path, base: Mapping) -> dict | None:
-    """The draws of an earlier record at ``path`` made from the same rows, seed, stages and method, else None."""
+def _reusable_draws(path: Path, base: Mapping, status: str = "ok") -> dict | None:
+    """The draws of an earlier record at ``path`` made from the same rows, seed, stages and method, else None
+    (``status``: ``ok`` for a finished record, ``partial`` for a checkpoint, ``_partial_path``)."""
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     same = all(old.get(k) == base[k] for k in ("input_sha256", "boot_seed", "stages", "method"))
-    return old if same and old.get("status") == "ok" and "draw_ids" in old else None
+    return old if same and old.get("status") == status and "draw_ids" in old else None
+
+
+def _partial_path(path: Path) -> Path:
+    """Where ``pipeline_bootstrap`` checkpoints its draws while it runs: beside the record, named so that
+    ``load_fits`` (``<profile>_*.json``) never reads it, and removed once the record is written."""
+    return path.with_name(path.name + ".partial")
+
+
+def _draw_record(done: Mapping[int, tuple[dict | None, dict]], n_boot: int) -> dict:
+    """The draw fields of a pipeline-bootstrap record from ``done`` (draw id -> (draw or None, paired draw))."""
+    ids = sorted(i for i in done if i < n_boot)
+    kept = [i for i in ids if done[i][0] is not None]
+    return {"draws": [done[i][0] for i in kept], "draw_ids": kept, "failed_ids": [i for i in ids if done[i][0] is None],
+            "paired_draws": [done[i][1] for i in kept]}
 
 
 def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
                        root: str | os.PathLike | None = None, write: bool = True,
                        frame: pd.DataFrame | None = None, progress: bool = False, resume: bool = True,
-                       p4_sim: int | None = None, bound_refit: bool = PIPELINE_BOUND_REFIT) -> dict:
+                       p4_sim: int | None = None, bound_refit: bool = PIPELINE_BOUND_REFIT,
+                       checkpoint_every: int | None = PIPELINE_CHECKPOINT) -> dict:
     """Resample training runs and refit every stage of ``PIPELINE_STAGES`` inside each resample.
 
     The per-stage intervals of ``run_fits`` hold the earlier stages fixed, so they miss the
@@ -706,6 +725,10 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
         bound_refit: refit from the stage's own starts every fit that lands a constant on a bound,
             keeping the better objective (``PIPELINE_BOUND_METHOD`` is then part of ``method``, so draws
             made without it are not resumed); default ``PIPELINE_BOUND_REFIT``.
+        checkpoint_every: with ``write``, save the draws made so far every this many new draws to
+            ``<record>.partial`` (``_partial_path``), which ``resume`` reads as it reads the record, so a
+            killed run loses at most this many draws; the file is removed once the record is written.
+            None or 0: no checkpoints.
 
     Returns:
         The record: ``status`` (``ok`` or ``skipped`` with ``reason``), ``stages`` (those of
@@ -749,22 +772,25 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
         rec = {**base, "status": "skipped", "reason": "needs the chinchilla stage and at least one N_eff stage with "
                "enough runs to refit", "n_ok": 0, "draws": [], "draw_ids": [], "failed_ids": [], "paired_draws": []}
     else:
-        old = _reusable_draws(path, base) if resume else None
+        ppath = _partial_path(path)
         done: dict[int, tuple[dict | None, dict]] = {}
-        if old is not None:
-            done.update({int(i): (d, p) for i, d, p in zip(old["draw_ids"], old["draws"], old["paired_draws"])
-                         if int(i) < n_boot})
-            done.update({int(i): (None, {}) for i in old.get("failed_ids", []) if int(i) < n_boot})
+        for old_rec in ((_reusable_draws(ppath, base, "partial"), _reusable_draws(path, base)) if resume else ()):
+            if old_rec is not None:
+                done.update({int(i): (d, p) for i, d, p in zip(old_rec["draw_ids"], old_rec["draws"],
+                                                               old_rec["paired_draws"]) if int(i) < n_boot})
+                done.update({int(i): (None, {}) for i in old_rec.get("failed_ids", []) if int(i) < n_boot})
+        old = _reusable_draws(path, base) if resume else None
         n_resumed = len(done)
         starts = _full_sample_starts(frames, [*stages, *paired])
-        for i in tqdm([i for i in range(n_boot) if i not in done], desc=f"pipeline bootstrap ({profile})",
-                      disable=not progress):
+        todo = [i for i in range(n_boot) if i not in done]
+        for j, i in enumerate(tqdm(todo, desc=f"pipeline bootstrap ({profile})", disable=not progress)):
             done[i] = _refit_draw(frames, stages, paired, _draw_picks(frames, stages, BOOT_SEED, i), starts,
                                   bound_refit=bound_refit)
-        kept = [i for i in range(n_boot) if done[i][0] is not None]
-        rec = {**base, "status": "ok", "reason": "", "n_ok": len(kept), "draws": [done[i][0] for i in kept],
-               "draw_ids": kept, "failed_ids": [i for i in range(n_boot) if done[i][0] is None],
-               "paired_draws": [done[i][1] for i in kept], "n_resumed": n_resumed}
+            if write and checkpoint_every and (j + 1) % checkpoint_every == 0 and j + 1 < len(todo):
+                _write_json(ppath, {**base, "status": "partial", "reason": "checkpoint of a run in progress",
+                                    **_draw_record(done, n_boot)})
+        rec = {**base, "status": "ok", "reason": "", **_draw_record(done, n_boot), "n_resumed": n_resumed}
+        rec["n_ok"] = len(rec["draw_ids"])
         rec["on_bound_share"] = pipeline_bound_shares(rec)
         if {"neff_w", "neff_a", "neff_kv"} <= set(stages):
             # P4's power on this design (its rule reads these draws), simulated once here, not per verdict
@@ -783,6 +809,7 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
             rec["p4_no_pa3"] = nd if p4_dropped_is_current(nd, rec, frames) else p4_dropped_draws(rec, frames, progress)
     if write:
         _write_json(path, rec)
+        _partial_path(path).unlink(missing_ok=True)
     return rec
 
 
