@@ -48,7 +48,9 @@ def test_coverage_table_shows_runs_trained_and_observations_per_version_newest_f
     assert _columns(lines[3]) == ["total", "5/5", "1/8", "6/8", "1/5"]
     notes = lines[4:]  # one footnote per kind of column, naming it
     assert [n.split(":", 1)[0] for n in notes] == ["runs trained", "observations at eval vN", "runs with all rows"]
-    assert "eval v2 is the current one, the chapters read eval v1" in notes[1]  # store.EVAL_VERSION_READ["cpu"]
+    from bitlaws.study.store import EVAL_VERSION_READ
+
+    assert f"eval v2 is the current one, the chapters read eval v{EVAL_VERSION_READ['cpu']}" in notes[1]
     with pytest.raises(ValueError, match="at least one coverage record"):
         coverage_table([])
 

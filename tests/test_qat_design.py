@@ -671,11 +671,12 @@ def test_p4_pool_summary_pairs_the_generators():
 
 
 def test_write_p4_pool_power_keeps_the_rows_a_new_run_does_not_repeat(monkeypatch, tmp_path):
-    def run(rngs, seed_sd, power):
+    def run(rngs, seed_sd, power, read="a" * 64):
         return pd.DataFrame({"rng": list(rngs), "design": "d", "seeds": 1, "n_sim": 100, "pool": 200,
-                             "seed_sd": seed_sd, "power_shared": power, "power_pool": power})
+                             "seed_sd": seed_sd, "power_shared": power, "power_pool": power, "inputs_sha256": read})
 
-    monkeypatch.setattr(qd, "p4_pool_power", lambda profile, root=None, **kw: run(kw["rngs"], kw["seed_sd"], kw["p"]))
+    monkeypatch.setattr(qd, "p4_pool_power", lambda profile, root=None, **kw: run(kw["rngs"], kw["seed_sd"], kw["p"],
+                                                                                  kw.get("read", "a" * 64)))
     path = qd.write_p4_pool_power("cpu", root=str(tmp_path), rngs=(0, 1), seed_sd=0.0103, p=0.5)
     qd.write_p4_pool_power("cpu", root=str(tmp_path), rngs=(0, 1), seed_sd=0.0, p=0.1)  # another σ_seed: appended
     qd.write_p4_pool_power("cpu", root=str(tmp_path), rngs=(1, 2), seed_sd=0.0103, p=0.7)  # rng 1 redone: replaced
@@ -683,3 +684,7 @@ def test_write_p4_pool_power_keeps_the_rows_a_new_run_does_not_repeat(monkeypatc
     got = sorted(zip(tab["rng"], tab["seed_sd"], tab["power_pool"]))
     assert got == [(0, 0.0, 0.1), (0, 0.0103, 0.5), (1, 0.0, 0.1), (1, 0.0103, 0.7), (2, 0.0103, 0.7)]
     assert set(tab["experiment"]) == {"p4_pool_power"} and tab["git_sha"].notna().all()
+    # simulated from other training rows (another evaluation version): every older row is dropped, none mixed in
+    qd.write_p4_pool_power("cpu", root=str(tmp_path), rngs=(5,), seed_sd=0.02, p=0.3, read="b" * 64)
+    tab = pd.read_csv(path)
+    assert list(zip(tab["rng"], tab["seed_sd"], tab["inputs_sha256"])) == [(5, 0.02, "b" * 64)]

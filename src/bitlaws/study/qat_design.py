@@ -907,7 +907,9 @@ def p4_pool_power(profile: str = "cpu", seeds: Sequence[int] = (1, 3, 5), n_sim:
 def write_p4_pool_power(profile: str = "cpu", root: str | None = None, **kwargs) -> Path:
     """:func:`p4_pool_power` written to ``<root>/checks/<profile>/p4_pool_power.csv`` (atomically), with
     ``experiment`` (``p4_pool_power``), ``profile``, ``git_sha``, ``timestamp``. Rows already there whose
-    (``rng``, ``seeds``, ``n_sim``, ``pool``, ``seed_sd``) the new run does not repeat are kept above them."""
+    (``rng``, ``seeds``, ``n_sim``, ``pool``, ``seed_sd``) the new run does not repeat are kept above them,
+    if they were simulated from the same training rows (``inputs_sha256``); rows from other rows (another
+    design's noise and σ_seed, e.g. another evaluation version) are dropped, never mixed in."""
     from .._io import write_atomic
     from .store import data_dir
 
@@ -916,6 +918,8 @@ def write_p4_pool_power(profile: str = "cpu", root: str | None = None, **kwargs)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         old = pd.read_csv(path)
+        if "inputs_sha256" in old and "inputs_sha256" in tab:
+            old = old[old["inputs_sha256"].isin(set(tab["inputs_sha256"]))]
         key = ["rng", "seeds", "n_sim", "pool", "seed_sd"]
         new = set(map(tuple, tab[key].astype(float).to_numpy()))
         old = old[[tuple(r) not in new for r in old[key].astype(float).to_numpy()]]

@@ -82,8 +82,10 @@ COLUMNS = [
 # 2: windows spread evenly over the whole split (every validation work). Rows of different versions
 # never mix in one table: :func:`load_runs` returns one version, by default the profile's entry here,
 # the version its committed rows are complete in (``python -m bitlaws sweep`` reports coverage).
+# cpu reads version 2 since 2026-12-06, when every trained run of its training sweeps had its rows at 2
+# (the fits, the pipeline bootstrap, the design tables and the verdicts were remade on them then).
 EVAL_VERSIONS = {1: "first", 2: "spread"}
-EVAL_VERSION_READ = {"cpu": 1, "gpu": 2, "smoke": 2}
+EVAL_VERSION_READ = {"cpu": 2, "gpu": 2, "smoke": 2}
 # Columns added to the observation schema after rows were committed, with what an older row holds.
 SCHEMA_ADDED = {"fmt_post": "the PTQ format of fmt_w before the column", "eval_version": "1"}
 CURVE_COLUMNS = ["run_id", "experiment", "profile", "size", "seed", "n_params", "n_tokens",
