@@ -222,6 +222,15 @@ def test_p1_is_judged_on_gptq_with_rtn_as_replication(known_fits):
     v = pa.verdict_p1(make_frame({"gptq": eq2_delta(EQ2)}), "test", n_sim=10)
     assert v.verdict == "partly" and v.details["gptq_grade"] == "partly"
     assert v.details["gptq_gamma_d_lo"] > PAPER_GAMMA_D and "excludes the paper's" in v.reason
+    # profile "test" has no committed Eq. 2 fit, so the interval is the log-linear regression's: its own point
+    # stands beside it, named, never the Huber fit's point beside another estimator's interval
+    import re
+
+    lo, hi = v.details["gptq_gamma_d_lo"], v.details["gptq_gamma_d_hi"]
+    m = re.search(r"\(no current bootstrap of this fit; the log-linear regression on the resolved cells "
+                  r"\(t-interval\): ([0-9.]+) \[([0-9.]+), ([0-9.]+)\]\)", v.ours)
+    assert m and (m.group(2), m.group(3)) == (f"{lo:.2f}", f"{hi:.2f}"), v.ours
+    assert lo <= float(m.group(1)) <= hi  # a t-interval holds its own point
 
     v = pa.verdict_p1(make_frame({"rtn": good}), "test", n_sim=10)
     assert v.verdict == "reproduced" and v.details["method"] == "rtn" and "no GPTQ rows" in v.reason

@@ -353,8 +353,17 @@ def _cmd_migrate(args) -> int:
     return 0
 
 
+def _other_ptq_methods(profile: str, root) -> list[str]:
+    """The post-training methods besides RTN (``run_fits``' own) in the profile's training rows, sorted."""
+    from .study.law_fits import TRAINING_EXPERIMENTS
+    from .study.store import load_runs
+
+    df = load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
+    return sorted(set(df["ptq_method"].dropna()) - {"none", "rtn"}) if "ptq_method" in df else []
+
+
 def _cmd_fit(args) -> int:
-    from .study.law_fits import joint_all_fit, pipeline_bootstrap, run_fits
+    from .study.law_fits import fit_ptq_method, joint_all_fit, pipeline_bootstrap, run_fits
 
     for stage, rec in run_fits(args.profile, n_boot=args.boot, root=args.data_root).items():
         if rec["status"] == "ok" and "params" in rec:
@@ -362,6 +371,11 @@ def _cmd_fit(args) -> int:
             print(f"{stage}: {consts} (R² {rec['r2']:.3f}, {rec['n_points']} rows)")
         else:
             print(f"{stage}: {rec['status']}" + (f" — {rec['reason']}" if rec.get("reason") else ""))
+    for method in _other_ptq_methods(args.profile, args.data_root):  # Eq. 2 per PTQ method (P1's GPTQ interval)
+        rec = fit_ptq_method(args.profile, method, n_boot=args.boot, root=args.data_root)
+        print(f"ptq_{method}: {rec['status']}" + (f", γ_D = {rec['params']['gamma_D']:.3g} (R² {rec['r2']:.3f}, "
+                                                  f"{rec['n_points']} rows)" if rec["status"] == "ok" else
+                                                  f" — {rec.get('reason', '')}"))
     rec = pipeline_bootstrap(args.profile, n_boot=args.pipeline_boot, root=args.data_root, progress=True)
     print(f"pipeline_boot: {rec['status']}, {rec['n_ok']} of {rec['n_boot']} resamples refitted every stage"
           + (f" ({rec['n_resumed']} reused from the stored record)" if rec.get("n_resumed") else "")

@@ -1147,8 +1147,13 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
 
     def consts(t: dict) -> str:
         e, st = t["eq2"], t["stats"]
-        return (f"Eq. 2 fit (Huber, {int(e['n_points'])} rows): γ_D = {e['gamma_D']:.2f} [{st['gamma_d_lo']:.2f}, "
-                f"{st['gamma_d_hi']:.2f}] (paper {PAPER_EQ2['gamma_d']:.2f}, "
+        # the point beside the interval is its own estimator's: the Huber fit's where its bootstrap is current,
+        # else the log-linear regression's, which is named, never the Huber point beside another's interval
+        own = t["ci"] is not None
+        gd = (f"γ_D = {e['gamma_D']:.2f} [{st['gamma_d_lo']:.2f}, {st['gamma_d_hi']:.2f}]" if own else
+              f"γ_D = {e['gamma_D']:.2f} (no current bootstrap of this fit; the {st['ci_source']}: "
+              f"{st['gamma_d']:.2f} [{st['gamma_d_lo']:.2f}, {st['gamma_d_hi']:.2f}])")
+        return (f"Eq. 2 fit (Huber, {int(e['n_points'])} rows): {gd} (paper {PAPER_EQ2['gamma_d']:.2f}, "
                 f"{'inside' if st['paper_inside'] else 'outside'}), γ_N = {e['gamma_N']:.2f}, γ_post = "
                 f"{e['gamma_post']:.2f} bits; power {rate_text(t['power'])} (the rule's 'reproduced' on data "
                 f"simulated from the paper's exponents), false-positive rate {rate_text(t['power'], 'false_positive')} "
