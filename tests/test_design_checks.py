@@ -109,6 +109,12 @@ def test_lr_rule_check_is_within_noise_only_when_the_gap_is_under_t_times_the_pa
         assert row["gap"] == pytest.approx(gap, rel=1e-9) and row["lr_best"] == 6e-3
         assert row["se"] == pytest.approx(math.sqrt(2 * var), rel=1e-12) and row["dof"] == 3
         assert bool(row["within_noise"]) is within
+        # tried 1.5e-3, 3e-3 (the rule) and 6e-3: the best at the highest, so the optimum is not bracketed
+        assert (row["lr_min"], row["lr_max"], row["edge"]) == (1.5e-3, 6e-3, "high")
+    lr = pd.DataFrame([_runs("n27k", 1_000, 1.5e-3, 2.1), _runs("n27k", 1_000, 6e-3, 2.05)])
+    assert lr_rule_check(base, lr).iloc[0]["edge"] == ""  # the rule's 3e-3 (loss 2.0 at seed 0) is the best
+    lr = pd.DataFrame([_runs("n27k", 1_000, 1.5e-3, 1.9), _runs("n27k", 1_000, 6e-3, 2.05)])
+    assert lr_rule_check(base, lr).iloc[0]["edge"] == "low"
 
 
 def test_what_the_chapter_reads_when_a_sweep_has_no_rows(tmp_path):
@@ -194,6 +200,16 @@ def test_chapter_sentences_count_what_their_tables_hold():
     assert text.startswith("At n27k (D = 2.1M) the rule's rate 0.0042 is within the seed noise of the best tried "
                            "rate 0.0084: gap 0.020 nats against a threshold of 0.021") and text.endswith(
         "Still missing: n1.2m.")
+    both = pd.concat([lr, lr.assign(size="n1.2m", lr_rule=2.1e-3, lr_best=4.2e-3)], ignore_index=True)
+    text = dc.lr_summary(both.assign(edge="high"), [])
+    assert text.endswith("At every size checked the best rate is the highest tried, so the tried rates do not "
+                         "bracket the optimum: the loss may fall further beyond them, and the gap is a lower bound "
+                         "on what the rule leaves; every one is on the high side, a sign that the rule sits on one "
+                         "side of the optimum across sizes, which the per-size test does not examine."), text
+    assert "bracket" not in dc.lr_summary(both.assign(edge=""), [])
+    assert dc.lr_summary(both.assign(edge=["high", ""]), []).endswith(
+        "At n27k the best rate is the highest tried, so the tried rates do not bracket the optimum: the loss may "
+        "fall further beyond them, and the gap is a lower bound on what the rule leaves.")
 
 
 def test_retrain_agreement_compares_only_retrained_runs(monkeypatch):

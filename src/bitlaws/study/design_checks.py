@@ -48,8 +48,11 @@ def lr_rule_check(base: pd.DataFrame, lr_runs: pd.DataFrame, alpha: float = 0.05
     Returns:
         One row per size: ``size``, ``n_tokens``, ``loss_rule``, ``lr_rule``, ``loss_best``,
         ``lr_best``, ``gap`` (rule − best, nats, ≥ 0), ``se`` (√(2σ²) of a difference of two
-        single-seed runs, σ² the pooled seed variance), ``dof``, ``t_crit``, and ``within_noise``
-        (gap ≤ t_crit·se: the rule is not detectably worse than the best tried rate).
+        single-seed runs, σ² the pooled seed variance), ``dof``, ``t_crit``, ``within_noise``
+        (gap ≤ t_crit·se: the rule is not detectably worse than the best tried rate), ``lr_min``,
+        ``lr_max`` (the lowest and highest rates tried, the rule's included) and ``edge`` (``"high"`` or
+        ``"low"`` where the best tried rate is the highest or lowest tried, so the tried rates do not
+        bracket the optimum; ``""`` where they do).
 
     Raises:
         ValueError: no ``lr_peak`` rows, or a size whose rule run is missing from `base`.
@@ -68,13 +71,16 @@ def lr_rule_check(base: pd.DataFrame, lr_runs: pd.DataFrame, alpha: float = 0.05
         rule = hp[(hp["size"] == size) & (hp["n_tokens"] == d)]
         if rule.empty:
             raise ValueError(f"no base-grid run of {size} at D={d} to compare the learning rates with")
-        cand = pd.concat([rule[["lr_peak", "loss_val"]], g[g["seed"] == 0][["lr_peak", "loss_val"]]])
+        cand = pd.concat([rule[["lr_peak", "loss_val"]], g[g["seed"] == 0][["lr_peak", "loss_val"]]], ignore_index=True)
         best = cand.loc[cand["loss_val"].idxmin()]
         loss_rule = float(rule["loss_val"].iloc[0])
         gap = loss_rule - float(best["loss_val"])
         out.append({"size": size, "n_tokens": int(d), "loss_rule": loss_rule, "lr_rule": float(rule["lr_peak"].iloc[0]),
                     "loss_best": float(best["loss_val"]), "lr_best": float(best["lr_peak"]), "gap": gap, "se": se,
-                    "dof": dof, "t_crit": t_crit, "within_noise": bool(gap <= t_crit * se) if dof else False})
+                    "dof": dof, "t_crit": t_crit, "within_noise": bool(gap <= t_crit * se) if dof else False,
+                    "lr_min": float(cand["lr_peak"].min()), "lr_max": float(cand["lr_peak"].max()),
+                    "edge": "high" if best["lr_peak"] == cand["lr_peak"].max() else
+                    "low" if best["lr_peak"] == cand["lr_peak"].min() else ""})
     return pd.DataFrame(out)
 
 
@@ -546,6 +552,18 @@ def lr_summary(lr_check: pd.DataFrame | None, missing: list[str]) -> str:
 
     text = "; ".join(one(r) for r in lr_check.itertuples()) if lr_check is not None else "no rows yet"
     text += f". Still missing: {', '.join(missing)}." if missing else "."
+    edges = [] if lr_check is None or "edge" not in lr_check else \
+        [(r.size, r.edge) for r in lr_check.itertuples() if r.edge]
+    if edges:
+        sides = {e for _, e in edges}
+        where = ("At every size checked" if len(edges) == len(lr_check) else
+                 "At " + ", ".join(sz for sz, _ in edges))
+        text += (f" {where} the best rate is the {' or '.join(sorted(f'{e}est' for e in sides))} tried, so the tried "
+                 "rates do not bracket the optimum: the loss may fall further beyond them, and the gap is a lower "
+                 "bound on what the rule leaves" + (
+                     f"; every one is on the {next(iter(sides))} side, a sign that the rule sits on one side of "
+                     "the optimum across sizes, which the per-size test does not examine." if len(sides) == 1 and
+                     len(edges) > 1 else "."))
     return _capital(text)
 
 
