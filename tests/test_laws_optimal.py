@@ -189,7 +189,7 @@ def test_p6_suite_leg_needs_a_noise_resolved_minimum_at_6_to_8_bits():
     # the lowest mean at 8 bits, but 12 and 16 bits inside the noise: consistent, not resolved
     unresolved = verdict_p6(ours, "cpu", suite=suite(8.0, [6.0, 8.0, 12.0, 16.0]))
     assert unresolved.verdict == "partly" and "does not resolve" in unresolved.reason
-    assert "within two standard errors of the lowest" in unresolved.ours
+    assert "within 2.00 standard errors of the lowest" in unresolved.ours  # no degrees of freedom given: 2
     # a resolved minimum elsewhere contradicts the claim, whatever P* says
     elsewhere = verdict_p6(ours, "cpu", suite=suite(12.0, [12.0, 16.0]))
     assert elsewhere.verdict == "not reproduced" and "outside 6–8 bits" in elsewhere.reason
@@ -313,3 +313,54 @@ def test_brute_force_p_star_does_not_move_with_compute():
     assert brute["bits"].to_numpy() == pytest.approx([optimal.optimal_precision(PC)] * 2, abs=1e-3)
     assert brute["bits_no_offsets"].to_numpy() == pytest.approx([optimal.optimal_precision(PC, offsets=False)] * 2,
                                                                 abs=1e-3)
+
+
+def test_p6_suite_resolution_and_its_power_come_out_both_ways():
+    from bitlaws.study.power import p6_critical, p6_suite_power, p6_suite_resolution
+
+    # q: the normal's 2 without degrees of freedom; with many, the Bonferroni-corrected normal quantile
+    assert p6_critical(0, 5) == 2.0
+    assert p6_critical(1e6, 5) == pytest.approx(2.4977, abs=1e-3)  # z(1 − 0.05/8)
+    assert p6_critical(8, 2) == pytest.approx(2.3060, abs=1e-3)  # one comparison: t(0.975, 8)
+    k = {4.0: 3, 6.0: 3, 8.0: 3, 12.0: 3, 16.0: 1}
+    means = {4.0: 1.95, 6.0: 1.85, 8.0: 1.86, 12.0: 1.895, 16.0: 1.90}
+    r = p6_suite_resolution(means, k, 0.01, 8)
+    assert r["best"] == 6.0 and r["near"] == [6.0, 8.0] and r["resolves"] and r["consistent"]
+    r = p6_suite_resolution(means, k, 0.03, 8)  # three times the noise: 12 and 16 bits come near
+    assert r["near"] == [6.0, 8.0, 12.0, 16.0] and not r["resolves"] and r["consistent"]
+    assert not p6_suite_resolution({**means, 12.0: 1.80}, k, 0.001, 8)["consistent"]  # elsewhere
+    with pytest.raises(ValueError, match="no seed count for members"):
+        p6_suite_resolution(means, {4.0: 3}, 0.01)
+    # power: our suite's design with the paper's Chinchilla constants; with a tiny σ the paper's law (best at
+    # 6-8 bits) always resolves and the no-offsets law (P* ≈ 3.5) never does; with a huge σ nothing resolves
+    chin = {k_: PC[k_] for k_ in ("A", "B", "E", "alpha", "beta")}
+    n = {4.0: 850920.0, 6.0: 565536.0, 8.0: 424800.0, 12.0: 282304.0, 16.0: 213568.0}
+    sharp = p6_suite_power(n, k, 2_097_152, chin, 1e-6, n_sim=200)
+    assert sharp["power"] == 1.0 and sharp["false_positive"] == 0.0 and sharp["against"] == 0.0
+    assert min(sharp["means_paper"], key=sharp["means_paper"].get) in (6.0, 8.0)
+    assert min(sharp["means_null"], key=sharp["means_null"].get) == 4.0
+    blunt = p6_suite_power(n, k, 2_097_152, chin, 1.0, n_sim=200)
+    assert blunt["power"] < 0.05 and blunt["false_positive"] < 0.05
+    with pytest.raises(ValueError, match="sigma must be finite"):
+        p6_suite_power(n, k, 2_097_152, chin, 0.0)
+
+
+def test_p6_grades_the_suite_leg_only_where_its_power_reaches_the_gate(monkeypatch):
+    from bitlaws.study import power
+    from bitlaws.study.compute_optimal import verdict_p6
+
+    ours = {"chinchilla": _fake_fit({k: PC[k] for k in ("A", "B", "E", "alpha", "beta")}),
+            **{f"neff_{x}": _fake_fit({f"gamma_{x}": PC[f"gamma_{x}"], f"n_{x}": PC[f"n_{x}"]})
+               for x in forms.COMPONENTS}}
+    suite = {"complete": True, "best_bits": 6.0, "near_best": [6.0, 8.0], "planned": 13, "sigma": 0.01,
+             "sigma_source": "suite", "sigma_dof": 8.0, "critical": 3.21, "n_tokens": 2_097_152.0,
+             "losses": {4.0: 1.95, 6.0: 1.85, 8.0: 1.86, 12.0: 1.895, 16.0: 1.90},
+             "seeds": {4.0: 3, 6.0: 3, 8.0: 3, 12.0: 3, 16.0: 1},
+             "n_params": {4.0: 850920.0, 6.0: 565536.0, 8.0: 424800.0, 12.0: 282304.0, 16.0: 213568.0}}
+    for pw, graded, grade in ((0.04, False, "inconclusive"), (0.9, True, "partly")):
+        monkeypatch.setattr(power, "p6_suite_power", lambda *a, pw=pw, **k: {
+            "power": pw, "against": 0.0, "false_positive": 0.01, "n_sim": 2000.0})
+        v = verdict_p6(ours, "cpu", suite=suite, draws=_draws(5.8))  # P*'s interval straddles the band
+        assert v.verdict == grade and v.details["suite_graded"] == float(graded)
+        assert ("so the suite is reported, not graded" in v.reason) is (not graded)
+        assert "within 3.21 standard errors" in v.ours and "resolves 6–8 bits in" in v.ours

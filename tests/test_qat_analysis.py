@@ -155,11 +155,16 @@ def test_compute_matched_summary_reads_the_mean_over_seeds_against_the_seed_nois
     assert s["best_bits"] == 6.0 and s["losses"][6.0] == pytest.approx(1.85) and s["seeds"] == {
         4.0: 3, 6.0: 3, 8.0: 3, 12.0: 3, 16.0: 1}
     assert s["margin"] == pytest.approx(0.01) and s["spread"] < 1.02
-    # σ pooled over the members: every member's seeds are ±0.01 around its mean, so σ = 0.01; three
-    # seeds against three: 2σ·sqrt(2/3) = 0.0163 admits 8 bits (+0.01) but not 12 (+0.045); the single
-    # 16-bit run: 2σ·sqrt(4/3) = 0.023 < 0.05
-    assert s["sigma_source"] == "suite" and s["sigma"] == pytest.approx(0.01)
+    # σ pooled over the members: every member's seeds are ±0.01 around its mean, so σ = 0.01 on 8 degrees of
+    # freedom; P6 rule v4's q = t(1 − 0.05/8, 8) = 3.206 (Bonferroni over the 4 comparisons with the best;
+    # tables: t(0.99375, 8) ≈ 3.21); three seeds against three: q·σ·sqrt(2/3) = 0.0262 admits 8 bits (+0.01)
+    # but not 12 (+0.045); the single 16-bit run: q·σ·sqrt(4/3) = 0.037 < 0.05
+    assert s["sigma_source"] == "suite" and s["sigma"] == pytest.approx(0.01) and s["sigma_dof"] == 8.0
+    assert s["critical"] == pytest.approx(3.206, abs=5e-4)
     assert s["near_best"] == [6.0, 8.0]
+    # Welch against the best (6 bits, seeds 1.84, 1.85, 1.86): 8 bits' seeds are the same shifted by 0.01, so
+    # t = 0.01/sqrt(2·0.0001/3) = 1.2247 on 4 degrees of freedom, two-sided p = 0.2879
+    assert s["welch_p"][8.0] == pytest.approx(0.2879, abs=5e-4) and 16.0 not in s["welch_p"]
     # only seed 0 in: incomplete, and σ falls back to the base grid's (none here: every member is near)
     first = [ref] + [member(s_, b, m, 0) for (s_, b), m in means.items()]
     s1 = qa.compute_matched_summary(pd.DataFrame(first), "cpu")

@@ -25,6 +25,7 @@ from .claims import (CLAIMS, P4_VARIANTS, Verdict, inputs_identity, power_gate, 
 from .law_fits import (P4_DROPPED_VERSION, TRAINING_EXPERIMENTS, ci_text, load_fits, p4_dropped_draws,  # noqa: F401
                        p4_dropped_is_current, record_on_bound, stage_frames)
 from .noise import noise_floor
+from .power import p6_suite_resolution
 from .store import data_dir, load_runs
 from .sweep import PROFILES, coverage, declared_experiments
 
@@ -641,14 +642,18 @@ def compute_matched_summary(df: pd.DataFrame, profile: str) -> dict:
     the members with several seeds) where it has one, else the base grid's seed spread
     (:func:`bitlaws.study.noise.noise_floor`). A member is *near the best* if its mean loss is
     within two standard errors of the difference, ``2σ·sqrt(1/n_i + 1/n_best)`` (n: seeds), of
-    the lowest mean — ``2·√2·σ`` for two single-seed runs.
+    the lowest mean — ``2·√2·σ`` for two single-seed runs — with 2 replaced by P6 rule v4's critical
+    value (``power.p6_critical``: t on σ's degrees of freedom, Bonferroni over the comparisons with the
+    best; ``power.p6_suite_resolution``, which P6's power simulation reads too).
 
     Returns:
         ``best_bits``, ``complete`` (every declared (member, seed) run and the 16-bit reference
-        are in), ``planned`` (that many runs), ``losses`` {P: mean validation loss, nats/byte},
+        are in), ``planned`` (that many runs), ``n_params`` {P: N}, ``n_tokens`` (the suite's D), ``losses`` {P: mean validation loss, nats/byte},
         ``seeds`` {P: runs}, ``std`` {P: seed standard deviation, NaN with one seed},
         ``spread`` (max/min of N·P), ``sigma`` (the σ used), ``sigma_source`` (``"suite"`` or
-        ``"base_grid"``), ``noise_floor`` (the base grid's σ, for reference; NaN without seeds),
+        ``"base_grid"``), ``sigma_dof`` (its degrees of freedom; 0 from the base grid), ``critical``
+        (the rule's multiplier), ``welch_p`` {P: Welch p of that member against the best, members and
+        best with ≥ 2 seeds}, ``noise_floor`` (the base grid's σ, for reference; NaN without seeds),
         ``margin`` (second-lowest minus lowest mean) and ``near_best`` (the P, ascending; every
         member when σ is NaN).
     """
@@ -667,23 +672,33 @@ def compute_matched_summary(df: pd.DataFrame, profile: str) -> dict:
     mean, n, std = g.mean(), g.count(), g.std(ddof=1)
     dof = (n - 1).clip(lower=0)
     if dof.sum() > 0:
-        sigma, source = float(np.sqrt(((dof * std.fillna(0.0) ** 2).sum()) / dof.sum())), "suite"
+        sigma, source, sigma_dof = float(np.sqrt(((dof * std.fillna(0.0) ** 2).sum()) / dof.sum())), "suite", \
+            float(dof.sum())
     else:
-        sigma, source = floor, "base_grid"
-    best = float(mean.idxmin())
+        sigma, source, sigma_dof = floor, "base_grid", 0.0
     ordered = mean.sort_values()
     margin = float(ordered.iloc[1] - ordered.iloc[0]) if len(ordered) > 1 else math.nan
-    if math.isfinite(sigma):
-        near = sorted(float(b) for b in mean.index
-                      if mean[b] <= mean[best] + 2 * sigma * math.sqrt(1 / n[b] + 1 / n[best]))
-    else:
-        near = sorted(float(b) for b in mean.index)
+    res = p6_suite_resolution({float(b): float(v) for b, v in mean.items()},
+                              {float(b): int(v) for b, v in n.items()}, sigma, sigma_dof)
+    best, near = float(res["best"]), [float(b) for b in res["near"]]
+    # each member against the best with its own two variances (Welch), reported beside the pooled reading
+    welch = {}
+    if n.get(best, 0) > 1:
+        from scipy import stats
+
+        for b in mean.index:
+            if float(b) != best and n[b] > 1:
+                welch[float(b)] = float(stats.ttest_ind(ok.loc[ok["bits"] == b, "loss_val"],
+                                                        ok.loc[ok["bits"] == best, "loss_val"], equal_var=False).pvalue)
     return {"best_bits": best, "complete": len(t) == planned, "planned": planned,
+            "n_params": {float(b): float(v) for b, v in ok.groupby("bits")["n_params"].first().items()},
+            "n_tokens": float(q.cm_budget) if q is not None else math.nan,
             "losses": {float(b): float(v) for b, v in mean.items()},
             "seeds": {float(b): int(v) for b, v in n.items()},
             "std": {float(b): float(v) for b, v in std.items()},
             "spread": float(ok["n_times_bits"].max() / ok["n_times_bits"].min()),
-            "sigma": sigma, "sigma_source": source, "noise_floor": floor, "margin": margin, "near_best": near}
+            "sigma": sigma, "sigma_source": source, "sigma_dof": sigma_dof, "critical": float(res["q"]),
+            "noise_floor": floor, "margin": margin, "near_best": near, "welch_p": welch}
 
 
 def qat_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> dict[str, Verdict]:

@@ -2403,3 +2403,109 @@ def p4_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float]
         out.update({k: math.nan for k in out if k.startswith(("fp_", "false_"))})
         out["size_null"] = out["size_partly_null"] = ""
     return out
+
+
+# --- P6: the compute-matched suite's leg ---------------------------------------------------------------------
+
+P6_BAND = (6.0, 8.0)  # the members that count as the paper's FP6-FP8 minimum
+
+
+def p6_critical(dof: float, n_members: int, level: float = 0.05) -> float:
+    """P6 rule v4's critical value: the two-sided t quantile on the suite's pooled seed ``dof`` with
+    Bonferroni's correction over the ``n_members − 1`` comparisons with the best member; the normal's
+    2 where ``dof`` is 0 (no seeds: σ from elsewhere). Raises ValueError for fewer than 2 members."""
+    from scipy import stats
+
+    if n_members < 2:
+        raise ValueError(f"p6_critical: needs ≥ 2 members, got {n_members}")
+    return float(stats.t.ppf(1 - level / (2 * (n_members - 1)), dof)) if dof > 0 else 2.0
+
+
+def p6_suite_resolution(means: Mapping[float, float], seeds: Mapping[float, int], sigma: float,
+                        dof: float = 0.0) -> dict:
+    """Where a compute-matched suite puts its minimum, read against its seed noise (P6 rule v4's suite leg).
+
+    A member is *near the best* if its mean loss is within ``q·σ·sqrt(1/n_i + 1/n_best)`` of the lowest
+    mean, q = ``p6_critical(dof, members)`` (rule v3 read q = 2); every member where σ is not finite.
+
+    Args:
+        means: P [bits] -> mean validation loss over its seeds [nats/byte].
+        seeds: P -> number of seeds in that mean (≥ 1).
+        sigma: the per-run seed σ [nats/byte]. dof: σ's degrees of freedom (0: the normal's 2).
+
+    Returns:
+        ``best`` (P of the lowest mean), ``near`` (sorted P near it, ``best`` included), ``resolves``
+        (best in ``P6_BAND`` and every near member in it), ``consistent`` (some near member in it), ``q``.
+
+    Raises:
+        ValueError: no members, or ``seeds`` lacking a member of ``means``.
+    """
+    if not means:
+        raise ValueError("p6_suite_resolution: no suite members")
+    if set(means) - set(seeds):
+        raise ValueError(f"p6_suite_resolution: no seed count for members {sorted(set(means) - set(seeds))}")
+    best = min(means, key=lambda b: means[b])
+    q = p6_critical(dof, len(means)) if len(means) > 1 else 2.0
+    if math.isfinite(sigma):
+        near = sorted(b for b in means
+                      if means[b] <= means[best] + q * sigma * math.sqrt(1 / seeds[b] + 1 / seeds[best]))
+    else:
+        near = sorted(means)
+    band = set(P6_BAND)
+    return {"best": best, "near": near, "resolves": best in band and set(near) <= band,
+            "consistent": bool(set(near) & band), "q": q}
+
+
+def p6_suite_power(n_params: Mapping[float, float], seeds: Mapping[float, int], n_tokens: float,
+                   chinchilla: Mapping[str, float], sigma: float, n_sim: int = 2000, seed: int = 0) -> dict:
+    """How often the compute-matched suite's leg of P6 (rule v4) resolves its minimum to 6–8 bits on our
+    suite's design, under the paper's law and under a law whose optimum lies outside the band.
+
+    Each simulated suite draws every (member, seed) run's loss as the law's L(N_eff(N, P), D) (Eqs. 3–4
+    with W, A and KV at P bits; ``forms.qat_loss``; our Chinchilla constants, the paper's Table 2
+    γ_x, n_x) plus independent normal seed noise of σ, estimates σ from its own seeds (pooled over the
+    members with several, as ``compute_matched_summary`` does) and reads ``p6_suite_resolution`` on
+    those degrees of freedom.
+    *Paper*: Table 2's γ_x and n_x (P* ≈ 7 bits). *Null*: the same γ_x with every n_x = 0, the paper's
+    own no-offsets reading (P* ≈ 3.5 bits, outside 6–9).
+
+    Args:
+        n_params: P [bits] -> N of that member. seeds: P -> seeds run. n_tokens: the suite's D.
+        chinchilla: A, B, E, alpha (beta) of our Chinchilla fit. sigma: one run's seed σ [nats/byte].
+        n_sim: suites per hypothesis. seed: numpy Generator seed.
+
+    Returns:
+        ``power`` (share of the paper's suites that resolve), ``against`` (share of the paper's suites
+        whose resolution lies outside the band: neither resolved nor consistent), ``false_positive``
+        (share of the null's suites that resolve), ``means_paper`` and ``means_null`` (the laws' losses
+        per member), ``n_sim``, ``sigma``.
+
+    Raises:
+        ValueError: σ not finite and > 0, fewer than 2 members, or a member without a seed count ≥ 1.
+    """
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"p6_suite_power: sigma must be finite and > 0, got {sigma!r}")
+    bits = sorted(n_params)
+    if len(bits) < 2 or any(int(seeds.get(b, 0)) < 1 for b in bits):
+        raise ValueError(f"p6_suite_power: needs ≥ 2 members, each with ≥ 1 seed; got {dict(seeds)!r}")
+    k = np.array([int(seeds[b]) for b in bits])
+    dof = int((k - 1).sum())
+    law = {key: forms.PAPER_CONSTANTS[key] for key in ("gamma_w", "gamma_a", "gamma_kv", "n_w", "n_a", "n_kv")}
+    hyps = {"paper": law, "null": {**law, "n_w": 0.0, "n_a": 0.0, "n_kv": 0.0}}
+    rng = np.random.default_rng(seed)
+    out = {"n_sim": float(n_sim), "sigma": float(sigma)}
+    for name, pr in hyps.items():
+        mu = np.array([float(forms.qat_loss(n_params[b], n_tokens, b, b, b, {**chinchilla, **pr})) for b in bits])
+        res, against = 0, 0
+        for _ in range(n_sim):
+            runs = [mu[i] + sigma * rng.standard_normal(k[i]) for i in range(len(bits))]
+            means = {b: float(r.mean()) for b, r in zip(bits, runs)}
+            sd = math.sqrt(sum(float(((r - r.mean()) ** 2).sum()) for r in runs) / dof) if dof else sigma
+            r = p6_suite_resolution(means, dict(zip(bits, map(int, k))), sd, dof)
+            res += r["resolves"]
+            against += not r["resolves"] and not r["consistent"]
+        out["power" if name == "paper" else "false_positive"] = res / n_sim
+        if name == "paper":
+            out["against"] = against / n_sim
+        out[f"means_{name}"] = dict(zip(bits, map(float, mu)))
+    return out
