@@ -391,55 +391,41 @@ def test_design_view_shows_the_independent_power_where_it_was_simulated():
     assert "power, runs independent" not in qd.design_power_view(_design_rows({1: 0.24}))
 
 
-def test_declared_marginal_seeds_are_the_committed_tables_choice():
-    """PowerPlan's seeds for P4 are the ones seed rule v2 (``pool_seed_choice``) picks on the committed
-    separate-pool and design tables: rerunning either with other results makes this fail until the plan
-    follows."""
-    tab, pool = qd.load_design_power("cpu"), qd.load_p4_pool_power("cpu")
-    if tab is None or pool is None:
-        pytest.skip("no committed design or pool table for cpu")
-    choice = qd.pool_seed_choice(pool, tab)
-    declared = 1 + len(PROFILES["cpu"].power_design.marginal_seeds)
-    assert declared == choice["seeds"]
-    assert f"The profile declares {declared} (seed 0 and `qat_seeds`)." in qd.pool_seed_sentence(choice, declared)
+def test_seed_budget_sentence_says_what_the_simulation_can_and_cannot_size():
+    def rows(point, indep, hi, n_sim=100):
+        return pd.DataFrame({"claim": "P4", "design": [f"marginal sweeps as run, {k} seeds" for k in (1, 2, 3, 5)],
+                             "seeds": [1, 2, 3, 5], "n_sim": n_sim, "power": point, "power_independent": indep,
+                             "power_seed_hi": hi, "cpu_hours": [5.0, 10.0, 15.0, 25.0]})
+
+    # the v2 table's shape: nothing reaches 0.8 at the point or at σ_seed = 0, the upper end does at 2 and 3;
+    # σ_seed = 0's best interval (0.42 [0.33, 0.52]) does not clear 0.5; every reading falls from 3 to 5
+    text = qd.seed_budget_sentence(rows([0.10, 0.30, 0.53, 0.49], [0.07, 0.20, 0.42, 0.39],
+                                        [0.62, 0.82, 0.90, 0.53]), 3)
+    assert "a budget choice, not the output of a power rule" in text
+    assert ("No simulated count reaches power 0.8 at σ_seed's point estimate or at σ_seed = 0; at σ_seed's upper "
+            "end 2 seeds, 3 seeds do.") in text
+    assert "no count's interval clears 0.5 (best 0.42 [0.33, 0.52] at 3 seeds)" in text
+    assert ("σ_seed's upper end 0.90 at 3 seeds → 0.53 at 5 seeds (Wilson intervals disjoint)" in text
+            and "σ_seed = 0 0.42 at 3 seeds → 0.39 at 5 seeds;" in text)
+    assert text.endswith("at about 10 CPU-hours beyond the committed seed 0.")
+    # a simulation that rises with seeds and clears both bars: none of those caveats
+    good = qd.seed_budget_sentence(rows([0.3, 0.6, 0.85, 0.95], [0.3, 0.6, 0.85, 0.95], [0.3, 0.6, 0.85, 0.95]), 3)
+    assert "No simulated count" not in good and "interval clears" not in good and "falls" not in good
+    assert qd.seed_budget_sentence(None, 3) == ""
 
 
-def test_seed_rule_v2_takes_the_target_then_the_gate_then_the_plateau():
-    # the fewest whose interval's lower end clears 0.8
-    assert qd.plateau_choice({1: (0.5, 0.4, 0.6), 3: (0.9, 0.82, 0.95), 5: (0.95, 0.9, 0.99)}) == (3, "target")
-    # none clears 0.8: the fewest whose lower end clears the gate (0.5)
-    assert qd.plateau_choice({1: (0.08, 0.01, 0.15), 3: (0.63, 0.54, 0.72), 5: (0.49, 0.30, 0.68)},
-                             gate=0.5) == (3, "gate")
-    # none clears the gate: the fewest whose power lies in the best count's interval [0.29, 0.48]
-    ind = {1: (0.05, 0.02, 0.11), 2: (0.24, 0.17, 0.33), 3: (0.35, 0.26, 0.45), 5: (0.38, 0.29, 0.48)}
-    assert qd.plateau_choice(ind, gate=0.5) == (3, "plateau")
-    assert qd.plateau_choice({**ind, 2: (0.30, 0.22, 0.39)}, gate=0.5) == (2, "plateau")  # 0.30 ≥ 0.29: 2 will do
-    assert qd.plateau_choice({}) == (None, "")
-    with pytest.raises(ValueError, match="must lie in its interval"):
-        qd.plateau_choice({1: (0.5, 0.6, 0.7)})
-
-
-def test_pool_seed_choice_reads_both_tables_and_declares_the_larger():
-    # separate pool at σ_seed 0.01: two generators per count (means 0.10, 0.60, 0.55; spreads at the binomial)
-    pool = pd.DataFrame({"seeds": [1, 1, 3, 3, 5, 5], "n_sim": 400, "pool": 200, "seed_sd": 0.01,
-                         "power_shared": 0.5, "power_pool": [0.09, 0.11, 0.59, 0.61, 0.54, 0.56]})
-    design = pd.DataFrame({"claim": "P4", "design": [f"marginal sweeps as run, {k} seeds" for k in (1, 3, 5)],
-                           "seeds": [1, 3, 5], "seed_sd": 0.01, "n_sim": 100,
-                           "power_independent": [0.05, 0.20, 0.40]})
-    c = qd.pool_seed_choice(pool, design)
-    # 3 seeds: t on 1 df, standard error floored at √(0.6·0.4/400): 0.60 ± 12.706·0.0245/√2 → lower end 0.38 < 0.5
-    assert c["pool"]["power"][3][1] == pytest.approx(0.6 - 12.706204736174698 * math.sqrt(0.24 / 400) / math.sqrt(2))
-    assert (c["pool"]["seeds"], c["pool"]["which"]) == (3, "plateau")  # 0.60 is the best; 1 seed's 0.10 is outside it
-    # σ_seed = 0: best 0.40 [0.31, 0.50], 0.20 outside it: 5 seeds, so 5 are declared (the larger)
-    assert (c["independent"]["seeds"], c["independent"]["which"], c["seeds"]) == (5, "plateau", 5)
-    text = qd.pool_seed_sentence(c, 5)
-    assert "seed rule v2, written after" in text and "it is 3 seeds (0.60 [" in text and "it is 5 seeds (0.40 [" in text
-    assert text.count("more seeds buy no power the simulation can detect") == 2 and "not the" not in text
-    assert "not the 5 the rule gives (the larger of the two readings)" in qd.pool_seed_sentence(c, 3)
-    assert qd.pool_seed_choice(pool)["independent"] is None and qd.pool_seed_choice(pool)["seeds"] == 3
-    with pytest.raises(ValueError, match="no p4_pool_power rows at σ_seed 0.02"):
-        qd.pool_seed_choice(pool, design.assign(seed_sd=0.02))
-    assert qd.pool_seed_sentence(None, 3) == ""
+def test_a_p4_simulation_table_from_other_rows_is_named_not_read():
+    design = pd.DataFrame({"claim": ["P4"], "design": ["marginal sweeps as run, 1 seed"], "seeds": [1],
+                           "power": [0.1], "n_sim": [100], "inputs_sha256": ["b" * 64]})
+    pool = pd.DataFrame({"seeds": [1, 1], "n_sim": 100, "pool": 200, "seed_sd": 0.01, "power_shared": [0.1, 0.2],
+                         "power_pool": [0.2, 0.3], "inputs_sha256": "a" * 64})
+    text = qd.pool_sentence(pool, design=design)
+    assert text.startswith("`p4_pool_power.csv` was simulated from other training rows (inputs aaaaaaaa…) than "
+                           "the design table above (bbbbbbbb…)") and "0.25" not in text
+    assert qd.pool_sentence(pool.assign(inputs_sha256="b" * 64), design=design.assign(seed_sd=0.01)) != text
+    rep = pd.DataFrame({"rng": [0, 1], "design": "d", "seeds": 1, "n_sim": 100, "power": [0.1, 0.2],
+                        "power_seed_min": 0.1, "power_no_pa3": 0.1, "inputs_sha256": "a" * 64})
+    assert qd.replicate_sentence(rep, design).startswith("`qat_design_p4_replicates.csv` was simulated from other")
 
 
 def test_block_sentence_says_when_the_one_sided_test_and_the_interval_disagree():

@@ -626,8 +626,8 @@ def seed_reading_sentence(tab: pd.DataFrame, target: float = 0.8, claim: str = "
 
     On a table of P4 rule v6 (``power_seed_min`` present) the sentence gives the powers at σ_seed's
     interval ends beside the table's (the upper end is not a table column) and the least of the three
-    per count, which ``seed_choice`` reads; it no longer chooses ``qat_seeds``' count (seed rule v2,
-    :func:`pool_seed_choice`). Otherwise
+    per count, which ``seed_choice`` reads; it does not choose ``qat_seeds``' count, a budget choice
+    (:func:`seed_budget_sentence`). Otherwise
     ``seed_choice`` reads ``power`` (the table's ``power [95% MC]``), simulated with the seed block
     ``seed_sd`` that ``seed_block_sd`` estimates from the committed runs; ``power_independent``
     (σ_seed = 0, every run independent) is the conservative reading where the block raises power.
@@ -804,6 +804,21 @@ def p4_replicate_summary(rep: pd.DataFrame, column: str = "power") -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+def other_rows_sentence(name: str, tab: pd.DataFrame | None, design: pd.DataFrame | None) -> str:
+    """"" where ``tab`` (a P4 simulation table) was simulated from the same training rows as ``design``
+    (the design-power table; their ``inputs_sha256``), or either lacks the hash; else a sentence saying
+    that ``name`` was simulated from other rows and is not read beside the design table."""
+    if tab is None or design is None or "inputs_sha256" not in tab or "inputs_sha256" not in design:
+        return ""
+    mine = set(tab["inputs_sha256"].astype(str))
+    theirs = set(design.loc[design["claim"] == "P4", "inputs_sha256"].astype(str))
+    if not theirs or mine == theirs:
+        return ""
+    return (f"`{name}` was simulated from other training rows (inputs {', '.join(sorted(h[:8] for h in mine))}…) "
+            f"than the design table above ({', '.join(sorted(h[:8] for h in theirs))}…), so it is not read here; "
+            "rerun it on the committed rows (`bitlaws.study.qat_design`'s writer of that table).")
+
+
 def replicate_sentence(rep: pd.DataFrame | None, tab: pd.DataFrame | None = None) -> str:
     """Chapter 07's reading of :func:`p4_replicate_power`'s table: each seed count's mean power over the
     replicates with its between-replicate spread and the design table's own value beside it, how far
@@ -811,6 +826,8 @@ def replicate_sentence(rep: pd.DataFrame | None, tab: pd.DataFrame | None = None
     claims. ``""`` without replicates."""
     if rep is None or not len(rep):
         return ""
+    if other_rows_sentence("qat_design_p4_replicates.csv", rep, tab):
+        return other_rows_sentence("qat_design_p4_replicates.csv", rep, tab)
     sm = p4_replicate_summary(rep, "power")
     own, own_n = {}, math.nan
     if tab is not None:
@@ -980,103 +997,68 @@ def _pool_interval(mean: float, sd: float, binomial: float, r: int) -> tuple[flo
     return max(mean - half, 0.0), min(mean + half, 1.0)
 
 
-# qat_seeds' seed count, rule v2 (2026-12-06, written after p4_pool_power.csv showed that no seed count reaches
-# 0.8; v1, the fewest whose design-table power clears 0.8 by its interval, else the largest simulated, chose 5)
-SEED_RULE_VERSION = 2
+def seed_budget_sentence(design: pd.DataFrame | None, declared_seeds: int, target: float = 0.8) -> str:
+    """Chapter 07's account of ``qat_seeds``' seed count (seed 0 and ``PowerPlan.marginal_seeds``): a budget
+    choice, with what P4's design simulation says and why it cannot size the sweep, every number read
+    from the design-power table's as-run rows. "" without them.
 
-
-def plateau_choice(power: Mapping[int, tuple[float, float, float]], target: float = 0.8,
-                   gate: float | None = None) -> tuple[int | None, str]:
-    """Seed rule v2 on ``power`` (seed count -> (power, lo, hi), a 95 % interval): the fewest count whose
-    interval's lower end reaches ``target``; else the fewest whose lower end reaches ``gate`` (P4's
-    ``claims.POWER_MIN``: a failed grade is then graded, not turned inconclusive); else the fewest whose
-    power lies within the interval of the count with the highest power (more seeds buy nothing
-    detectable). Returns (count, which: ``"target"``, ``"gate"`` or ``"plateau"``); (None, "") if empty.
-
-    Raises:
-        ValueError: an interval that does not hold its point, or a power outside [0, 1].
-    """
-    if not power:
-        return None, ""
-    for k, (p, lo, hi) in power.items():
-        if not (0.0 <= lo <= p <= hi <= 1.0):
-            raise ValueError(f"plateau_choice: seeds {k}: power {p} must lie in its interval [{lo}, {hi}] within [0, 1]")
-    ks = sorted(power)
-    for bar, which in ((target, "target"), (gate, "gate")):
-        k = next((k for k in ks if bar is not None and power[k][1] >= bar), None)
-        if k is not None:
-            return k, which
-    best = max(ks, key=lambda k: (power[k][0], -k))
-    _, lo, hi = power[best]
-    return next(k for k in ks if lo <= power[k][0] <= hi), "plateau"
-
-
-def pool_seed_choice(pool: pd.DataFrame, design: pd.DataFrame | None = None, target: float = 0.8) -> dict:
-    """``qat_seeds``' seed count by rule v2 (:func:`plateau_choice`, gate ``claims.POWER_MIN``), read twice:
-    on the separate-pool powers of :func:`p4_pool_power` at the design table's σ_seed (t intervals over
-    the generators, :func:`_pool_interval`) and, where ``design`` has it, on the design table's power at
-    σ_seed = 0 (``power_independent``, σ_seed's lower end; Wilson intervals), the unfavourable reading.
-
-    Returns:
-        ``pool`` and ``independent``: each {``power``: seeds -> (p, lo, hi), ``seeds``, ``which``} (the
-        second None without a design table), ``seed_sd`` (σ_seed read), ``seeds`` (the larger of the two
-        counts: the declared one), ``target``, ``gate``.
-
-    Raises:
-        ValueError: the pool table has no rows at the design's σ_seed.
+    It says at which of σ_seed's readings (point ``power``, lower end ``power_independent``, upper end
+    ``power_seed_hi``) any simulated count reaches ``target``; whether any count's Wilson interval clears
+    the verdict's gate ``claims.POWER_MIN`` at σ_seed = 0, the simulation the verdict's gate reads; and in
+    which readings the power falls as seeds are added (from the count with most power to the largest),
+    naming a fall whose Wilson intervals are disjoint.
     """
     from .claims import POWER_MIN
 
-    sm = p4_pool_summary(pool)
-    sd = float(design.loc[design["claim"] == "P4", "seed_sd"].iloc[0]) if design is not None \
-        else float(sm.loc[sm["seed_sd"] > 0, "seed_sd"].mode().iloc[0])
-    rows = sm[np.isclose(sm["seed_sd"], sd, rtol=1e-9, atol=0)]
-    if not len(rows):
-        raise ValueError(f"pool_seed_choice: no p4_pool_power rows at σ_seed {sd:g}; rows at {sorted(set(sm['seed_sd']))}")
-    pw = {int(r.seeds): (float(r.mean_pool), *_pool_interval(r.mean_pool, r.sd_pool, r.binomial_pool, int(r.replicates)))
-          for r in rows.itertuples(index=False)}
-    out = {"pool": {"power": pw, **dict(zip(("seeds", "which"), plateau_choice(pw, target, POWER_MIN)))},
-           "independent": None, "seed_sd": sd, "target": target, "gate": POWER_MIN}
-    if design is not None and "power_independent" in design:
-        d = design[(design["claim"] == "P4") & design["design"].str.contains("as run", regex=False)
-                   & design["power_independent"].notna()]
-        ind = {int(r.seeds): (float(r.power_independent), *mc_interval(float(r.power_independent), float(r.n_sim)))
-               for r in d.itertuples(index=False)}
-        if ind:
-            out["independent"] = {"power": ind, **dict(zip(("seeds", "which"), plateau_choice(ind, target, POWER_MIN)))}
-    out["seeds"] = max(v["seeds"] for v in (out["pool"], out["independent"]) if v)
-    return out
-
-
-def pool_seed_sentence(choice: Mapping | None, declared_seeds: int) -> str:
-    """Chapter 07's sentence for :func:`pool_seed_choice` beside the seeds the profile declares (seed 0 and
-    ``PowerPlan.marginal_seeds``); "" without a choice."""
-    if not choice:
+    if design is None:
         return ""
-    why = {"target": "the fewest whose interval clears the target power {t:g}",
-           "gate": "the fewest whose interval clears P4's gate {g:g} (none clears the target {t:g}), so that a failed "
-                   "grade would be graded rather than turned inconclusive",
-           "plateau": "the fewest whose power lies within the interval of the best count (none clears the target "
-                      "{t:g} or the gate {g:g}): more seeds buy no power the simulation can detect"}
-    plural = lambda k: f"{k} seed{'s' if k > 1 else ''}"  # noqa: E731
-
-    def one(v, name):
-        p, lo, hi = v["power"][v["seeds"]]
-        return (f"{name} it is {plural(v['seeds'])} ({p:.2f} [{lo:.2f}, {hi:.2f}]), "
-                + why[v["which"]].format(t=choice["target"], g=choice["gate"]))
-
-    text = (f"`qat_seeds`' seed count follows seed rule v{SEED_RULE_VERSION}, written after the separate-pool "
-            f"simulation above was seen (v1, the fewest seeds whose design-table power clears 0.8 by its interval, "
-            f"else the largest count simulated, had declared 5). " + one(choice["pool"], "On the separate pool at "
-            f"σ_seed = {choice['seed_sd']:.4f},"))
-    if choice["independent"]:
-        text += "; " + one(choice["independent"], "on the design table at σ_seed = 0, the unfavourable end,")
-    same = choice["independent"] is None or choice["independent"]["seeds"] == choice["pool"]["seeds"]
-    text += (f". The profile declares {declared_seeds} (seed 0 and `qat_seeds`)"
-             + ("" if declared_seeds == choice["seeds"] else
-                f", not the {choice['seeds']} the rule gives{'' if same else ' (the larger of the two readings)'}")
-             + ". P4 is expected to stay short of 0.8 power on this design whatever its seed count.")
-    return text
+    rows = design[(design["claim"] == "P4") & design["design"].str.contains("as run", regex=False)]
+    if not len(rows):
+        return ""
+    rows = rows.sort_values("seeds")
+    plural = lambda k: f"{int(k)} seed{'s' if k > 1 else ''}"  # noqa: E731
+    cols = [("power", "σ_seed's point estimate"), ("power_independent", "σ_seed = 0"),
+            ("power_seed_hi", "σ_seed's upper end")]
+    cols = [(c, w) for c, w in cols if c in rows and rows[c].notna().all()]
+    reach = {w: [int(k) for k, v in zip(rows["seeds"], rows[c]) if v >= target] for c, w in cols}
+    text = (f"`qat_seeds` is declared so that each marginal run has {declared_seeds} seeds in all (seed 0 and "
+            f"`qat_seeds`): a budget choice, not the output of a power rule, because P4's design simulation "
+            f"cannot size it. ")
+    none = [w for w, ks in reach.items() if not ks]
+    some = {w: ks for w, ks in reach.items() if ks}
+    if none:
+        text += f"No simulated count reaches power {target:g} at {' or at '.join(none)}"
+        text += ("; " + "; ".join(f"at {w} {', '.join(plural(k) for k in ks)} "
+                                   f"{'does' if len(ks) == 1 else 'do'}" for w, ks in some.items()) + ". ") \
+            if some else ". "
+    if "power_independent" in rows:
+        iv = {int(k): mc_interval(float(v), float(n)) for k, v, n in
+              zip(rows["seeds"], rows["power_independent"], rows["n_sim"])}
+        best = max(iv, key=lambda k: float(rows.loc[rows["seeds"] == k, "power_independent"].iloc[0]))
+        pb = float(rows.loc[rows["seeds"] == best, "power_independent"].iloc[0])
+        if all(lo < POWER_MIN for lo, _ in iv.values()):
+            text += (f"At σ_seed = 0, the simulation the verdict's gate reads, no count's interval clears "
+                     f"{POWER_MIN:g} (best {pb:.2f} [{iv[best][0]:.2f}, {iv[best][1]:.2f}] at {plural(best)}), so a "
+                     f"failed P4 grade would be turned inconclusive whatever the seed count. ")
+    falls = []
+    for c, w in cols:
+        v = dict(zip(rows["seeds"].astype(int), rows[c].astype(float)))
+        top = max(v, key=v.get)
+        last = max(v)
+        if top != last and v[last] < v[top]:
+            n = float(rows["n_sim"].iloc[0])
+            (lo_t, hi_t), (lo_l, hi_l) = mc_interval(v[top], n), mc_interval(v[last], n)
+            falls.append(f"{w} {v[top]:.2f} at {plural(top)} → {v[last]:.2f} at {plural(last)}"
+                         + (" (Wilson intervals disjoint)" if hi_l < lo_t else ""))
+    if falls:
+        text += ("The simulated power falls as seeds are added (" + "; ".join(falls) + "); a sound test's power does "
+                 "not fall with more data of the same design, so the simulation itself needs checking before it "
+                 "sizes any sweep. ")
+    cost = rows.set_index("seeds")["cpu_hours"] if "cpu_hours" in rows else None
+    if cost is not None and declared_seeds in cost.index and 1 in cost.index:
+        text += (f"{declared_seeds} seeds in all is what the noise model asks of the marginal sweep, at about "
+                 f"{cost[declared_seeds] - cost[1]:.0f} CPU-hours beyond the committed seed 0.")
+    return text.strip()
 
 
 def pool_sentence(tab: pd.DataFrame | None, stored: Mapping | None = None, design: pd.DataFrame | None = None,
@@ -1100,6 +1082,8 @@ def pool_sentence(tab: pd.DataFrame | None, stored: Mapping | None = None, desig
 
     if tab is None or not len(tab):
         return ""
+    if other_rows_sentence("p4_pool_power.csv", tab, design):
+        return other_rows_sentence("p4_pool_power.csv", tab, design)
     sm = p4_pool_summary(tab)
     plural = lambda k: f"{k} seed{'s' if k > 1 else ''}"  # noqa: E731
     text = ("Drawing each dataset's bootstrap from datasets simulated apart (`power.p4_power(pool=...)`) makes the "
@@ -1178,17 +1162,18 @@ def pool_sentence(tab: pd.DataFrame | None, stored: Mapping | None = None, desig
             if len(row):
                 q = row.iloc[0]
                 more = abs(q.power_seed_hi - q.power_seed_lo) > abs(g.mean_pool - g.mean_shared)
+                hi_sim = min(q.seed_sd_hi, q.loss_sd) if "loss_sd" in design else q.seed_sd_hi
                 text += (f"σ_seed moves it {'more than the pool does' if more else 'too'}: the design table's one-seed "
                          f"power is {q.power_seed_lo:.2f}, "
                          f"{q.power:.2f} and {q.power_seed_hi:.2f} at σ_seed {q.seed_sd_lo:.3g}, {q.seed_sd:.3g} and "
-                         f"{q.seed_sd_hi:.3g} nats (its estimate and 95 % interval). ")
+                         f"{hi_sim:.3g} nats (its estimate and its 95 % interval's ends, the upper one capped at one "
+                         f"run's whole seed σ). ")
     if verdict and {"p_order", "p_a_most"} <= set(verdict):
         if rule_p4(float(verdict["p_order"]), float(verdict["p_a_most"])) == "inconclusive":
             text += (f"P4's grade is inconclusive from its draws alone (p_order {float(verdict['p_order']):.2f}, "
                      f"p_a_most {float(verdict['p_a_most']):.2f}), before its gate reads any power. ")
     if stored and not stored.get("pool") and stored.get("sim_version") == P4_SIM_VERSION:
-        text += ("The verdict's stored power is the shared pool's, and so is the design table above; the seed count "
-                 "that `qat_seeds` declares is read from this simulation (next paragraph).")
+        text += "The verdict's stored power is the shared pool's, and so is the design table above."
     return text.strip()
 
 

@@ -316,10 +316,10 @@ PROFILES: dict[str, Profile] = {
         ),
         # Sized by the power simulations (qat_design.design_power_table; data/runs/cpu/qat_design_power.csv)
         power_design=PowerPlan(
-            # 3 seeds in all, by seed rule v2 (qat_design.pool_seed_choice, 2026-12-06): no count simulated reaches P4
-            # power 0.8; on the separate-pool simulation (p4_pool_power.csv) 3 seeds is the fewest whose interval
-            # clears P4's gate 0.5, and at σ_seed = 0 (qat_design_power.csv) 5 seeds buy nothing detectable over 3.
-            # (Rule v1 had declared 5; tests/test_qat_design.py checks this against the committed tables.)
+            # 3 seeds in all, a budget choice (2026-12-06; 5 before): what the noise model asks of the marginal
+            # sweep. P4's design simulation cannot size it: no count reaches power 0.8 at σ_seed's point or lower
+            # end, none clears the verdict's 0.5 gate at σ_seed = 0, and its power falls from 3 seeds to 5
+            # (qat_design.seed_budget_sentence reads qat_design_power.csv; chapter 07 says so)
             marginal_seeds=(1, 2),
             matched_sizes=("n27k", "n83k", "n214k", "n554k", "n1.2m"), matched_budgets=(2_097_152, 8_388_608),
             # P5's factorial: 3 seeds, the fewest simulated (1, 2, 3) whose P5 power reaches 0.8; seeds
