@@ -664,3 +664,21 @@ def test_fit_ptq_method_writes_its_own_file(tmp_path, monkeypatch):
     assert not ptq_fit_is_current(rec, changed, "gptq")
     skipped = fit_ptq_method("x", "awq", n_boot=2, root=tmp_path, frame=df, write=False)
     assert skipped["status"] == "skipped" and "awq" in skipped["reason"]
+
+
+def test_p1_on_the_committed_rows_sets_both_gamma_d_estimators_side_by_side():
+    # the committed GPTQ Eq. 2 fit is current (fit writes it), so the rule reads its bootstrap interval;
+    # the log-linear regression stands beside it with its own point inside its own t-interval
+    import re
+
+    from bitlaws.study.law_fits import TRAINING_EXPERIMENTS
+    from bitlaws.study.store import load_runs
+
+    df = load_runs("cpu", experiment=TRAINING_EXPERIMENTS)
+    v = pa.verdict_p1(df, "cpu", n_sim=5)
+    m = re.search(r"GPTQ: .*?γ_D = ([0-9.]+) \[([0-9.]+), ([0-9.]+)\] \(the log-linear regression on the resolved "
+                  r"cells, reported beside it: ([0-9.]+) \[([0-9.]+), ([0-9.]+)\]\)", v.ours)
+    assert m, v.ours
+    huber, lo, hi, ll, ll_lo, ll_hi = map(float, m.groups())
+    assert (f"{lo:.2f}", f"{hi:.2f}") == (f"{v.details['gptq_gamma_d_lo']:.2f}", f"{v.details['gptq_gamma_d_hi']:.2f}")
+    assert ll_lo <= ll <= ll_hi and f"{huber:.2f}" == f"{v.details['gptq_eq2_gamma_d']:.2f}"

@@ -1150,7 +1150,9 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
         # the point beside the interval is its own estimator's: the Huber fit's where its bootstrap is current,
         # else the log-linear regression's, which is named, never the Huber point beside another's interval
         own = t["ci"] is not None
-        gd = (f"γ_D = {e['gamma_D']:.2f} [{st['gamma_d_lo']:.2f}, {st['gamma_d_hi']:.2f}]" if own else
+        gd = (f"γ_D = {e['gamma_D']:.2f} [{st['gamma_d_lo']:.2f}, {st['gamma_d_hi']:.2f}] (the log-linear "
+              f"regression on the resolved cells, reported beside it: {st['gamma_d']:.2f} [{st['gamma_d_ll_lo']:.2f}, "
+              f"{st['gamma_d_ll_hi']:.2f}])" if own else
               f"γ_D = {e['gamma_D']:.2f} (no current bootstrap of this fit; the {st['ci_source']}: "
               f"{st['gamma_d']:.2f} [{st['gamma_d_lo']:.2f}, {st['gamma_d_hi']:.2f}])")
         return (f"Eq. 2 fit (Huber, {int(e['n_points'])} rows): {gd} (paper {PAPER_EQ2['gamma_d']:.2f}, "
