@@ -408,6 +408,19 @@ def test_seed_budget_sentence_says_what_the_simulation_can_and_cannot_size():
     assert ("σ_seed's upper end 0.90 at 3 seeds → 0.53 at 5 seeds (Wilson intervals disjoint)" in text
             and "σ_seed = 0 0.42 at 3 seeds → 0.39 at 5 seeds;" in text)
     assert text.endswith("at about 10 CPU-hours beyond the committed seed 0.")
+    assert "needs checking before it sizes any sweep" in text  # no variant columns: no reading of the fall
+    # with rule v6's variants: the correctly specified one rises, the floor-0.05 one falls at 5 seeds
+    var = rows([0.10, 0.30, 0.53, 0.49], [0.07, 0.20, 0.42, 0.39], [0.62, 0.82, 0.90, 0.53]).assign(**{
+        "power_floor_0.02": [0.27, 0.59, 0.74, 0.76], "power_floor_0.05": [0.38, 0.65, 0.90, 0.51],
+        "power_floor_0.2": [0.45, 0.68, 0.90, 0.99], "power_no_pa3": [0.16, 0.37, 0.66, 0.91]})
+    text = qd.seed_budget_sentence(var, 3)
+    assert "gains power with every seed (0.16, 0.37, 0.66, 0.91 at 1, 2, 3, 5 seeds)" in text
+    assert "the fit with the P_a = 3 runs generated at floor 0.05 falls to 0.51 at 5 seeds from 0.90. That is" in text
+    assert text.count("not yet tested by a simulation of its own") == 1
+    assert "floor 0.02" not in text and "floor 0.2 " not in text and "needs checking" not in text
+    # a correctly specified variant that also falls: the simulation is suspect
+    bad = qd.seed_budget_sentence(var.assign(power_no_pa3=[0.16, 0.37, 0.66, 0.50]), 3)
+    assert "needs checking before it sizes any sweep" in bad and "gains power" not in bad
     # a simulation that rises with seeds and clears both bars: none of those caveats
     good = qd.seed_budget_sentence(rows([0.3, 0.6, 0.85, 0.95], [0.3, 0.6, 0.85, 0.95], [0.3, 0.6, 0.85, 0.95]), 3)
     assert "No simulated count" not in good and "interval clears" not in good and "falls" not in good
