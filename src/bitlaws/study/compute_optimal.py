@@ -702,8 +702,8 @@ def suite_note(suite: Suite) -> str:
         law_txt = " Our γ's are not fitted for this profile, so there is no law line."
     src = "the suite's own seeds" if cms["sigma_source"] == "suite" else "the base grid's seeds"
     return (f"*Ours:* lowest mean loss at **P = {cms['best_bits']:g} bits**"
-            + (f", {cms['margin']:.4f} nats/byte below the next; within two standard errors of it (σ = {cms['sigma']:.4f} "
-               f"from {src}): P ∈ {{" + ", ".join(f"{b:g}" for b in cms["near_best"]) + "}." if cms["complete"] else
+            + (f", {cms['margin']:.4f} nats/byte below the next; within {cms.get('critical', 2.0):.2f} standard errors "
+               f"of it (P6 rule v4's threshold; σ = {cms['sigma']:.4f} from {src}): P ∈ {{" + ", ".join(f"{b:g}" for b in cms["near_best"]) + "}." if cms["complete"] else
                f" — the suite is incomplete ({suite.n_runs} of {cms['planned']} runs).")
             + law_txt)
 

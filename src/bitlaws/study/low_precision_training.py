@@ -816,8 +816,9 @@ def compute_matched_text(summary: Mapping, profile: str, n_runs: int) -> str:
         text = (f"All {summary['planned']} runs are in ({len(q.cm_cells)} members × {len(q.cm_seeds)} seeds, and the "
                 f"16-bit reference from the base grid; N·P spread {summary['spread']:.3f}×). The lowest mean loss is "
                 f"at **P = {summary['best_bits']:g} bits**, {summary['margin']:.4f} nats/byte below the next member. "
-                f"With σ = {summary['sigma']:.4f} nats/byte ({src}), the members within two standard errors of the "
-                "difference from the lowest are P ∈ {" + ", ".join(f"{b:g}" for b in near) + "}"
+                f"With σ = {summary['sigma']:.4f} nats/byte ({src}), the members within "
+                f"{summary.get('critical', 2.0):.2f} standard errors of the difference from the lowest (P6 rule v4's "
+                "threshold) are P ∈ {" + ", ".join(f"{b:g}" for b in near) + "}"
                 + (": the suite does not single out one minimum among them." if len(near) > 1 else
                    ": the minimum stands clear of the noise."))
     else:

@@ -1051,7 +1051,9 @@ def seed_budget_sentence(design: pd.DataFrame | None, declared_seeds: int, targe
             falls.append(f"{w} {v[top]:.2f} at {plural(top)} → {v[last]:.2f} at {plural(last)}"
                          + (" (Wilson intervals disjoint)" if hi_l < lo_t else ""))
     if falls:
-        text += "The simulated power falls as seeds are added (" + "; ".join(falls) + "). "
+        text += ("From the count with most power to the largest, the table's power does not rise (" + "; ".join(falls)
+                 + "; only intervals marked disjoint tell the drop from Monte Carlo error, and the replicates above "
+                 "measure it at the point estimate). ")
         var = {c: dict(zip(rows["seeds"].astype(int), rows[c].astype(float))) for c in _P4_VARIANT_COLUMNS if c in rows}
         ks = sorted(rows["seeds"].astype(int))
         rises = lambda v: all(v[a] <= v[b] for a, b in zip(ks, ks[1:]))  # noqa: E731
