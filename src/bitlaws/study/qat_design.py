@@ -826,8 +826,9 @@ def replicate_sentence(rep: pd.DataFrame | None, tab: pd.DataFrame | None = None
     claims. ``""`` without replicates."""
     if rep is None or not len(rep):
         return ""
-    if other_rows_sentence("qat_design_p4_replicates.csv", rep, tab):
-        return other_rows_sentence("qat_design_p4_replicates.csv", rep, tab)
+    other = other_rows_sentence("qat_design_p4_replicates.csv", rep, tab)
+    if other:
+        return other
     sm = p4_replicate_summary(rep, "power")
     own, own_n = {}, math.nan
     if tab is not None:
@@ -1100,8 +1101,9 @@ def pool_sentence(tab: pd.DataFrame | None, stored: Mapping | None = None, desig
 
     if tab is None or not len(tab):
         return ""
-    if other_rows_sentence("p4_pool_power.csv", tab, design):
-        return other_rows_sentence("p4_pool_power.csv", tab, design)
+    other = other_rows_sentence("p4_pool_power.csv", tab, design)
+    if other:
+        return other
     sm = p4_pool_summary(tab)
     plural = lambda k: f"{k} seed{'s' if k > 1 else ''}"  # noqa: E731
     text = ("Drawing each dataset's bootstrap from datasets simulated apart (`power.p4_power(pool=...)`) makes the "
