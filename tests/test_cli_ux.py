@@ -366,3 +366,33 @@ def test_design_power_claims_reach_the_writer(monkeypatch, tmp_path, capsys):
     assert main(["design-power", "--claims", "P9,P4", "--profile", "smoke", "--data-root", str(tmp_path)]) == 0
     assert seen["claims"] == ["P9", "P4"]
     assert "rows of P9, P4 replaced, the others kept" in capsys.readouterr().out
+
+
+def test_coverage_counts_runs_trained_after_the_data_freeze_apart_and_the_table_says_so(tmp_path, monkeypatch):
+    from bitlaws.study import store
+
+    specs = plan("smoke", "base_grid")
+    (v1, _), a, b = specs[0].evals, specs[0], specs[1]
+    path = tmp_path / "runs" / "smoke" / "base_grid.csv"
+    _write_obs(path, [a.obs_id(None, v1), b.obs_id(None, v1)])
+    text = path.read_text().splitlines()
+    stamp = store.COLUMNS.index("timestamp")
+
+    def stamped(line: str, when: str) -> str:
+        cells = line.split(",")
+        cells[stamp] = when
+        return ",".join(cells)
+
+    path.write_text("\n".join([text[0], stamped(text[1], "2026-12-01T00:00:00Z"),
+                               stamped(text[2], "2026-12-09T00:00:00Z")]) + "\n")
+    monkeypatch.setitem(store.ROWS_READ_UNTIL, "smoke", "2026-12-06T08:00:00Z")
+    cov = coverage("smoke", tmp_path, "base_grid")
+    assert (cov["runs_trained"], cov["runs_after_freeze"], cov["freeze"]) == (1, 1, "2026-12-06T08:00:00Z")
+    assert cov["obs_done_by_eval_version"][1] == 1  # the later row is not counted as read
+    lines = coverage_table([cov]).splitlines()
+    assert _columns(lines[0])[-1] == "trained after the freeze" and _columns(lines[1])[-1] == "1"
+    assert "read from the next refit" in lines[-1] and "2026-12-06T08:00:00Z" in lines[-1]
+    monkeypatch.setitem(store.ROWS_READ_UNTIL, "smoke", None)
+    cov = coverage("smoke", tmp_path, "base_grid")
+    assert (cov["runs_trained"], cov["runs_after_freeze"], cov["freeze"]) == (2, 0, None)
+    assert "trained after the freeze" not in coverage_table([cov])

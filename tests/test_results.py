@@ -287,3 +287,47 @@ def test_migrate_schema_gives_the_committed_base_grid_back_from_its_old_form(tmp
     with pytest.raises(StoreError, match=r"line 2: PTQ row of run '\w+', which has no unquantized row"):
         migrate_schema(path)
     assert path.read_text() == orphan
+
+
+def test_the_data_freeze_keeps_later_sweep_rows_out_of_every_table_until_it_moves(tmp_path, monkeypatch):
+    """Rows a sweep adds after the profile's freeze are stored but not read (store.ROWS_READ_UNTIL), so a
+    partly trained batch never changes a fit; `until='all'` and a later freeze read them."""
+    from bitlaws.study import store
+    from bitlaws.study.store import load_runs
+
+    folder = tmp_path / "runs" / "cpu"
+    append_rows(folder / "base_grid.csv", [
+        row("a", 1.0, profile="cpu", timestamp="2026-12-06T07:59:59Z"),
+        row("b", 2.0, profile="cpu", timestamp="2026-12-06T08:00:00Z"),  # at the freeze: read
+        row("c", 3.0, profile="cpu", timestamp="2026-12-06T08:00:01Z")])  # after it: stored, not read
+    monkeypatch.setitem(store.ROWS_READ_UNTIL, "cpu", "2026-12-06T08:00:00Z")
+    assert load_runs("cpu", root=tmp_path, eval_version=1)["obs_id"].tolist() == ["a", "b"]
+    assert load_runs("cpu", root=tmp_path, eval_version=1, until="all")["obs_id"].tolist() == ["a", "b", "c"]
+    assert load_runs("cpu", root=tmp_path, eval_version=1, until="2026-12-06T07:59:59Z")["obs_id"].tolist() == ["a"]
+    monkeypatch.setitem(store.ROWS_READ_UNTIL, "cpu", None)
+    assert len(load_runs("cpu", root=tmp_path, eval_version=1)) == 3
+    with pytest.raises(ValueError, match=r"bad freeze '2026-12-06 08:00'.*'all'"):
+        load_runs("cpu", root=tmp_path, until="2026-12-06 08:00")
+    # a sweep row whose timestamp cannot be placed is refused, not silently read or dropped
+    append_rows(folder / "base_grid.csv", [row("d", 4.0, profile="cpu", timestamp="yesterday")])
+    with pytest.raises(StoreError, match="timestamp 'yesterday' is not YYYY-MM-DDTHH:MM:SSZ"):
+        load_runs("cpu", root=tmp_path, eval_version=1, until="2026-12-06T08:00:00Z")
+
+
+def test_the_committed_sweep_rows_all_sit_at_or_before_cpus_freeze_or_are_counted_after_it():
+    """Every committed cpu sweep row has a placeable timestamp, and the coverage table's two counts add up:
+    the runs read at the freeze and those trained after it are disjoint parts of the rows' runs."""
+    from bitlaws.study.store import ROWS_READ_UNTIL, after_freeze, load_runs
+    from bitlaws.study.sweep import coverage, declared_experiments
+
+    sweeps = declared_experiments("cpu")
+    every = load_runs("cpu", sweeps, root=REPO / "data", eval_version="all", until="all")
+    late = after_freeze(every, ROWS_READ_UNTIL["cpu"])  # raises on a timestamp it cannot place
+    read = load_runs("cpu", sweeps, root=REPO / "data", eval_version="all")
+    assert len(read) + int(late.sum()) == len(every)
+    for e in sweeps:
+        cov = coverage("cpu", REPO / "data", e)
+        runs_late = set(every.loc[late & (every["experiment"] == e), "run_id"])
+        runs_read = set(read.loc[read["experiment"] == e, "run_id"])
+        assert cov["runs_after_freeze"] == len(runs_late - runs_read), e
+        assert cov["runs_trained"] == len(runs_read), e

@@ -59,6 +59,9 @@ __all__ = [
     "StoreError",
     "data_dir",
     "PROFILE_NAMES",
+    "ROWS_READ_UNTIL",
+    "read_until",
+    "after_freeze",
     "frame_sha256",
     "load_runs",
 ]
@@ -86,6 +89,14 @@ COLUMNS = [
 # (the fits, the pipeline bootstrap, the design tables and the verdicts were remade on them then).
 EVAL_VERSIONS = {1: "first", 2: "spread"}
 EVAL_VERSION_READ = {"cpu": 2, "gpu": 2, "smoke": 2}
+# The data freeze (data/README.md, "The data freeze"): the fits, tables and verdicts read the sweep rows
+# written (``timestamp``, UTC) at or before the profile's entry; None reads every row. Rows a sweep adds
+# later are committed as they finish but wait, unread, until every declared run of the batch is in and the
+# whole cascade is refitted at once (then the entry moves forward). So a partly trained batch never mixes
+# into one table with a complete one, and a clean clone's fits stay current with the rows they read.
+# cpu's freeze: after every row committed by 2026-12-06 05:33Z (the evaluation-version-2 refit's inputs).
+ROWS_READ_UNTIL: dict[str, str | None] = {"cpu": "2026-12-06T08:00:00Z", "gpu": None, "smoke": None}
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 # Columns added to the observation schema after rows were committed, with what an older row holds.
 SCHEMA_ADDED = {"fmt_post": "the PTQ format of fmt_w before the column", "eval_version": "1"}
 CURVE_COLUMNS = ["run_id", "experiment", "profile", "size", "seed", "n_params", "n_tokens",
@@ -709,8 +720,43 @@ def data_dir() -> Path:
     return Path(env) if env else repo_root() / "data"
 
 
+def read_until(profile: str, until: str | None = None) -> str | None:
+    """The freeze `profile`'s tables read (:data:`ROWS_READ_UNTIL`), or `until` if given; ``"all"``: None
+    (no freeze).
+
+    Raises:
+        ValueError: `until` (or the entry) is not a UTC timestamp ``YYYY-MM-DDTHH:MM:SSZ`` or ``"all"``.
+    """
+    value = ROWS_READ_UNTIL.get(profile) if until is None else until
+    if value is None or value == "all":
+        return None
+    if not isinstance(value, str) or not _TIMESTAMP.fullmatch(value):
+        raise ValueError(f"bad freeze {value!r}: allowed a UTC timestamp like '2026-12-06T08:00:00Z' "
+                         "(the rows' timestamp column's format) or 'all'")
+    return value
+
+
+def after_freeze(rows: pd.DataFrame, until: str | None) -> pd.Series:
+    """Boolean mask of the sweep rows written after the freeze `until` (a :func:`read_until` value);
+    all False when `until` is None or the frame has no ``timestamp`` or ``eval_version`` column (the
+    QUIK and benchmark files are not sweep rows). Timestamps compare as text: one fixed format.
+
+    Raises:
+        StoreError: a sweep row whose timestamp is not ``YYYY-MM-DDTHH:MM:SSZ`` (it could not be placed).
+    """
+    if until is None or "timestamp" not in rows or "eval_version" not in rows or rows.empty:
+        return pd.Series(False, index=rows.index)
+    stamps = rows["timestamp"].astype(str)
+    bad = ~stamps.str.fullmatch(_TIMESTAMP.pattern)
+    if bad.any():
+        raise StoreError(f"row {rows.index[bad][0]}: timestamp {stamps[bad].iloc[0]!r} is not YYYY-MM-DDTHH:MM:SSZ, "
+                         "so the data freeze cannot place it")
+    return stamps > until
+
+
 def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
-              root: str | os.PathLike | None = None, eval_version: int | str | None = None) -> pd.DataFrame:
+              root: str | os.PathLike | None = None, eval_version: int | str | None = None,
+              until: str | None = None) -> pd.DataFrame:
     """All observation rows of `profile` (``data/runs/<profile>/*.csv``, curves excluded).
 
     Args:
@@ -723,9 +769,11 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
             None (default): the profile's :data:`EVAL_VERSION_READ`, so old and new evaluations
             never mix in one table; ``"all"``: every version. Files without the column (the QUIK
             and benchmark files) are not filtered.
+        until: keep the sweep rows written at or before this UTC timestamp; None (default): the
+            profile's data freeze :data:`ROWS_READ_UNTIL`; ``"all"``: every row, later ones included.
 
     Raises:
-        ValueError: an unknown profile or evaluation version (the message lists the allowed ones).
+        ValueError: an unknown profile or evaluation version, or a bad `until` (the message lists the allowed ones).
         FileNotFoundError: no observation CSV for `profile`; the message says how to make one.
         StoreError: a damaged file (its path and line).
     """
@@ -736,6 +784,7 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
         eval_version = EVAL_VERSION_READ[profile]
     if eval_version != "all" and eval_version not in EVAL_VERSIONS:
         raise ValueError(f"unknown evaluation version {eval_version!r}; allowed: {sorted(EVAL_VERSIONS)} or 'all'")
+    freeze = read_until(profile, until)
     folder = Path(root) if root is not None else data_dir()
     folder = folder / "runs" / profile
     files = sorted(p for p in folder.glob("*.csv") if not p.name.endswith("_curves.csv"))
@@ -757,6 +806,7 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
             part = part[part["experiment"].isin(wanted)]
         if eval_version != "all" and "eval_version" in part:
             part = part[part["eval_version"] == eval_version]
+        part = part[~after_freeze(part, freeze)]
         if len(part):
             frames.append(part)
     if not frames:

@@ -1042,13 +1042,19 @@ def coverage(profile: str, data_root: str | os.PathLike | None = None, experimen
     any evaluation version: ``runs_trained``), runs complete (every observation at every evaluation
     version: ``runs_done``) and observations done, each of those declared (``*_planned``); and at each
     evaluation version, the runs complete and the observations present (``runs_done_by_eval_version``,
-    ``obs_done_by_eval_version``, of ``obs_planned_by_eval_version``)."""
-    from .store import data_dir
+    ``obs_done_by_eval_version``, of ``obs_planned_by_eval_version``). Every count reads the rows of the
+    profile's data freeze (``store.ROWS_READ_UNTIL``), as the fits and chapters do; the runs trained after
+    it, not read until the next refit, are ``runs_after_freeze`` (``freeze``: its timestamp, or None)."""
+    from .store import after_freeze, data_dir, read_until
 
     data_root = Path(data_root) if data_root is not None else data_dir()
     specs = plan(profile, experiment)
     obs_csv, _ = _paths(profile, data_root, experiment)
-    have = set(read_rows(obs_csv, COLUMNS, "obs_id").get("obs_id", []))
+    rows = read_rows(obs_csv, COLUMNS, "obs_id")
+    freeze = read_until(profile)
+    late = after_freeze(rows, freeze)
+    have = set(rows.loc[~late, "obs_id"]) if len(rows) else set()
+    have_late = set(rows.loc[late, "obs_id"]) if len(rows) else set()
     runs_done = sum(all(o in have for o in s.obs_ids) for s in specs)
     planned = [o for s in specs for o in s.obs_ids]
     by_version, obs_by_version, obs_planned_by_version = {}, {}, {}
@@ -1059,6 +1065,8 @@ def coverage(profile: str, data_root: str | os.PathLike | None = None, experimen
         obs_planned_by_version[ev.version] = sum(len(run) for run in ids)
     return {"profile": profile, "experiment": experiment, "runs_planned": len(specs),
             "runs_trained": sum(any(o in have for o in s.obs_ids) for s in specs), "runs_done": runs_done,
+            "runs_after_freeze": sum(any(o in have_late for o in s.obs_ids) and not any(o in have for o in s.obs_ids)
+                                     for s in specs), "freeze": freeze,
             "obs_planned": len(planned), "obs_done": sum(o in have for o in planned),
             "runs_done_by_eval_version": by_version, "obs_done_by_eval_version": obs_by_version,
             "obs_planned_by_eval_version": obs_planned_by_version}
@@ -1087,10 +1095,15 @@ def coverage_table(covs: Sequence[dict[str, Any]]) -> str:
         for v in versions:
             row[f"observations at eval v{v}"] = f"{done.get(v, 0)}/{planned.get(v, 0)}"
         row["runs with all rows"] = f"{c['runs_done']}/{c['runs_planned']}"
+        if late:
+            row["trained after the freeze"] = str(c.get("runs_after_freeze", 0))
         return row
 
+    late = any(c.get("runs_after_freeze") for c in covs)
+
     keys = ("obs_done_by_eval_version", "obs_planned_by_eval_version")
-    total = {k: sum(c[k] for c in covs) for k in ("runs_trained", "runs_done", "runs_planned")}
+    total = {k: sum(c.get(k, 0) for c in covs) for k in ("runs_trained", "runs_done", "runs_planned",
+                                                           "runs_after_freeze")}
     total.update({k: {v: sum(by(c, k).get(v, 0) for c in covs) for v in versions} for k in keys})
     rows = [{"experiment": c["experiment"], **cells(c)} for c in covs] + [{"experiment": "total", **cells(total)}]
     cols = list(rows[0])
@@ -1108,6 +1121,12 @@ def coverage_table(covs: Sequence[dict[str, Any]]) -> str:
              + (", P5's factorial eval v2 whatever the chapters read" if read and 2 not in read else "") + ").",
              "runs with all rows: every observation at every version; a sweep retrains the other runs to add "
              "their missing rows."]
+    freezes = sorted({c["freeze"] for c in covs if c.get("freeze")})
+    if freezes:
+        notes.append(f"every count reads the rows of the data freeze ({', '.join(freezes)}: store.ROWS_READ_UNTIL), "
+                     "as the fits and chapters do"
+                     + ("; trained after the freeze: runs whose rows came later, read from the next refit of the "
+                        "whole cascade." if late else "."))
     return "\n".join(["  ".join(line) for line in lines] + notes)
 
 
