@@ -266,11 +266,17 @@ def test_critical_data_note_names_exactly_the_sizes_trained_past_d_crit():
                        "n_params": [n_past, n_short], "n_tokens": [d_past, d_short]})
     table, note = co.critical_data_table(_fits_from(PC), df)
     past_int4 = d_past > float(optimal.critical_data_size(n_past, 4, PC))
-    assert f"N = {n_past:,.0f} at INT3" in note and f"N = {n_short:,.0f}" not in note
+    assert f"with RTN's Eq. 2 for N = {n_past:,.0f} at INT3" in note and f"N = {n_short:,.0f}" not in note
     assert (f"N = {n_past:,.0f} at INT4" in note) == past_int4
-    assert len(table.loc["ours"]) == 4 and len(table.loc["paper"]) == 8
+    assert len(table.loc["ours (RTN)"]) == 4 and len(table.loc["paper (GPTQ)"]) == 8
+    assert "ours (GPTQ)" not in table.index.get_level_values(0)  # no GPTQ record, no GPTQ block
     assert "pending" in co.critical_data_table({}, df)[1]
-    assert "no size" in co.critical_data_table(_fits_from(PC), df.iloc[1:])[1]
+    assert "with RTN's Eq. 2 for no size" in co.critical_data_table(_fits_from(PC), df.iloc[1:])[1]
+    # a GPTQ Eq. 2 with a 10⁶× smaller C_T puts D_crit far above both sizes' D: its block says so, RTN's does not
+    fits = {**_fits_from(PC), "ptq_gptq": {"status": "ok", "params": {**PC, "C_T": PC["C_T"] * 1e-6}}}
+    table, note = co.critical_data_table(fits, df)
+    assert list(table.index.get_level_values(0).unique()) == ["paper (GPTQ)", "ours (GPTQ)", "ours (RTN)"]
+    assert "with GPTQ's Eq. 2 for no size" in note and f"with RTN's Eq. 2 for N = {n_past:,.0f} at INT3" in note
 
 
 def test_suite_note_says_whether_the_law_under_or_over_predicts_its_worst_member():
@@ -364,3 +370,21 @@ def test_p6_grades_the_suite_leg_only_where_its_power_reaches_the_gate(monkeypat
         assert v.verdict == grade and v.details["suite_graded"] == float(graded)
         assert ("so the suite is reported, not graded" in v.reason) is (not graded)
         assert "within 3.21 standard errors" in v.ours and "resolves 6–8 bits in" in v.ours
+
+
+def test_suite_argmin_history_agrees_with_the_summary_the_verdict_reads_at_each_version():
+    """The history clause of chapter 04 (where the suite's lowest loss sits, seed 0 and mean) is the
+    same argmin P6's summary computes, at every evaluation version with suite rows."""
+    from bitlaws.study import compute_optimal as co
+    from bitlaws.study.low_precision_training import compute_matched_summary, compute_matched_table
+    from bitlaws.study.sweep import PROFILES
+    from bitlaws.study.store import load_runs
+
+    text = co.suite_argmin_history("cpu")
+    for version in (1, 2):
+        df = load_runs("cpu", ("base_grid", "compute_matched"), eval_version=version)
+        best = compute_matched_summary(df, "cpu")["best_bits"]
+        t = compute_matched_table(df, "cpu")
+        seed0 = t[(t["seed"] == 0) & (t["status"] == "ok")].set_index("bits")["loss_val"].idxmin()
+        clause = text.split(f"at evaluation version {version}, ")[1].split(";")[0]
+        assert clause == f"{seed0:g} bits on seed 0 alone and {best:g} on the mean of {len(PROFILES['cpu'].qat.cm_seeds)} seeds", clause

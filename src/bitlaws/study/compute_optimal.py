@@ -17,6 +17,7 @@ Rules (each verdict's docstring has the full text and its history):
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -564,40 +565,78 @@ def critical_data_table(fits: Mapping[str, dict], df: pd.DataFrame,
                         params: Mapping[str, float] = forms.PAPER_CONSTANTS) -> tuple[pd.DataFrame, str]:
     """D_crit (Eq. 13) from the paper's constants at N = 30M and 220M, P_post = 3–6 bits, and from
     ours (our Chinchilla B, β with our Eq. 2 fit, in bytes) for each base-grid size at INT3/INT4,
-    beside the largest D the grid trained that size on.
+    beside the largest D the grid trained that size on: one block per PTQ method whose Eq. 2 is
+    fitted (``ours (GPTQ)`` from the ``ptq_gptq`` record, the one P2's verdict reads first, then
+    ``ours (RTN)`` from ``ptq``).
 
     Args:
         fits: the profile's fit records. df: its training rows (``experiment``, ``status``,
             ``ptq_method``, ``n_params``, ``n_tokens``).
 
     Returns:
-        (table indexed by constants, N, P_post; the sentence that says which sizes the grid trains
-        past D_crit, or that our stages are pending — Markdown).
+        (table indexed by constants, N, P_post; the sentence that says, per method, which sizes the
+        grid trains past D_crit, or that our stages are pending — Markdown).
     """
     rows = []
     for n in (30e6, 220e6):
         for b in (3, 4, 5, 6):
             dc = float(optimal.critical_data_size(n, b, params))
-            rows.append({"constants": "paper", "N": f"{n:,.0f}", "P_post": b, "D_crit": f"{dc:.3g} tokens",
+            rows.append({"constants": "paper (GPTQ)", "N": f"{n:,.0f}", "P_post": b, "D_crit": f"{dc:.3g} tokens",
                          "D_crit/N": f"{dc / n:,.0f}", "largest D/N trained": "≈ 10³ (the paper's grid)"})
-    chin, ptq = params_of(fits.get("chinchilla")), params_of(fits.get("ptq"))
-    past = []
-    if chin and ptq:
-        ours_c = {**chin, **ptq}
+    chin = params_of(fits.get("chinchilla"))
+    methods = [(label, params_of(fits.get(stage))) for label, stage in (("GPTQ", "ptq_gptq"), ("RTN", "ptq"))]
+    methods = [(label, ptq) for label, ptq in methods if ptq]
+    notes = []
+    if chin and methods:
         base = df[(df["status"] == "ok") & (df["ptq_method"] == "none") & (df["experiment"] == "base_grid")]
-        for n in sorted(base["n_params"].unique()):
-            dmax = base.loc[base["n_params"] == n, "n_tokens"].max()
-            for b in (3, 4):
-                dc = float(optimal.critical_data_size(n, b, ours_c))
-                rows.append({"constants": "ours", "N": f"{n:,.0f}", "P_post": b, "D_crit": f"{dc:.3g} bytes",
-                             "D_crit/N": _ratio_text(dc / n), "largest D/N trained": _ratio_text(dmax / n)})
-                if dmax > dc:
-                    past.append(f"N = {n:,.0f} at INT{b}")
-        note = ("By our own fits, the grid trains past D_crit for " + (", ".join(past) if past else "no size")
-                + "; chapter 1 checks whether the measured post-PTQ loss turns upward there (claim P2).")
+        for label, ptq in methods:
+            ours_c, past = {**chin, **ptq}, []
+            for n in sorted(base["n_params"].unique()):
+                dmax = base.loc[base["n_params"] == n, "n_tokens"].max()
+                for b in (3, 4):
+                    dc = float(optimal.critical_data_size(n, b, ours_c))
+                    rows.append({"constants": f"ours ({label})", "N": f"{n:,.0f}", "P_post": b,
+                                 "D_crit": f"{dc:.3g} bytes", "D_crit/N": _ratio_text(dc / n),
+                                 "largest D/N trained": _ratio_text(dmax / n)})
+                    if dmax > dc:
+                        past.append(f"N = {n:,.0f} at INT{b}")
+            notes.append(f"with {label}'s Eq. 2 for " + (", ".join(past) if past else "no size"))
+        note = ("By our own fits, the grid trains past D_crit " + "; ".join(notes)
+                + "; chapter 1 checks whether the measured post-PTQ loss turns upward there (claim P2). "
+                "The paper's block uses its Table 2, fitted on GPTQ.")
     else:
         note = "*Ours:* pending — the Chinchilla stage or the Eq. 2 stage is not fitted for this profile."
     return pd.DataFrame(rows).set_index(["constants", "N", "P_post"]), note
+
+
+def suite_argmin_history(profile: str, root: str | os.PathLike | None = None) -> str:
+    """Where the compute-matched suite's lowest loss sits at each evaluation version with suite rows:
+    on seed 0 alone and on the mean over seeds (P6 rule v2 was written when these differed at
+    version 1). One clause per version, e.g. ``"at evaluation version 1, 12 bits on seed 0 alone and 8
+    on the mean of 3 seeds"``; "" where the profile has no suite rows.
+
+    Args:
+        profile: a declared profile. root: a ``data/`` folder other than the repository's.
+    """
+    from .low_precision_training import compute_matched_table
+    from .store import EVAL_VERSIONS, load_runs
+
+    parts = []
+    for version in sorted(EVAL_VERSIONS):
+        try:
+            df = load_runs(profile, ("base_grid", "compute_matched"), root, eval_version=version)
+        except FileNotFoundError:
+            continue
+        t = compute_matched_table(df, profile)
+        ok = t[(t["status"] == "ok") & t["loss_val"].notna()]
+        if not (ok["bits"] != forms.HIGH_PRECISION_BITS).any() or not (ok["seed"] == 0).any():
+            continue
+        seed0 = ok[ok["seed"] == 0].set_index("bits")["loss_val"]
+        mean = ok.groupby("bits")["loss_val"].mean()
+        seeds = int(ok.loc[ok["bits"] != forms.HIGH_PRECISION_BITS].groupby("bits")["seed"].nunique().max())
+        parts.append(f"at evaluation version {version}, {seed0.idxmin():g} bits on seed 0 alone and "
+                     f"{mean.idxmin():g} on the mean of {seeds} seeds")
+    return "; ".join(parts)
 
 
 def inference_cost_curves(params: Mapping[str, float], computes=None,
