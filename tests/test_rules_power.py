@@ -576,3 +576,66 @@ def test_a_pool_leaves_the_graded_datasets_as_they_were(monkeypatch):
         # the pool's datasets are others: for a part whose fits vary (a flat one's may all stop at one
         # point), no pool fit repeats a graded one
         assert any(not (p7[x][:, None, :] == t7[x][None, :, :]).all(axis=2).any() for x in t7)
+
+
+# --- P6's P* leg (power.p6_pstar_power; compute_optimal's stored table) --------------------------
+
+def _p6_design():
+    """Our committed design (the marginal QAT runs and the high-precision runs), losses left to the simulation."""
+    from bitlaws.study import law_fits as la
+    from bitlaws.study.store import load_runs
+
+    df = load_runs("cpu", experiment=la.TRAINING_EXPERIMENTS)
+    return la.stage_frames(df), la.params_of(la.load_fits("cpu")["chinchilla"])
+
+
+def test_p6_pstar_leg_resolves_the_paper_and_rejects_the_no_offset_law_at_tiny_noise():
+    """Oracle: at 1e-5 nats of noise every paper dataset's interval sits inside 6–9 bits (Table 2's P* is
+    7.0; the floor at P_a = 3 moves the fit a little, not out of the band) and every no-offset dataset's
+    lies below 6 (its P* is 3.5); with 5 % of a nat the intervals widen and the paper's power drops."""
+    frames, chin = _p6_design()
+    tiny = NoiseModel(loss_sd=1e-5, **{k: v for k, v in NOISE.__dict__.items() if k != "loss_sd"})
+    r = power.p6_pstar_power(frames, chin, tiny, n_sim=3, pool=3)
+    assert (r["power"], r["against"], r["false_positive"], r["null_rejected"]) == (1.0, 0.0, 0.0, 1.0)
+    assert r["p_star_paper"] == pytest.approx(7.0, abs=0.05) and r["p_star_no_offsets"] == pytest.approx(3.47, abs=0.01)
+    assert 6.0 < r["median_p_star_paper"] < 9.0 and r["width_paper"] < 0.5
+    loud = NoiseModel(loss_sd=0.05, **{k: v for k, v in NOISE.__dict__.items() if k != "loss_sd"})
+    r2 = power.p6_pstar_power(frames, chin, loud, n_sim=6, pool=6)
+    assert r2["width_paper"] > 5 * r["width_paper"] and r2["power"] < 1.0
+
+
+def test_p6_pstar_power_refuses_bad_input():
+    frames, chin = _p6_design()
+    for kw, msg in (({"n_sim": 0}, "n_sim must be an integer >= 1"), ({"pool": 1}, "pool must be an integer >= 2"),
+                    ({"seed_sd": 1.0}, r"seed_sd must be in \[0, noise.loss_sd")):
+        with pytest.raises(ValueError, match=msg):
+            power.p6_pstar_power(frames, chin, NOISE, **kw)
+    with pytest.raises(ValueError, match=r"frames lacks \['neff_kv'\]"):
+        power.p6_pstar_power({k: v for k, v in frames.items() if k != "neff_kv"}, chin, NOISE)
+
+
+def test_p6_pstar_table_is_read_only_for_its_own_rows_and_version_and_pooled_by_weight(tmp_path):
+    from bitlaws._io import frame_sha256
+    from bitlaws.study import compute_optimal as co
+
+    df = pd.DataFrame({"x": [1.0, 2.0]})
+    folder = tmp_path / "checks" / "cpu"
+    assert co.load_p6_pstar_power("cpu", df, tmp_path)[0] is None
+    base = {"seed_sd": 0.0, "pool": 10, "sim_version": power.P6_PSTAR_SIM_VERSION, "inputs_sha256": frame_sha256(df),
+            "against": 0.0, "false_positive": 0.0, "null_rejected": 0.5, "inside_ours": 0.0, "straddle_paper": 0.2,
+            "width_paper": 1.0, "width_ours": 9.0}
+    tab = pd.DataFrame([{**base, "rng": 0, "n_sim": 100, "power": 0.8}, {**base, "rng": 1, "n_sim": 300, "power": 0.4},
+                        {**base, "rng": 0, "n_sim": 100, "power": 0.1, "seed_sd": 0.01}])
+    folder.mkdir(parents=True)
+    tab.assign(inputs_sha256="other").to_csv(folder / co.P6_PSTAR_CSV, index=False)
+    got, why = co.load_p6_pstar_power("cpu", df, tmp_path)
+    assert got is None and "other training rows" in why
+    tab.assign(sim_version="0: old").to_csv(folder / co.P6_PSTAR_CSV, index=False)
+    assert "another version" in co.load_p6_pstar_power("cpu", df, tmp_path)[1]
+    tab.to_csv(folder / co.P6_PSTAR_CSV, index=False)
+    got, why = co.load_p6_pstar_power("cpu", df, tmp_path)
+    s = co.p6_pstar_power_summary(got)
+    assert s["power@0"] == pytest.approx((0.8 * 100 + 0.4 * 300) / 400) and s["n@0"] == 400
+    assert s["least_power"] == pytest.approx(0.1) and s["seed_sds"] == [0.0, 0.01]
+    text = co.p6_pstar_power_text(s)
+    assert "inside 6–9 bits in 50% [45%, 55%] of 400 datasets" in text and "at σ_seed = 0.0100 nats" in text
