@@ -638,4 +638,5 @@ def test_p6_pstar_table_is_read_only_for_its_own_rows_and_version_and_pooled_by_
     assert s["power@0"] == pytest.approx((0.8 * 100 + 0.4 * 300) / 400) and s["n@0"] == 400
     assert s["least_power"] == pytest.approx(0.1) and s["seed_sds"] == [0.0, 0.01]
     text = co.p6_pstar_power_text(s)
-    assert "inside 6–9 bits in 50% [45%, 55%] of 400 datasets" in text and "at σ_seed = 0.0100 nats" in text
+    assert "400 / 100 datasets per world at σ_seed = 0.0000 / 0.0100 nats" in text
+    assert "inside 6–9 bits in 50% [45%, 55%] / 10% [6%, 17%]" in text

@@ -301,25 +301,27 @@ def p6_pstar_power_summary(tab: pd.DataFrame) -> dict[str, float]:
 
 
 def p6_pstar_power_text(summary: Mapping) -> str:
-    """One clause on the P* leg's power from :func:`p6_pstar_power_summary` (Wilson intervals on each rate)."""
+    """One clause on the P* leg's power from :func:`p6_pstar_power_summary`: each rate per σ_seed (joined
+    by " / "), Wilson intervals on the graded ones."""
     from .claims import mc_interval
 
-    def iv(rate: float, n: float) -> str:
-        lo, hi = mc_interval(rate, n)
-        return f"{rate:.0%} [{lo:.0%}, {hi:.0%}]"
+    sds = summary["seed_sds"]
 
-    parts = []
-    for sd in summary["seed_sds"]:
-        k, n = f"{sd:g}", summary[f"n@{sd:g}"]
-        parts.append(f"at σ_seed = {sd:.4f} nats, the paper's law (Table 2's γ_x, n_x, P* = 7.0) puts the "
-                     f"interval inside 6–9 bits in {iv(summary[f'power@{k}'], n)} of {int(n)} datasets and outside "
-                     f"in {summary[f'against@{k}']:.0%}; a law without the offsets (P* = 3.5) inside in "
-                     f"{iv(summary[f'false_positive@{k}'], n)}, outside in {summary[f'null_rejected@{k}']:.0%}")
-    return ("the P* leg's power on our design (`power.p6_pstar_power`: the marginal QAT and high-precision runs "
-            "simulated, every stage refitted, a shift bootstrap from a separate pool of datasets): "
-            + "; ".join(parts)
-            + f"; the paper's world gives intervals {summary['width_paper']:.1f} bits wide (median), "
-              f"a world at our own fitted constants {summary['width_ours']:.1f} bits")
+    def rates(key: str, wilson: bool) -> str:
+        out = []
+        for sd in sds:
+            r, n = summary[f"{key}@{sd:g}"], summary[f"n@{sd:g}"]
+            out.append(f"{r:.0%} [{mc_interval(r, n)[0]:.0%}, {mc_interval(r, n)[1]:.0%}]" if wilson else f"{r:.0%}")
+        return " / ".join(out)
+
+    ns = " / ".join(f"{int(summary[f'n@{sd:g}'])}" for sd in sds)
+    return ("the P* leg's power on our design (`power.p6_pstar_power`: our marginal QAT and high-precision runs "
+            f"simulated, every stage refitted, a shift bootstrap from a separate pool; {ns} datasets per world at "
+            "σ_seed = " + " / ".join(f"{sd:.4f}" for sd in sds) + " nats): the paper's law (Table 2, P* = 7.0) puts "
+            f"the interval inside 6–9 bits in {rates('power', True)}, outside in {rates('against', False)}; "
+            f"without its offsets (P* = 3.5) inside in {rates('false_positive', True)}, outside in "
+            f"{rates('null_rejected', False)}; median interval width {summary['width_paper']:.1f} bits in the "
+            f"paper's world, {summary['width_ours']:.0f} in a world at our own fitted constants")
 
 
 def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float] | None = None,
@@ -468,7 +470,13 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     shown = ("the suite resolves its minimum to 6–8 bits" if shown_ok else
              "the suite is consistent with a 6–8-bit minimum but does not resolve it from the members "
              "outside that range" if shown_consistent else "the suite's noise-resolved minimum lies outside 6–8 bits")
-    legs = (f"graded {verdict}: our P* interval {where} 6–9 bits"
+    pstar_leg = ""
+    if tab is not None:
+        pstar_leg = (f" (a leg with power {det['pstar_power']:.0%} under the paper's law and a false-positive rate "
+                     f"of {det['pstar_false_positive']:.0%}, so a straddling interval is a result of our data, not "
+                     "of a design that could not tell)" if where == "straddles" else
+                     f" (the leg's power under the paper's law: {det['pstar_power']:.0%})")
+    legs = (f"graded {verdict}: our P* interval {where} 6–9 bits{pstar_leg}"
             + ("; the suite is not complete" if shown_ok is None else
                f"; {shown}" if suite_graded else
                f"; {shown}, but the suite leg's power ({suite_power:.0%}, the share of suites simulated from the "
