@@ -277,3 +277,100 @@ def test_cpu_path_view_and_rerun_facts_read_shifts_from_each_runs_native_path():
     assert none == {"path_qat": "n/a", "path_hp": "n/a", "path_step": "n/a", "native_isa": "n/a", "record_gap": "n/a",
                     "retrain_runs": "no", "retrain_sd": "n/a", "retrain_sd_run": "n/a", "retrain_max": "n/a",
                     "seed_sd": "n/a"}
+
+
+# --- how chapter 07 shows its tables, figure caption and coverage sentences --------------------------------
+
+def test_table_view_writes_every_cell_for_a_reader():
+    from bitlaws.study import design_checks as dc
+
+    assert [dc.tokens_text(x) for x in (8_388_608, 16_777_216, 2_097_152, 524_288, 512, float("nan"))] == \
+        ["8.4M", "16.8M", "2.1M", "524k", "512", "—"]
+    assert [dc.signed_text(x) for x in (0.0, -0.0163, 1.6e-7, float("nan"))] == ["0", "-1.6e-02", "+1.6e-07", "—"]
+    df = pd.DataFrame({"method": ["gptq", "rtn"], "n_tokens": [8_388_608, 2_097_152], "bits_post": [3, 4],
+                       "gap": [-0.00001, 0.0254], "within_noise": [True, False], "shift": [0.0, -0.0163],
+                       "runs": [1234, 5], "se": [float("nan"), 0.5]})
+    sty = dc.table_view(df, ["method", "n_tokens", "bits_post", "gap", "within_noise", "shift", "runs", "se"])
+    v = sty.data
+    assert list(v.columns) == ["method", "D", "P_post", "gap [nats]", "within noise", "shift", "runs", "se"]
+    assert v.iloc[0].tolist() == ["GPTQ", "8.4M", "3", "0.000", "yes", "0", "1,234", "—"]   # no "-0.000", no +0.0e+00
+    assert v.iloc[1].tolist() == ["RTN", "2.1M", "4", "0.025", "no", "-1.6e-02", "5", "0.500"]
+    assert "8388608" not in sty.to_html() and "row_heading" not in sty.to_html()               # no pandas index column
+    # a caller's format and header win over the defaults
+    own = dc.table_view(df, ["n_tokens", "gap"], formats={"n_tokens": "{:,}"}, headers={"gap": "Δ"}).data
+    assert list(own.columns) == ["D", "Δ"] and own.iloc[0, 0] == "8,388,608"
+    with pytest.raises(KeyError, match="nosuch"):
+        dc.table_view(df, ["nosuch"])
+
+
+def test_repetition_and_equal_passes_views_keep_the_numbers_in_fewer_columns():
+    from bitlaws.study import design_checks as dc
+
+    eff = pd.DataFrame({"method": ["gptq"], "size": ["n27k"], "n_tokens": [8_388_608], "bits_post": [3],
+                        "train_fraction": [0.5], "passes": [3.6472], "passes_whole": [1.8236], "delta_whole": [0.1251],
+                        "delta_frac": [0.1503], "d_delta": [0.0252], "sd_delta": [0.02], "d_loss_post": [0.0491],
+                        "sd_loss_post": [0.03], "answer": ["no effect"], "loss_answer": ["raises"]})
+    v = dc.repetition_view(eff)
+    assert v.iloc[0].tolist() == ["n27k at 8.4M", "GPTQ INT3", "1.82 → 3.65", "0.125 → 0.150", "no effect", "+0.049",
+                                  "raises"]
+    assert len(v.columns) == 7 and not any("_" in c and c != "δ_PTQ" for c in v.columns)  # no raw column names
+    tok = pd.DataFrame({"method": ["rtn"], "size": ["n27k"], "bits_post": [4], "passes": [3.6472],
+                        "d_small": [8_388_608], "d_large": [16_777_216], "delta_small": [0.0643],
+                        "delta_large": [0.0631], "answer": ["no effect"], "d_loss_post": [-0.0605],
+                        "loss_answer": ["lowers"]})
+    assert dc.equal_passes_view(tok).iloc[0].tolist() == ["n27k", "RTN INT4", "3.65", "8.4M → 16.8M", "0.064 → 0.063",
+                                                          "no effect", "-0.060", "lowers"]
+
+
+def test_repetition_caption_says_no_lines_only_without_rows():
+    from bitlaws.study import design_checks as dc
+
+    empty = pd.DataFrame(columns=["size", "n_tokens", "bits_post", "passes", "delta_ptq", "loss_post"])
+    for none in (None, {}, {"gptq": empty, "rtn": empty}):
+        assert dc.repetition_caption(none) == "no lines, as the repetition sweep has no rows yet."
+    rows = empty.iloc[:0].reindex(range(2)).assign(bits_post=[3, 4])
+    text = dc.repetition_caption({"gptq": rows, "rtn": rows}, bits=(3, 4))
+    assert "no lines" not in text and "(GPTQ and RTN)" in text and "(INT3 and INT4)" in text
+    only = dc.repetition_caption({"gptq": rows.iloc[:1], "rtn": empty}, bits=(3, 4))   # what has rows, nothing else
+    assert "(GPTQ)" in only and "(INT3)" in only and "RTN" not in only
+
+
+def test_repetition_figure_puts_its_legend_below_the_axes():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bitlaws.study.figures.confounds import repetition_figure
+
+    def table(level):
+        return pd.DataFrame([{"size": z, "n_tokens": d, "bits_post": b, "passes": p * d / 8_388_608,
+                              "delta_ptq": level * b * p, "loss_post": 2.0 + 0.01 * p}
+                             for z, d in (("n27k", 8_388_608), ("n83k", 8_388_608)) for b in (3, 4)
+                             for p in (1.82, 3.65, 7.29)])
+
+    fig = repetition_figure({"gptq": table(0.01), "rtn": table(0.02)}, bits=(3, 4))
+    fig.canvas.draw()
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    leg = fig.legends[0].get_window_extent()
+    assert all(not leg.overlaps(ax.get_window_extent()) for ax in fig.axes)   # it covers no line
+    assert leg.y1 <= min(ax.get_window_extent().y0 for ax in fig.axes)         # below every axes
+    assert [t.get_text() for t in fig.legends[0].get_texts()][:1] == ["GPTQ n27k, D=8.4M"]
+    plt.close(fig)
+    empty = repetition_figure({}, bits=(3,))
+    assert not empty.legends
+    plt.close(empty)
+
+
+def test_coverage_and_cannot_tell_sentences_follow_what_is_missing():
+    from bitlaws.study import design_checks as dc
+
+    cov = pd.DataFrame({"experiment": ["lr_peak", "lr_schedule"], "runs_planned": [4, 30], "runs_done": [4, 30],
+                        "missing": [0, 0]})
+    assert dc.coverage_sentence(cov, 2) == ("`lr_peak` 4 of 4; `lr_schedule` 30 of 30 (evaluation version 2): every "
+                                            "declared run is in; the chapter reads whatever rows exist.")
+    part = dc.coverage_sentence(cov.assign(runs_done=[4, 27], missing=[0, 3]), 2)
+    assert "3 declared runs are still missing, listed under each section" in part and "every declared" not in part
+    done = dc.cannot_tell_sentence(0, 30)
+    assert done.startswith("Every declared schedule run is in (30 of 30)") and "listed above" not in done
+    short = dc.cannot_tell_sentence(4, 30)
+    assert "4 of the 30 declared schedule runs are still missing, listed above" in short and "Every" not in short

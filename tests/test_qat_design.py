@@ -143,6 +143,15 @@ def test_seed_choice_reads_the_interval_not_only_the_point():
     assert c["simulated"] == [1, 3, 5] and c["by_point"] == 3 and c["by_interval"] == 5
     text = qd.seed_choice_sentence(c, declared_seeds=5)
     assert "is 5 (0.95" in text and "2, 4 not simulated" in text and "declares 5" in text
+    assert text.endswith("declares 5 (seed 0 and `qat_seeds`), as many as this table asks.")
+    # P5's case: the table's fewest (2, its interval clears 0.8) below the declared 3, which registration fixed
+    p5 = qd.seed_choice(_design_rows({1: 0.0, 2: 0.91, 3: 0.94}).assign(claim="P5", design="factorial"),
+                        claim="P5", design="factorial")
+    assert qd.seed_choice_sentence(p5, 3, sweep="qat_factorial") == (
+        "Of the simulated seed counts 1, 2, 3, the fewest whose interval lies above 0.8 is 2 (0.91 [0.84, 0.95]); the "
+        "profile declares 3 (`qat_factorial`), more than the 2 this table asks.")
+    assert qd.seed_choice_sentence(p5, 1, sweep="qat_factorial").endswith("1 (`qat_factorial`), fewer than the 2 "
+                                                                          "this table asks.")
     none = qd.seed_choice(_design_rows({1: 0.1, 2: 0.3}))
     assert none["by_point"] is None and "No simulated seed count" in qd.seed_choice_sentence(none, 2)
 
@@ -414,8 +423,15 @@ def test_seed_budget_sentence_says_what_the_simulation_can_and_cannot_size():
         "power_floor_0.02": [0.27, 0.59, 0.74, 0.76], "power_floor_0.05": [0.38, 0.65, 0.90, 0.51],
         "power_floor_0.2": [0.45, 0.68, 0.90, 0.99], "power_no_pa3": [0.16, 0.37, 0.66, 0.91]})
     text = qd.seed_budget_sentence(var, 3)
-    assert "gains power with every seed (0.16, 0.37, 0.66, 0.91 at 1, 2, 3, 5 seeds)" in text
-    assert "the fit with the P_a = 3 runs generated at floor 0.05 falls to 0.51 at 5 seeds from 0.90. That is" in text
+    wilson = [f"{p:.2f} [{lo:.2f}, {hi:.2f}]" for p in (0.16, 0.37, 0.66, 0.91) for lo, hi in [qd.mc_interval(p, 100)]]
+    assert f"gains power with every seed ({', '.join(wilson)} at 1, 2, 3, 5 seeds, with Wilson intervals)" in text
+    assert "0.16 [0.10, 0.24], 0.37 [0.28, 0.47]" in text                  # Wilson at n_sim 100, as the table's
+    # 0.90 [0.83, 0.94] at 3 seeds and 0.51 [0.41, 0.61] at 5: the intervals are disjoint, and the sentence says so
+    assert ("the fit with the P_a = 3 runs generated at floor 0.05 falls to 0.51 [0.41, 0.61] at 5 seeds from "
+            "0.90 [0.83, 0.94] at 3 seeds (Wilson intervals disjoint). That is") in text
+    close = qd.seed_budget_sentence(var.assign(**{"power_floor_0.05": [0.38, 0.65, 0.70, 0.62]}), 3)
+    assert "falls to 0.62 [" in close and "from 0.70 [" in close and "0.62 [0.52, 0.71] at 5 seeds from 0.70 [0.60, " \
+        "0.78] at 3 seeds. That is" in close                                   # overlapping: not marked disjoint
     assert text.count("not yet tested by a simulation of its own") == 1
     assert "floor 0.02" not in text and "floor 0.2 " not in text and "needs checking" not in text
     # a correctly specified variant that also falls: the simulation is suspect
@@ -596,6 +612,25 @@ def test_replicate_sentence_reads_the_replicates_and_the_tables_own_value():
     assert qd.replicate_sentence(None) == ""
 
 
+def _p9_design(h1=3.8151, h2=8.583975):
+    return pd.DataFrame([{"claim": "P9", "design": f"5 sizes, D 2.1M/8.4M, P_w 3-6, P_post = P_w - 1, {k} seed",
+                          "seeds": k, "bits": "3;4;5;6", "cpu_hours": h} for k, h in ((1, h1), (2, h2))])
+
+
+def test_p9_seed_cost_is_read_from_the_design_tables_p9_rows():
+    c = qd.p9_seed_cost(_p9_design())
+    assert (c["hours_1"], c["hours_2"], c["bits_lo"], c["bits_hi"]) == (3.8151, 8.583975, 3.0, 6.0)
+    assert c["per_seed"] == pytest.approx(8.583975 - 3.8151, rel=1e-12)
+    assert math.isnan(qd.p9_seed_cost(None)["per_seed"]) and math.isnan(qd.p9_seed_cost(_p9_design().iloc[:1])["per_seed"])
+    # the committed table's P9 rows: the sentence's cost is the difference of the two CPU-h the table shows
+    committed = qd.load_design_power("cpu")
+    if committed is not None and {1, 2} <= set(committed.loc[committed["claim"] == "P9", "seeds"]):
+        c = qd.p9_seed_cost(committed)
+        view = qd.design_power_view(committed)
+        shown = view[view["claim"] == "P9"]["CPU-h"].tolist()
+        assert shown == [round(c["hours_1"], 1), round(c["hours_2"], 1)]
+
+
 def test_p9_seed_sentence_reads_every_rate_from_the_table():
     rows = [(1, "sizes", 0.49, 0.16, 0.027, 0.13), (2, "sizes", 0.78, 0.26, 0.030, 0.13),
             (2, "size × seed", 0.90, 0.30, 0.043, 0.11), (3, "sizes", 0.90, 0.32, 0.034, 0.11),
@@ -604,17 +639,20 @@ def test_p9_seed_sentence_reads_every_rate_from_the_table():
                          "false_no_effect_shared": w, "n_sim": 1000.0} for k, r, a, b, f, w in rows])
     capped = pd.DataFrame([{"seeds": k, "replicates": "sizes", "power_c1": a, "n_sim": 1000.0}
                            for k, a in ((1, 0.38), (3, 0.62))])
-    text = qd.p9_seed_sentence(tab, 3.61, 4.61, capped, 0.203)
-    assert text.startswith("Each further seed of the grid would cost about 3.6 CPU-hours for the graded P_w = 4–6 "
-                           "runs and their twins (4.6 with the P_w = 3 runs)")
+    text = qd.p9_seed_sentence(tab, _p9_design(), capped, 0.203)
+    # the cost is the design table's: 8.6 CPU-h for two seeds less 3.8 for one (no hours typed or measured apart)
+    assert text.startswith("Each further seed of the grid would cost about 4.8 CPU-hours (its P_w = 3–6 runs and the "
+                           "high-precision twins a second seed needs: the design table's 8.6 CPU-h for two seeds less "
+                           "its 3.8 for one, at the tokens/s measured here). Simulated")
+    assert "about 5.0 CPU-hours" in qd.p9_seed_sentence(tab, _p9_design(4.0, 9.0))
     lo, hi = qd.mc_interval(0.78, 1000)
     assert f"to 78% [{100 * lo:.0f}, {100 * hi:.0f}] with two seeds" in text
     assert "from 49% [" in text and "up to 7% [" in text and "32% [" in text
     assert "(sd 0.20)" in text and "from 38% [" in text and "to 62% [" in text      # the capped gain
     assert "*reproduced* 13% [" in text and "one seed and 11% [" in text            # the shared share
-    assert "(sd" not in qd.p9_seed_sentence(tab, 3.6)                                 # no capped rows: no clause
-    assert qd.p9_seed_sentence(tab[tab["seeds"] < 3], 3.6) == "" and qd.p9_seed_sentence(None, 3.6) == ""
-    assert "the grid's CPU-hours again" in qd.p9_seed_sentence(tab, math.nan)
+    assert "(sd" not in qd.p9_seed_sentence(tab, _p9_design())                        # no capped rows: no clause
+    assert qd.p9_seed_sentence(tab[tab["seeds"] < 3], _p9_design()) == "" and qd.p9_seed_sentence(None) == ""
+    assert "the grid's CPU-hours again" in qd.p9_seed_sentence(tab, None)             # no design table: no number
 
 
 def test_p4_pool_power_refuses_what_it_cannot_simulate():

@@ -7,10 +7,13 @@ project dependency):
     python tools/page_check.py --screenshots /tmp/shots notebooks/01-ptq-degradation.html
 
 For each page it loads a copy with a small script added that waits for MathJax, then records:
-raw TeX left in the text after rendering (``\\(``, ``$$``, ``\\mathrm``, inline ``$C_w$`` …, outside code), images
-that did not load or whose alt text is a file name, and tables wider than the article column. It
-prints one line per page and exits 1 if any page fails. ``--screenshots DIR`` also saves a
-1400-px-wide PNG of each page's top.
+raw TeX left in the text after rendering (``\\(``, ``$$``, ``\\mathrm``, inline ``$C_w$`` …, outside
+code) or a MyST role left as text (``{math}``, ``{doc}``, ``{glue:md}`` …), images that did not load
+or whose alt text is a file name, tables wider than the article column, and tables that overflow
+their own scrolling box (a notebook output's ``overflow: auto``: the table fits the column, but its
+right-hand columns are cut off until the reader scrolls sideways). It prints one line per page and
+exits 1 if any page fails. ``--screenshots DIR`` also saves a 1400-px-wide PNG of each page's top.
+A page may also be given by its path outside the book (a chapter built alone).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ window.addEventListener("load", async () => {
   try { if (window.MathJax && MathJax.startup) { await MathJax.startup.promise; } } catch (e) {}
   await new Promise(r => setTimeout(r, 500));
   const out = {mathjax: !!(window.MathJax && MathJax.startup), images: 0, broken: [], no_alt: [], raw_tex: [],
-               wide_tables: []};
+               wide_tables: [], clipped_tables: []};
   const imgs = Array.from(document.querySelectorAll("article img, main img"));
   out.images = imgs.length;
   out.broken = imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute("src"));
@@ -45,7 +48,8 @@ window.addEventListener("load", async () => {
   const scope = document.querySelector("article") || document.body;
   const walker = document.createTreeWalker(scope, NodeFilter.SHOW_TEXT);
   // inline $...$ left unrendered too: "$C_w$", "$\bar r$" (a letter or a command right after the opening $)
-  const tex = /\\\(|\\\)|\\\[|\\\]|\$\$|\\(mathrm|frac|gamma|delta|alpha|beta|cdot|le|ge|approx)(?![a-z])|\$[A-Za-z][^$\s]*\$|\$\\[a-z]+[^$]{0,30}\$/;
+  // and a MyST role left as text ("{math}`D`" in glued Markdown, which parses no roles)
+  const tex = /\\\(|\\\)|\\\[|\\\]|\$\$|\\(mathrm|frac|gamma|delta|alpha|beta|cdot|le|ge|approx)(?![a-z])|\$[A-Za-z][^$\s]*\$|\$\\[a-z]+[^$]{0,30}\$|\{(math|doc|ref|numref|eq|cite(:[a-z]+)?|glue(:[a-z]+)?)\}/;
   while (walker.nextNode()) {
     const n = walker.currentNode;
     if (n.parentElement.closest("script, style, pre, code, mjx-container, .highlight, textarea, kbd")) continue;
@@ -57,6 +61,17 @@ window.addEventListener("load", async () => {
     if (r.width > column.width + 1 || r.right > column.right + 1) {
       out.wide_tables.push({first_cell: (t.querySelector("th, td") || {}).textContent || "",
                             width: Math.round(r.width), column: Math.round(column.width)});
+    }
+  });
+  // a table inside a box that scrolls sideways (a cell output's overflow-x: auto) is cut off at the box's edge
+  document.querySelectorAll("article table").forEach(t => {
+    for (let a = t.parentElement; a && a !== scope.parentElement; a = a.parentElement) {
+      if (!/(auto|scroll|hidden)/.test(getComputedStyle(a).overflowX)) continue;
+      if (a.scrollWidth > a.clientWidth + 1) {
+        out.clipped_tables.push({first_cell: (t.querySelector("th, td") || {}).textContent || "",
+                                 width: Math.round(a.scrollWidth), box: Math.round(a.clientWidth)});
+      }
+      break;
     }
   });
   const pre = document.createElement("pre");
@@ -87,9 +102,10 @@ def check_page(browser: str, page: Path) -> dict:
     """Load ``page`` (a built HTML file) with the probe and return what it found.
 
     Returns:
-        ``{"page", "mathjax", "images", "broken", "no_alt", "raw_tex", "wide_tables", "ok"}``; ``ok`` is
-        False on any broken image, image whose alt text is not words (a file name), raw TeX or wide
-        table, or if the probe did not report.
+        ``{"page", "mathjax", "images", "broken", "no_alt", "raw_tex", "wide_tables", "clipped_tables", "ok"}``;
+        ``ok`` is False on any broken image, image whose alt text is not words (a file name), raw TeX, wide
+        table or table clipped by its scrolling box (``{"first_cell", "width", "box"}``: the content's and
+        the box's width in px), or if the probe did not report.
     """
     probe = page.with_name(f".{MARK}-{page.name}")  # beside the page, so relative links resolve
     text = page.read_text(encoding="utf-8")
@@ -109,7 +125,7 @@ def check_page(browser: str, page: Path) -> dict:
         return {"page": rel, "ok": False, "error": "the probe did not report (page failed to load?)"}
     result = json.loads(html.unescape(found.group(1)))
     result["page"] = rel
-    result["ok"] = not (result["broken"] or result["no_alt"] or result["raw_tex"] or result["wide_tables"])
+    result["ok"] = not any(result.get(k) for k in ("broken", "no_alt", "raw_tex", "wide_tables", "clipped_tables"))
     return result
 
 
@@ -144,12 +160,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'ok  ' if res['ok'] else 'FAIL'} {res['page']}: {res['images']} images "
                   f"({len(res['broken'])} broken, {len(res['no_alt'])} without alt text), "
                   f"raw TeX {len(res['raw_tex'])}, wide tables {len(res['wide_tables'])}, "
+                  f"clipped tables {len(res.get('clipped_tables', []))}, "
                   f"MathJax {'on' if res['mathjax'] else 'absent'}")
-            for key in ("broken", "no_alt", "raw_tex", "wide_tables"):
-                for item in res[key][:5]:
+            for key in ("broken", "no_alt", "raw_tex", "wide_tables", "clipped_tables"):
+                for item in res.get(key, [])[:5]:
                     print(f"       {key}: {item}")
         if args.screenshots:
-            name = str(page.relative_to(BUILD)).replace("/", "_").removesuffix(".html") + ".png"
+            rel = page.relative_to(BUILD) if page.is_relative_to(BUILD) else Path(page.name)  # a page built elsewhere
+            name = str(rel).replace("/", "_").removesuffix(".html") + ".png"
             _run(browser, page.as_uri(), f"--screenshot={args.screenshots / name}",
                  f"--window-size=1400,{args.height}", "--virtual-time-budget=20000")
     print(f"{len(pages) - failed} of {len(pages)} pages pass")

@@ -25,12 +25,13 @@ from scipy import stats
 
 from .noise import pooled_seed_variance
 
-__all__ = ["table_view", "lr_rule_check", "schedule_table", "schedule_slopes", "repetition_table", "schedule_decision",
-           "cooldown_jump", "delta_at_equal_loss", "repetition_effect", "SCHEDULE_MARGIN", "equal_passes_effect",
-           "repetition_evidence", "CONFOUND_EXPERIMENTS", "confound_rows",
-           "confound_coverage", "repetition_plan", "lr_summary", "schedule_summary", "schedule_short",
-           "retrain_agreement", "CPU_PATHS", "cpu_path_check", "write_cpu_path_check", "load_cpu_path_check",
-           "repetition_summary"]
+__all__ = ["table_view", "HEADERS", "FORMATS", "TOKEN_COLUMNS", "tokens_text", "signed_text", "repetition_view",
+           "equal_passes_view", "repetition_caption", "coverage_sentence", "cannot_tell_sentence", "lr_rule_check",
+           "schedule_table", "schedule_slopes", "repetition_table", "schedule_decision", "cooldown_jump",
+           "delta_at_equal_loss", "repetition_effect", "SCHEDULE_MARGIN", "equal_passes_effect",
+           "repetition_evidence", "CONFOUND_EXPERIMENTS", "confound_rows", "confound_coverage", "repetition_plan",
+           "lr_summary", "schedule_summary", "schedule_short", "retrain_agreement", "CPU_PATHS", "cpu_path_check",
+           "write_cpu_path_check", "load_cpu_path_check", "repetition_summary"]
 
 
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
@@ -524,15 +525,139 @@ def repetition_plan(profile: str) -> pd.DataFrame:
         ["size", "n_tokens", "train_fraction"], ascending=[True, True, False]).reset_index(drop=True)
 
 
-def table_view(df: pd.DataFrame, cols: list[str], digits: int = 3):
-    """``df[cols]`` as the chapter shows it: no index, floats to ``digits`` significant places, and
-    booleans as yes/no, so a table of a dozen columns fits the page (a pandas ``Styler``)."""
-    view = df[cols].copy()
-    for c in view.columns:
-        if view[c].dtype == bool:
-            view[c] = view[c].map({True: "yes", False: "no"})
-    return view.style.hide(axis="index").format(precision=digits, thousands=",", na_rep="—")
+# --- how chapter 07 shows a table: reader's headers, D as 8.4M, no index -------------------------------
 
+# Column name -> the header a reader sees (a column not named here keeps its name).
+HEADERS: dict[str, str] = {
+    "experiment": "sweep", "runs_planned": "declared runs", "runs_done": "done", "missing": "missing",
+    "size": "size", "n_tokens": "D", "method": "method", "bits_post": "P_post", "train_fraction": "share of split",
+    "passes": "passes", "lr_rule": "rule's rate", "lr_best": "best tried rate", "gap": "gap [nats]",
+    "threshold": "threshold [nats]", "within_noise": "within noise", "slope_constant": "slope, constant LR",
+    "se_constant": "SE, constant LR", "slope_cosine": "slope, cosine", "se_cosine": "SE, cosine", "answer": "answer",
+    "k": "branch points", "ratio": "δ_WSD / δ_constant", "ratio_lo": "95 % low", "ratio_hi": "95 % high",
+    "raises": "raises δ", "loss_target": "pre-PTQ loss", "constant": "δ, constant LR", "wsd": "δ, WSD",
+    "cosine": "δ, cosine", "isa": "ISA", "loss_val": "validation loss", "recorded": "recorded", "shift": "shift",
+    "parts_at": "parts at step", "kind": "kind", "runs": "runs", "mean": "mean Δ", "sd": "sd of Δ",
+    "max_abs": "max |Δ|", "n_sim": "datasets",
+}
+# Columns that count training tokens: shown as 8.4M (``tokens_text``).
+TOKEN_COLUMNS = frozenset({"n_tokens", "d_small", "d_large", "d_lo", "d_hi", "d_branch"})
+
+
+def tokens_text(n: float) -> str:
+    """A token count as the book writes D: ``8388608`` -> ``"8.4M"``, ``524288`` -> ``"524k"``, below 1,000 as
+    is; NaN -> ``"—"``."""
+    if n is None or not math.isfinite(float(n)):
+        return "—"
+    n = float(n)
+    return f"{n / 1e6:.1f}M" if abs(n) >= 1e6 else f"{n / 1e3:.0f}k" if abs(n) >= 1e3 else f"{n:g}"
+
+
+def signed_text(x: float, digits: int = 1) -> str:
+    """A signed difference in scientific notation, ``-0.0163`` -> ``"-1.6e-02"``, exactly 0 as ``"0"`` (never
+    ``+0.0e+00``); NaN -> ``"—"``."""
+    x = float(x)
+    return "—" if math.isnan(x) else "0" if x == 0 else f"{x:+.{digits}e}"
+
+
+def _step_text(step: float) -> str:
+    return "never" if step < 0 else f"{int(step):,}"
+
+
+# Column name -> how its cells are written where ``table_view`` is given no format for it.
+FORMATS: dict = {"method": lambda m: str(m).upper(), "lr_rule": "{:.2g}", "lr_best": "{:.2g}",
+                 "loss_target": "{:.3f}", "shift": signed_text, "parts_at": _step_text, "CPU-h": "{:.1f}",
+                 **{c: tokens_text for c in TOKEN_COLUMNS}}
+
+
+def _cell_text(x, fmt, digits: int) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA:
+        return "—"
+    if fmt is not None:
+        return fmt(x) if callable(fmt) else fmt.format(x)
+    if isinstance(x, (bool, np.bool_)):
+        return "yes" if x else "no"
+    if isinstance(x, (int, np.integer)):
+        return f"{int(x):,}"
+    if isinstance(x, (float, np.floating)):
+        text = f"{float(x):,.{digits}f}"
+        return text[1:] if text.startswith("-") and not text.strip("-0.,") else text  # no "-0.000"
+    return str(x)
+
+
+def table_view(df: pd.DataFrame, cols: list[str], digits: int = 3, formats: dict | None = None,
+               headers: dict[str, str] | None = None):
+    """``df[cols]`` as chapter 07 shows it (a pandas ``Styler`` of text cells, no index).
+
+    Each cell becomes text: a column with a format in ``formats`` (column -> format string such as
+    ``"{:.2g}"``, or a callable), else in ``FORMATS`` (D as ``tokens_text``: 8.4M; a shift as ``signed_text``,
+    0 as "0"; the method in capitals), is written with it; else booleans as yes/no, integers with thousands
+    separators, floats to ``digits`` decimal places (never ``-0.000``); NaN as "—". Headers are
+    ``headers``, else ``HEADERS``, else the column's own name.
+
+    Args:
+        df: the table. cols: its columns to show, in order. digits: decimal places of floats.
+        formats, headers: per-column overrides, keyed by the column's name in ``df``.
+
+    Returns:
+        A ``Styler`` whose ``.data`` holds the text cells under the reader's headers.
+
+    Raises:
+        KeyError: a column of ``cols`` not in ``df``.
+    """
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise KeyError(f"table_view: no column {missing} in the table; it has {list(df.columns)}")
+    formats, headers = formats or {}, {**HEADERS, **(headers or {})}
+    out = {}
+    for c in cols:
+        fmt = formats.get(c, FORMATS.get(c))
+        out[headers.get(c, c)] = [_cell_text(x, fmt, digits) for x in df[c].tolist()]
+    return pd.DataFrame(out).style.hide(axis="index")
+
+
+def _ptq_label(method, bits) -> str:
+    return f"{str(method).upper()} INT{int(bits)}"
+
+
+def _arrow(a: float, b: float, fmt: str = "{:.3f}") -> str:
+    return f"{fmt.format(a)} → {fmt.format(b)}"
+
+
+def repetition_view(effect: pd.DataFrame) -> pd.DataFrame:
+    """``repetition_effect``'s rows (with a ``method`` column) for the page, narrow enough to fit it.
+
+    Returns:
+        Text columns ``cell`` ("n27k at 8.4M"), ``PTQ`` ("GPTQ INT3"), ``passes`` (whole split → fraction),
+        ``δ_PTQ`` (whole → fraction, nats), ``effect on δ`` (``answer``), ``Δ post-PTQ loss`` (fraction −
+        whole, nats, signed) and ``effect on loss`` (``loss_answer``); one row per row of ``effect``.
+    """
+    return pd.DataFrame({
+        "cell": [f"{z} at {tokens_text(d)}" for z, d in zip(effect["size"], effect["n_tokens"])],
+        "PTQ": [_ptq_label(m, b) for m, b in zip(effect["method"], effect["bits_post"])],
+        "passes": [_arrow(a, b, "{:.2f}") for a, b in zip(effect["passes_whole"], effect["passes"])],
+        "δ_PTQ": [_arrow(a, b) for a, b in zip(effect["delta_whole"], effect["delta_frac"])],
+        "effect on δ": list(effect["answer"]),
+        "Δ post-PTQ loss": [f"{x:+.3f}" for x in effect["d_loss_post"]],
+        "effect on loss": list(effect["loss_answer"])})
+
+
+def equal_passes_view(tokens: pd.DataFrame) -> pd.DataFrame:
+    """``equal_passes_effect``'s rows (with a ``method`` column) for the page, as ``repetition_view``.
+
+    Returns:
+        Text columns ``size``, ``PTQ``, ``passes``, ``D`` (smaller → larger), ``δ_PTQ`` (at each),
+        ``effect on δ``, ``Δ post-PTQ loss`` (larger D − smaller, nats, signed), ``effect on loss``.
+    """
+    return pd.DataFrame({
+        "size": list(tokens["size"]),
+        "PTQ": [_ptq_label(m, b) for m, b in zip(tokens["method"], tokens["bits_post"])],
+        "passes": [f"{p:.2f}" for p in tokens["passes"]],
+        "D": [f"{tokens_text(a)} → {tokens_text(b)}" for a, b in zip(tokens["d_small"], tokens["d_large"])],
+        "δ_PTQ": [_arrow(a, b) for a, b in zip(tokens["delta_small"], tokens["delta_large"])],
+        "effect on δ": list(tokens["answer"]),
+        "Δ post-PTQ loss": [f"{x:+.3f}" for x in tokens["d_loss_post"]],
+        "effect on loss": list(tokens["loss_answer"])})
 
 
 # --- chapter 07's sentences: each check's answer in words, from its table ---------------------------
@@ -608,6 +733,51 @@ def repetition_summary(rep_effect: pd.DataFrame | None, n_missing: int, n_planne
                     f"noise in {n.get('raises', 0)}, falls in {n.get('lowers', 0)}, and stays within it in "
                     f"{n.get('no effect', 0)}; the post-PTQ loss rises beyond it in {up} ({n_missing} of "
                     f"{n_planned} runs still to make).")
+
+
+def coverage_sentence(cov: pd.DataFrame, eval_version: int) -> str:
+    """``confound_coverage``'s table in the chapter's summary box: runs done of declared per sweep, then
+    whether every declared run is in or the missing ones are listed under their sections."""
+    parts = "; ".join(f"`{r.experiment}` {r.runs_done} of {r.runs_planned}" for r in cov.itertuples())
+    missing = int(cov["missing"].sum()) if len(cov) else 0
+    tail = ("every declared run is in" if not missing else
+            f"{missing} declared run{'s are' if missing > 1 else ' is'} still missing, listed under each section")
+    return f"{parts} (evaluation version {eval_version}): {tail}; the chapter reads whatever rows exist."
+
+
+def cannot_tell_sentence(n_missing: int, n_planned: int) -> str:
+    """What a *cannot tell* answer of ``schedule_decision`` needs, given the ``lr_schedule`` runs still missing:
+    the missing declared runs (listed in the chapter) while there are any, else runs beyond the declared sweep."""
+    if n_missing > 0:
+        return (f"A row that reads *cannot tell* needs the constant-rate runs at more D ({n_missing} of the "
+                f"{n_planned} declared schedule runs are still missing, listed above) before the slopes can be told "
+                "apart.")
+    return (f"Every declared schedule run is in ({n_planned} of {n_planned}), so a row that reads *cannot tell* "
+            "needs constant-rate runs at more D than the sweep declares (a new sweep, declared before its rows) "
+            "before the slopes can be told apart.")
+
+
+def repetition_caption(tables: dict | None, bits=(3, 4)) -> str:
+    """The part of the repetition figure's caption (``figures.confounds.repetition_figure``) that depends on
+    its rows: what the lines are, or that there are none. The chapter's caption puts it after its fixed
+    first words (δ_PTQ and the post-PTQ loss against the passes at fixed (N, D), as math).
+
+    Args:
+        tables: method -> ``repetition_table`` of that method (the figure's input), or None.
+        bits: the P_post the figure draws.
+
+    Returns:
+        Text that names the methods and P_post with rows; it says "no lines" only where no table has a row.
+    """
+    have = {m: t for m, t in (tables or {}).items() if t is not None and len(t)}
+    if not have:
+        return "no lines, as the repetition sweep has no rows yet."
+    methods = " and ".join(m.upper() for m in have)
+    drawn = sorted({int(b) for t in have.values() for b in t["bits_post"]} & {int(b) for b in bits})
+    widths = " and ".join(f"INT{b}" for b in drawn)
+    return (f"one line per cell (size and D, the legend below the plots), colour the method ({methods}), one "
+            f"column per P_post ({widths}). The first point of each line is the whole split's run, the next ones "
+            "the half and the quarter split at the same D.")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ __all__ = ["Candidate", "CANDIDATES", "candidate_frames", "seed_block_sd", "cand
            "block_sentence", "P4_REPLICATE_RNGS", "p4_replicate_power", "write_p4_replicates",
            "load_p4_replicates", "p4_replicate_summary", "replicate_sentence", "p9_design_sentence",
            "P9_SEED_COUNTS", "P9_REPLICATES", "p9_seed_power", "matched_size_sd", "matched_grid_hours",
-           "p9_seed_sentence", "p9_seed_view"]
+           "p9_seed_cost", "p9_seed_sentence", "p9_seed_view"]
 
 _PARTS = ("w", "a", "kv")
 
@@ -526,7 +526,9 @@ def seed_choice(tab: pd.DataFrame, target: float = 0.8, claim: str = "P4", desig
 
 def seed_choice_sentence(choice: Mapping, declared_seeds: int, sweep: str = "qat_seeds") -> str:
     """``seed_choice`` beside the seeds the profile declares (for P4: seed 0 plus
-    ``PowerPlan.marginal_seeds``, the ``qat_seeds`` sweep; for P5: ``factorial_seeds``)."""
+    ``PowerPlan.marginal_seeds``, the ``qat_seeds`` sweep; for P5: ``factorial_seeds``), and how the declared
+    count compares with the fewest the table asks for (more, as many, fewer). It does not say why the
+    counts differ: a declared count is fixed when its sweep is registered, the chapter says so."""
     sims = ", ".join(map(str, choice["simulated"]))
     k = choice["by_interval"] or choice["by_point"]
     if k is None:
@@ -536,9 +538,11 @@ def seed_choice_sentence(choice: Mapping, declared_seeds: int, sweep: str = "qat
     how = "whose interval lies above" if choice["by_interval"] == k else "whose point estimate reaches"
     gap = [n for n in range(1, max(choice["simulated"]) + 1) if n not in choice["simulated"]]
     missing = f"; {', '.join(map(str, gap))} not simulated, so fewer might do" if gap and min(gap) < k else ""
+    than = ("as many as this table asks" if declared_seeds == k else
+            f"{'more' if declared_seeds > k else 'fewer'} than the {k} this table asks")
     return (f"Of the simulated seed counts {sims}, the fewest {how} {choice['target']:.1f} is {k} "
             f"({p:.2f} [{lo:.2f}, {hi:.2f}]{missing}); the profile declares {declared_seeds} "
-            f"({'seed 0 and ' if sweep == 'qat_seeds' else ''}`{sweep}`).")
+            f"({'seed 0 and ' if sweep == 'qat_seeds' else ''}`{sweep}`), {than}.")
 
 
 def factorial_overlap(profile: str = "cpu", seeds: Sequence[int] | None = None, root: str | None = None) -> dict:
@@ -1060,13 +1064,23 @@ def seed_budget_sentence(design: pd.DataFrame | None, declared_seeds: int, targe
         rises = lambda v: all(v[a] <= v[b] for a, b in zip(ks, ks[1:]))  # noqa: E731
         if "power_no_pa3" in var and rises(var["power_no_pa3"]):
             down = [c for c, v in var.items() if c != "power_no_pa3" and v[ks[-1]] < max(v.values())]
+            n_of = dict(zip(rows["seeds"].astype(int), rows["n_sim"].astype(float)))
+            top_of = {c: max(var[c], key=var[c].get) for c in down}
+
+            def fall(c: str) -> str:  # a variant's drop, each end with its Wilson interval, marked where disjoint
+                t, last = top_of[c], ks[-1]
+                (lo_t, _), (_, hi_l) = mc_interval(var[c][t], n_of[t]), mc_interval(var[c][last], n_of[last])
+                return (f"the fit with the P_a = 3 runs generated at {c.removeprefix('power_').replace('_', ' ')} "
+                        f"falls to {_rate_text(var[c][last], n_of[last])} at {plural(last)} from "
+                        f"{_rate_text(var[c][t], n_of[t])} at {plural(t)}"
+                        + (" (Wilson intervals disjoint)" if hi_l < lo_t else ""))
+
             text += ("Rule v6 takes the least over its variants, and they part: the fit without the P_a ≤ 3 runs, where "
                      "the paper's law is defined and the fitted family holds the truth, gains power with every seed ("
-                     + ", ".join(f"{var['power_no_pa3'][k]:.2f}" for k in ks) + f" at {', '.join(map(str, ks))} seeds)"
-                     + ("; " + "; ".join(
-                         f"the fit with the P_a = 3 runs generated at {c.removeprefix('power_').replace('_', ' ')} "
-                         f"falls to {var[c][ks[-1]]:.2f} at {plural(ks[-1])} from {max(var[c].values()):.2f}"
-                         for c in down) + ". That is what more seeds would do if they resolved the misspecification "
+                     + ", ".join(_rate_text(var["power_no_pa3"][k], n_of[k]) for k in ks)
+                     + f" at {', '.join(map(str, ks))} seeds, with Wilson intervals)"
+                     + ("; " + "; ".join(fall(c) for c in down)
+                        + ". That is what more seeds would do if they resolved the misspecification "
                         "at P_a = 3 (data generated outside the paper's family, which no fit of that family matches), "
                         "so that those runs, not too few seeds, cap the design's power: a reading, not yet tested by a "
                         "simulation of its own" if down else "") + ". ")
@@ -1372,14 +1386,39 @@ def matched_grid_hours(profile: str = "cpu", bits_w: Sequence[int] | None = None
     return float(runs["train_s"].sum()) / 3600
 
 
-def p9_seed_sentence(tab: pd.DataFrame | None, hours: float, hours_all: float = math.nan,
+def p9_seed_cost(design: pd.DataFrame | None) -> dict[str, float]:
+    """What a further seed of P9's matched grid costs, read from the design-power table's P9 rows (the
+    candidates at 1 and 2 seeds, priced by ``candidate_hours`` at the tokens/s measured here).
+
+    Args:
+        design: the design-power rows (``load_design_power``), or None.
+
+    Returns:
+        ``hours_1``, ``hours_2`` (the table's ``cpu_hours`` at 1 and 2 seeds), ``per_seed`` (their difference:
+        a second seed's runs and the high-precision twins it needs) [CPU-hours], ``bits_lo``, ``bits_hi`` (the
+        candidate's P_w range); NaN where the table lacks either row.
+    """
+    nan = math.nan
+    out = {"hours_1": nan, "hours_2": nan, "per_seed": nan, "bits_lo": nan, "bits_hi": nan}
+    if design is None or not {"claim", "seeds", "cpu_hours"} <= set(design.columns):
+        return out
+    rows = design[design["claim"] == "P9"].set_index("seeds")
+    if not {1, 2} <= set(rows.index):
+        return out
+    h1, h2 = float(rows.loc[1, "cpu_hours"]), float(rows.loc[2, "cpu_hours"])
+    bits = [int(b) for b in str(rows.loc[1, "bits"]).split(";")] if "bits" in rows else []
+    return {"hours_1": h1, "hours_2": h2, "per_seed": h2 - h1, "bits_lo": float(min(bits)) if bits else nan,
+            "bits_hi": float(max(bits)) if bits else nan}
+
+
+def p9_seed_sentence(tab: pd.DataFrame | None, design: pd.DataFrame | None = None,
                      capped: pd.DataFrame | None = None, size_sd: float = math.nan) -> str:
     """Chapter 07's reading of ``p9_seed_power``: what one and two more seeds of the matched grid would buy.
 
     Args:
         tab: ``p9_seed_power``'s rows (k = 1, 2 and 3 seeds, ``tau_size`` = 0), or None.
-        hours: CPU-hours of one seed of the graded part of the grid (``matched_grid_hours`` at
-            ``P9_GRADED_BITS``); ``hours_all``: with the reported P_w = 3 runs too.
+        design: the design-power table (``load_design_power``): the cost of a seed is read from its P9 rows
+            (``p9_seed_cost``), the same numbers its ``CPU-h`` column shows; None: no cost is given.
         capped: ``p9_seed_power``'s "sizes" rows at k = 1 and 3 with ``tau_size`` = ``size_sd``, or None.
         size_sd: ``matched_size_sd``, the observed sd of the size means.
 
@@ -1395,10 +1434,17 @@ def p9_seed_sentence(tab: pd.DataFrame | None, hours: float, hours_all: float = 
         return rate_text({"power": float(row[col]), "n_sim": float(row["n_sim"])})
 
     t = tab
-    cost = (f"about {hours:.1f} CPU-hours for the graded P_w = 4–6 runs and their twins" if math.isfinite(hours)
-            else "the grid's CPU-hours again") + (f" ({hours_all:.1f} with the P_w = 3 runs)"
-                                                   if math.isfinite(hours_all) else "")
-    text = (f"Each further seed of the grid would cost {cost}, the present grid's own training time. Simulated "
+    c = p9_seed_cost(design)
+    if math.isfinite(c["per_seed"]):
+        span = (f"its P_w = {c['bits_lo']:.0f}–{c['bits_hi']:.0f} runs" if math.isfinite(c["bits_lo"])
+                else "its runs")
+        per_seed = round(c["hours_2"], 1) - round(c["hours_1"], 1)  # the difference of the two numbers shown
+        cost = (f"about {per_seed:.1f} CPU-hours ({span} and the high-precision twins a second seed needs: the "
+                f"design table's {c['hours_2']:.1f} CPU-h for two seeds less its {c['hours_1']:.1f} for one, at the "
+                "tokens/s measured here)")
+    else:
+        cost = "the grid's CPU-hours again"
+    text = (f"Each further seed of the grid would cost {cost}. Simulated "
             "under version 5's decision, with each seed a fresh draw of the noise structures, the power against "
             f"the law at C_w = 1 would rise from {pc(t, 1, 'sizes', 'power_c1')} (the verdict's rate, here from "
             f"other draws) to {pc(t, 2, 'sizes', 'power_c1')} with two seeds and {pc(t, 3, 'sizes', 'power_c1')} "

@@ -98,7 +98,8 @@ def repetition_figure(tables: dict, bits=(3, 4)):
         bits: the P_post columns.
 
     Returns:
-        The matplotlib figure (log x axis of passes); top row δ_PTQ, bottom row the post-PTQ loss.
+        The matplotlib figure (log x axis of passes); top row δ_PTQ, bottom row the post-PTQ loss; one
+        legend for the figure, below the axes, one column per method (none without rows).
     """
     import matplotlib.pyplot as plt
 
@@ -121,5 +122,12 @@ def repetition_figure(tables: dict, bits=(3, 4)):
             axes[1, j].set_xlabel("Passes over the data [×]")
     axes[0, 0].set_ylabel(label("delta_ptq"))
     axes[1, 0].set_ylabel(f"Post-PTQ loss [nats/{token_unit()}]")
-    axes[0, -1].legend(frameon=False, fontsize=7)
+    # the legend below the axes (one column per method), where it covers no line
+    seen: dict = {}
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncols=max(len(tables), 1),
+                   frameon=False, fontsize=7)
     return fig
