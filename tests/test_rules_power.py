@@ -578,7 +578,7 @@ def test_a_pool_leaves_the_graded_datasets_as_they_were(monkeypatch):
         assert any(not (p7[x][:, None, :] == t7[x][None, :, :]).all(axis=2).any() for x in t7)
 
 
-# --- P6's P* leg (power.p6_pstar_power; compute_optimal's stored table) --------------------------
+# --- P6's P* leg (boot_check.p6_pstar_rows through the verdict's pipeline bootstrap; compute_optimal's table) ----
 
 def _p6_design():
     """Our committed design (the marginal QAT runs and the high-precision runs), losses left to the simulation."""
@@ -589,54 +589,77 @@ def _p6_design():
     return la.stage_frames(df), la.params_of(la.load_fits("cpu")["chinchilla"])
 
 
-def test_p6_pstar_leg_resolves_the_paper_and_rejects_the_no_offset_law_at_tiny_noise():
-    """Oracle: at 1e-5 nats of noise every paper dataset's interval sits inside 6–9 bits (Table 2's P* is
-    7.0; the floor at P_a = 3 moves the fit a little, not out of the band) and every no-offset dataset's
-    lies below 6 (its P* is 3.5); with 5 % of a nat the intervals widen and the paper's power drops."""
-    frames, chin = _p6_design()
-    tiny = NoiseModel(loss_sd=1e-5, **{k: v for k, v in NOISE.__dict__.items() if k != "loss_sd"})
-    r = power.p6_pstar_power(frames, chin, tiny, n_sim=3, pool=3)
-    assert (r["power"], r["against"], r["false_positive"], r["null_rejected"]) == (1.0, 0.0, 0.0, 1.0)
-    assert r["p_star_paper"] == pytest.approx(7.0, abs=0.05) and r["p_star_no_offsets"] == pytest.approx(3.47, abs=0.01)
-    assert 6.0 < r["median_p_star_paper"] < 9.0 and r["width_paper"] < 0.5
-    loud = NoiseModel(loss_sd=0.05, **{k: v for k, v in NOISE.__dict__.items() if k != "loss_sd"})
-    r2 = power.p6_pstar_power(frames, chin, loud, n_sim=6, pool=6)
-    assert r2["width_paper"] > 5 * r["width_paper"] and r2["power"] < 1.0
+def _noise(sd: float) -> NoiseModel:
+    return NoiseModel(loss_sd=sd, **{k: v for k, v in NOISE.__dict__.items() if k != "loss_sd"})
 
 
-def test_p6_pstar_power_refuses_bad_input():
+def test_p6_pstar_grade_reads_the_interval_as_rule_v4_does():
+    assert [power.p6_pstar_grade(*iv) for iv in ((6.0, 9.0), (5.99, 7.0), (4.0, 5.9), (9.1, 12.0), (4.2, 8.8),
+                                                 (math.nan, 7.0))] == ["inside", "straddles", "outside", "outside",
+                                                                       "straddles", "none"]
+
+
+def test_p6_pstar_leg_through_the_pipeline_resolves_the_paper_and_rejects_the_no_offset_law_at_tiny_noise():
+    """Oracle: at 1e-5 nats the pipeline bootstrap's interval of a paper dataset sits inside 6–9 bits around
+    Table 2's P* = 7.0 (the floor at P_a = 3 moves the fit a little), a no-offset dataset's below 6 around 3.5;
+    at 5 % of a nat the paper's interval is far wider."""
+    from bitlaws.study.boot_check import p6_pstar_rows
+
     frames, chin = _p6_design()
-    for kw, msg in (({"n_sim": 0}, "n_sim must be an integer >= 1"), ({"pool": 1}, "pool must be an integer >= 2"),
-                    ({"seed_sd": 1.0}, r"seed_sd must be in \[0, noise.loss_sd")):
-        with pytest.raises(ValueError, match=msg):
-            power.p6_pstar_power(frames, chin, NOISE, **kw)
+    worlds = power.p6_pstar_worlds()
+    rows = {r["world"]: r for r in p6_pstar_rows(frames, chin, _noise(1e-5), worlds, [0], n_boot=4)}
+    assert rows["paper"]["grade"] == "inside" and rows["no_offsets"]["grade"] == "outside"
+    assert rows["paper"]["p_star_true"] == pytest.approx(7.0, abs=0.05)
+    assert rows["paper"]["p_star_point"] == pytest.approx(7.0, abs=0.5) and rows["paper"]["width"] < 0.5
+    assert rows["no_offsets"]["p_star_point"] == pytest.approx(3.47, abs=0.2)
+    loud = next(p6_pstar_rows(frames, chin, _noise(0.05), {"paper": worlds["paper"]}, [0], n_boot=6))
+    assert loud["width"] > 5 * rows["paper"]["width"]
+
+
+def test_p6_pstar_simulation_refuses_bad_input():
+    from bitlaws.study.boot_check import p6_pstar_rows
+
+    frames, chin = _p6_design()
+    w = power.p6_pstar_worlds()
+    with pytest.raises(ValueError, match="n_boot must be an int ≥ 2"):
+        next(p6_pstar_rows(frames, chin, NOISE, w, [0], n_boot=1))
+    with pytest.raises(ValueError, match=r"seed_sd must be in \[0, noise.loss_sd"):
+        next(p6_pstar_rows(frames, chin, NOISE, w, [0], n_boot=2, seed_sd=1.0))
     with pytest.raises(ValueError, match=r"frames lacks \['neff_kv'\]"):
-        power.p6_pstar_power({k: v for k, v in frames.items() if k != "neff_kv"}, chin, NOISE)
+        next(p6_pstar_rows({k: v for k, v in frames.items() if k != "neff_kv"}, chin, NOISE, w, [0], n_boot=2))
 
 
-def test_p6_pstar_table_is_read_only_for_its_own_rows_and_version_and_pooled_by_weight(tmp_path):
+def test_p6_pstar_table_is_read_only_for_its_own_rows_and_version_and_summarised_per_world(tmp_path):
     from bitlaws._io import frame_sha256
     from bitlaws.study import compute_optimal as co
+    from bitlaws.study.boot_check import P6_PSTAR_COLUMNS
+    from bitlaws.study.store import append_rows
 
     df = pd.DataFrame({"x": [1.0, 2.0]})
-    folder = tmp_path / "checks" / "cpu"
+    path = tmp_path / "checks" / "cpu" / co.P6_PSTAR_CSV
     assert co.load_p6_pstar_power("cpu", df, tmp_path)[0] is None
-    base = {"seed_sd": 0.0, "pool": 10, "sim_version": power.P6_PSTAR_SIM_VERSION, "inputs_sha256": frame_sha256(df),
-            "against": 0.0, "false_positive": 0.0, "null_rejected": 0.5, "inside_ours": 0.0, "straddle_paper": 0.2,
-            "width_paper": 1.0, "width_ours": 9.0}
-    tab = pd.DataFrame([{**base, "rng": 0, "n_sim": 100, "power": 0.8}, {**base, "rng": 1, "n_sim": 300, "power": 0.4},
-                        {**base, "rng": 0, "n_sim": 100, "power": 0.1, "seed_sd": 0.01}])
-    folder.mkdir(parents=True)
-    tab.assign(inputs_sha256="other").to_csv(folder / co.P6_PSTAR_CSV, index=False)
-    got, why = co.load_p6_pstar_power("cpu", df, tmp_path)
-    assert got is None and "other training rows" in why
-    tab.assign(sim_version="0: old").to_csv(folder / co.P6_PSTAR_CSV, index=False)
-    assert "another version" in co.load_p6_pstar_power("cpu", df, tmp_path)[1]
-    tab.to_csv(folder / co.P6_PSTAR_CSV, index=False)
-    got, why = co.load_p6_pstar_power("cpu", df, tmp_path)
-    s = co.p6_pstar_power_summary(got)
-    assert s["power@0"] == pytest.approx((0.8 * 100 + 0.4 * 300) / 400) and s["n@0"] == 400
-    assert s["least_power"] == pytest.approx(0.1) and s["seed_sds"] == [0.0, 0.01]
+
+    def row(world, k, grade, width, sha=frame_sha256(df), version=power.P6_PSTAR_SIM_VERSION):
+        return {"sim_id": f"{world}:{k}:{sha[:4]}:{version[:1]}", "world": world, "rng": 0, "dataset": k,
+                "seed_sd": 0.0, "floor": 0.05, "n_boot": 100, "p_star_true": 7.0 if world == "paper" else 3.5,
+                "p_star_point": 7.0, "low": 6.0, "high": 6.0 + width, "width": width, "grade": grade, "n_ok": 100,
+                "n_p_star": 100, "sim_version": version, "inputs_sha256": sha, "git_sha": "x", "timestamp": "t"}
+
+    append_rows(path, [row("paper", 0, "inside", 1.0, sha="other")], P6_PSTAR_COLUMNS, "sim_id")
+    assert "other training rows" in co.load_p6_pstar_power("cpu", df, tmp_path)[1]
+    append_rows(path, [row("paper", 0, "inside", 1.0, version="1: old")], P6_PSTAR_COLUMNS, "sim_id")
+    assert co.load_p6_pstar_power("cpu", df, tmp_path)[0] is None
+    grades = ["inside"] * 6 + ["straddles"] * 3 + ["outside"]
+    append_rows(path, [row("paper", k, g, 1.0 + k) for k, g in enumerate(grades)]
+                + [row("no_offsets", k, "outside" if k < 4 else "straddles", 2.0) for k in range(10)],
+                P6_PSTAR_COLUMNS, "sim_id")
+    tab, why = co.load_p6_pstar_power("cpu", df, tmp_path)
+    assert len(tab) == 20 and why == ""
+    s = co.p6_pstar_power_summary(tab, our_width=4.5)
+    assert (s["power"], s["false_positive"], s["paper"]["straddles"], s["no_offsets"]["outside"]) == (0.6, 0.0, 0.3, 0.4)
+    assert s["paper"]["wider"] == pytest.approx(0.6)  # widths 1..10: six of them ≥ 4.5
     text = co.p6_pstar_power_text(s)
-    assert "400 / 100 datasets per world at σ_seed = 0.0000 / 0.0100 nats" in text
-    assert "inside 6–9 bits in 50% [45%, 55%] / 10% [6%, 17%]" in text
+    assert "inside 6–9 bits in 60% [31%, 83%]" in text and "10 datasets per world" in text
+    assert "ours is 4.5 bits wide, and intervals at least that wide occur in 60% (paper), 0% (no offsets)" in text
+    with pytest.raises(ValueError, match=r"no rows of world\(s\) \['no_offsets'\]"):
+        co.p6_pstar_power_summary(tab[tab["world"] == "paper"])

@@ -541,3 +541,76 @@ def _main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(_main())
+
+
+# --- P6's P* leg, by simulation through the verdict's own instrument -------------------------------
+
+# The columns of ``checks/<profile>/p6_pstar_power.csv``, one row per simulated dataset (data/README.md).
+P6_PSTAR_COLUMNS = ["sim_id", "world", "rng", "dataset", "seed_sd", "floor", "n_boot", "p_star_true", "p_star_point",
+                    "low", "high", "width", "grade", "n_ok", "n_p_star", "sim_version", "inputs_sha256", "git_sha",
+                    "timestamp"]
+
+
+def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise, worlds: Mapping,
+                  datasets: Sequence[int], *, n_boot: int = 100, seed: int = 0, seed_sd: float = 0.0,
+                  floor: float | None = None, inputs_sha256: str = "", progress: bool = False):
+    """P6's P* leg graded on simulated datasets by the pipeline bootstrap the verdict reads (yielded one
+    row per dataset, so a caller can store each as it finishes).
+
+    Dataset k of world w (``power.p6_pstar_dataset``, generator ``default_rng([seed, k])``: every world
+    reads the same noise for the same k) is fitted on every run (Chinchilla, then each N_eff stage on it:
+    the point P*) and bootstrapped as ``law_fits.pipeline_bootstrap`` does (``n_boot`` resamples of
+    runs, draw i from ``default_rng([BOOT_SEED, i])``, every stage refitted from the full-sample optimum
+    and the best screened grid points); P* per draw (``optimal.optimal_precision``; draws without an
+    interior optimum left out, as the verdict leaves them out) and its 2.5–97.5 % percentile interval,
+    graded by ``power.p6_pstar_grade``.
+
+    Args:
+        frames: ``law_fits.stage_frames(df)`` of our rows (the design). chinchilla: the generating constants.
+        noise: ``noise.noise_model``. worlds: ``power.p6_pstar_worlds``' mapping (or a sub-mapping).
+        datasets: dataset indices k. n_boot: resamples per dataset (≥ 2). seed: the generator's seed.
+        seed_sd: σ_seed [nats]. floor: ``extended_factor``'s floor (default ``power.NEFF_F_FLOOR``).
+        inputs_sha256: the rows' hash, stored in each row. progress: a progress bar.
+
+    Yields:
+        dicts with the columns of :data:`P6_PSTAR_COLUMNS` (``sim_id`` their key; ``git_sha``,
+        ``timestamp`` the writer's), ``grade`` one of inside / outside / straddles / none.
+
+    Raises:
+        ValueError: ``n_boot`` < 2, or ``power.p6_pstar_dataset``'s errors.
+    """
+    import datetime as dt
+
+    from tqdm.auto import tqdm
+
+    from .._io import git_sha
+    from .power import NEFF_F_FLOOR, P6_PSTAR_SIM_VERSION, p6_pstar_dataset, p6_pstar_grade
+
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
+        raise ValueError(f"n_boot must be an int ≥ 2, got {n_boot!r}")
+    floor = NEFF_F_FLOOR if floor is None else float(floor)
+    stages = list(la.PIPELINE_STAGES)
+    todo = [(w, int(k)) for k in datasets for w in worlds]
+    for w, k in tqdm(todo, desc="P6 P* leg", disable=not progress):
+        curves = worlds[w]
+        truth = {f"{n}_{x}": v for x, (g, o) in curves.items() for n, v in (("gamma", g), ("n", o))}
+        syn = p6_pstar_dataset(frames, chinchilla, curves, noise, np.random.default_rng([seed, k]), seed_sd, floor)
+        chin = lf.fit_stage(lf.STAGES["chinchilla"], syn["chinchilla"])
+        point, starts = {}, {"chinchilla": np.asarray(chin.theta, dtype=float)[None, :]}
+        for s in stages[1:]:
+            res = lf.fit_stage(lf.STAGES[s], syn[s], dict(chin.params))
+            point.update(res.params)
+            starts[s] = np.asarray(res.theta, dtype=float)[None, :]
+        draws = [la._refit_draw(syn, stages, [], la._draw_picks(syn, stages, la.BOOT_SEED, i), starts)[0]
+                 for i in range(n_boot)]
+        draws = [d for d in draws if d is not None]
+        ps = np.array([_p_star(d) for d in draws])
+        ps = ps[np.isfinite(ps)]
+        lo, hi = (float(v) for v in np.percentile(ps, [2.5, 97.5])) if len(ps) >= 2 else (math.nan, math.nan)
+        sd_text = f"{seed_sd:.6g}"
+        yield {"sim_id": f"{w}:{seed}:{k}:{sd_text}:{floor:g}:{n_boot}", "world": w, "rng": int(seed), "dataset": k,
+               "seed_sd": float(seed_sd), "floor": floor, "n_boot": int(n_boot), "p_star_true": _p_star(truth),
+               "p_star_point": _p_star(point), "low": lo, "high": hi, "width": hi - lo,
+               "grade": p6_pstar_grade(lo, hi), "n_ok": len(draws), "n_p_star": int(len(ps)),
+               "sim_version": P6_PSTAR_SIM_VERSION, "inputs_sha256": inputs_sha256, "git_sha": git_sha(),
+               "timestamp": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}

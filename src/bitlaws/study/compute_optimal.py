@@ -196,79 +196,79 @@ def _ci_txt(ci: tuple[float, float], fmt: str = ".2f") -> str:
     return f"[{ci[0]:{fmt}}, {ci[1]:{fmt}}]" if all(math.isfinite(c) for c in ci) else "[no interval]"
 
 
-# P6's P* leg's power (``power.p6_pstar_power``), simulated from the committed rows and stored here
-# (``data/checks/<profile>/``): the verdict reads it only if made from the rows it reads, at the current version.
+# P6's P* leg's power (``boot_check.p6_pstar_rows``: simulated datasets graded by the verdict's own pipeline
+# bootstrap), one row per dataset in ``data/checks/<profile>/``: read only for the rows it was made from.
 P6_PSTAR_CSV = "p6_pstar_power.csv"
-P6_PSTAR_ID = ("rng", "seed_sd", "n_sim", "pool", "sim_version", "inputs_sha256")
 
 
-def p6_pstar_power_table(profile: str = "cpu", n_sim: int = 200, pool: int = 200, rngs=(0, 1),
-                         root: str | os.PathLike | None = None, progress: bool = False) -> pd.DataFrame:
-    """``power.p6_pstar_power`` on the profile's committed design, per generator seed in ``rngs`` and per
-    σ_seed ∈ {0, its point estimate as P4's simulation reads it (``qat_design._p4_sim_inputs``)}: the paper's
-    world, the no-offsets world and our fitted constants' world (``ours``).
+def _p6_pstar_path(profile: str, root: str | os.PathLike | None = None) -> Path:
+    return (Path(root) if root is not None else data_dir()) / "checks" / profile / P6_PSTAR_CSV
 
-    Returns:
-        One row per (rng, seed_sd): ``rng``, ``seed_sd`` [nats], the rates and medians of
-        ``p6_pstar_power`` (``power``, ``against``, ``false_positive``, ``null_rejected``, ``straddle_*``,
-        ``width_*``, ``median_p_star_*``, ``p_star_*``, ``n_failed_*``, ``inside_ours``, ``disjoint_ours``),
-        ``n_sim``, ``pool``, ``floor``, ``sim_version`` and ``inputs_sha256`` (the training rows' hash).
+
+def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), n_boot: int = 100, seed: int = 0,
+                         seed_sd: float | None = None, root: str | os.PathLike | None = None,
+                         progress: bool = False) -> Path:
+    """Simulate P6's P* leg on the profile's committed design and append one row per dataset to
+    ``<root>/checks/<profile>/p6_pstar_power.csv`` as each finishes (``store.append_rows``, keyed by
+    ``sim_id``: a rerun skips the datasets already there, so a killed run resumes and two processes on
+    different worlds may write at once).
+
+    Args:
+        profile: a declared profile with its Chinchilla and marginal N_eff fits.
+        worlds: names of ``power.P6_PSTAR_WORLDS`` (default all three). datasets: dataset indices.
+        n_boot: pipeline resamples per dataset. seed: the generator's seed.
+        seed_sd: σ_seed [nats]; None: the point estimate P4's simulation reads (``qat_design._p4_sim_inputs``).
+        root: a ``data/`` folder. progress: a progress bar.
 
     Raises:
-        ValueError: no Chinchilla or marginal N_eff fits for ``profile`` (run ``python -m bitlaws fit``),
-            or ``rngs`` empty or repeated.
+        ValueError: an unknown world, or the fits missing (run ``python -m bitlaws fit``).
     """
-    from tqdm.auto import tqdm
-
     from .._io import frame_sha256
+    from .boot_check import P6_PSTAR_COLUMNS, p6_pstar_rows
     from .law_fits import TRAINING_EXPERIMENTS, load_fits, stage_frames
-    from .power import p6_pstar_power
+    from .power import NEFF_F_FLOOR, P6_PSTAR_WORLDS, p6_pstar_worlds
     from .qat_design import _p4_sim_inputs
-    from .store import load_runs
+    from .store import append_rows, load_runs, read_rows
 
-    if not rngs or len(set(rngs)) != len(rngs):
-        raise ValueError(f"p6_pstar_power_table: needs distinct generator seeds, got {list(rngs)!r}")
+    worlds = list(P6_PSTAR_WORLDS if worlds is None else worlds)
+    bad = [w for w in worlds if w not in P6_PSTAR_WORLDS]
+    if bad:
+        raise ValueError(f"unknown world(s) {bad}; allowed: {list(P6_PSTAR_WORLDS)}")
     df = load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
     fits = load_fits(profile, root)
     chin, (ours, missing) = params_of(fits.get("chinchilla")), _ours_params(fits)
     if chin is None or ours is None:
-        raise ValueError(f"p6_pstar_power_table needs the chinchilla and marginal N_eff fits of {profile!r} "
+        raise ValueError(f"write_p6_pstar_power needs the chinchilla and marginal N_eff fits of {profile!r} "
                          f"(missing: {missing or ['chinchilla']}); run `python -m bitlaws fit --profile {profile}`")
-    noise, _, seed_sd, _, _ = _p4_sim_inputs(df)
+    noise, _, point_sd, _, _ = _p4_sim_inputs(df)
+    seed_sd = point_sd if seed_sd is None else float(seed_sd)
+    path = _p6_pstar_path(profile, root)
+    have = set(read_rows(path, P6_PSTAR_COLUMNS, "sim_id").get("sim_id", [])) if path.exists() else set()
+    every = p6_pstar_worlds(ours)
     frames, read = stage_frames(df), frame_sha256(df)
-    rows = []
-    for r, sd in tqdm([(r, sd) for r in rngs for sd in (0.0, seed_sd)], desc="P6 P* power", disable=not progress):
-        out = p6_pstar_power(frames, chin, noise, n_sim=n_sim, pool=pool, seed=int(r), seed_sd=float(sd), ours=ours)
-        rows.append({"rng": int(r), **out, "inputs_sha256": read})
-    return pd.DataFrame(rows)
-
-
-def write_p6_pstar_power(profile: str = "cpu", root: str | os.PathLike | None = None, **kwargs) -> Path:
-    """:func:`p6_pstar_power_table` written (atomically) to ``<root>/checks/<profile>/p6_pstar_power.csv``
-    with ``experiment`` (``p6_pstar_power``), ``profile``, ``git_sha`` and ``timestamp``; it replaces the
-    file (a table of other rows is never mixed in)."""
-    from .._io import write_atomic
-    from .qat_design import _stamped
-
-    tab = _stamped(p6_pstar_power_table(profile, root=root, **kwargs), "p6_pstar_power", profile)
-    path = (Path(root) if root is not None else data_dir()) / "checks" / profile / P6_PSTAR_CSV
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, tab.to_csv(index=False))
+    for w in worlds:
+        left = [k for k in datasets
+                if f"{w}:{seed}:{k}:{seed_sd:.6g}:{NEFF_F_FLOOR:g}:{n_boot}" not in have]
+        for row in p6_pstar_rows(frames, chin, noise, {w: every[w]}, left, n_boot=n_boot, seed=seed,
+                                 seed_sd=seed_sd, inputs_sha256=read, progress=progress):
+            append_rows(path, [row], P6_PSTAR_COLUMNS, "sim_id")
     return path
 
 
 def load_p6_pstar_power(profile: str, df: pd.DataFrame, root: str | os.PathLike | None = None
                         ) -> tuple[pd.DataFrame | None, str]:
-    """The stored P* leg's power for the training rows ``df`` (:func:`write_p6_pstar_power`'s table),
-    or (None, why not): absent, made from other rows (its ``inputs_sha256`` ≠ ``df``'s hash), or by another
-    simulation version (``power.P6_PSTAR_SIM_VERSION``)."""
+    """The stored P* leg's datasets for the training rows ``df`` (:func:`write_p6_pstar_power`), or (None, why
+    not): absent, by another simulation version (``power.P6_PSTAR_SIM_VERSION``), or made from other rows
+    (``inputs_sha256`` ≠ ``df``'s hash)."""
     from .._io import frame_sha256
+    from .boot_check import P6_PSTAR_COLUMNS
     from .power import P6_PSTAR_SIM_VERSION
+    from .store import read_rows
 
-    path = (Path(root) if root is not None else data_dir()) / "checks" / profile / P6_PSTAR_CSV
+    path = _p6_pstar_path(profile, root)
     if not path.exists():
         return None, f"not simulated yet (`bitlaws.study.compute_optimal.write_p6_pstar_power('{profile}')`)"
-    tab = pd.read_csv(path)
+    tab = read_rows(path, P6_PSTAR_COLUMNS, "sim_id")
     tab = tab[tab["sim_version"] == P6_PSTAR_SIM_VERSION]
     if tab.empty:
         return None, "simulated by another version of the simulation; not read"
@@ -278,50 +278,65 @@ def load_p6_pstar_power(profile: str, df: pd.DataFrame, root: str | os.PathLike 
     return tab.reset_index(drop=True), ""
 
 
-def p6_pstar_power_summary(tab: pd.DataFrame) -> dict[str, float]:
-    """The P* leg's rates per σ_seed, pooled over the table's generators: ``<rate>@<seed_sd>`` for
-    ``power``, ``against``, ``false_positive``, ``null_rejected``, ``inside_ours``, ``straddle_paper``;
-    ``n@<seed_sd>`` (datasets per world); ``width_paper``, ``width_ours`` (median over generators, bits) at
-    σ_seed 0; ``least_power`` (the least ``power`` over σ_seed) and ``largest_fp``; ``seed_sds``."""
-    out: dict[str, float] = {}
-    for sd, g in tab.groupby("seed_sd", sort=True):
-        w = g["n_sim"].to_numpy(float)
-        for k in ("power", "against", "false_positive", "null_rejected", "inside_ours", "straddle_paper"):
-            if k in g:
-                out[f"{k}@{sd:g}"] = float(np.sum(g[k].to_numpy(float) * w) / w.sum())
-        out[f"n@{sd:g}"] = float(w.sum())
-    sds = sorted(tab["seed_sd"].unique())
-    out["least_power"] = min(out[f"power@{sd:g}"] for sd in sds)
-    out["largest_fp"] = max(out[f"false_positive@{sd:g}"] for sd in sds)
-    zero = tab[tab["seed_sd"] == sds[0]]
-    out["width_paper"] = float(zero["width_paper"].median())
-    out["width_ours"] = float(zero["width_ours"].median()) if "width_ours" in zero else math.nan
-    out["seed_sds"] = [float(x) for x in sds]
+def p6_pstar_power_summary(tab: pd.DataFrame, our_width: float = math.nan) -> dict:
+    """Per world of :func:`load_p6_pstar_power`'s rows: ``n`` (datasets), the shares graded ``inside``,
+    ``outside``, ``straddles`` and ``none``, ``width`` (median interval width, bits), ``wider`` (share of
+    intervals at least ``our_width`` wide), ``p_star_true`` and ``p_star_point`` (median fitted P*); keyed
+    ``<world>`` -> dict; plus ``power`` (paper inside), ``false_positive`` (no_offsets inside), ``our_width``.
+
+    Raises:
+        ValueError: no row of the ``paper`` or ``no_offsets`` world.
+    """
+    out: dict = {"our_width": float(our_width)}
+    for w, g in tab.groupby("world", sort=False):
+        grades = g["grade"].astype(str)
+        width = g["width"].to_numpy(float)
+        out[w] = {"n": float(len(g)), **{k: float((grades == k).mean()) for k in ("inside", "outside", "straddles",
+                                                                                  "none")},
+                  "width": float(np.nanmedian(width)) if np.isfinite(width).any() else math.nan,
+                  "wider": float(np.mean(width[np.isfinite(width)] >= our_width)) if math.isfinite(our_width)
+                  and np.isfinite(width).any() else math.nan,
+                  "p_star_true": float(g["p_star_true"].iloc[0]), "p_star_point": float(g["p_star_point"].median())}
+    missing = [w for w in ("paper", "no_offsets") if w not in out]
+    if missing:
+        raise ValueError(f"p6_pstar_power_summary: no rows of world(s) {missing}")
+    out["power"], out["false_positive"] = out["paper"]["inside"], out["no_offsets"]["inside"]
     return out
 
 
 def p6_pstar_power_text(summary: Mapping) -> str:
-    """One clause on the P* leg's power from :func:`p6_pstar_power_summary`: each rate per σ_seed (joined
-    by " / "), Wilson intervals on the graded ones."""
+    """The P* leg's power, size and widths from :func:`p6_pstar_power_summary` (Wilson intervals on each
+    graded share: the datasets are independent)."""
     from .claims import mc_interval
+    from .power import P6_PSTAR_BAND
 
-    sds = summary["seed_sds"]
+    lo_b, hi_b = P6_PSTAR_BAND
 
-    def rates(key: str, wilson: bool) -> str:
-        out = []
-        for sd in sds:
-            r, n = summary[f"{key}@{sd:g}"], summary[f"n@{sd:g}"]
-            out.append(f"{r:.0%} [{mc_interval(r, n)[0]:.0%}, {mc_interval(r, n)[1]:.0%}]" if wilson else f"{r:.0%}")
-        return " / ".join(out)
+    def iv(w: str, k: str) -> str:
+        r, n = summary[w][k], summary[w]["n"]
+        a, b = mc_interval(r, n)
+        return f"{r:.0%} [{a:.0%}, {b:.0%}]"
 
-    ns = " / ".join(f"{int(summary[f'n@{sd:g}'])}" for sd in sds)
-    return ("the P* leg's power on our design (`power.p6_pstar_power`: our marginal QAT and high-precision runs "
-            f"simulated, every stage refitted, a shift bootstrap from a separate pool; {ns} datasets per world at "
-            "σ_seed = " + " / ".join(f"{sd:.4f}" for sd in sds) + " nats): the paper's law (Table 2, P* = 7.0) puts "
-            f"the interval inside 6–9 bits in {rates('power', True)}, outside in {rates('against', False)}; "
-            f"without its offsets (P* = 3.5) inside in {rates('false_positive', True)}, outside in "
-            f"{rates('null_rejected', False)}; median interval width {summary['width_paper']:.1f} bits in the "
-            f"paper's world, {summary['width_ours']:.0f} in a world at our own fitted constants")
+    paper, null = summary["paper"], summary["no_offsets"]
+    text = (f"the P* leg's power on our design (`boot_check.p6_pstar_rows`: our marginal QAT and high-precision runs "
+            f"simulated, each dataset graded by the same pipeline bootstrap, {int(paper['n'])} datasets per world): "
+            f"the paper's law (P* = {paper['p_star_true']:.1f}) puts the interval inside {lo_b:g}–{hi_b:g} bits in "
+            f"{iv('paper', 'inside')}, straddling in {paper['straddles']:.0%}, outside in {paper['outside']:.0%}; "
+            f"without its offsets (P* = {null['p_star_true']:.1f}) inside in {iv('no_offsets', 'inside')}, "
+            f"straddling in {null['straddles']:.0%}, outside in {null['outside']:.0%}")
+    if "ours" in summary:
+        o = summary["ours"]
+        text += (f"; at our own fitted constants (P* = {o['p_star_true']:.1f}) inside in {o['inside']:.0%}, straddling "
+                 f"in {o['straddles']:.0%}, outside in {o['outside']:.0%}")
+    widths = ", ".join(f"{w.replace('_', ' ')} {summary[w]['width']:.1f}" for w in ("paper", "no_offsets", "ours")
+                       if w in summary)
+    text += f"; median interval width [bits]: {widths}"
+    if math.isfinite(summary["our_width"]):
+        wider = ", ".join(f"{summary[w]['wider']:.0%} ({w.replace('_', ' ')})" for w in ("paper", "no_offsets", "ours")
+                          if w in summary)
+        text += (f"; ours is {summary['our_width']:.1f} bits wide, and intervals at least that wide occur in {wider} "
+                 "of simulated datasets")
+    return text
 
 
 def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float] | None = None,
@@ -423,17 +438,10 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
                  f"{paper['p_star_no_offsets']:.2f} "
                  "bits without the offsets n_x")
     tab, why = pstar if pstar is not None else (None, "not read")
-    pstar_txt = f"the P* leg's power: {why}"
-    if tab is not None:
-        ps = p6_pstar_power_summary(tab)
-        det.update({"pstar_power": ps["least_power"], "pstar_false_positive": ps["largest_fp"],
-                    "pstar_width_paper": ps["width_paper"], "pstar_width_ours": ps["width_ours"],
-                    "pstar_n_sim": ps[f"n@{ps['seed_sds'][0]:g}"]})
-        pstar_txt = p6_pstar_power_text(ps)
     inputs = _optimal_inputs("P6", fits, profile, rows)
     if tab is not None:  # what was read: the table's identifying columns, not its simulated numbers
         inputs = inputs_identity("P6", profile, frames={"inputs": pd.DataFrame({"id": [inputs]}),
-                                                        "pstar": tab[list(P6_PSTAR_ID)]})
+                                                        "pstar": tab[["sim_id", "sim_version", "inputs_sha256"]]})
     if ours is None:
         return Verdict("P6", "pending", CLAIMS["P6"]["paper"],
                        f"pending; the paper's own constants are consistent with its claim ({paper_txt})",
@@ -462,6 +470,16 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     else:  # the interval straddles the band and no suite resolves the minimum
         verdict = "inconclusive"
     det.update({"ours_p_star": p, "ours_p_star_spread_bound": ours["p_star_spread_bound"]})
+    pstar_txt, pstar_leg = f"the P* leg's power: {why}", ""
+    if tab is not None:
+        ps = p6_pstar_power_summary(tab, ci[1] - ci[0] if draws is not None else math.nan)
+        det.update({"pstar_power": ps["power"], "pstar_false_positive": ps["false_positive"],
+                    "pstar_n_sim": ps["paper"]["n"], "pstar_width_paper": ps["paper"]["width"],
+                    **{f"pstar_straddles_{w}": ps[w]["straddles"] for w in ("paper", "no_offsets", "ours") if w in ps}})
+        pstar_txt = p6_pstar_power_text(ps)
+        pstar_leg = (f" (the leg's simulated power under the paper's law: {ps['power']:.0%}; an interval straddles "
+                     "the band in " + ", ".join(f"{ps[w]['straddles']:.0%} of the {w.replace('_', '-')} datasets"
+                                                for w in ("paper", "no_offsets", "ours") if w in ps) + ")")
     if draws is not None:
         det.update({"ours_p_star_lo": ci[0], "ours_p_star_hi": ci[1], "boot_draws": float(len(draws)),
                     "boot_dropped": float(draws.attrs.get("dropped", 0)),
@@ -470,12 +488,6 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     shown = ("the suite resolves its minimum to 6–8 bits" if shown_ok else
              "the suite is consistent with a 6–8-bit minimum but does not resolve it from the members "
              "outside that range" if shown_consistent else "the suite's noise-resolved minimum lies outside 6–8 bits")
-    pstar_leg = ""
-    if tab is not None:
-        pstar_leg = (f" (a leg with power {det['pstar_power']:.0%} under the paper's law and a false-positive rate "
-                     f"of {det['pstar_false_positive']:.0%}, so a straddling interval is a result of our data, not "
-                     "of a design that could not tell)" if where == "straddles" else
-                     f" (the leg's power under the paper's law: {det['pstar_power']:.0%})")
     legs = (f"graded {verdict}: our P* interval {where} 6–9 bits{pstar_leg}"
             + ("; the suite is not complete" if shown_ok is None else
                f"; {shown}" if suite_graded else

@@ -2517,136 +2517,62 @@ def p6_suite_power(n_params: Mapping[float, float], seeds: Mapping[float, int], 
 # P6's P* leg (rule v4): its power by simulation. The band the interval must lie in, and the version of the
 # simulation (a stored table of another version is not read).
 P6_PSTAR_BAND = (6.0, 9.0)
-P6_PSTAR_SIM_VERSION = ("1: Table 2's γ_x, n_x (P* 7.0) and the same without offsets (P* 3.5) on our Chinchilla, "
-                        "floor 0.05, a separate deviation pool")
+P6_PSTAR_SIM_VERSION = ("2: Table 2's γ_x, n_x, the same without offsets, and our fitted γ_x, n_x on our Chinchilla, "
+                        "floor 0.05, each dataset graded by the pipeline bootstrap the verdict uses")
+# The worlds of the simulation: the claim, a false claim (the paper's main-text form), our own fitted constants.
+P6_PSTAR_WORLDS = ("paper", "no_offsets", "ours")
 
 
-def _p_star_of(draws: Mapping[str, np.ndarray]) -> np.ndarray:
-    """(m,) P* [bits] of each row of part -> (m, 2) (γ_x, n_x) draws; NaN where no interior optimum exists."""
-    from ..laws import optimal
-
-    out = np.full(len(draws["w"]), np.nan)
-    for i in range(len(out)):
-        params = {k: float(draws[x][i][j]) for x in _PARTS for j, k in enumerate((f"gamma_{x}", f"n_{x}"))}
-        try:
-            out[i] = optimal.optimal_precision(params)
-        except (ValueError, ZeroDivisionError, OverflowError, FloatingPointError):
-            continue
-    return out
-
-
-def p6_pstar_power(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise: NoiseModel,
-                   n_sim: int = N_SIM, pool: int = N_SIM, seed: int = 0, seed_sd: float = 0.0,
-                   floor: float = NEFF_F_FLOOR, band: tuple[float, float] = P6_PSTAR_BAND,
-                   ours: Mapping[str, float] | None = None) -> dict[str, float | str]:
-    """Power and size of P6's P* leg (rule v4: our P*'s 95 % interval inside ``band``) on our design.
-
-    Two worlds generate the losses of our marginal QAT runs (``p4_design``: every row the real N_eff
-    fits use) and of our high-precision runs, Eqs. 3–4 on our Chinchilla constants plus one run's seed σ
-    (``noise.loss_sd``; with ``seed_sd`` a share of it shared by the runs of one (N, seed)):
-    ``paper``, Table 2's γ_x and n_x (P* = 7.0 bits, the claim), and ``no_offsets``, Table 2's γ_x
-    with n_x = 0 (P* = 3.5 bits, the paper's own main-text form; a false claim); with ``ours``, a third
-    world ``ours`` at our fitted γ_x, n_x, whose interval width says how wide a correctly specified
-    law's interval is on our design (a calibration, not graded). Where Table 2's
-    factor is ≤ floor (P_a ≤ 3) it generates from ``extended_factor``, as P4's simulation does. Each
-    dataset refits Chinchilla on its own high-precision runs and each N_eff stage on that
-    (``_p4_chinchillas``; L-BFGS-B from the generating constants and the best grid point). Its bootstrap
-    is the shift bootstrap of P4's simulation (``_shift_bootstrap``) with a separate pool: the draws of
-    dataset s are its fitted (γ_x, n_x) plus the deviations from their mean of ``pool`` datasets simulated
-    apart, under the same world; P* per draw (``optimal.optimal_precision``; draws without an interior
-    optimum dropped, as the verdict drops them), and the 2.5–97.5 % percentile interval graded as the
-    rule grades ours: *inside* the band, *disjoint* from it (not reproduced) or *straddling* it.
-
-    Args:
-        frames: ``law_fits.stage_frames(df)`` (``chinchilla`` and the three marginal ``neff_*`` frames).
-        chinchilla: the generating Chinchilla constants. noise: ``noise.noise_model``.
-        n_sim: graded datasets per world (≥ 1). pool: deviation-pool datasets per world (≥ 2).
-        seed: the generator's seed (each part's per-run noise has its own generator, shared by the
-            worlds: common random numbers). seed_sd: σ_seed [nats] in [0, noise.loss_sd].
-        floor: ``extended_factor``'s floor. band: (low, high) bits.
-        ours: ``gamma_x``, ``n_x`` of each part (our absolute-loss N_eff fits), or None (no third world).
-
-    Returns:
-        ``power`` (share of ``paper`` datasets whose interval lies inside the band), ``against``
-        (``paper`` datasets graded disjoint: the leg would say not reproduced), ``false_positive``
-        (``no_offsets`` datasets inside), ``null_rejected`` (``no_offsets`` datasets disjoint); per world
-        w ``straddle_<w>``, ``width_<w>`` (median interval width, bits), ``p_star_<w>`` (the true P*),
-        ``median_p_star_<w>`` (median fitted P*), ``n_failed_<w>`` (graded datasets without an interval),
-        and for ``ours`` also ``inside_ours`` and ``disjoint_ours``;
-        ``n_sim``, ``pool``, ``seed_sd``, ``floor``, ``sim_version`` (``P6_PSTAR_SIM_VERSION``). Rates
-        count failed datasets as not inside and not disjoint.
-
-    Raises:
-        ValueError: ``n_sim`` < 1, ``pool`` < 2, ``seed_sd`` outside [0, noise.loss_sd], a frame missing.
-    """
-    from ..laws import fit as lfit
-    from ..laws import optimal
-
-    if isinstance(n_sim, bool) or not isinstance(n_sim, (int, np.integer)) or n_sim < 1:
-        raise ValueError(f"p6_pstar_power: n_sim must be an integer >= 1; got {n_sim!r}")
-    if isinstance(pool, bool) or not isinstance(pool, (int, np.integer)) or pool < 2:
-        raise ValueError(f"p6_pstar_power: pool must be an integer >= 2 (a pool of one dataset has no spread); "
-                         f"got {pool!r}")
-    if not (math.isfinite(seed_sd) and 0 <= seed_sd <= noise.loss_sd):
-        raise ValueError(f"p6_pstar_power: seed_sd must be in [0, noise.loss_sd = {noise.loss_sd:.4g}] nats; "
-                         f"got {seed_sd!r}")
-    missing = [k for k in ("chinchilla", *(f"neff_{x}" for x in _PARTS)) if k not in frames]
-    if missing:
-        raise ValueError(f"p6_pstar_power: frames lacks {missing}; pass law_fits.stage_frames(df)")
+def p6_pstar_worlds(ours: Mapping[str, float] | None = None) -> dict[str, dict[str, tuple[float, float]]]:
+    """World -> part -> (γ_x, n_x) the P* leg's simulation generates from: ``paper`` (Table 2), ``no_offsets``
+    (Table 2's γ_x, n_x = 0) and, with ``ours`` (``gamma_x``, ``n_x`` of each part), ``ours``."""
     p = forms.PAPER_CONSTANTS
     worlds = {"paper": {x: (p[f"gamma_{x}"], p[f"n_{x}"]) for x in _PARTS},
               "no_offsets": {x: (p[f"gamma_{x}"], 0.0) for x in _PARTS}}
     if ours is not None:
         worlds["ours"] = {x: (float(ours[f"gamma_{x}"]), float(ours[f"n_{x}"])) for x in _PARTS}
-    design, n_all = p4_design(frames), int(n_sim) + int(pool)
-    blocks = _seed_blocks(frames, n_all, seed_sd, seed)
-    chins = _p4_chinchillas(frames, chinchilla, noise, n_all, np.random.default_rng(seed), True, blocks)
-    sd = _within_sd(noise, blocks)
-    eps = {x: np.random.default_rng([seed, 2, i]).standard_normal((n_all, len(design[x])))
-           for i, x in enumerate(_PARTS)}
-    out: dict[str, float | str] = {"n_sim": float(n_sim), "pool": float(pool), "seed_sd": float(seed_sd),
-                                   "floor": float(floor), "sim_version": P6_PSTAR_SIM_VERSION}
-    for world, curves in worlds.items():
-        theta = {}
-        for x in _PARTS:
-            fr, (g, n) = design[x], curves[x]
-            f = extended_factor(_num(fr[f"bits_{x}"]).to_numpy(float), g, n, floor)
-            true = forms.chinchilla_loss(fr["n_params"].to_numpy(float) * f, fr["n_tokens"].to_numpy(float), chinchilla)
-            block, stage = _block_of(fr, blocks), lfit.STAGES[f"neff_{x}"]
-            th = np.full((n_all, 2), np.nan)
-            for s in range(n_all):
-                if chins[s] is None:
-                    continue
-                try:
-                    res = lfit.fit_stage(stage, fr.assign(loss_val=true + sd * eps[x][s] + block(s)), chins[s],
-                                         n_refine=1, extra_starts=np.array([[g, n]]))
-                except ValueError:
-                    continue
-                th[s] = [res.params[f"gamma_{x}"], res.params[f"n_{x}"]]
-            theta[x] = th
-        graded = {x: theta[x][:n_sim] for x in _PARTS}
-        pooled = {x: theta[x][n_sim:] for x in _PARTS}
-        ok = np.all([np.isfinite(pooled[x]).all(axis=1) for x in _PARTS], axis=0)
-        dev = {x: pooled[x][ok] - pooled[x][ok].mean(axis=0) for x in _PARTS}
-        lo, hi, point = np.full(n_sim, np.nan), np.full(n_sim, np.nan), np.full(n_sim, np.nan)
-        for s in range(n_sim):
-            if not (ok.any() and all(np.isfinite(graded[x][s]).all() for x in _PARTS)):
-                continue
-            ps = _p_star_of({x: graded[x][s] + dev[x] for x in _PARTS})
-            ps = ps[np.isfinite(ps)]
-            if len(ps) >= 2:
-                lo[s], hi[s] = np.percentile(ps, [2.5, 97.5])
-                point[s] = _p_star_of({x: graded[x][s][None, :] for x in _PARTS})[0]
-        done = np.isfinite(lo)
-        inside = done & (lo >= band[0]) & (hi <= band[1])
-        disjoint = done & ((hi < band[0]) | (lo > band[1]))
-        a, b = {"paper": ("power", "against"), "no_offsets": ("false_positive", "null_rejected")}.get(
-            world, (f"inside_{world}", f"disjoint_{world}"))
-        out[a], out[b] = float(inside.mean()), float(disjoint.mean())
-        out[f"straddle_{world}"] = float((done & ~inside & ~disjoint).mean())
-        out[f"width_{world}"] = float(np.median((hi - lo)[done])) if done.any() else math.nan
-        out[f"median_p_star_{world}"] = float(np.nanmedian(point)) if np.isfinite(point).any() else math.nan
-        out[f"p_star_{world}"] = float(optimal.optimal_precision(
-            {k: v for x in _PARTS for k, v in zip((f"gamma_{x}", f"n_{x}"), curves[x])}))
-        out[f"n_failed_{world}"] = float((~done).sum())
+    return worlds
+
+
+def p6_pstar_dataset(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float],
+                     curves: Mapping[str, tuple[float, float]], noise: NoiseModel, rng: np.random.Generator,
+                     seed_sd: float = 0.0, floor: float = NEFF_F_FLOOR) -> dict[str, pd.DataFrame]:
+    """One simulated dataset on our design for P6's P* leg: the ``chinchilla`` frame's losses from
+    ``chinchilla`` (Chinchilla's form) and each marginal ``neff_x`` frame's from Eqs. 3–4 with part x's
+    (γ_x, n_x) of ``curves`` (``extended_factor`` at ``floor`` where the factor is lower), plus one run's
+    seed σ (``noise.loss_sd``, of which ``seed_sd`` [nats] a random effect shared by the runs of one
+    (N, seed) in the dataset). Returns the frames with ``loss_val`` replaced (every other column kept).
+
+    Raises:
+        ValueError: ``seed_sd`` outside [0, noise.loss_sd], or a frame missing.
+    """
+    if not (math.isfinite(seed_sd) and 0 <= seed_sd <= noise.loss_sd):
+        raise ValueError(f"p6_pstar_dataset: seed_sd must be in [0, noise.loss_sd = {noise.loss_sd:.4g}] nats; "
+                         f"got {seed_sd!r}")
+    missing = [k for k in ("chinchilla", *(f"neff_{x}" for x in _PARTS)) if k not in frames]
+    if missing:
+        raise ValueError(f"p6_pstar_dataset: frames lacks {missing}; pass law_fits.stage_frames(df)")
+    keys = sorted({k for k in ("chinchilla", *(f"neff_{x}" for x in _PARTS)) for k in _block_keys(frames[k])})
+    block = {k: seed_sd * z for k, z in zip(keys, rng.standard_normal(len(keys)))}
+    sd = math.sqrt(noise.loss_sd ** 2 - seed_sd ** 2)
+    out = {}
+    for name in ("chinchilla", *(f"neff_{x}" for x in _PARTS)):
+        fr = frames[name]
+        n = fr["n_params"].to_numpy(float)
+        if name != "chinchilla":
+            x = name.split("_", 1)[1]
+            n = n * extended_factor(_num(fr[f"bits_{x}"]).to_numpy(float), *curves[x], floor)
+        true = np.asarray(forms.chinchilla_loss(n, fr["n_tokens"].to_numpy(float), chinchilla), dtype=float)
+        shared = np.array([block[k] for k in _block_keys(fr)])
+        out[name] = fr.assign(loss_val=true + sd * rng.standard_normal(len(fr)) + shared)
     return out
+
+
+def p6_pstar_grade(lo: float, hi: float, band: tuple[float, float] = P6_PSTAR_BAND) -> str:
+    """P6 rule v4's reading of a P* interval: ``inside`` the band, ``outside`` it (disjoint), ``straddles``
+    an edge, or ``none`` (no interval: NaN ends)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "none"
+    if band[0] <= lo and hi <= band[1]:
+        return "inside"
+    return "outside" if hi < band[0] or lo > band[1] else "straddles"
