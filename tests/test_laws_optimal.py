@@ -387,4 +387,4 @@ def test_suite_argmin_history_agrees_with_the_summary_the_verdict_reads_at_each_
         t = compute_matched_table(df, "cpu")
         seed0 = t[(t["seed"] == 0) & (t["status"] == "ok")].set_index("bits")["loss_val"].idxmin()
         clause = text.split(f"at evaluation version {version}, ")[1].split(";")[0]
-        assert clause == f"{seed0:g} bits on seed 0 alone and {best:g} on the mean of {len(PROFILES['cpu'].qat.cm_seeds)} seeds", clause
+        assert clause == f"{seed0:g} bits on seed 0 alone and {best:g} on the mean of each member's seeds ({len(PROFILES['cpu'].qat.cm_seeds)} per low-precision member)", clause

@@ -416,6 +416,7 @@ def test_seed_budget_sentence_says_what_the_simulation_can_and_cannot_size():
     assert "no count's interval clears 0.5 (best 0.42 [0.33, 0.52] at 3 seeds)" in text
     assert ("σ_seed's upper end 0.90 at 3 seeds → 0.53 at 5 seeds (Wilson intervals disjoint)" in text
             and "σ_seed = 0 0.42 at 3 seeds → 0.39 at 5 seeds;" in text)
+    assert "share one bootstrap pool" in text and "a drop marked disjoint is suggestive, not shown" in text
     assert text.endswith("at about 10 CPU-hours beyond the committed seed 0.")
     assert "needs checking before it sizes any sweep" in text  # no variant columns: no reading of the fall
     # with rule v6's variants: the correctly specified one rises, the floor-0.05 one falls at 5 seeds

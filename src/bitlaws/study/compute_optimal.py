@@ -774,7 +774,7 @@ def suite_argmin_history(profile: str, root: str | os.PathLike | None = None) ->
     """Where the compute-matched suite's lowest loss sits at each evaluation version with suite rows:
     on seed 0 alone and on the mean over seeds (P6 rule v2 was written when these differed at
     version 1). One clause per version, e.g. ``"at evaluation version 1, 12 bits on seed 0 alone and 8
-    on the mean of 3 seeds"``; "" where the profile has no suite rows.
+    on the mean of each member's seeds (3 per low-precision member)"``; "" where the profile has no suite rows.
 
     Args:
         profile: a declared profile. root: a ``data/`` folder other than the repository's.
@@ -796,7 +796,7 @@ def suite_argmin_history(profile: str, root: str | os.PathLike | None = None) ->
         mean = ok.groupby("bits")["loss_val"].mean()
         seeds = int(ok.loc[ok["bits"] != forms.HIGH_PRECISION_BITS].groupby("bits")["seed"].nunique().max())
         parts.append(f"at evaluation version {version}, {seed0.idxmin():g} bits on seed 0 alone and "
-                     f"{mean.idxmin():g} on the mean of {seeds} seeds")
+                     f"{mean.idxmin():g} on the mean of each member's seeds ({seeds} per low-precision member)")
     return "; ".join(parts)
 
 

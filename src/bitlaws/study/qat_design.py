@@ -549,7 +549,9 @@ def factorial_overlap(profile: str = "cpu", seeds: Sequence[int] | None = None, 
     """Which of the factorial's runs (``qat_factorial``, at ``seeds``; default the declared
     ``PowerPlan.factorial_seeds``) are runs whose rows other experiments have committed, or runs
     another declared sweep trains: a ``run_id`` leaves the experiment out, so such a run is the same
-    model, seen (or to be seen) outside the factorial.
+    model, seen (or to be seen) outside the factorial. A guard of the factorial's registration, it reads
+    every row in the CSVs, those written after the data freeze (``store.ROWS_READ_UNTIL``) included: a
+    run seen anywhere counts.
 
     Returns:
         ``runs`` (the factorial's runs at ``seeds``), ``committed`` (of them, with rows committed
@@ -1011,7 +1013,8 @@ def seed_budget_sentence(design: pd.DataFrame | None, declared_seeds: int, targe
     ``power_seed_hi``) any simulated count reaches ``target``; whether any count's Wilson interval clears
     the verdict's gate ``claims.POWER_MIN`` at σ_seed = 0, the simulation the verdict's gate reads; and in
     which readings the power falls as seeds are added (from the count with most power to the largest),
-    naming a fall whose Wilson intervals are disjoint.
+    marking a fall whose Wilson intervals are disjoint, and saying that binomial intervals understate a
+    shared-pool simulation's error (the replicates measure it), so such a fall is suggestive, not shown.
     """
     from .claims import POWER_MIN
 
@@ -1057,8 +1060,9 @@ def seed_budget_sentence(design: pd.DataFrame | None, declared_seeds: int, targe
                          + (" (Wilson intervals disjoint)" if hi_l < lo_t else ""))
     if falls:
         text += ("From the count with most power to the largest, the table's power does not rise (" + "; ".join(falls)
-                 + "; only intervals marked disjoint tell the drop from Monte Carlo error, and the replicates above "
-                 "measure it at the point estimate). ")
+                 + "; the Wilson intervals are binomial, and this simulation's datasets share one bootstrap pool, "
+                 "which makes its error larger than binomial (the replicates above measure it at the point estimate), "
+                 "so a drop marked disjoint is suggestive, not shown). ")
         var = {c: dict(zip(rows["seeds"].astype(int), rows[c].astype(float))) for c in _P4_VARIANT_COLUMNS if c in rows}
         ks = sorted(rows["seeds"].astype(int))
         rises = lambda v: all(v[a] <= v[b] for a, b in zip(ks, ks[1:]))  # noqa: E731
