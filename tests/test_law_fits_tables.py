@@ -50,3 +50,19 @@ def test_stages_markdown_gives_rows_and_what_each_stage_was_fitted_on():
     line = next(x for x in other.splitlines() if x.startswith("| `table1`"))
     assert _cells(line)[2:] == ["13", "—", "—"]
     assert "`table1` counts not recorded (its record took 12 rows, 13 are here)" in other
+
+
+def test_ptq_crosscheck_markdown_quotes_chapter_1s_named_estimates():
+    from bitlaws.study.ptq_degradation import EXPONENT_ESTIMATES
+
+    nan = float("nan")
+    est = {"slope": {"name": EXPONENT_ESTIMATES["slope"], "gamma_post": 0.7049, "r2": 0.987, "n_points": 30.0},
+           "floor": {"name": EXPONENT_ESTIMATES["floor"], "gamma_d": 0.5344, "gamma_n": 0.2947, "gamma_post": 0.7182,
+                     "r2": 0.977, "n_points": 33.0},
+           "fit": {"gamma_d": nan}, "p1": {"gamma_d": nan}}
+    text = lfs.ptq_crosscheck_markdown(est)
+    assert "`ptq_degradation.exponent_estimates`" in text
+    assert f"its *{EXPONENT_ESTIMATES['slope']}*, a common slope" in text
+    assert "γ_post = **0.70 bits** (R² 0.99, 30 points)" in text
+    assert f"its *{EXPONENT_ESTIMATES['floor']}*, gives γ_D = **0.53**, γ_N = **0.29**" in text and "33 cells" in text
+    assert lfs.ptq_crosscheck_markdown(None).startswith("Chapter 1's estimates of the exponents have too few cells")

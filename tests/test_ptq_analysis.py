@@ -682,3 +682,94 @@ def test_p1_on_the_committed_rows_sets_both_gamma_d_estimators_side_by_side():
     huber, lo, hi, ll, ll_lo, ll_hi = map(float, m.groups())
     assert (f"{lo:.2f}", f"{hi:.2f}") == (f"{v.details['gptq_gamma_d_lo']:.2f}", f"{v.details['gptq_gamma_d_hi']:.2f}")
     assert ll_lo <= ll <= ll_hi and f"{huber:.2f}" == f"{v.details['gptq_eq2_gamma_d']:.2f}"
+
+
+# --- the estimates of Eq. 2's exponents (chapter 01's "Which γ_D is which", chapter 03's cross-check) ----
+
+def _with_qat_rows(df: pd.DataFrame, method: str = "rtn") -> pd.DataFrame:
+    """`df` plus a run trained with INT4 weights at every (N, D) of seed 0 (the QAT sweep), whose δ grows
+    with D ** 0.3 at three times the size: rows a PTQ table must not pool with the high-precision runs'."""
+    hp = df[(df["seed"] == 0) & df["ptq_method"].isin(["none", method])]
+    q = hp.assign(run_id="q" + hp["run_id"], obs_id="q" + hp["obs_id"], experiment="qat_marginal", bits_w=4,
+                  fmt_w="int4")
+    lift = q["n_tokens"] ** 0.3 * 1e-3 * np.exp(-q["bits_post"] / 0.6)
+    q.loc[q["ptq_method"] == method, "delta_ptq"] = lift
+    q["loss_val"] = q["loss_val"] + 0.01 + np.where(q["ptq_method"] == method, lift, 0.0)
+    return pd.concat([df, q], ignore_index=True)
+
+
+def test_exponent_estimates_name_each_estimate_and_recover_eq2():
+    df = make_frame({"rtn": eq2_delta(EQ2)})
+    est = pa.exponent_estimates(df, "rtn", "no-such-profile")  # no committed fit: the Huber fit has no interval
+    assert list(est) == list(pa.EXPONENT_ESTIMATES) and [e["name"] for e in est.values()] == \
+        list(pa.EXPONENT_ESTIMATES.values())
+    # δ is Eq. 2 to within the seed offsets: every estimate of γ_D (and γ_post) finds it
+    for key in ("fit", "floor", "p1"):
+        assert est[key]["gamma_d"] == pytest.approx(EQ2["gamma_D"], abs=0.01), key
+    for key in ("fit", "floor", "slope"):
+        assert est[key]["gamma_post"] == pytest.approx(EQ2["gamma_post"], abs=0.01), key
+    assert math.isnan(est["fit"]["gamma_d_lo"]) and math.isnan(est["slope"]["gamma_d"])
+    assert est["p1"]["gamma_d_lo"] < EQ2["gamma_D"] < est["p1"]["gamma_d_hi"]
+    # what each reads: 4 bits × 12 runs of rows; 12 cells × INT3–6 above the floor; INT3–5 for P1's
+    assert (est["fit"]["n_points"], est["fit"]["unit"]) == (4 * 14, "rows")
+    assert (est["floor"]["n_points"], est["p1"]["n_points"], est["slope"]["n_points"]) == (48, 36, 48)
+    assert est["p1"]["d_min"] == min(DS) and est["fit"]["d_max"] == max(DS)
+
+
+def test_exponent_estimates_leave_out_models_trained_in_low_precision():
+    # chapter 03 reads every training sweep: pooled into the cells, QAT models' RTN rows moved its
+    # cross-check away from chapter 01's; the estimates read the high-precision runs only
+    clean = make_frame({"rtn": eq2_delta(EQ2)})
+    mixed = _with_qat_rows(clean)
+    assert len(pa.high_precision_rows(mixed)) == len(clean)
+    naive = pa.fit_eq2_loglinear(pa.ptq_table(mixed, "rtn"), pa.noise_floor(mixed, "rtn"))
+    assert abs(naive["gamma_d"] - EQ2["gamma_D"]) > 0.05  # what pooling did
+    a, b = (pa.exponent_estimates(f, "rtn", "no-such-profile") for f in (clean, mixed))
+    for key in a:  # equal, NaN where NaN
+        assert pd.Series(a[key]).equals(pd.Series(b[key])), (key, a[key], b[key])
+    assert b["floor"]["gamma_d"] == pytest.approx(EQ2["gamma_D"], abs=0.01)
+
+
+def test_local_d_slopes_of_a_power_law_are_its_exponent():
+    df = make_frame({"rtn": eq2_delta(EQ2)})
+    tab = pa.ptq_table(df, "rtn")
+    steps = pa.local_d_slopes(tab, pa.noise_model(df, "rtn"))
+    assert list(zip(steps["d_from"], steps["d_to"])) == list(zip(DS[:-1], DS[1:]))
+    assert np.allclose(steps["slope"], EQ2["gamma_D"], atol=0.01) and (steps["series"] == 9).all()  # 3 N × INT3–5
+    facts = pa.exponent_facts(df)
+    assert facts["gd_local_rtn"] == "1.0M→2.0M 0.90, 2.0M→4.0M 0.90, 4.0M→8.0M 0.90"
+
+
+def test_chapters_01_and_03_quote_the_same_estimates_on_the_committed_rows():
+    from bitlaws.study import law_fits as lfs
+    from bitlaws.study.claims import load_verdicts
+    from bitlaws.study.noise import noise_model
+    from bitlaws.study.power import p1_statistics
+    from bitlaws.study.store import load_runs
+
+    ch01 = load_runs("cpu", experiment="base_grid")
+    ch03 = load_runs("cpu", experiment=lfs.TRAINING_EXPERIMENTS)
+    assert set(ch03["experiment"]) > {"base_grid"}  # chapter 03 reads the QAT sweeps too
+    rtn01, rtn03 = pa.exponent_estimates(ch01, "rtn", "cpu"), pa.exponent_estimates(ch03, "rtn", "cpu")
+    assert rtn01 == rtn03
+    text = lfs.ptq_crosscheck_markdown(rtn03)
+    assert f"γ_D = **{rtn01['floor']['gamma_d']:.2f}**" in text and f"{int(rtn01['floor']['n_points'])} cells" in text
+    assert "*above-floor regression*" in text and "*per-cell slope*" in text
+    # chapter 01's Eq. 2 table prints the same above-floor regression
+    eq2 = {m: pa.eq2_fit(ch01, m) for m in ("rtn",)}
+    floor_row = f"{pa.EXPONENT_ESTIMATES['floor']}: γ_D / γ_N / γ_post"
+    row = pa.eq2_table(ch01, eq2, {"rtn": None}).loc[floor_row, "here, RTN"]
+    assert row.startswith(f"{rtn01['floor']['gamma_d']:.2f} / ")
+    # P1's regression is the rule's own, on the cells `well_resolved` names; the fit carries the verdict's interval
+    gptq = pa.exponent_estimates(ch01, "gptq", "cpu")
+    tab, noise = pa.ptq_table(ch01, "gptq"), noise_model(ch01, "gptq")
+    st = p1_statistics(tab, noise, None, pa.P1_BITS)
+    assert (gptq["p1"]["gamma_d"], gptq["p1"]["gamma_d_lo"]) == (st["gamma_d"], st["gamma_d_ll_lo"])
+    from bitlaws.study.power import _loglinear_gamma_d
+
+    x = np.column_stack([np.ones(len(tab)), np.log(tab["n_tokens"]), np.log(tab["n_params"]), tab["bits_post"]])
+    use = pa.well_resolved(tab, noise)
+    assert _loglinear_gamma_d(x[use], tab["delta_ptq"].to_numpy()[use])[0] == pytest.approx(st["gamma_d"], rel=1e-12)
+    stored = load_verdicts()["P1"].details
+    assert [f"{gptq['fit'][k]:.2f}" for k in ("gamma_d", "gamma_d_lo", "gamma_d_hi")] == \
+        [f"{stored[k]:.2f}" for k in ("gptq_eq2_gamma_d", "gptq_gamma_d_lo", "gptq_gamma_d_hi")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -110,8 +111,9 @@ def test_eq2_table_recovers_the_exponents_and_shows_intervals(frame):
         ("0.988", "0.912", "168")
     assert r["held-out R² (leave one N out)"] == "n/a (fit file stale)"
     # δ is Eq. 2 to within the seed offsets, so the log-linear regression recovers its exponents
-    assert g["log-linear γ_D / γ_N / γ_post"] == r["log-linear γ_D / γ_N / γ_post"] == "0.90 / 0.30 / 0.60"
-    assert g["log-linear R² (of ln δ)"] == "1.000 (48 cells)"
+    floor = pa.EXPONENT_ESTIMATES["floor"]  # the rows carry the estimate's one name
+    assert g[f"{floor}: γ_D / γ_N / γ_post"] == r[f"{floor}: γ_D / γ_N / γ_post"] == "0.90 / 0.30 / 0.60"
+    assert g[f"{floor}: R² (of ln δ)"] == "1.000 (48 cells)"
     assert t.loc["γ_D (D exponent)", "paper (Kumar et al., Table 2)"] == f"{PAPER_CONSTANTS['gamma_D']:.3f}"
 
 
@@ -162,8 +164,97 @@ def test_verdict_table_markdown():
     assert md.splitlines() == ["| claim | the paper | key number: paper / ours | verdict |", "|---|---|---|---|",
                                "| P1 | paper P1 | — | **partly** |",
                                "| P2 | paper P2 | — | **inconclusive** |", "",
-                               "**P1, partly.** *Here:* ours P1 *Why:* r1.", "",
-                               "**P2, inconclusive.** *Here:* ours P2 *Why:* r2."]
+                               "**P1, partly.** *Here:*", "", "ours P1", "", "*Why P1 is partly:*", "", "r1.", "",
+                               "**P2, inconclusive.** *Here:*", "", "ours P2", "", "*Why P2 is inconclusive:*", "",
+                               "r2"]
+
+
+# A verdict text shaped like P2's reason: a lead, "; "-parts, a long parenthesis with its own parts.
+_LONG_REASON = ("It rests on few series: the rises sit at D ≥ 8.4M; at 95% coverage the minimum lies at D ∈ {8.4M} "
+                "for GPTQ (N = 26,784, INT3; seeds 0–4 at 4.2M, 8.4M; " + "word " * 30 + "end; at the nominal "
+                "95 % {8.4M}), by a seed bootstrap of 2000 draws, " + "more " * 25 + "reported, not graded; the "
+                "seed noise has 19 degrees of freedom (5 seeded cells; t = 2.09). With the paper's exponents (Eq. 2, "
+                "App. F) our design would see a turn-up in 0% of datasets. Short one; two.")
+
+
+def _words(md: str) -> list[str]:
+    """The words of a text or of its Markdown, sorted (a pulled-out parenthesis moves), less the list marks,
+    the letters that stand for a parenthesis, emphasis and punctuation."""
+    text = re.sub(r"^\s*- \([a-z]\) [^:]*:$", "", md, flags=re.M)  # "(a) for GPTQ:" repeats words before it
+    text = re.sub(r"^\s*- (\([a-z]\) )?", "", text, flags=re.M)
+    text = re.sub(r" \([a-z]\)", "", text).replace("*", "")
+    return sorted(w for w in re.split(r"[\s;,.:()]+", text) if w)
+
+
+def test_verdict_text_markdown_breaks_a_long_text_into_lists_and_keeps_every_word():
+    md = pa.verdict_text_markdown(_LONG_REASON)
+    lines = md.splitlines()
+    # the long sentence: its lead as a label, then one bullet per "; "-part
+    assert lines[0] == "*It rests on few series:*"
+    bullets = [x for x in lines if x.startswith("- ")]
+    assert bullets[0] == "- the rises sit at D ≥ 8.4M"
+    assert bullets[1].startswith("- at 95% coverage the minimum lies at D ∈ {8.4M} for GPTQ (a), by a seed bootstrap")
+    assert bullets[2] == "- the seed noise has 19 degrees of freedom (5 seeded cells; t = 2.09)."
+    # the long parenthesis moved below its part, lettered under what it belongs to, split at its own "; "
+    sub = [x for x in lines if x.startswith("  - ")]
+    assert sub == ["  - (a) for GPTQ:"]
+    nested = [x for x in lines if x.startswith("    - ")]
+    assert nested[:2] == ["    - N = 26,784, INT3", "    - seeds 0–4 at 4.2M, 8.4M"]
+    assert "    - at the nominal 95 % {8.4M}" in lines
+    # short sentences stay whole paragraphs: "Eq. 2" and "App. F" are not sentence ends, "; " not a break
+    assert "With the paper's exponents (Eq. 2, App. F) our design would see a turn-up in 0% of datasets." in lines
+    assert lines[-1] == "Short one; two."
+    # nothing lost or added: the words, less the list marks, are the text's
+    assert _words(md) == _words(_LONG_REASON)
+    # a short text is one paragraph, as it was
+    assert pa.verdict_text_markdown("Judged where δ clears the floor (t = 2.09). The gap; is small.") == \
+        "Judged where δ clears the floor (t = 2.09).\n\nThe gap; is small."
+    # unbalanced brackets: no cut at all rather than a wrong one
+    assert pa.verdict_text_markdown("a (b; c. D " + "x " * 60) == "a (b; c. D " + " ".join(["x"] * 60)
+
+
+def test_the_committed_p2_verdict_is_shown_in_parts():
+    from bitlaws.study.claims import load_verdicts
+    from bitlaws.study.summary import markdown_text
+
+    v = load_verdicts()
+    md = pa.verdict_table_markdown(v["P1"], v["P2"])
+    why = md.split(f"*Why P2 is {v['P2'].verdict}:*", 1)[1]
+    paragraphs = [p for p in why.split("\n\n") if p.strip()]
+    # the reason that rendered as one paragraph of several hundred words is now many short pieces
+    assert len(v["P2"].reason.split()) > 300
+    pieces = [x for p in paragraphs for x in p.splitlines() if x.strip()]
+    assert len(pieces) >= 10 and max(len(x.split()) for x in pieces) < len(v["P2"].reason.split()) / 3
+    assert _words(why) == _words(markdown_text(v["P2"].reason))  # the record's words (escaped as before), unchanged
+
+
+def test_log_ticks_give_round_values_on_any_range():
+    assert pa.log_ticks(19.6, 626.4) == [20.0, 50.0, 100.0, 200.0, 500.0]  # the D/N axis of the Fig. 1 panel
+    assert pa.log_ticks(0.5, 5000) == [1.0, 10.0, 100.0, 1000.0]  # wide: one per decade
+    assert pa.log_ticks(19.6, 40) == [20.0, 30.0, 40.0]
+    narrow = pa.log_ticks(1.0, 1.2)
+    assert len(narrow) == 3 and all(1.0 <= t <= 1.2 for t in narrow) and narrow == sorted(set(narrow))
+    with pytest.raises(ValueError, match="0 < lo < hi"):
+        pa.log_ticks(5, 5)
+
+
+def test_the_d_over_n_axis_of_the_fig1_panel_has_three_ticks_or_more(frame):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from bitlaws.study import figures
+
+    tabs = {m: pa.ptq_table(frame, m) for m in ("gptq", "rtn")}
+    crit = {m: pa.critical_data_sizes(frame, m) for m in tabs}
+    fig = figures.ptq.ptq_vs_d_smallest_figure(tabs, crit, "gptq")
+    ticks = pa.tick_d_over_n_axis(fig, tabs)
+    fig.canvas.draw()
+    top = fig.axes[0].child_axes[0]
+    lo, hi = sorted(top.get_xlim())
+    shown = [t for t in top.xaxis.get_majorticklocs() if lo <= t <= hi]
+    assert len(ticks) >= 3 and shown == ticks
+    labels = [x.get_text() for x in top.xaxis.get_majorticklabels() if x.get_text()]
+    assert labels == [f"{t:g}" for t in ticks]  # plain numbers, not 10^x
 
 
 def test_paper_vs_here_table(frame):
@@ -173,7 +264,10 @@ def test_paper_vs_here_table(frame):
     here = t["here"]
     assert here["PTQ method"] == "GPTQ, RTN (verdicts on GPTQ)"
     assert (here["N (non-embedding)"], here["D"], here["largest D/N"]) == ("10,000–100,000", "1.00M–8.0M bytes", "800")
-    assert here["Eq. 2 γ_D / γ_N / γ_post"] == "GPTQ 0.90 / 0.30 / 0.60 · RTN 0.80 / 0.30 / 0.60"
+    assert here["Eq. 2 fit: γ_D / γ_N / γ_post"] == "GPTQ 0.90 / 0.30 / 0.60 · RTN 0.80 / 0.30 / 0.60"
+    # every cell whole in what the chapter shows (a Styler): the frame's repr cut long cells with "..."
+    html = t.style.to_html()
+    assert all(v in html for v in here) and "..." not in html
     assert here["D_crit, INT3, smallest model (Eq. 13)"] == \
         "GPTQ 2.5M bytes (D/N ≈ 250) · RTN 2.5M bytes (D/N ≈ 250)"
     assert (here["P1 verdict"], here["P2 verdict"]) == ("partly", "inconclusive")

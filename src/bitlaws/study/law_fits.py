@@ -82,6 +82,7 @@ __all__ = [
     "chinchilla_table",
     "ptq_constants_table",
     "ptq_crosscheck_text",
+    "ptq_crosscheck_markdown",
     "later_stages_markdown",
     "negative_r2_text",
     "synthetic_recovery",
@@ -2437,30 +2438,56 @@ def ptq_constants_table(record: Mapping | None) -> pd.DataFrame:
               "held out: one budget"])
 
 
-def ptq_crosscheck_text(slope: tuple[float, float, int], loglin: Mapping[str, float]) -> str:
-    """Chapter 1's two estimates of Eq. 2's exponents, in words, beside the Huber fit.
+def ptq_crosscheck_text(slope: tuple[float, float, int], loglin: Mapping[str, float], slope_name: str = "",
+                        floor_name: str = "") -> str:
+    """Chapter 1's two estimates of Eq. 2's exponents, in words, beside the Huber fit; with their names
+    in chapter 1 (``ptq_degradation.EXPONENT_ESTIMATES``) where given. ``ptq_crosscheck_markdown`` feeds it
+    from the function chapter 1 uses.
 
     Args:
         slope: :func:`bitlaws.study.ptq_degradation.fit_gamma_post` (γ_post, R², points).
         loglin: :func:`bitlaws.study.ptq_degradation.fit_eq2_loglinear` (``gamma_d``, ``gamma_n``,
             ``gamma_post``, ``r2``, ``n_points``); it is quoted from 6 cells with a finite γ_D.
+        slope_name, floor_name: chapter 1's names of the two, printed in italics before each ("" for none).
 
     Returns:
         Markdown: the estimates that exist, or a sentence saying there are too few cells for either.
     """
     checks = []
     if np.isfinite(slope[0]):
-        checks.append(f"a common slope of ln δ against P_post with one intercept per (N, D) gives γ_post = "
-                      f"**{slope[0]:.2f} bits** (R² {slope[1]:.2f}, {slope[2]} points)")
+        checks.append(f"{f'its *{slope_name}*, ' if slope_name else ''}a common slope of ln δ against P_post with "
+                      f"one intercept per (N, D){',' if slope_name else ''} gives γ_post = **{slope[0]:.2f} bits** "
+                      f"(R² {slope[1]:.2f}, {slope[2]} points)")
     if loglin["n_points"] >= 6 and np.isfinite(loglin["gamma_d"]):
-        checks.append(f"least squares of ln δ on (ln D, ln N, P_post) gives γ_D = **{loglin['gamma_d']:.2f}**, "
+        checks.append(f"least squares of ln δ on (ln D, ln N, P_post){f', its *{floor_name}*,' if floor_name else ''} "
+                      f"gives γ_D = **{loglin['gamma_d']:.2f}**, "
                       f"γ_N = **{loglin['gamma_n']:.2f}**, γ_post = **{loglin['gamma_post']:.2f}** "
                       f"(R² on ln δ {loglin['r2']:.2f}, {int(loglin['n_points'])} cells)")
     if not checks:
         return "Chapter 1's estimates of the exponents have too few cells above the noise floor here."
-    return ("Cross-checks from chapter 1, on seed-averaged cells whose δ exceeds twice the seed-noise floor (a "
-            "censored sample, so they need not agree exactly with the Huber fit on every row): "
+    return ("Cross-checks from chapter 1, by its function on the same high-precision runs "
+            "(`ptq_degradation.exponent_estimates`), on seed-averaged cells whose δ exceeds twice the seed-noise "
+            "floor (a censored sample, so they need not agree exactly with the Huber fit on every row): "
             + "; ".join(checks) + ".")
+
+
+def ptq_crosscheck_markdown(estimates: Mapping[str, Mapping[str, float]] | None) -> str:
+    """Chapter 1's cross-checks of Eq. 2 for chapter 3: ``ptq_crosscheck_text`` of the ``slope`` and ``floor``
+    entries of :func:`bitlaws.study.ptq_degradation.exponent_estimates`, the function chapter 1 prints
+    them with, so both chapters quote the same numbers from the same rows.
+
+    Args:
+        estimates: ``exponent_estimates(df, "rtn", profile)`` (its ``slope`` and ``floor`` entries, each with
+            its ``name``), or None where the rows have no RTN.
+
+    Returns:
+        Markdown, as ``ptq_crosscheck_text``.
+    """
+    if estimates is None:
+        return ptq_crosscheck_text((math.nan, math.nan, 0), {"n_points": 0})
+    s, f = estimates["slope"], estimates["floor"]
+    n = int(s["n_points"]) if np.isfinite(s["n_points"]) else 0
+    return ptq_crosscheck_text((s["gamma_post"], s["r2"], n), f, s["name"], f["name"])
 
 
 # the paper's side of each later stage (Kumar et al., Table 2, Figs. 5 and 7, Table 1)

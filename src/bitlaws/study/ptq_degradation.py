@@ -17,6 +17,7 @@ chapter's tables and sentences are the functions at the end of the module.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,11 @@ __all__ = [
     "trend_with_bits",
     "fit_gamma_post",
     "fit_eq2_loglinear",
+    "above_floor",
+    "EXPONENT_ESTIMATES",
+    "high_precision_rows",
+    "well_resolved",
+    "exponent_estimates",
     "post_ptq_rise",
     "ARGMIN_BOOT",
     "ARGMIN_SEED",
@@ -222,6 +228,20 @@ def trend_with_bits(tab: pd.DataFrame, floor: dict[str, float]) -> TrendCount:
     return TrendCount(n, agree, mono, against)
 
 
+def _slope_points(tab: pd.DataFrame, floor: dict[str, float]) -> tuple[int, pd.DataFrame]:
+    """``fit_gamma_post``'s points: every cell row whose δ exceeds ``NOISE_K`` × the floor at its P_post
+    (and 1e-12), then only the (N, D) cells with two such P_post. Returns (points before that second
+    cut, the frame of ``cell``, ``p``, ``ly`` = ln δ, ``n_tokens``)."""
+    rows = []
+    for key, s in tab.groupby(["n_params", "n_tokens"]):
+        for _, r in s.iterrows():
+            thr = NOISE_K * floor.get(f"delta_{int(r.bits_post)}", 0.0)
+            if r.delta_ptq > max(thr if math.isfinite(thr) else 0.0, 1e-12):
+                rows.append((key, r.bits_post, math.log(r.delta_ptq), key[1]))
+    f = pd.DataFrame(rows, columns=["cell", "p", "ly", "n_tokens"])
+    return len(rows), f[f.groupby("cell")["p"].transform("count") >= 2] if len(f) else f
+
+
 def fit_gamma_post(tab: pd.DataFrame, floor: dict[str, float]) -> tuple[float, float, int]:
     """γ_post from the slope of ln δ_PTQ against P_post, over cells where δ exceeds the floor.
 
@@ -231,16 +251,9 @@ def fit_gamma_post(tab: pd.DataFrame, floor: dict[str, float]) -> tuple[float, f
     Returns:
         (γ_post [bits], R² of the within-cell fit, number of points used). NaN if < 3 points.
     """
-    rows = []
-    for key, s in tab.groupby(["n_params", "n_tokens"]):
-        for _, r in s.iterrows():
-            thr = NOISE_K * floor.get(f"delta_{int(r.bits_post)}", 0.0)
-            if r.delta_ptq > max(thr if math.isfinite(thr) else 0.0, 1e-12):
-                rows.append((key, r.bits_post, math.log(r.delta_ptq)))
-    if len(rows) < 3:
-        return math.nan, math.nan, len(rows)
-    f = pd.DataFrame(rows, columns=["cell", "p", "ly"])
-    f = f[f.groupby("cell")["p"].transform("count") >= 2]
+    rows, f = _slope_points(tab, floor)
+    if rows < 3:
+        return math.nan, math.nan, rows
     if len(f) < 3:
         return math.nan, math.nan, len(f)
     xc = f["p"] - f.groupby("cell")["p"].transform("mean")
@@ -249,6 +262,19 @@ def fit_gamma_post(tab: pd.DataFrame, floor: dict[str, float]) -> tuple[float, f
     resid = yc - slope * xc
     r2 = 1.0 - float((resid**2).sum() / (yc**2).sum())
     return (-1.0 / slope if slope < 0 else math.inf), r2, len(f)
+
+
+def above_floor(tab: pd.DataFrame, floor: dict[str, float]) -> np.ndarray:
+    """The cells ``fit_eq2_loglinear`` reads: δ_PTQ above ``NOISE_K`` × the seed floor at its P_post.
+
+    Args:
+        tab: ``ptq_table`` (``bits_post``, ``delta_ptq`` [nats]). floor: ``noise_floor`` (``delta_<b>``).
+
+    Returns:
+        (len(tab),) bool; False at a P_post without a measured floor.
+    """
+    thr = NOISE_K * tab["bits_post"].map(lambda b: floor.get(f"delta_{int(b)}", math.nan)).to_numpy(float)
+    return np.isfinite(thr) & (tab["delta_ptq"].to_numpy(float) > np.nan_to_num(thr, nan=np.inf))
 
 
 def fit_eq2_loglinear(tab: pd.DataFrame, floor: dict[str, float]) -> dict[str, float]:
@@ -263,11 +289,8 @@ def fit_eq2_loglinear(tab: pd.DataFrame, floor: dict[str, float]) -> dict[str, f
         ``gamma_d, gamma_n, gamma_post`` (bits), ``c_t`` (nats, D and N in raw units), ``r2`` (on
         ln δ), ``n_points``; NaN when fewer than 6 points qualify.
     """
-    keep = []
-    for _, r in tab.iterrows():
-        thr = NOISE_K * floor.get(f"delta_{int(r.bits_post)}", math.nan)
-        if math.isfinite(thr) and r.delta_ptq > thr:
-            keep.append((math.log(r.n_tokens), math.log(r.n_params), r.bits_post, math.log(r.delta_ptq)))
+    keep = [(math.log(r.n_tokens), math.log(r.n_params), r.bits_post, math.log(r.delta_ptq))
+            for r in tab[above_floor(tab, floor)].itertuples()]
     out = {"gamma_d": math.nan, "gamma_n": math.nan, "gamma_post": math.nan, "c_t": math.nan, "r2": math.nan,
            "n_points": float(len(keep))}
     if len(keep) < 6:
@@ -1072,6 +1095,101 @@ def method_trends(df: pd.DataFrame, method: str) -> dict:
             "floor": floor, "grade": _grade([d.frac, n.frac, b.frac])}
 
 
+# The estimates of Eq. 2's exponents the book prints, each under one name wherever it is printed:
+# chapter 01 sets them side by side (``exponent_estimates_table``), chapter 03 quotes two of them.
+EXPONENT_ESTIMATES = {"fit": "Eq. 2 fit", "floor": "above-floor regression", "p1": "P1's regression",
+                      "slope": "per-cell slope"}
+
+
+def high_precision_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows, every PTQ method, of the runs trained wholly in high precision with integer formats:
+    the runs of the ``chinchilla`` stage of ``law_fits.stage_frames``, whose PTQ rows Eq. 2 is fitted on.
+    A frame of every training sweep (chapter 03) and the base grid alone (chapter 01) give the same rows
+    wherever the high-precision runs are all in the base grid, as in the committed profiles.
+
+    Args:
+        df: observation rows with ``run_id``, ``status``, ``ptq_method`` (``load_runs``), any experiments.
+
+    Returns:
+        The rows of ``df`` whose run has an ``ok`` unquantized row trained at 16 bits throughout.
+    """
+    runs = set(stage_frames(df)["chinchilla"]["run_id"])
+    return df[df["run_id"].isin(runs)]
+
+
+def well_resolved(tab: pd.DataFrame, noise) -> np.ndarray:
+    """The cells P1's regression reads (``bitlaws.study.power.p1_statistics``): P_post in ``P1_BITS`` and a
+    mean δ above ``power.WELL_RESOLVED`` · t_{0.975, ν} · σ₀ / √k (σ₀ the absolute part of δ's seed noise,
+    k the cell's seeds), where selecting on δ does not bias the slope.
+
+    Args:
+        tab: ``ptq_table``. noise: ``noise.noise_model`` of the same rows and method.
+
+    Returns:
+        (len(tab),) bool.
+    """
+    from .noise import t_quantile
+    from .power import WELL_RESOLVED
+
+    t = t_quantile(noise.loss_dof)
+    delta, k = tab["delta_ptq"].to_numpy(float), tab["n_seeds"].to_numpy(float)
+    return (delta > WELL_RESOLVED * t * noise.delta_abs / np.sqrt(k)) & tab["bits_post"].isin(P1_BITS).to_numpy()
+
+
+def exponent_estimates(df: pd.DataFrame, method: str, profile: str) -> dict[str, dict[str, float]]:
+    """Every estimate of Eq. 2's exponents the book prints for one method, on the high-precision runs
+    (``high_precision_rows``), keyed as ``EXPONENT_ESTIMATES``:
+
+    - ``fit``: the Huber fit of ``eq2_fit`` (every run's row at ``law_fits.PTQ_BITS``, through the log of
+      the post-PTQ loss), γ_D's 95 % interval the committed fit's bootstrap over runs where that fit is
+      current (``_gamma_d_ci``, the interval P1's verdict reads), else NaN;
+    - ``floor``: ``fit_eq2_loglinear`` on the seed-mean cells of ``above_floor``;
+    - ``p1``: the log-linear regression of ``power.p1_statistics`` on the cells of ``well_resolved``, with
+      its 95 % t-interval (the number P1's verdict sets beside the fit's);
+    - ``slope``: ``fit_gamma_post``, γ_post only.
+
+    Args:
+        df: observation rows (chapter 01's base grid or chapter 03's training sweeps).
+        method: ``ptq_method``. profile: the profile whose committed fit may give ``fit`` its interval.
+
+    Returns:
+        key -> ``name``, ``gamma_d``, ``gamma_d_lo``, ``gamma_d_hi``, ``gamma_n``, ``gamma_post`` [bits],
+        ``r2``, ``n_points``, ``unit`` (``rows``, ``cells`` or ``points``), ``d_min``, ``d_max``
+        [tokens] (of what it reads); NaN where an estimate does not give a quantity.
+
+    Raises:
+        ValueError: no rows of `method`, or no seed cells (no noise floor).
+    """
+    from .power import p1_statistics
+
+    hp = high_precision_rows(df)
+    tab, floor, noise = ptq_table(hp, method), _required_floor(hp, method), noise_model(hp, method)
+    nan = math.nan
+
+    def entry(key, unit, d, **values):
+        d = np.asarray(d, dtype=float)
+        out = {"name": EXPONENT_ESTIMATES[key], "gamma_d": nan, "gamma_d_lo": nan, "gamma_d_hi": nan,
+               "gamma_n": nan, "gamma_post": nan, "r2": nan, "n_points": nan}
+        return {**out, **{k: float(v) for k, v in values.items()}, "unit": unit,
+                "d_min": float(d.min()) if d.size else nan, "d_max": float(d.max()) if d.size else nan}
+
+    e, rows = eq2_fit(hp, method), stage_frames(hp, method)["ptq"]
+    lo, hi = _gamma_d_ci(hp, profile, method) or (nan, nan)
+    ll, above = fit_eq2_loglinear(tab, floor), above_floor(tab, floor)
+    st, resolved = p1_statistics(tab, noise, None, P1_BITS), well_resolved(tab, noise)
+    gp, gp_r2, gp_n = fit_gamma_post(tab, floor)
+    _, points = _slope_points(tab, floor)
+    return {
+        "fit": entry("fit", "rows", rows["n_tokens"], gamma_d=e["gamma_D"], gamma_d_lo=lo, gamma_d_hi=hi,
+                     gamma_n=e["gamma_N"], gamma_post=e["gamma_post"], r2=e["r2"], n_points=e["n_points"]),
+        "floor": entry("floor", "cells", tab.loc[above, "n_tokens"], gamma_d=ll["gamma_d"], gamma_n=ll["gamma_n"],
+                       gamma_post=ll["gamma_post"], r2=ll["r2"], n_points=ll["n_points"]),
+        "p1": entry("p1", "cells", tab.loc[resolved, "n_tokens"], gamma_d=st["gamma_d"], gamma_d_lo=st["gamma_d_ll_lo"],
+                    gamma_d_hi=st["gamma_d_ll_hi"], n_points=int(resolved.sum())),
+        "slope": entry("slope", "points", points["n_tokens"], gamma_post=gp, r2=gp_r2, n_points=gp_n),
+    }
+
+
 # Why P2's power can be NaN (``power.p2_power`` simulates from our Chinchilla fit).
 _P2_NO_POWER = "its simulation starts from our Chinchilla fit, and these runs have too few distinct (N, D) points for one"
 
@@ -1506,7 +1624,9 @@ def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[st
 __all__ += ["coverage_facts", "committed_fits", "fit_status_markdown", "gptq_rtn_ratio_table", "eq2_table",
             "D_CRIT_FORMATS", "d_crit_table", "paper_d_crit", "d_crit_facts", "chinchilla_sentence",
             "verdict_table_markdown", "paper_vs_here_table", "training_time", "argmin_set_table", "ARGMIN_FORMATS",
-            "p2_set_facts", "bpe_facts", "ARGMIN_SHARE_COLUMNS", "ARGMIN_SET_COLUMNS"]
+            "p2_set_facts", "bpe_facts", "ARGMIN_SHARE_COLUMNS", "ARGMIN_SET_COLUMNS", "verdict_text_markdown",
+            "exponent_estimates_markdown", "exponent_estimates_table", "local_d_slopes", "exponent_facts", "log_ticks",
+            "tick_d_over_n_axis"]
 
 
 def _braced(values, fmt: str = "{:,}") -> str:
@@ -1633,7 +1753,8 @@ def gptq_rtn_ratio_table(tabs: dict[str, pd.DataFrame], floors: dict[str, dict[s
 def eq2_table(df: pd.DataFrame, eq2: dict[str, dict[str, float]], records: dict[str, dict | None]) -> pd.DataFrame:
     """Eq. 2's constants beside the paper's (Table 2): per method the Huber fit's γ_D, γ_N, γ_post with
     the committed fit's 95 % bootstrap interval where it is current, R², held-out R² (one N left out),
-    rows fitted, and the log-linear cross-check (``fit_eq2_loglinear``, cells above the floor).
+    rows fitted, and the above-floor regression (``fit_eq2_loglinear``; its rows are named after
+    ``EXPONENT_ESTIMATES["floor"]``).
 
     Args:
         df: base-grid rows. eq2: method -> ``eq2_fit`` (in column order). records: ``committed_fits``.
@@ -1649,14 +1770,16 @@ def eq2_table(df: pd.DataFrame, eq2: dict[str, dict[str, float]], records: dict[
         rec = records.get(m) or {}
         ci = rec.get("ci95", {})
         ho = rec.get("holdout", {}).get("n_params", {}).get("r2")
-        ll = fit_eq2_loglinear(ptq_table(df, m), _required_floor(df, m))
+        hp = high_precision_rows(df)  # as exponent_estimates reads them
+        ll = fit_eq2_loglinear(ptq_table(hp, m), _required_floor(hp, m))
         table[f"here, {METHOD_LABELS[m]}"] = (
             [f"{e[k]:.3f} [{ci[k][0]:.2f}, {ci[k][1]:.2f}]" if ci.get(k) else f"{e[k]:.3f}" for k, _ in rows.values()]
             + [f"{e['r2']:.3f}", f"{ho:.3f}" if ho is not None else "n/a (fit file stale)", f"{int(e['n_points'])}",
                f"{ll['gamma_d']:.2f} / {ll['gamma_n']:.2f} / {ll['gamma_post']:.2f}",
                f"{ll['r2']:.3f} ({int(ll['n_points'])} cells)"])
+    floor_name = EXPONENT_ESTIMATES["floor"]
     index = [*rows, "R² (of δ_PTQ, in-sample)", "held-out R² (leave one N out)", "rows fitted",
-             "log-linear γ_D / γ_N / γ_post", "log-linear R² (of ln δ)"]
+             f"{floor_name}: γ_D / γ_N / γ_post", f"{floor_name}: R² (of ln δ)"]
     return pd.DataFrame(table, index=index)
 
 
@@ -1833,19 +1956,309 @@ def bpe_facts(df: pd.DataFrame) -> dict[str, str | float]:
             "bpe_dn_max_lo": dn_max / bpe["bytes_per_token_hi"], "bpe_dn_max_hi": dn_max / bpe["bytes_per_token_lo"]}
 
 
+# Words before ". " that end an abbreviation, not a sentence ("Eq. 2", "App. F").
+_ABBREVIATIONS = ("Fig", "Figs", "Eq", "Eqs", "App", "Table", "e.g", "i.e", "vs", "cf", "al", "approx")
+
+
+def _split_top(text: str, sentences: bool) -> list[str]:
+    """`text` cut outside all brackets: at sentence ends (". " before a capital, not after an
+    abbreviation; the period kept) with `sentences`, else at "; " (dropped). Unbalanced brackets: one part."""
+    parts, start, depth = [], 0, 0
+    for i, c in enumerate(text):
+        depth += (c in "([{") - (c in ")]}")
+        if depth < 0:
+            return [text.strip()]
+        if depth == 0 and sentences and text.startswith(". ", i) and text[i + 2:i + 3].isupper():
+            if text[:i].rsplit(" ", 1)[-1].lstrip("(") not in _ABBREVIATIONS:
+                parts.append(text[start:i + 1])
+                start = i + 2
+        elif depth == 0 and not sentences and text.startswith("; ", i):
+            parts.append(text[start:i])
+            start = i + 2
+    parts.append(text[start:])
+    return [x.strip() for x in parts if x.strip()] if depth == 0 else [text.strip()]
+
+
+def _lead_label(sentence: str, max_words: int = 8) -> tuple[str, str]:
+    """("GPTQ", rest) for "GPTQ: rest": a short lead before the sentence's first ": " outside brackets
+    that holds no "; "; ("", sentence) otherwise."""
+    depth = 0
+    for i, c in enumerate(sentence):
+        depth += (c in "([{") - (c in ")]}")
+        if depth == 0 and sentence.startswith(": ", i):
+            head = sentence[:i]
+            if len(head.split()) <= max_words and len(_split_top(head, False)) == 1:
+                return head, sentence[i + 2:]
+            break
+    return "", sentence
+
+
+def _aside_label(before: str) -> str:
+    """What a pulled-out parenthesis belongs to, from the text just before it: the last few words from
+    a preposition ("for GPTQ", "in 0/6 pairs"), else the last three words, none across a comma or brace."""
+    words = re.split(r"[,;:{}]", before)[-1].split()[-5:]
+    for i, w in enumerate(words):
+        if w in ("for", "in", "at", "of", "on") and i >= len(words) - 4:
+            return " ".join(words[i:])
+    return " ".join(words[-3:])
+
+
+def _pull_asides(item: str, letters, min_words: int) -> tuple[str, list[tuple[str, str, str]]]:
+    """`item` with each top-level parenthesis of ≥ `min_words` words replaced by a letter, "(a)", and
+    the pulled-out (letter, label, content) triples in order (``_aside_label``)."""
+    out, asides, depth, start, i = [], [], 0, 0, 0
+    for i, c in enumerate(item):
+        if c in "([{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0 and item[start] == "(" and len(item[start + 1:i].split()) >= min_words:
+                letter = next(letters)
+                out.append((start, i + 1, f"({letter})"))
+                asides.append((letter, _aside_label(item[:start]), item[start + 1:i]))
+    text = item
+    for a, b, mark in reversed(out):
+        text = text[:a] + mark + text[b:]
+    return text, asides
+
+
+def verdict_text_markdown(text: str, long_words: int = 50) -> str:
+    """One field of a verdict (``ours`` or ``reason``), every word kept, as Markdown a reader can scan:
+    each sentence its own paragraph; a sentence longer than `long_words` words becomes a list of its
+    "; "-parts (under its short lead, "GPTQ:", where it has one); in a part still longer than that, each
+    parenthesis of more than `long_words` / 3 words moves below it, lettered, "(a) for GPTQ:", and split
+    at its own "; " where it has three parts or more.
+    For display only: the stored text (``data/verdicts.json``) and its grade are unchanged.
+
+    Args:
+        text: the verdict's text, on one or several lines.
+        long_words: the length in words above which a sentence or part is broken up.
+
+    Returns:
+        Markdown (paragraphs and lists), its characters escaped as ``summary.markdown_text`` does.
+    """
+    from .summary import markdown_text
+
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    blocks = []
+    for sentence in _split_top(" ".join(text.split()), sentences=True):
+        label, body = _lead_label(sentence)
+        items = _split_top(body, sentences=False)
+        if len(sentence.split()) <= long_words or (len(items) == 1 and not label):
+            items, label = [sentence], ""
+        lines = [f"*{markdown_text(label)}:*", ""] if label else []
+        for item in items:
+            head, asides = _pull_asides(item, letters, long_words // 3) if len(item.split()) > long_words \
+                else (item, [])
+            lines.append(("- " if len(items) > 1 else "") + markdown_text(head))
+            pad = "  " if len(items) > 1 else ""
+            for letter, what, aside in asides:
+                parts = _split_top(aside, sentences=False)
+                if len(parts) > 2:  # a list of its own, under what it belongs to
+                    lines.append(f"{pad}- ({letter}) {markdown_text(what)}:")
+                    lines += [f"{pad}  - " + markdown_text(x) for x in parts]
+                else:
+                    lines.append(f"{pad}- ({letter}) " + markdown_text(aside))
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
 def verdict_table_markdown(*verdicts: Verdict) -> str:
-    """The chapter's verdicts (:func:`bitlaws.study.summary.chapter_verdicts_markdown`): a short table
-    with each claim's key number, then each verdict's full text and reason."""
+    """The chapter's verdicts: the short table of :func:`bitlaws.study.summary.chapter_verdicts_markdown`
+    (each claim, the paper's statement, the key number, the grade), then each verdict's text — what we
+    measured (*Here*) and why the grade (*Why*) — broken into paragraphs and lists by
+    ``verdict_text_markdown`` (the same words; the grade and the stored record are untouched).
+
+    Args:
+        verdicts: ``Verdict``-like objects (``claim_id``, ``paper``, ``ours``, ``verdict``, ``reason``).
+
+    Returns:
+        Markdown: the table, then per verdict a bold line and its two texts.
+    """
     from .summary import chapter_verdicts_markdown
 
-    return chapter_verdicts_markdown({v.claim_id: v for v in verdicts}, [v.claim_id for v in verdicts])
+    table = chapter_verdicts_markdown({v.claim_id: v for v in verdicts}, [v.claim_id for v in verdicts])
+    parts = [table.split("\n\n", 1)[0]]  # the table's rows; its one-paragraph texts are redone below
+    for v in verdicts:
+        parts += [f"**{v.claim_id}, {v.verdict}.** *Here:*", verdict_text_markdown(v.ours or "—"),
+                  f"*Why {v.claim_id} is {v.verdict}:*", verdict_text_markdown(v.reason or "—")]
+    return "\n\n".join(parts)
+
+
+def exponent_estimates_markdown() -> str:
+    """What each of ``EXPONENT_ESTIMATES`` reads and how it is fitted, one bullet each, in words built
+    from the rules' constants (``NOISE_K``, ``P1_BITS``, ``power.WELL_RESOLVED``, ``law_fits.PTQ_BITS``),
+    so the definitions cannot drift from the code.
+
+    Returns:
+        Markdown: four bullets, each led by the estimate's name in bold.
+    """
+    from .law_fits import PTQ_BITS
+    from .power import WELL_RESOLVED
+
+    def ints(bits) -> str:
+        return f"INT{min(bits)}–{max(bits)}"
+
+    name = EXPONENT_ESTIMATES
+    k = "twice" if NOISE_K == 2 else f"{NOISE_K:g} times"
+    return "\n".join([
+        f"- **{name['fit']}**: every run's row at {ints(PTQ_BITS)} (one per run and P_post, δ ≤ 0 included); "
+        "the Huber loss on the log of the post-PTQ loss (`bitlaws.laws`), all four constants at once; 95 % "
+        "interval from the committed fit's bootstrap over runs. The verdict's key number (the box at the top, "
+        "the first rows of the Eq. 2 table, *Paper vs here*).",
+        f"- **{name['floor']}**: seed-mean cells whose δ_PTQ exceeds {k} the largest seed σ of δ at its "
+        "P_post (any P_post); least squares of ln δ on ln D, ln N and P_post; no interval. The Eq. 2 "
+        "table's last two rows; chapter 03 quotes it for RTN.",
+        f"- **{name['p1']}**: seed-mean cells at {ints(P1_BITS)} whose δ_PTQ exceeds {WELL_RESOLVED:g} · t · "
+        "σ₀/√k (σ₀ the absolute part of δ's seed noise, t on the seeds' degrees of freedom, k the cell's "
+        "seeds); the same least squares, with its 95 % t-interval. P1's text prints it beside the fit as "
+        "\"the log-linear regression on the resolved cells\".",
+        f"- **{name['slope']}**: the above-floor points of the (N, D) cells that have two or more; one slope "
+        "of ln δ against P_post with one intercept per cell; γ_post only. The dashed lines and the legend of "
+        "the figure of δ_PTQ against P_post."])
+
+
+def exponent_estimates_table(estimates: dict[str, dict[str, dict[str, float]]]) -> pd.DataFrame:
+    """The estimates of ``exponent_estimates`` side by side, one row per estimate (its name), per method
+    γ_D (with its 95 % interval where the estimate has one) and γ_post, then what each reads: how many
+    rows, cells or points, and the smallest D among them.
+
+    Args:
+        estimates: method -> ``exponent_estimates(df, method, profile)``, in column order.
+
+    Returns:
+        A frame of strings indexed by estimate name; columns ``γ_D, <METHOD>``..., ``γ_post, <METHOD>``...,
+        ``reads (<M> / <M>)``, ``smallest D (<M> / <M>)``; "—" where an estimate gives no such number.
+    """
+    def num(x: float, lo: float = math.nan, hi: float = math.nan) -> str:
+        if not math.isfinite(x):
+            return "—"
+        return f"{x:.2f} [{lo:.2f}, {hi:.2f}]" if math.isfinite(lo) and math.isfinite(hi) else f"{x:.2f}"
+
+    methods = list(estimates)
+    labels = " / ".join(METHOD_LABELS[m] for m in methods)
+    keys = list(EXPONENT_ESTIMATES)
+    cols: dict[str, list[str]] = {}
+    for m in methods:
+        cols[f"γ_D, {METHOD_LABELS[m]}"] = [num(estimates[m][k]["gamma_d"], estimates[m][k]["gamma_d_lo"],
+                                                estimates[m][k]["gamma_d_hi"]) for k in keys]
+    for m in methods:
+        cols[f"γ_post, {METHOD_LABELS[m]}"] = [num(estimates[m][k]["gamma_post"]) for k in keys]
+    cols[f"reads ({labels})"] = [" / ".join(f"{estimates[m][k]['n_points']:.0f}" for m in methods)
+                                 + f" {estimates[methods[0]][k]['unit']}" for k in keys]
+    cols[f"smallest D ({labels})"] = [" / ".join(_fmt_m(estimates[m][k]["d_min"]) for m in methods) for k in keys]
+    out = pd.DataFrame(cols, index=[EXPONENT_ESTIMATES[k] for k in keys])
+    out.index.name = "estimate"
+    return out
+
+
+def local_d_slopes(tab: pd.DataFrame, noise) -> pd.DataFrame:
+    """How steeply δ_PTQ rises with D between neighbouring grid points: the slope of ln δ against ln D
+    from each D to the next in every (N, P_post) series, over the cells P1's regression reads
+    (``well_resolved``), and its median over the series, per starting D.
+
+    Args:
+        tab: ``ptq_table``. noise: ``noise.noise_model`` of the same rows and method.
+
+    Returns:
+        Columns ``d_from``, ``d_to`` [tokens], ``slope`` (median), ``series`` (how many), sorted by D.
+    """
+    rows = []
+    for _, s in tab[well_resolved(tab, noise)].groupby(["n_params", "bits_post"]):
+        s = s.sort_values("n_tokens")
+        d, y = s["n_tokens"].to_numpy(float), np.log(s["delta_ptq"].to_numpy(float))
+        rows += [(d[i], d[i + 1], (y[i + 1] - y[i]) / math.log(d[i + 1] / d[i])) for i in range(len(s) - 1)]
+    f = pd.DataFrame(rows, columns=["d_from", "d_to", "slope"])
+    if f.empty:
+        return pd.DataFrame(columns=["d_from", "d_to", "slope", "series"])
+    return (f.groupby(["d_from", "d_to"])["slope"].agg(slope="median", series="count").reset_index()
+            .sort_values("d_from").reset_index(drop=True))
+
+
+def exponent_facts(df: pd.DataFrame) -> dict[str, str]:
+    """The chapter's glue for why the γ_D estimates differ: per method present, ``gd_local_<method>``,
+    the median local slope of ln δ in ln D from each D to the next (``local_d_slopes``, steps with at
+    least two series), as "1.0M→2.1M 1.95, …", or "n/a" without seeded cells.
+
+    Args:
+        df: the chapter's rows (``high_precision_rows`` of them are read).
+    """
+    hp, out = high_precision_rows(df), {}
+    for m in methods_present(hp):
+        noise = noise_model(hp, m)
+        steps = local_d_slopes(ptq_table(hp, m), noise) if noise.n_cells else pd.DataFrame()
+        steps = steps[steps["series"] >= 2] if len(steps) else steps
+        out[f"gd_local_{m}"] = (", ".join(f"{_fmt_m(r.d_from)}→{_fmt_m(r.d_to)} {r.slope:.2f}"
+                                          for r in steps.itertuples()) or "n/a")
+    return out
+
+
+def log_ticks(lo: float, hi: float, min_ticks: int = 3) -> list[float]:
+    """Round tick values for a log axis from `lo` to `hi`: the coarsest of one per decade, 1-2-5,
+    1-2-3-5 and 1–9 per decade that puts at least `min_ticks` inside [lo, hi]; failing all (a range
+    under a factor of about 1.3), `min_ticks` geometrically spaced values inside it, rounded to the fewest
+    significant digits (from two) that keep them distinct.
+
+    Args:
+        lo, hi: the axis limits, 0 < lo < hi (any unit).
+
+    Returns:
+        The ticks, increasing, all within [lo, hi].
+
+    Raises:
+        ValueError: unless 0 < lo < hi (both finite).
+    """
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
+        raise ValueError(f"log_ticks needs 0 < lo < hi, finite; got lo={lo}, hi={hi}")
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    for mantissas in ((1,), (1, 2, 5), (1, 2, 3, 5), tuple(range(1, 10))):
+        ticks = [float(f"{m}e{e}") for e in decades for m in mantissas]
+        ticks = [t for t in ticks if lo <= t <= hi]
+        if len(ticks) >= min_ticks:
+            return ticks
+    inner = np.geomspace(lo, hi, min_ticks + 2)[1:-1]
+    for digits in range(2, 17):  # as few significant digits as keep the values distinct
+        ticks = sorted({r for r in (float(f"{t:.{digits}g}") for t in inner) if lo <= r <= hi})
+        if len(ticks) >= min_ticks:
+            return ticks
+    return [float(t) for t in inner]
+
+
+def tick_d_over_n_axis(fig, tabs: dict[str, pd.DataFrame]) -> list[float]:
+    """Give the D/N axis on top of ``figures.ptq.ptq_vs_d_smallest_figure``'s figure round ticks
+    (``log_ticks`` over its range, labelled plainly: 20, 50, 100), in place of the log locator's decades,
+    of which a range under two decades shows one.
+
+    Args:
+        fig: that figure (its first axes carries the secondary D/N axis).
+        tabs: the method -> ``ptq_table`` it was drawn from (the smallest N divides D).
+
+    Returns:
+        The ticks set, in D/N.
+    """
+    from matplotlib.axes._secondary_axes import SecondaryAxis
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    ax = fig.axes[0]
+    top = next(c for c in ax.child_axes if isinstance(c, SecondaryAxis))
+    n_min = float(min(t["n_params"].min() for t in tabs.values()))
+    lo, hi = sorted(np.asarray(ax.get_xlim(), dtype=float) / n_min)
+    ticks = log_ticks(lo, hi)
+    top.xaxis.set_major_locator(FixedLocator(ticks))
+    top.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    top.xaxis.set_minor_formatter(NullFormatter())
+    return ticks
 
 
 def paper_vs_here_table(df: pd.DataFrame, profile: str, eq2: dict[str, dict[str, float]],
                         crit: dict[str, pd.DataFrame], v1: Verdict, v2: Verdict) -> pd.DataFrame:
     """The chapter's closing comparison, the paper's setting and results beside ours: PTQ methods, N, D,
-    the largest D/N, P_post, GPTQ calibration, Eq. 2's exponents and R², D_crit at INT3 for the smallest
-    model (Eq. 13), the P1 and P2 grades.
+    the largest D/N, P_post, GPTQ calibration, Eq. 2's exponents and R² (the Huber fit, named
+    ``EXPONENT_ESTIMATES["fit"]``), D_crit at INT3 for the smallest model (Eq. 13), the P1 and P2 grades.
+    Cells hold their whole text: show it with a Styler (``.style``), which never truncates, not the
+    frame's own repr (which cuts cells at ``display.max_colwidth``).
 
     Args:
         df: base-grid rows. eq2: method -> ``eq2_fit`` (in display order). crit: method ->
@@ -1877,7 +2290,9 @@ def paper_vs_here_table(df: pd.DataFrame, profile: str, eq2: dict[str, dict[str,
             " · ".join(d_crit_ours), v1.verdict, v2.verdict]
     return pd.DataFrame({"the paper": paper, "here": here},
                         index=["PTQ method", "N (non-embedding)", "D", "largest D/N", "P_post", "GPTQ calibration",
-                               "Eq. 2 γ_D / γ_N / γ_post", "Eq. 2 R²", "D_crit, INT3, smallest model (Eq. 13)",
+                               f"{EXPONENT_ESTIMATES['fit']}: γ_D / γ_N / γ_post",
+                               f"{EXPONENT_ESTIMATES['fit']}: R²",
+                               "D_crit, INT3, smallest model (Eq. 13)",
                                "P1 verdict", "P2 verdict"])
 
 

@@ -68,7 +68,7 @@ class Headline:
 # CLAIMS; every one of ours is read from the stored verdict.
 HEADLINES: dict[str, Headline] = {
     "P1": Headline("PTQ hurts more with more data", "γ_D of Eq. 2 (GPTQ)", "gptq_eq2_gamma_d",
-                   paper=0.51),  # Kumar et al. Eq. 2 fit
+                   paper=0.51, lo="gptq_gamma_d_lo", hi="gptq_gamma_d_hi"),  # Kumar et al. Eq. 2 fit
     "P2": Headline("Overtraining makes the quantized model worse", "D_crit, INT3, smallest N",
                    "gptq_int3_d_crit_eq13", paper="paper_d_crit_30m_int3", lo="gptq_int3_d_crit_lo",
                    hi="gptq_int3_d_crit_hi", interval="grid", fmt="M"),
