@@ -25,7 +25,7 @@ FROZEN = {"5": "29e5bfe945e2885f076698e191b0eaffd311f6793c79984a9a23d1c9aca997b5
           "6": "a60e0fb79e18068dc8f995fb9d246b7f2b0d960f80774ffdc3322188aede667a",
           "7": "3fbbdf342b3177354d2a01657b516ce8af96bfaed63d9e8002c30faf9c8fc127",
           "8": "d16f850f394c8f05722a371cc40663912b21ab0765c5cf741f00688a7d9c7b35",
-          "9": "06fd7ee2846d83fdaa0a78f1a6e4fe8645744936d56314b36c764dc542c74c37"}
+          "9": "06fd7ee2846d83fdaa0a78f1a6e4fe8645744936d56314b36c764dc542c74c37", "10": "52276c08b602594bd52a51389e4d42cafa0dbd8f4a78293f2008f1036cb83586"}
 
 
 def _factorial_spec() -> str:
@@ -100,3 +100,13 @@ def test_the_factorial_is_read_at_the_pinned_evaluation_version():
     assert "load_p5_factorial(profile)" in inspect.getsource(law_fits.law_verdicts)
     # every factorial run is measured at that version
     assert all(2 in {e.version for e in s.evals} for s in sweep.plan("cpu", "qat_factorial"))
+
+
+def test_the_data_freeze_cuts_none_of_the_rows_qat_factorial_reads():
+    """store.load_runs gained the data freeze after this rule was registered (the version bump of 2026-12-06):
+    every qat_factorial row predates it, so the rule reads what it read before."""
+    from bitlaws.study.store import load_runs
+
+    read = load_runs("cpu", "qat_factorial", eval_version="all")
+    every = load_runs("cpu", "qat_factorial", eval_version="all", until="all")
+    assert len(read) == len(every) > 0 and read["obs_id"].tolist() == every["obs_id"].tolist()

@@ -18,7 +18,7 @@ from bitlaws.laws import forms
 from bitlaws.study import claims, law_fits, noise, p9_matched, store, sweep
 
 # version -> SHA-256 of that version's ``_frozen_text()``
-FROZEN = {"6": "18183e0b4ed0ae7226fd340d7b3769d24c8d73e32412a4b13c49bfe749c3dd01", "5": "4d8928ccab0956ac14a483480cf38b9f4478a23173c5709235facb87689d030a", "4": "d9f4126950060203b78d692a85941444159d10c0bb62d7f17b4128b7cbd7402e", "3": "92287fb0f1c6e746da4e704215019b2912aa05e87e735c4543b7ee9b003ceacf"}
+FROZEN = {"7": "5ab1605438751901de2fb3c22cd271cbab82facc037fd3780c383a785e603565", "6": "18183e0b4ed0ae7226fd340d7b3769d24c8d73e32412a4b13c49bfe749c3dd01", "5": "4d8928ccab0956ac14a483480cf38b9f4478a23173c5709235facb87689d030a", "4": "d9f4126950060203b78d692a85941444159d10c0bb62d7f17b4128b7cbd7402e", "3": "92287fb0f1c6e746da4e704215019b2912aa05e87e735c4543b7ee9b003ceacf"}
 
 
 def _frozen_text() -> str:
@@ -59,3 +59,13 @@ def test_the_matched_grid_is_read_at_its_pinned_evaluation_version():
     assert p9_matched.P9_EVAL_VERSION == 2 and store.EVAL_VERSIONS[2] == "spread"
     assert "eval_version=P9_EVAL_VERSION" in inspect.getsource(p9_matched.load_matched)
     assert all(2 in {e.version for e in s.evals} for s in sweep.plan("cpu", "qat_matched"))
+
+
+def test_the_data_freeze_cuts_none_of_the_rows_qat_matched_reads():
+    """store.load_runs gained the data freeze after this rule was registered (the version bump of 2026-12-06):
+    every qat_matched row predates it, so the rule reads what it read before."""
+    from bitlaws.study.store import load_runs
+
+    read = load_runs("cpu", "qat_matched", eval_version="all")
+    every = load_runs("cpu", "qat_matched", eval_version="all", until="all")
+    assert len(read) == len(every) > 0 and read["obs_id"].tolist() == every["obs_id"].tolist()

@@ -205,8 +205,8 @@ CLAIMS: dict[str, dict[str, str | None]] = {
 # cannot pass for the stored verdict. Bump it with every change of a rule (and say why in the
 # rule's docstring). RULE_HISTORY says which changes came after the data were seen.
 RULE_VERSIONS: dict[str, str] = {
-    "P1": "2", "P2": "3", "P3": "3", "P4": "7", "P5": "9", "P6": "4", "P7": "2", "P8": "2",
-    "P9": "6", "P10": "3", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "2",
+    "P1": "2", "P2": "3", "P3": "3", "P4": "7", "P5": "10", "P6": "4", "P7": "2", "P8": "2",
+    "P9": "7", "P10": "3", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "2",
 }
 
 # Where each claim's rule is written: the verdict function, whose docstring states the rule.
@@ -394,7 +394,12 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "beside the paper's κ in the reason, states the grade's own power and that the result is about one cell "
             "with per-tensor activation and KV-cache quantization, and prints small p-values and degrees of freedom "
             "plainly (the verdict function's docstring says so too). No statistic, threshold, simulation, data "
-            "selection or decision changed: v8's grade and every number stand")],
+            "selection or decision changed: v8's grade and every number stand"),
+           ("10", "2026-12-06, after the factorial was read (no change to the rule, its statistics, simulations or words)",
+            "store.load_runs, which the freeze digests, gained the data freeze (store.ROWS_READ_UNTIL: sweep rows written "
+            "after it are not read until a batch is complete); every qat_factorial row predates it, so P5 reads the "
+            "same rows (tests/test_p5_freeze.py checks that the freeze cuts none of them); versioned because the "
+            "data selection's code changed")],
     "P6": [("1", "session 2, before the compute-matched suite ran", "our P* in [6, 9] bits; the suite's lowest "
             "loss at 6 or 8 bits"),
            ("2", "session 3, after the suite's seeds (a change after the data)", "the suite's noise-resolved "
@@ -455,7 +460,11 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "interval reaches both 0 and the paper's range (or too few sizes)') where one applied, five sizes being "
             "in; it now names the branch that applied; δ_low/δ_hp is printed with its interval. No statistic, "
             "threshold, simulation, data selection or decision changed: v5's grade (inconclusive) and every number "
-            "stand")],
+            "stand"),
+           ("7", "2026-12-06, after the grid was read (no change to the rule, its statistic, simulation or words)",
+            "store.load_runs, which the freeze digests, gained the data freeze (store.ROWS_READ_UNTIL); every "
+            "qat_matched row predates it, so P9 reads the same rows (tests/test_p9_freeze.py checks that the freeze "
+            "cuts none of them); versioned because the data selection's code changed")],
     "P10": [("1", "session 2, before the formats sweep ran", "the share of FP/INT pairs favouring FP"),
             ("2", "session 3, after the data (a change after the data)", "the mean FP − INT difference against "
              "its standard error: 8/15 pairs at −0.002 ± 0.007 is a null result"),
