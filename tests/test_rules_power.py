@@ -661,5 +661,8 @@ def test_p6_pstar_table_is_read_only_for_its_own_rows_and_version_and_summarised
     text = co.p6_pstar_power_text(s)
     assert "inside 6–9 bits in 60% [31%, 83%]" in text and "10 datasets per world" in text
     assert "ours is 4.5 bits wide, and intervals at least that wide occur in 60% (paper), 0% (no offsets)" in text
+    assert "leaves this leg undecided" not in text  # 60 % of the paper's intervals are as wide: no such reading
+    narrow = co.p6_pstar_power_text(co.p6_pstar_power_summary(tab, our_width=50.0))
+    assert "under 5 % in every world" in narrow and "leaves this leg undecided" in narrow
     with pytest.raises(ValueError, match=r"no rows of world\(s\) \['no_offsets'\]"):
         co.p6_pstar_power_summary(tab[tab["world"] == "paper"])
