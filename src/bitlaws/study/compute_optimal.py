@@ -483,8 +483,9 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
                     **{f"pstar_straddles_{w}": ps[w]["straddles"] for w in ("paper", "no_offsets", "ours") if w in ps}})
         pstar_txt = p6_pstar_power_text(ps)
         pstar_leg = (f" (the leg's simulated power under the paper's law: {ps['power']:.0%}; an interval straddles "
-                     "the band in " + ", ".join(f"{ps[w]['straddles']:.0%} of the {w.replace('_', '-')} datasets"
-                                                for w in ("paper", "no_offsets", "ours") if w in ps) + ")")
+                     "the band in " + ", ".join(f"{ps[w]['straddles']:.0%} of the {label} datasets" for w, label in
+                                                (("paper", "paper-law"), ("no_offsets", "no-offset"),
+                                                 ("ours", "our-constants")) if w in ps) + ")")
     if draws is not None:
         det.update({"ours_p_star_lo": ci[0], "ours_p_star_hi": ci[1], "boot_draws": float(len(draws)),
                     "boot_dropped": float(draws.attrs.get("dropped", 0)),
