@@ -639,11 +639,13 @@ def test_p6_pstar_table_is_read_only_for_its_own_rows_and_version_and_summarised
     path = tmp_path / "checks" / "cpu" / co.P6_PSTAR_CSV
     assert co.load_p6_pstar_power("cpu", df, tmp_path)[0] is None
 
-    def row(world, k, grade, width, sha=frame_sha256(df), version=power.P6_PSTAR_SIM_VERSION):
-        return {"sim_id": f"{world}:{k}:{sha[:4]}:{version[:1]}", "world": world, "rng": 0, "dataset": k,
-                "seed_sd": 0.0, "floor": 0.05, "n_boot": 100, "p_star_true": 7.0 if world == "paper" else 3.5,
-                "p_star_point": 7.0, "low": 6.0, "high": 6.0 + width, "width": width, "grade": grade, "n_ok": 100,
-                "n_p_star": 100, "sim_version": version, "inputs_sha256": sha, "git_sha": "x", "timestamp": "t"}
+    def row(world, k, grade, width, sha=frame_sha256(df), version=power.P6_PSTAR_SIM_VERSION, noise="seed",
+            floor=0.05):
+        return {"sim_id": f"{world}:{k}:{sha[:4]}:{version[:1]}:{noise}:{floor}", "world": world, "noise": noise,
+                "rng": 0, "dataset": k, "seed_sd": 0.0, "floor": floor, "n_boot": 100,
+                "p_star_true": 7.0 if world == "paper" else 3.5, "p_star_point": 7.0, "low": 6.0, "high": 6.0 + width,
+                "width": width, "grade": grade, "n_ok": 100, "n_p_star": 90, "sim_version": version,
+                "inputs_sha256": sha, "git_sha": "x", "timestamp": "t"}
 
     append_rows(path, [row("paper", 0, "inside", 1.0, sha="other")], P6_PSTAR_COLUMNS, "sim_id")
     assert "other training rows" in co.load_p6_pstar_power("cpu", df, tmp_path)[1]
@@ -651,18 +653,48 @@ def test_p6_pstar_table_is_read_only_for_its_own_rows_and_version_and_summarised
     assert co.load_p6_pstar_power("cpu", df, tmp_path)[0] is None
     grades = ["inside"] * 6 + ["straddles"] * 3 + ["outside"]
     append_rows(path, [row("paper", k, g, 1.0 + k) for k, g in enumerate(grades)]
-                + [row("no_offsets", k, "outside" if k < 4 else "straddles", 2.0) for k in range(10)],
+                + [row("no_offsets", k, "outside" if k < 4 else "straddles", 2.0) for k in range(10)]
+                + [row("paper", k, "inside" if k < 1 else "straddles", 3.0, noise="residual") for k in range(10)]
+                + [row("paper", 0, "inside", 1.0, floor=0.2)],  # another floor: not read
                 P6_PSTAR_COLUMNS, "sim_id")
     tab, why = co.load_p6_pstar_power("cpu", df, tmp_path)
-    assert len(tab) == 20 and why == ""
+    assert len(tab) == 30 and why == ""
     s = co.p6_pstar_power_summary(tab, our_width=4.5)
-    assert (s["power"], s["false_positive"], s["paper"]["straddles"], s["no_offsets"]["outside"]) == (0.6, 0.0, 0.3, 0.4)
-    assert s["paper"]["wider"] == pytest.approx(0.6)  # widths 1..10: six of them ≥ 4.5
-    text = co.p6_pstar_power_text(s)
-    assert "inside 6–9 bits in 60% [31%, 83%]" in text and "10 datasets per world" in text
-    assert "ours is 4.5 bits wide, and intervals at least that wide occur in 60% (paper), 0% (no offsets)" in text
-    assert "leaves this leg undecided" not in text  # 60 % of the paper's intervals are as wide: no such reading
-    narrow = co.p6_pstar_power_text(co.p6_pstar_power_summary(tab, our_width=50.0))
-    assert "under 5 % in every world" in narrow and "leaves this leg undecided" in narrow
-    with pytest.raises(ValueError, match=r"no rows of world\(s\) \['no_offsets'\]"):
+    assert (s["power"], s["false_positive"], s["power_residual"]) == (0.6, 0.0, 0.1)
+    assert (s["seed"]["paper"]["straddles"], s["seed"]["no_offsets"]["outside"], s["seed"]["paper"]["kept"]) == \
+        (0.3, 0.4, 0.9)
+    assert s["seed"]["paper"]["wider"] == pytest.approx(0.6)  # widths 1..10: six of them ≥ 4.5
+    text = co.p6_pstar_power_text(s, {"chinchilla": 0.03, "neff_a": 0.09}, 0.015)
+    assert "the paper's law (P* = 7.0) inside in 60% [31%, 83%]" in text and "10 datasets" in text
+    assert "as wide as 60%, 0% of the seed-noise intervals" in text
+    assert "residual RMS is chinchilla 2.0×, N_eff a 6.0× one run's seed σ (0.0150 nats)" in text
+    # the residual-noise power 10% [2, 40] is below 50 % even at its upper end: the design cannot resolve P*
+    assert "the leg's power is 10%, below 50% even at its interval's upper end (40%)" in text
+    assert "this design cannot resolve the paper's P*" in text
+    strong = co.p6_pstar_power_summary(tab.assign(grade=tab["grade"].where(tab["noise"] != "residual", "inside")))
+    assert "cannot resolve" not in co.p6_pstar_power_text(strong)
+    with pytest.raises(ValueError, match=r"no seed-noise rows of world\(s\) \['no_offsets'\]"):
         co.p6_pstar_power_summary(tab[tab["world"] == "paper"])
+
+
+def test_p6_pstar_dataset_draws_each_frame_at_its_own_sigma():
+    """stage_sd = 0 gives the law's losses exactly; a σ on one frame moves only that frame's runs, by about σ."""
+    from bitlaws.laws import forms
+
+    frames, chin = _p6_design()
+    curves = power.p6_pstar_worlds()["paper"]
+    zero = {k: 0.0 for k in ("chinchilla", "neff_w", "neff_a", "neff_kv")}
+    exact = power.p6_pstar_dataset(frames, chin, curves, NOISE, np.random.default_rng(0), stage_sd=zero)
+    hp = frames["chinchilla"]
+    assert np.array_equal(exact["chinchilla"]["loss_val"].to_numpy(float),
+                          forms.chinchilla_loss(hp["n_params"].to_numpy(float), hp["n_tokens"].to_numpy(float), chin))
+    loud = power.p6_pstar_dataset(frames, chin, curves, NOISE, np.random.default_rng(0),
+                                  stage_sd={**zero, "neff_a": 0.1})
+    diff = loud["neff_a"]["loss_val"].to_numpy(float) - exact["neff_a"]["loss_val"].to_numpy(float)
+    assert 0.05 < diff.std() < 0.15
+    assert np.array_equal(loud["neff_w"]["loss_val"].to_numpy(float), exact["neff_w"]["loss_val"].to_numpy(float))
+    with pytest.raises(ValueError, match="stage_sd needs a finite σ ≥ 0"):
+        power.p6_pstar_dataset(frames, chin, curves, NOISE, np.random.default_rng(0), seed_sd=0.001, stage_sd=zero)
+    with pytest.raises(ValueError, match=r"missing or bad: \['neff_kv'\]"):
+        power.p6_pstar_dataset(frames, chin, curves, NOISE, np.random.default_rng(0),
+                               stage_sd={k: v for k, v in zero.items() if k != "neff_kv"})

@@ -546,14 +546,16 @@ if __name__ == "__main__":
 # --- P6's P* leg, by simulation through the verdict's own instrument -------------------------------
 
 # The columns of ``checks/<profile>/p6_pstar_power.csv``, one row per simulated dataset (data/README.md).
-P6_PSTAR_COLUMNS = ["sim_id", "world", "rng", "dataset", "seed_sd", "floor", "n_boot", "p_star_true", "p_star_point",
+P6_PSTAR_COLUMNS = ["sim_id", "world", "noise", "rng", "dataset", "seed_sd", "floor", "n_boot", "p_star_true",
+                    "p_star_point",
                     "low", "high", "width", "grade", "n_ok", "n_p_star", "sim_version", "inputs_sha256", "git_sha",
                     "timestamp"]
 
 
 def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise, worlds: Mapping,
                   datasets: Sequence[int], *, n_boot: int = 100, seed: int = 0, seed_sd: float = 0.0,
-                  floor: float | None = None, inputs_sha256: str = "", progress: bool = False):
+                  floor: float | None = None, inputs_sha256: str = "", progress: bool = False,
+                  stage_sd: Mapping[str, float] | None = None):
     """P6's P* leg graded on simulated datasets by the pipeline bootstrap the verdict reads (yielded one
     row per dataset, so a caller can store each as it finishes).
 
@@ -571,6 +573,8 @@ def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
         datasets: dataset indices k. n_boot: resamples per dataset (≥ 2). seed: the generator's seed.
         seed_sd: σ_seed [nats]. floor: ``extended_factor``'s floor (default ``power.NEFF_F_FLOOR``).
         inputs_sha256: the rows' hash, stored in each row. progress: a progress bar.
+        stage_sd: per-frame σ [nats] instead of the seed noise (``power.p6_pstar_dataset``); the rows'
+            ``noise`` is then ``residual`` (else ``seed``) and their ``sim_id`` ends in ``:residual``.
 
     Yields:
         dicts with the columns of :data:`P6_PSTAR_COLUMNS` (``sim_id`` their key; ``git_sha``,
@@ -594,7 +598,8 @@ def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
     for w, k in tqdm(todo, desc="P6 P* leg", disable=not progress):
         curves = worlds[w]
         truth = {f"{n}_{x}": v for x, (g, o) in curves.items() for n, v in (("gamma", g), ("n", o))}
-        syn = p6_pstar_dataset(frames, chinchilla, curves, noise, np.random.default_rng([seed, k]), seed_sd, floor)
+        syn = p6_pstar_dataset(frames, chinchilla, curves, noise, np.random.default_rng([seed, k]), seed_sd, floor,
+                               stage_sd)
         chin = lf.fit_stage(lf.STAGES["chinchilla"], syn["chinchilla"])
         point, starts = {}, {"chinchilla": np.asarray(chin.theta, dtype=float)[None, :]}
         for s in stages[1:]:
@@ -608,7 +613,9 @@ def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
         ps = ps[np.isfinite(ps)]
         lo, hi = (float(v) for v in np.percentile(ps, [2.5, 97.5])) if len(ps) >= 2 else (math.nan, math.nan)
         sd_text = f"{seed_sd:.6g}"
-        yield {"sim_id": f"{w}:{seed}:{k}:{sd_text}:{floor:g}:{n_boot}", "world": w, "rng": int(seed), "dataset": k,
+        label = "seed" if stage_sd is None else "residual"
+        yield {"sim_id": f"{w}:{seed}:{k}:{sd_text}:{floor:g}:{n_boot}" + ("" if stage_sd is None else ":residual"),
+               "world": w, "noise": label, "rng": int(seed), "dataset": k,
                "seed_sd": float(seed_sd), "floor": floor, "n_boot": int(n_boot), "p_star_true": _p_star(truth),
                "p_star_point": _p_star(point), "low": lo, "high": hi, "width": hi - lo,
                "grade": p6_pstar_grade(lo, hi), "n_ok": len(draws), "n_p_star": int(len(ps)),

@@ -205,9 +205,32 @@ def _p6_pstar_path(profile: str, root: str | os.PathLike | None = None) -> Path:
     return (Path(root) if root is not None else data_dir()) / "checks" / profile / P6_PSTAR_CSV
 
 
+def stage_residual_sd(df: pd.DataFrame, fits: Mapping[str, dict]) -> dict[str, float]:
+    """The RMS residual [nats] of our point fits on each frame P6's P* leg simulates (``chinchilla`` and the
+    three marginal ``neff_x`` stages: Eqs. 3–4 at our Chinchilla and N_eff constants against each run's
+    loss): the scatter our runs show about the fitted law, misfit included, beside one run's seed σ.
+
+    Raises:
+        ValueError: the Chinchilla or a marginal N_eff fit missing.
+    """
+    from .law_fits import stage_frames
+
+    ours, missing = _ours_params(fits)
+    if ours is None:
+        raise ValueError(f"stage_residual_sd needs the chinchilla and marginal N_eff fits (missing: {missing})")
+    frames, out = stage_frames(df), {}
+    for name in ("chinchilla", "neff_w", "neff_a", "neff_kv"):
+        f = frames[name]
+        bits = [pd.to_numeric(f[c], errors="coerce").fillna(forms.HIGH_PRECISION_BITS).to_numpy(float)
+                if c in f else np.full(len(f), float(forms.HIGH_PRECISION_BITS)) for c in ("bits_w", "bits_a", "bits_kv")]
+        pred = forms.qat_loss(f["n_params"].to_numpy(float), f["n_tokens"].to_numpy(float), *bits, ours)
+        out[name] = float(np.sqrt(np.nanmean((f["loss_val"].to_numpy(float) - pred) ** 2)))
+    return out
+
+
 def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), n_boot: int = 100, seed: int = 0,
                          seed_sd: float | None = None, root: str | os.PathLike | None = None,
-                         progress: bool = False) -> Path:
+                         progress: bool = False, noise: str = "seed") -> Path:
     """Simulate P6's P* leg on the profile's committed design and append one row per dataset to
     ``<root>/checks/<profile>/p6_pstar_power.csv`` as each finishes (``store.append_rows``, keyed by
     ``sim_id``: a rerun skips the datasets already there, so a killed run resumes and two processes on
@@ -219,10 +242,14 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
         n_boot: pipeline resamples per dataset. seed: the generator's seed.
         seed_sd: σ_seed [nats]; None: the point estimate P4's simulation reads (``qat_design._p4_sim_inputs``).
         root: a ``data/`` folder. progress: a progress bar.
+        noise: ``seed`` (one run's seed σ, σ_seed of it shared per (N, seed)) or ``residual`` (each frame's
+            runs at the RMS residual of our own fit on it, :func:`stage_residual_sd`; σ_seed 0).
 
     Raises:
-        ValueError: an unknown world, or the fits missing (run ``python -m bitlaws fit``).
+        ValueError: an unknown world or noise, or the fits missing (run ``python -m bitlaws fit``).
     """
+    if noise not in ("seed", "residual"):
+        raise ValueError(f"unknown noise {noise!r}; allowed: 'seed', 'residual'")
     from .._io import frame_sha256
     from .boot_check import P6_PSTAR_COLUMNS, p6_pstar_rows
     from .law_fits import TRAINING_EXPERIMENTS, load_fits, stage_frames
@@ -240,17 +267,19 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
     if chin is None or ours is None:
         raise ValueError(f"write_p6_pstar_power needs the chinchilla and marginal N_eff fits of {profile!r} "
                          f"(missing: {missing or ['chinchilla']}); run `python -m bitlaws fit --profile {profile}`")
-    noise, _, point_sd, _, _ = _p4_sim_inputs(df)
-    seed_sd = point_sd if seed_sd is None else float(seed_sd)
+    seed_noise, _, point_sd, _, _ = _p4_sim_inputs(df)
+    stage_sd = stage_residual_sd(df, fits) if noise == "residual" else None
+    seed_sd = 0.0 if stage_sd is not None else point_sd if seed_sd is None else float(seed_sd)
+    suffix = "" if stage_sd is None else ":residual"
     path = _p6_pstar_path(profile, root)
     have = set(read_rows(path, P6_PSTAR_COLUMNS, "sim_id").get("sim_id", [])) if path.exists() else set()
     every = p6_pstar_worlds(ours)
     frames, read = stage_frames(df), frame_sha256(df)
     for w in worlds:
         left = [k for k in datasets
-                if f"{w}:{seed}:{k}:{seed_sd:.6g}:{NEFF_F_FLOOR:g}:{n_boot}" not in have]
-        for row in p6_pstar_rows(frames, chin, noise, {w: every[w]}, left, n_boot=n_boot, seed=seed,
-                                 seed_sd=seed_sd, inputs_sha256=read, progress=progress):
+                if f"{w}:{seed}:{k}:{seed_sd:.6g}:{NEFF_F_FLOOR:g}:{n_boot}{suffix}" not in have]
+        for row in p6_pstar_rows(frames, chin, seed_noise, {w: every[w]}, left, n_boot=n_boot, seed=seed,
+                                 seed_sd=seed_sd, inputs_sha256=read, progress=progress, stage_sd=stage_sd):
             append_rows(path, [row], P6_PSTAR_COLUMNS, "sim_id")
     return path
 
@@ -262,7 +291,7 @@ def load_p6_pstar_power(profile: str, df: pd.DataFrame, root: str | os.PathLike 
     (``inputs_sha256`` ≠ ``df``'s hash)."""
     from .._io import frame_sha256
     from .boot_check import P6_PSTAR_COLUMNS
-    from .power import P6_PSTAR_SIM_VERSION
+    from .power import NEFF_F_FLOOR, P6_PSTAR_SIM_VERSION
     from .store import read_rows
 
     path = _p6_pstar_path(profile, root)
@@ -275,72 +304,86 @@ def load_p6_pstar_power(profile: str, df: pd.DataFrame, root: str | os.PathLike 
     tab = tab[tab["inputs_sha256"] == frame_sha256(df)]
     if tab.empty:
         return None, "simulated from other training rows than these; not read"
+    tab = tab[tab["floor"].astype(float) == NEFF_F_FLOOR]  # the floor the simulation version names
     return tab.reset_index(drop=True), ""
 
 
 def p6_pstar_power_summary(tab: pd.DataFrame, our_width: float = math.nan) -> dict:
-    """Per world of :func:`load_p6_pstar_power`'s rows: ``n`` (datasets), the shares graded ``inside``,
-    ``outside``, ``straddles`` and ``none``, ``width`` (median interval width, bits), ``wider`` (share of
-    intervals at least ``our_width`` wide), ``p_star_true`` and ``p_star_point`` (median fitted P*); keyed
-    ``<world>`` -> dict; plus ``power`` (paper inside), ``false_positive`` (no_offsets inside), ``our_width``.
+    """Per noise (``seed``, ``residual``) and world of :func:`load_p6_pstar_power`'s rows: ``n`` (datasets), the
+    shares graded ``inside``, ``outside``, ``straddles`` and ``none``, ``width`` (median interval width, bits),
+    ``wider`` (share of intervals at least ``our_width`` wide), ``p_star_true``, ``p_star_point`` (median fitted
+    P*) and ``kept`` (median share of resamples with an interior optimum), keyed ``[noise][world]``; plus
+    ``power`` and ``false_positive`` (paper / no_offsets inside at seed noise), ``power_residual`` (paper
+    inside at the residual scatter; NaN without such rows) and ``our_width``. Rows without a ``noise``
+    column are seed noise.
 
     Raises:
-        ValueError: no row of the ``paper`` or ``no_offsets`` world.
+        ValueError: no seed-noise row of the ``paper`` or ``no_offsets`` world.
     """
     out: dict = {"our_width": float(our_width)}
-    for w, g in tab.groupby("world", sort=False):
-        grades = g["grade"].astype(str)
-        width = g["width"].to_numpy(float)
-        out[w] = {"n": float(len(g)), **{k: float((grades == k).mean()) for k in ("inside", "outside", "straddles",
-                                                                                  "none")},
-                  "width": float(np.nanmedian(width)) if np.isfinite(width).any() else math.nan,
-                  "wider": float(np.mean(width[np.isfinite(width)] >= our_width)) if math.isfinite(our_width)
-                  and np.isfinite(width).any() else math.nan,
-                  "p_star_true": float(g["p_star_true"].iloc[0]), "p_star_point": float(g["p_star_point"].median())}
-    missing = [w for w in ("paper", "no_offsets") if w not in out]
+    noise = tab["noise"].astype(str) if "noise" in tab else pd.Series("seed", index=tab.index)
+    for (nz, w), g in tab.groupby([noise, tab["world"]], sort=False):
+        grades, width = g["grade"].astype(str), g["width"].to_numpy(float)
+        fin = width[np.isfinite(width)]
+        out.setdefault(nz, {})[w] = {
+            "n": float(len(g)), **{k: float((grades == k).mean()) for k in ("inside", "outside", "straddles", "none")},
+            "width": float(np.median(fin)) if len(fin) else math.nan,
+            "wider": float(np.mean(fin >= our_width)) if math.isfinite(our_width) and len(fin) else math.nan,
+            "p_star_true": float(g["p_star_true"].iloc[0]), "p_star_point": float(g["p_star_point"].median()),
+            "kept": float((g["n_p_star"].astype(float) / g["n_boot"].astype(float)).median())}
+    seed = out.get("seed", {})
+    missing = [w for w in ("paper", "no_offsets") if w not in seed]
     if missing:
-        raise ValueError(f"p6_pstar_power_summary: no rows of world(s) {missing}")
-    out["power"], out["false_positive"] = out["paper"]["inside"], out["no_offsets"]["inside"]
+        raise ValueError(f"p6_pstar_power_summary: no seed-noise rows of world(s) {missing}")
+    out["power"], out["false_positive"] = seed["paper"]["inside"], seed["no_offsets"]["inside"]
+    out["power_residual"] = out.get("residual", {}).get("paper", {}).get("inside", math.nan)
     return out
 
 
-def p6_pstar_power_text(summary: Mapping) -> str:
-    """The P* leg's power, size and widths from :func:`p6_pstar_power_summary` (Wilson intervals on each
-    graded share: the datasets are independent)."""
-    from .claims import mc_interval
+def p6_pstar_power_text(summary: Mapping, residual_sd: Mapping[str, float] | None = None,
+                        seed_sd: float = math.nan) -> str:
+    """The P* leg's power, size and widths from :func:`p6_pstar_power_summary`, per noise (Wilson intervals on
+    each world's inside share: the datasets are independent); with ``residual_sd`` (:func:`stage_residual_sd`)
+    and one run's ``seed_sd`` [nats], their ratio per stage."""
+    from .claims import POWER_MIN, mc_interval
     from .power import P6_PSTAR_BAND
 
     lo_b, hi_b = P6_PSTAR_BAND
+    names = {"paper": "the paper's law", "no_offsets": "without its offsets", "ours": "at our own fitted constants"}
 
-    def iv(w: str, k: str) -> str:
-        r, n = summary[w][k], summary[w]["n"]
-        a, b = mc_interval(r, n)
-        return f"{r:.0%} [{a:.0%}, {b:.0%}]"
+    def world(nz: str, w: str) -> str:
+        r = summary[nz][w]
+        a, b = mc_interval(r["inside"], r["n"])
+        return (f"{names[w]} (P* = {r['p_star_true']:.1f}) inside in {r['inside']:.0%} [{a:.0%}, {b:.0%}], straddling "
+                f"in {r['straddles']:.0%}, outside in {r['outside']:.0%} (median width {r['width']:.1f} bits, "
+                f"{int(r['n'])} datasets)")
 
-    paper, null = summary["paper"], summary["no_offsets"]
-    text = (f"the P* leg's power on our design (`boot_check.p6_pstar_rows`: our marginal QAT and high-precision runs "
-            f"simulated, each dataset graded by the same pipeline bootstrap, {int(paper['n'])} datasets per world): "
-            f"the paper's law (P* = {paper['p_star_true']:.1f}) puts the interval inside {lo_b:g}–{hi_b:g} bits in "
-            f"{iv('paper', 'inside')}, straddling in {paper['straddles']:.0%}, outside in {paper['outside']:.0%}; "
-            f"without its offsets (P* = {null['p_star_true']:.1f}) inside in {iv('no_offsets', 'inside')}, "
-            f"straddling in {null['straddles']:.0%}, outside in {null['outside']:.0%}")
-    if "ours" in summary:
-        o = summary["ours"]
-        text += (f"; at our own fitted constants (P* = {o['p_star_true']:.1f}) inside in {o['inside']:.0%}, straddling "
-                 f"in {o['straddles']:.0%}, outside in {o['outside']:.0%}")
-    widths = ", ".join(f"{w.replace('_', ' ')} {summary[w]['width']:.1f}" for w in ("paper", "no_offsets", "ours")
-                       if w in summary)
-    text += f"; median interval width [bits]: {widths}"
+    parts = []
+    for nz, what in (("seed", "at seed noise (one run's σ)"),
+                     ("residual", "at the scatter of our own fits' residuals (each stage's RMS, misfit included)")):
+        if nz in summary:
+            parts.append(f"{what}: " + "; ".join(world(nz, w) for w in ("paper", "no_offsets", "ours")
+                                                 if w in summary[nz]))
+    text = ("the P* leg's power on our design (`boot_check.p6_pstar_rows`: our marginal QAT and high-precision runs "
+            f"simulated, each dataset graded by the same pipeline bootstrap as ours, at "
+            f"{int(summary['seed']['paper'].get('n', 0))} datasets and 100 resamples each against our 2000; an "
+            f"interval graded against {lo_b:g}–{hi_b:g} bits) " + " — ".join(parts))
+    if residual_sd and math.isfinite(seed_sd) and seed_sd > 0:
+        text += ("; our fits' residual RMS is " + ", ".join(f"{k.replace('neff_', 'N_eff ')} {v / seed_sd:.1f}×"
+                                                             for k, v in residual_sd.items())
+                 + f" one run's seed σ ({seed_sd:.4f} nats)")
     if math.isfinite(summary["our_width"]):
-        wider = ", ".join(f"{summary[w]['wider']:.0%} ({w.replace('_', ' ')})" for w in ("paper", "no_offsets", "ours")
-                          if w in summary)
-        text += (f"; ours is {summary['our_width']:.1f} bits wide, and intervals at least that wide occur in {wider} "
-                 "of simulated datasets")
-        shares = [summary[w]["wider"] for w in ("paper", "no_offsets", "ours") if w in summary]
-        if shares and max(shares) < 0.05:
-            text += (" (under 5 % in every world: our runs scatter about Eqs. 3–4 more than the seed noise the "
-                     "simulation draws, so the width of our interval, not the design's power, leaves this leg "
-                     "undecided)")
+        wider = ", ".join(f"{summary['seed'][w]['wider']:.0%}" for w in ("paper", "no_offsets", "ours")
+                          if w in summary["seed"])
+        text += (f"; ours is {summary['our_width']:.1f} bits wide, as wide as {wider} of the seed-noise intervals "
+                 "(paper, no offsets, ours)")
+    pr = summary["power_residual"]
+    if math.isfinite(pr) and pr < POWER_MIN:
+        n = summary["residual"]["paper"]["n"]
+        hi = mc_interval(pr, n)[1]
+        text += (f"; at the scatter our runs show, the leg's power is {pr:.0%}"
+                 + (f", below {POWER_MIN:.0%} even at its interval's upper end ({hi:.0%})" if hi < POWER_MIN else "")
+                 + ": through data that scatter like ours, this design cannot resolve the paper's P*")
     return text
 
 
@@ -479,13 +522,17 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     if tab is not None:
         ps = p6_pstar_power_summary(tab, ci[1] - ci[0] if draws is not None else math.nan)
         det.update({"pstar_power": ps["power"], "pstar_false_positive": ps["false_positive"],
-                    "pstar_n_sim": ps["paper"]["n"], "pstar_width_paper": ps["paper"]["width"],
-                    **{f"pstar_straddles_{w}": ps[w]["straddles"] for w in ("paper", "no_offsets", "ours") if w in ps}})
-        pstar_txt = p6_pstar_power_text(ps)
-        pstar_leg = (f" (the leg's simulated power under the paper's law: {ps['power']:.0%}; an interval straddles "
-                     "the band in " + ", ".join(f"{ps[w]['straddles']:.0%} of the {label} datasets" for w, label in
-                                                (("paper", "paper-law"), ("no_offsets", "no-offset"),
-                                                 ("ours", "our-constants")) if w in ps) + ")")
+                    "pstar_power_residual": ps["power_residual"], "pstar_n_sim": ps["seed"]["paper"]["n"],
+                    "pstar_width_paper": ps["seed"]["paper"]["width"]})
+        resid, seed_sd = None, math.nan
+        if rows is not None and "residual" in ps:
+            from .noise import noise_model
+
+            resid, seed_sd = stage_residual_sd(rows, fits), noise_model(rows, "rtn").loss_sd
+        pstar_txt = p6_pstar_power_text(ps, resid, seed_sd)
+        pr = ps["power_residual"]
+        pstar_leg = (f" (the leg's simulated power under the paper's law: {ps['power']:.0%} at seed noise"
+                     + (f", {pr:.0%} at the scatter of our fits' residuals" if math.isfinite(pr) else "") + ")")
     if draws is not None:
         det.update({"ours_p_star_lo": ci[0], "ours_p_star_hi": ci[1], "boot_draws": float(len(draws)),
                     "boot_dropped": float(draws.attrs.get("dropped", 0)),

@@ -2536,16 +2536,26 @@ def p6_pstar_worlds(ours: Mapping[str, float] | None = None) -> dict[str, dict[s
 
 def p6_pstar_dataset(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float],
                      curves: Mapping[str, tuple[float, float]], noise: NoiseModel, rng: np.random.Generator,
-                     seed_sd: float = 0.0, floor: float = NEFF_F_FLOOR) -> dict[str, pd.DataFrame]:
+                     seed_sd: float = 0.0, floor: float = NEFF_F_FLOOR,
+                     stage_sd: Mapping[str, float] | None = None) -> dict[str, pd.DataFrame]:
     """One simulated dataset on our design for P6's P* leg: the ``chinchilla`` frame's losses from
     ``chinchilla`` (Chinchilla's form) and each marginal ``neff_x`` frame's from Eqs. 3–4 with part x's
     (γ_x, n_x) of ``curves`` (``extended_factor`` at ``floor`` where the factor is lower), plus one run's
     seed σ (``noise.loss_sd``, of which ``seed_sd`` [nats] a random effect shared by the runs of one
-    (N, seed) in the dataset). Returns the frames with ``loss_val`` replaced (every other column kept).
+    (N, seed) in the dataset). With ``stage_sd`` (frame name -> σ [nats], e.g. the residual scatter of our
+    own fits, ``compute_optimal.stage_residual_sd``) each frame's runs get independent noise of that σ
+    instead (no seed block). Returns the frames with ``loss_val`` replaced (every other column kept).
 
     Raises:
-        ValueError: ``seed_sd`` outside [0, noise.loss_sd], or a frame missing.
+        ValueError: ``seed_sd`` outside [0, noise.loss_sd] (or not 0 with ``stage_sd``), a frame missing, or
+            ``stage_sd`` lacking one.
     """
+    names = ("chinchilla", *(f"neff_{x}" for x in _PARTS))
+    if stage_sd is not None:
+        lack = [k for k in names if not (k in stage_sd and math.isfinite(stage_sd[k]) and stage_sd[k] >= 0)]
+        if lack or seed_sd != 0:
+            raise ValueError(f"p6_pstar_dataset: stage_sd needs a finite σ ≥ 0 for {list(names)} (missing or bad: "
+                             f"{lack}) and seed_sd 0; got seed_sd {seed_sd!r}")
     if not (math.isfinite(seed_sd) and 0 <= seed_sd <= noise.loss_sd):
         raise ValueError(f"p6_pstar_dataset: seed_sd must be in [0, noise.loss_sd = {noise.loss_sd:.4g}] nats; "
                          f"got {seed_sd!r}")
@@ -2564,7 +2574,8 @@ def p6_pstar_dataset(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str
             n = n * extended_factor(_num(fr[f"bits_{x}"]).to_numpy(float), *curves[x], floor)
         true = np.asarray(forms.chinchilla_loss(n, fr["n_tokens"].to_numpy(float), chinchilla), dtype=float)
         shared = np.array([block[k] for k in _block_keys(fr)])
-        out[name] = fr.assign(loss_val=true + sd * rng.standard_normal(len(fr)) + shared)
+        own = sd if stage_sd is None else float(stage_sd[name])
+        out[name] = fr.assign(loss_val=true + own * rng.standard_normal(len(fr)) + shared)
     return out
 
 
