@@ -698,3 +698,18 @@ def test_p6_pstar_dataset_draws_each_frame_at_its_own_sigma():
     with pytest.raises(ValueError, match=r"missing or bad: \['neff_kv'\]"):
         power.p6_pstar_dataset(frames, chin, curves, NOISE, np.random.default_rng(0),
                                stage_sd={k: v for k, v in zero.items() if k != "neff_kv"})
+
+
+def test_p6_pstar_simulation_starts_each_resample_where_the_pipeline_bootstrap_does():
+    """The simulation's full-sample fits are law_fits._full_sample_starts' exactly (the resamples and refits
+    are law_fits' own _draw_picks and _refit_draw), so a dataset is graded by the verdict's instrument."""
+    from bitlaws.study import law_fits as la
+    from bitlaws.study.boot_check import full_sample_fits
+
+    frames, chin = _p6_design()
+    syn = power.p6_pstar_dataset(frames, chin, power.p6_pstar_worlds()["paper"], NOISE, np.random.default_rng(3))
+    stages = list(la.PIPELINE_STAGES)
+    point, starts = full_sample_fits(syn, stages)
+    ref = la._full_sample_starts(syn, stages)
+    assert set(starts) == set(ref) and all(np.array_equal(starts[k], ref[k]) for k in ref)
+    assert set(point) == {f"{n}_{x}" for x in ("w", "a", "kv") for n in ("gamma", "n")}

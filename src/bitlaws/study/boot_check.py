@@ -552,6 +552,19 @@ P6_PSTAR_COLUMNS = ["sim_id", "world", "noise", "rng", "dataset", "seed_sd", "fl
                     "timestamp"]
 
 
+def full_sample_fits(frames: Mapping[str, pd.DataFrame], stages: Sequence[str]) -> tuple[dict, dict]:
+    """Each stage of ``stages`` (Chinchilla first) fitted on every run, as ``law_fits._full_sample_starts``
+    fits them: (the N_eff stages' constants, stage -> (1, p) starts, the very starts the pipeline
+    bootstrap begins each resample from)."""
+    chin = lf.fit_stage(lf.STAGES["chinchilla"], frames["chinchilla"])
+    point, starts = {}, {"chinchilla": np.asarray(chin.theta, dtype=float)[None, :]}
+    for s in stages[1:]:
+        res = lf.fit_stage(lf.STAGES[s], frames[s], dict(chin.params))
+        point.update(res.params)
+        starts[s] = np.asarray(res.theta, dtype=float)[None, :]
+    return point, starts
+
+
 def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise, worlds: Mapping,
                   datasets: Sequence[int], *, n_boot: int = 100, seed: int = 0, seed_sd: float = 0.0,
                   floor: float | None = None, inputs_sha256: str = "", progress: bool = False,
@@ -600,12 +613,7 @@ def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
         truth = {f"{n}_{x}": v for x, (g, o) in curves.items() for n, v in (("gamma", g), ("n", o))}
         syn = p6_pstar_dataset(frames, chinchilla, curves, noise, np.random.default_rng([seed, k]), seed_sd, floor,
                                stage_sd)
-        chin = lf.fit_stage(lf.STAGES["chinchilla"], syn["chinchilla"])
-        point, starts = {}, {"chinchilla": np.asarray(chin.theta, dtype=float)[None, :]}
-        for s in stages[1:]:
-            res = lf.fit_stage(lf.STAGES[s], syn[s], dict(chin.params))
-            point.update(res.params)
-            starts[s] = np.asarray(res.theta, dtype=float)[None, :]
+        point, starts = full_sample_fits(syn, stages)
         draws = [la._refit_draw(syn, stages, [], la._draw_picks(syn, stages, la.BOOT_SEED, i), starts)[0]
                  for i in range(n_boot)]
         draws = [d for d in draws if d is not None]
