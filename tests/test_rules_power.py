@@ -666,6 +666,7 @@ def test_p6_pstar_table_is_read_only_for_its_own_rows_and_version_and_summarised
     assert s["seed"]["paper"]["wider"] == pytest.approx(0.6)  # widths 1..10: six of them ≥ 4.5
     text = co.p6_pstar_power_text(s, {"chinchilla": 0.03, "neff_a": 0.09}, 0.015)
     assert "the paper's law (P* = 7.0) inside in 60% [31%, 83%]" in text and "10 datasets" in text
+    assert "with 100 resamples against our 2000" in text
     assert "as wide as 60%, 0% of the seed-noise intervals" in text
     assert "residual RMS is chinchilla 2.0×, N_eff a 6.0× one run's seed σ (0.0150 nats)" in text
     # the residual-noise power 10% [2, 40] is below 50 % even at its upper end: the design cannot resolve P*

@@ -330,7 +330,8 @@ def p6_pstar_power_summary(tab: pd.DataFrame, our_width: float = math.nan) -> di
             "width": float(np.median(fin)) if len(fin) else math.nan,
             "wider": float(np.mean(fin >= our_width)) if math.isfinite(our_width) and len(fin) else math.nan,
             "p_star_true": float(g["p_star_true"].iloc[0]), "p_star_point": float(g["p_star_point"].median()),
-            "kept": float((g["n_p_star"].astype(float) / g["n_boot"].astype(float)).median())}
+            "kept": float((g["n_p_star"].astype(float) / g["n_boot"].astype(float)).median()),
+            "n_boot": float(g["n_boot"].astype(float).median())}
     seed = out.get("seed", {})
     missing = [w for w in ("paper", "no_offsets") if w not in seed]
     if missing:
@@ -365,9 +366,9 @@ def p6_pstar_power_text(summary: Mapping, residual_sd: Mapping[str, float] | Non
             parts.append(f"{what}: " + "; ".join(world(nz, w) for w in ("paper", "no_offsets", "ours")
                                                  if w in summary[nz]))
     text = ("the P* leg's power on our design (`boot_check.p6_pstar_rows`: our marginal QAT and high-precision runs "
-            f"simulated, each dataset graded by the same pipeline bootstrap as ours, at "
-            f"{int(summary['seed']['paper'].get('n', 0))} datasets and 100 resamples each against our 2000; an "
-            f"interval graded against {lo_b:g}–{hi_b:g} bits) " + " — ".join(parts))
+            f"simulated, each dataset graded by the same pipeline bootstrap as ours, with "
+            f"{int(summary['seed']['paper']['n_boot'])} resamples against our 2000; an interval graded against "
+            f"{lo_b:g}–{hi_b:g} bits) " + " — ".join(parts))
     if residual_sd and math.isfinite(seed_sd) and seed_sd > 0:
         text += ("; our fits' residual RMS is " + ", ".join(f"{k.replace('neff_', 'N_eff ')} {v / seed_sd:.1f}×"
                                                              for k, v in residual_sd.items())
