@@ -1437,6 +1437,8 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
 
     Rule (version 8, registered 2026-12-04 before any ``qat_factorial`` row was read, after referees' blind
     readings of v6 and v7; version 9, written after the factorial was read, changed only the verdict's wording;
+    version 10 (2026-12-06) changed nothing here: ``store.load_runs`` gained the data freeze, and every factorial
+    row predates it;
     ``bitlaws.study.claims.rule_p5``, statistics ``bitlaws.study.power.p5_v6_statistics``
     with T's interval ``power.P5_T_INTERVAL_V7``): the seeded factorial (``p5_rows``: every (P_w, P_a, P_kv)
     in {4, 8, 16}³ at seeds 101–103, one (N, D), evaluation version 2), graded on the seeds whose 27 runs
@@ -1835,7 +1837,9 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
     to the largest at which its robustification still wins). Version 6 (2026-12-05, after the grid was read and
     graded) changed only the verdict's words: the reason names the one branch that applied (it said "or too few
     sizes" beside an interval over five) and δ_low/δ_hp carries its interval; no statistic, threshold, simulation,
-    data selection or decision changed. Until the grid is complete P9 is graded by version 2, as follows.
+    data selection or decision changed. Version 7 (2026-12-06) changed nothing here: ``store.load_runs`` gained the
+    data freeze, and every matched-grid row predates it. Until the grid is complete P9 is graded by version 2, as
+    follows.
 
     Rule (version 2, ``bitlaws.study.claims.rule_p9``; statistics ``bitlaws.study.power.p9_statistics``):
     (a) a one-sided sign test, in the cells where the high-precision model's δ_PTQ is measurable
