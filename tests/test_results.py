@@ -308,6 +308,13 @@ def test_the_data_freeze_keeps_later_sweep_rows_out_of_every_table_until_it_move
     assert len(load_runs("cpu", root=tmp_path, eval_version=1)) == 3
     with pytest.raises(ValueError, match=r"bad freeze '2026-12-06 08:00'.*'all'"):
         load_runs("cpu", root=tmp_path, until="2026-12-06 08:00")
+    with pytest.raises(ValueError, match=r"bad freeze '2026-13-45T99:99:99Z'.*a real date"):
+        load_runs("cpu", root=tmp_path, until="2026-13-45T99:99:99Z")
+    # an experiment with rows only after the freeze: the message names the freeze and how to read them
+    append_rows(folder / "qat_seeds.csv", [row("s", 1.0, profile="cpu", experiment="qat_seeds",
+                                               timestamp="2026-12-07T00:00:00Z")])
+    with pytest.raises(FileNotFoundError, match=r"at or before the data freeze 2026-12-06T07:59:59Z.*until='all'"):
+        load_runs("cpu", "qat_seeds", root=tmp_path, eval_version=1, until="2026-12-06T07:59:59Z")
     # a sweep row whose timestamp cannot be placed is refused, not silently read or dropped
     append_rows(folder / "base_grid.csv", [row("d", 4.0, profile="cpu", timestamp="yesterday")])
     with pytest.raises(StoreError, match="timestamp 'yesterday' is not YYYY-MM-DDTHH:MM:SSZ"):

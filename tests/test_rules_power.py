@@ -714,3 +714,14 @@ def test_p6_pstar_simulation_starts_each_resample_where_the_pipeline_bootstrap_d
     ref = la._full_sample_starts(syn, stages)
     assert set(starts) == set(ref) and all(np.array_equal(starts[k], ref[k]) for k in ref)
     assert set(point) == {f"{n}_{x}" for x in ("w", "a", "kv") for n in ("gamma", "n")}
+
+
+def test_write_p6_pstar_power_refuses_contradictory_settings_before_any_work(tmp_path):
+    from bitlaws.study import compute_optimal as co
+
+    with pytest.raises(ValueError, match="seed_sd 0.01 with noise 'residual'"):
+        co.write_p6_pstar_power("cpu", noise="residual", seed_sd=0.01, root=tmp_path)
+    with pytest.raises(ValueError, match=r"unknown noise 'loud'"):
+        co.write_p6_pstar_power("cpu", noise="loud", root=tmp_path)
+    with pytest.raises(ValueError, match=r"unknown world\(s\) \['bogus'\]"):
+        co.write_p6_pstar_power("cpu", worlds="bogus", root=tmp_path)  # one name is one world, not its letters

@@ -238,7 +238,8 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
 
     Args:
         profile: a declared profile with its Chinchilla and marginal N_eff fits.
-        worlds: names of ``power.P6_PSTAR_WORLDS`` (default all three). datasets: dataset indices.
+        worlds: names of ``power.P6_PSTAR_WORLDS`` (default all three; one name alone is one world).
+            datasets: dataset indices.
         n_boot: pipeline resamples per dataset. seed: the generator's seed.
         seed_sd: σ_seed [nats]; None: the point estimate P4's simulation reads (``qat_design._p4_sim_inputs``).
         root: a ``data/`` folder. progress: a progress bar.
@@ -250,6 +251,11 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
     """
     if noise not in ("seed", "residual"):
         raise ValueError(f"unknown noise {noise!r}; allowed: 'seed', 'residual'")
+    if noise == "residual" and seed_sd is not None and seed_sd != 0:
+        raise ValueError(f"seed_sd {seed_sd!r} with noise 'residual': the residual scatter has no seed block "
+                         "(leave seed_sd None or 0)")
+    if isinstance(worlds, str):
+        worlds = [worlds]
     from .._io import frame_sha256
     from .boot_check import P6_PSTAR_COLUMNS, p6_pstar_rows
     from .law_fits import TRAINING_EXPERIMENTS, load_fits, stage_frames

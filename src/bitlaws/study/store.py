@@ -730,9 +730,15 @@ def read_until(profile: str, until: str | None = None) -> str | None:
     value = ROWS_READ_UNTIL.get(profile) if until is None else until
     if value is None or value == "all":
         return None
-    if not isinstance(value, str) or not _TIMESTAMP.fullmatch(value):
+    ok = isinstance(value, str) and _TIMESTAMP.fullmatch(value)
+    if ok:
+        try:
+            _dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            ok = False
+    if not ok:
         raise ValueError(f"bad freeze {value!r}: allowed a UTC timestamp like '2026-12-06T08:00:00Z' "
-                         "(the rows' timestamp column's format) or 'all'")
+                         "(the rows' timestamp column's format, a real date and time) or 'all'")
     return value
 
 
@@ -810,5 +816,7 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
         if len(part):
             frames.append(part)
     if not frames:
-        raise FileNotFoundError(f"no rows of experiment {experiment!r} for profile {profile!r} under {folder}")
+        later = f" written at or before the data freeze {freeze} (store.ROWS_READ_UNTIL; until='all' reads later ones)" \
+            if freeze is not None else ""
+        raise FileNotFoundError(f"no rows of experiment {experiment!r} for profile {profile!r} under {folder}{later}")
     return pd.concat(frames, ignore_index=True)
