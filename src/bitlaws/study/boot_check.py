@@ -552,6 +552,13 @@ P6_PSTAR_COLUMNS = ["sim_id", "world", "noise", "rng", "dataset", "seed_sd", "fl
                     "timestamp"]
 
 
+def p6_pstar_sim_id(world: str, seed: int, dataset: int, seed_sd: float, floor: float, n_boot: int,
+                    residual: bool) -> str:
+    """The key of one row of ``p6_pstar_power.csv``: ``world:rng:dataset:seed_sd:floor:n_boot``, with
+    ``:residual`` appended for residual-noise rows."""
+    return f"{world}:{seed}:{dataset}:{seed_sd:.6g}:{floor:g}:{n_boot}" + (":residual" if residual else "")
+
+
 def full_sample_fits(frames: Mapping[str, pd.DataFrame], stages: Sequence[str]) -> tuple[dict, dict]:
     """Each stage of ``stages`` (Chinchilla first) fitted on every run, as ``law_fits._full_sample_starts``
     fits them: (the N_eff stages' constants, stage -> (1, p) starts, the very starts the pipeline
@@ -620,9 +627,8 @@ def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
         ps = np.array([_p_star(d) for d in draws])
         ps = ps[np.isfinite(ps)]
         lo, hi = (float(v) for v in np.percentile(ps, [2.5, 97.5])) if len(ps) >= 2 else (math.nan, math.nan)
-        sd_text = f"{seed_sd:.6g}"
         label = "seed" if stage_sd is None else "residual"
-        yield {"sim_id": f"{w}:{seed}:{k}:{sd_text}:{floor:g}:{n_boot}" + ("" if stage_sd is None else ":residual"),
+        yield {"sim_id": p6_pstar_sim_id(w, seed, k, seed_sd, floor, n_boot, stage_sd is not None),
                "world": w, "noise": label, "rng": int(seed), "dataset": k,
                "seed_sd": float(seed_sd), "floor": floor, "n_boot": int(n_boot), "p_star_true": _p_star(truth),
                "p_star_point": _p_star(point), "low": lo, "high": hi, "width": hi - lo,

@@ -213,7 +213,7 @@ def stage_residual_sd(df: pd.DataFrame, fits: Mapping[str, dict]) -> dict[str, f
     Raises:
         ValueError: the Chinchilla or a marginal N_eff fit missing.
     """
-    from .law_fits import stage_frames
+    from .law_fits import _bits, stage_frames
 
     ours, missing = _ours_params(fits)
     if ours is None:
@@ -221,8 +221,7 @@ def stage_residual_sd(df: pd.DataFrame, fits: Mapping[str, dict]) -> dict[str, f
     frames, out = stage_frames(df), {}
     for name in ("chinchilla", "neff_w", "neff_a", "neff_kv"):
         f = frames[name]
-        bits = [pd.to_numeric(f[c], errors="coerce").fillna(forms.HIGH_PRECISION_BITS).to_numpy(float)
-                if c in f else np.full(len(f), float(forms.HIGH_PRECISION_BITS)) for c in ("bits_w", "bits_a", "bits_kv")]
+        bits = [_bits(f, c).to_numpy(float) for c in ("bits_w", "bits_a", "bits_kv")]
         pred = forms.qat_loss(f["n_params"].to_numpy(float), f["n_tokens"].to_numpy(float), *bits, ours)
         out[name] = float(np.sqrt(np.nanmean((f["loss_val"].to_numpy(float) - pred) ** 2)))
     return out
@@ -257,7 +256,7 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
     if isinstance(worlds, str):
         worlds = [worlds]
     from .._io import frame_sha256
-    from .boot_check import P6_PSTAR_COLUMNS, p6_pstar_rows
+    from .boot_check import P6_PSTAR_COLUMNS, p6_pstar_rows, p6_pstar_sim_id
     from .law_fits import TRAINING_EXPERIMENTS, load_fits, stage_frames
     from .power import NEFF_F_FLOOR, P6_PSTAR_WORLDS, p6_pstar_worlds
     from .qat_design import _p4_sim_inputs
@@ -276,14 +275,13 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
     seed_noise, _, point_sd, _, _ = _p4_sim_inputs(df)
     stage_sd = stage_residual_sd(df, fits) if noise == "residual" else None
     seed_sd = 0.0 if stage_sd is not None else point_sd if seed_sd is None else float(seed_sd)
-    suffix = "" if stage_sd is None else ":residual"
     path = _p6_pstar_path(profile, root)
     have = set(read_rows(path, P6_PSTAR_COLUMNS, "sim_id").get("sim_id", [])) if path.exists() else set()
     every = p6_pstar_worlds(ours)
     frames, read = stage_frames(df), frame_sha256(df)
     for w in worlds:
         left = [k for k in datasets
-                if f"{w}:{seed}:{k}:{seed_sd:.6g}:{NEFF_F_FLOOR:g}:{n_boot}{suffix}" not in have]
+                if p6_pstar_sim_id(w, seed, k, seed_sd, NEFF_F_FLOOR, n_boot, stage_sd is not None) not in have]
         for row in p6_pstar_rows(frames, chin, seed_noise, {w: every[w]}, left, n_boot=n_boot, seed=seed,
                                  seed_sd=seed_sd, inputs_sha256=read, progress=progress, stage_sd=stage_sd):
             append_rows(path, [row], P6_PSTAR_COLUMNS, "sim_id")
@@ -353,7 +351,7 @@ def p6_pstar_power_text(summary: Mapping, residual_sd: Mapping[str, float] | Non
     each world's inside share: the datasets are independent); with ``residual_sd`` (:func:`stage_residual_sd`)
     and one run's ``seed_sd`` [nats], their ratio per stage."""
     from .claims import POWER_MIN, mc_interval
-    from .power import P6_PSTAR_BAND
+    from .power import P6_PSTAR_BAND, P6_PSTAR_WORLDS
 
     lo_b, hi_b = P6_PSTAR_BAND
     names = {"paper": "the paper's law", "no_offsets": "without its offsets", "ours": "at our own fitted constants"}
@@ -369,7 +367,7 @@ def p6_pstar_power_text(summary: Mapping, residual_sd: Mapping[str, float] | Non
     for nz, what in (("seed", "at seed noise (one run's σ)"),
                      ("residual", "at the scatter of our own fits' residuals (each stage's RMS, misfit included)")):
         if nz in summary:
-            parts.append(f"{what}: " + "; ".join(world(nz, w) for w in ("paper", "no_offsets", "ours")
+            parts.append(f"{what}: " + "; ".join(world(nz, w) for w in P6_PSTAR_WORLDS
                                                  if w in summary[nz]))
     text = ("the P* leg's power on our design (`boot_check.p6_pstar_rows`: our marginal QAT and high-precision runs "
             f"simulated, each dataset graded by the same pipeline bootstrap as ours, with "
@@ -380,7 +378,7 @@ def p6_pstar_power_text(summary: Mapping, residual_sd: Mapping[str, float] | Non
                                                              for k, v in residual_sd.items())
                  + f" one run's seed σ ({seed_sd:.4f} nats)")
     if math.isfinite(summary["our_width"]):
-        wider = ", ".join(f"{summary['seed'][w]['wider']:.0%}" for w in ("paper", "no_offsets", "ours")
+        wider = ", ".join(f"{summary['seed'][w]['wider']:.0%}" for w in P6_PSTAR_WORLDS
                           if w in summary["seed"])
         text += (f"; ours is {summary['our_width']:.1f} bits wide, as wide as {wider} of the seed-noise intervals "
                  "(paper, no offsets, ours)")
@@ -422,8 +420,9 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     was run. The suite leg's power (``power.p6_suite_power``: how often the paper's law resolves
     6–8 bits on the suite's design, and how often a law with P* ≈ 3.5 bits does) is reported beside
     it; the P* leg's (``pstar``: :func:`load_p6_pstar_power`'s table and why it is absent;
-    ``power.p6_pstar_power``: how often the paper's law puts the interval inside 6–9 bits on our
-    design, how often a law with P* ≈ 3.5 does) too. Neither power changes the P* leg's grading.
+    ``boot_check.p6_pstar_rows``: how often the paper's law puts the interval inside 6–9 bits on our
+    design, how often a law with P* ≈ 3.5 does, at seed noise and at our fits' residual scatter) too.
+    Neither power changes the P* leg's grading.
 
     (Version 1, written before the suite ran, asked only for the lowest loss at 6 or 8 bits. With
     one seed per member the lowest was at 12 bits, with three at 8 bits, inside the noise both

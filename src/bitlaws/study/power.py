@@ -328,13 +328,19 @@ def p1_statistics(tab: pd.DataFrame, noise: NoiseModel, gamma_d_ci: tuple[float,
     return _p1_stats(tab["delta_ptq"].to_numpy(float), _p1_design(tab, bits), noise, gamma_d_ci)
 
 
+def well_resolved_mask(delta: np.ndarray, k: np.ndarray, noise: NoiseModel, t: float) -> np.ndarray:
+    """(n,) bool: the seed-mean cells whose δ_PTQ [nats] (over ``k`` seeds) exceeds ``WELL_RESOLVED`` ·
+    t · σ₀ / √k (σ₀ = ``noise.delta_abs``), the cells P1's log-linear regression reads."""
+    return np.asarray(delta, dtype=float) > WELL_RESOLVED * t * noise.delta_abs / np.sqrt(np.asarray(k, dtype=float))
+
+
 def _p1_stats(delta: np.ndarray, design: dict, noise: NoiseModel, gamma_d_ci=None) -> dict:
     t = t_quantile(noise.loss_dof)
     out, resolved = _p1_eval(delta, design, noise, t)
     fracs = {k: (v["agree"] / v["resolved"] if v["resolved"] else math.nan) for k, v in out.items()}
     counts = {k: v["resolved"] for k, v in out.items()}
     # the regression reads cells well above the floor, where selecting on δ does not bias the slope
-    use = (delta > WELL_RESOLVED * t * noise.delta_abs / np.sqrt(design["k"])) & design["sub"]
+    use = well_resolved_mask(delta, design["k"], noise, t) & design["sub"]
     g, lo, hi = _loglinear_gamma_d(design["x"][use], delta[use])
     ll_lo, ll_hi = lo, hi
     source = "log-linear regression on the resolved cells (t-interval)"

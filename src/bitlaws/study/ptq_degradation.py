@@ -1129,11 +1129,11 @@ def well_resolved(tab: pd.DataFrame, noise) -> np.ndarray:
         (len(tab),) bool.
     """
     from .noise import t_quantile
-    from .power import WELL_RESOLVED
+    from .power import well_resolved_mask
 
-    t = t_quantile(noise.loss_dof)
-    delta, k = tab["delta_ptq"].to_numpy(float), tab["n_seeds"].to_numpy(float)
-    return (delta > WELL_RESOLVED * t * noise.delta_abs / np.sqrt(k)) & tab["bits_post"].isin(P1_BITS).to_numpy()
+    mask = well_resolved_mask(tab["delta_ptq"].to_numpy(float), tab["n_seeds"].to_numpy(float), noise,
+                              t_quantile(noise.loss_dof))
+    return mask & tab["bits_post"].isin(P1_BITS).to_numpy()
 
 
 def exponent_estimates(df: pd.DataFrame, method: str, profile: str) -> dict[str, dict[str, float]]:
