@@ -10,7 +10,7 @@ THREADS ?= 1
 TORCH_INDEX ?=
 STAMP := $(VENV)/.bitlaws-installed
 
-.PHONY: setup book test unit nbval reproduce verdicts bench publish clean realmodel
+.PHONY: setup book test unit nbval chapter reproduce verdicts bench publish clean realmodel
 
 setup: $(STAMP)
 
@@ -48,6 +48,15 @@ nbval: $(STAMP)
 	$(PY) -m pytest -q --nbval-lax -p no:cacheprovider build/nbval
 
 test: unit nbval book
+
+# Execute one chapter (CH=04, or any unique prefix of a notebooks/*.md name) into build/chapters/,
+# without the rest of the book: `make chapter CH=04`, then open build/chapters/04-….ipynb.
+chapter: $(STAMP)
+	@test -n "$(CH)" || { echo "make chapter CH=NN: CH names a chapter, one of: $$(cd notebooks && ls *.md | cut -c1-2 | tr '\n' ' ')"; exit 2; }
+	@set -- notebooks/$(CH)*.md; test -f "$$1" -a $$# -eq 1 || { echo "CH=$(CH) names no single chapter; the chapters are: $$(cd notebooks && ls *.md | tr '\n' ' ')"; exit 2; }; \
+	  mkdir -p build/chapters && out=build/chapters/$$(basename $$1 .md).ipynb && \
+	  $(VENV)/bin/jupytext --quiet --to ipynb -o $$out $$1 && \
+	  $(VENV)/bin/jupyter execute --inplace $$out && echo "Executed: $$out"
 
 reproduce: $(STAMP)
 	$(PY) -m bitlaws sweep --profile $(PROFILE) --workers $(WORKERS) --threads $(THREADS)

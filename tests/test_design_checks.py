@@ -194,6 +194,11 @@ def test_chapter_sentences_count_what_their_tables_hold():
     assert dc.schedule_short(dec, jumps) == (
         "1 of 2 (method, size, P_post) series give an answer (GPTQ INT3 at n27k: *tokens*), the rest *cannot tell* "
         "yet; a WSD cooldown raises δ beyond the scatter in 1 of the 1 series with two or more branch points.")
+    # no series told: said in words, never "0 of 2 … give an answer (none)"
+    assert dc.schedule_short(dec.assign(answer="cannot tell"), jumps).startswith(
+        "None of the 2 (method, size, P_post) series gives an answer yet (each *cannot tell*); a WSD cooldown")
+    assert dc.schedule_short(dec.assign(answer="tokens"), jumps).startswith(
+        "All 2 (method, size, P_post) series give an answer (GPTQ INT3 at n27k: *tokens*, RTN INT3 at n27k: *tokens*);")
     lr = pd.DataFrame({"size": ["n27k"], "n_tokens": [2_097_152], "lr_rule": [4.2e-3], "lr_best": [8.4e-3],
                        "gap": [0.02], "se": [0.01], "t_crit": [2.09], "dof": [19], "within_noise": [True]})
     text = dc.lr_summary(lr, ["n1.2m"])
@@ -286,6 +291,7 @@ def test_table_view_writes_every_cell_for_a_reader():
 
     assert [dc.tokens_text(x) for x in (8_388_608, 16_777_216, 2_097_152, 524_288, 512, float("nan"))] == \
         ["8.4M", "16.8M", "2.1M", "524k", "512", "—"]
+    assert [dc.tokens_text(x) for x in (math.inf, -math.inf, None)] == ["∞", "—", "—"]  # D_crit never reached
     assert [dc.signed_text(x) for x in (0.0, -0.0163, 1.6e-7, float("nan"))] == ["0", "-1.6e-02", "+1.6e-07", "—"]
     df = pd.DataFrame({"method": ["gptq", "rtn"], "n_tokens": [8_388_608, 2_097_152], "bits_post": [3, 4],
                        "gap": [-0.00001, 0.0254], "within_noise": [True, False], "shift": [0.0, -0.0163],
@@ -355,6 +361,15 @@ def test_repetition_figure_puts_its_legend_below_the_axes():
     assert all(not leg.overlaps(ax.get_window_extent()) for ax in fig.axes)   # it covers no line
     assert leg.y1 <= min(ax.get_window_extent().y0 for ax in fig.axes)         # below every axes
     assert [t.get_text() for t in fig.legends[0].get_texts()][:1] == ["GPTQ n27k, D=8.4M"]
+    # every series reads without colour: no two share a (marker, line style) pair, in the axes and
+    # in the legend, whose text is no smaller than the tick labels
+    for ax in fig.axes:
+        styles = [(ln.get_marker(), ln.get_linestyle()) for ln in ax.get_lines()]
+        assert len(styles) == 4 and len(set(styles)) == len(styles)
+    handles = fig.legends[0].legend_handles
+    assert len({(h.get_marker(), h.get_linestyle()) for h in handles}) == len(handles) == 4
+    tick = fig.axes[0].get_yticklabels()[0].get_fontsize()
+    assert all(t.get_fontsize() >= tick for t in fig.legends[0].get_texts())
     plt.close(fig)
     empty = repetition_figure({}, bits=(3,))
     assert not empty.legends

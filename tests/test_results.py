@@ -306,10 +306,15 @@ def test_the_data_freeze_keeps_later_sweep_rows_out_of_every_table_until_it_move
     assert load_runs("cpu", root=tmp_path, eval_version=1, until="2026-12-06T07:59:59Z")["obs_id"].tolist() == ["a"]
     monkeypatch.setitem(store.ROWS_READ_UNTIL, "cpu", None)
     assert len(load_runs("cpu", root=tmp_path, eval_version=1)) == 3
-    with pytest.raises(ValueError, match=r"bad freeze '2026-12-06 08:00'.*'all'"):
+    with pytest.raises(ValueError, match=r"bad until='2026-12-06 08:00'.*'all'"):
         load_runs("cpu", root=tmp_path, until="2026-12-06 08:00")
-    with pytest.raises(ValueError, match=r"bad freeze '2026-13-45T99:99:99Z'.*a real date"):
+    with pytest.raises(ValueError, match=r"bad until='2026-13-45T99:99:99Z'.*a real date"):
         load_runs("cpu", root=tmp_path, until="2026-13-45T99:99:99Z")
+    # a bad entry of the table itself is named as that entry, not as an argument the caller never passed
+    monkeypatch.setitem(store.ROWS_READ_UNTIL, "cpu", "2026-12-06")
+    with pytest.raises(ValueError, match=r"bad store.ROWS_READ_UNTIL\['cpu'\] = '2026-12-06'"):
+        load_runs("cpu", root=tmp_path)
+    monkeypatch.setitem(store.ROWS_READ_UNTIL, "cpu", None)
     # an experiment with rows only after the freeze: the message names the freeze and how to read them
     append_rows(folder / "qat_seeds.csv", [row("s", 1.0, profile="cpu", experiment="qat_seeds",
                                                timestamp="2026-12-07T00:00:00Z")])

@@ -546,9 +546,11 @@ TOKEN_COLUMNS = frozenset({"n_tokens", "d_small", "d_large", "d_lo", "d_hi", "d_
 
 def tokens_text(n: float) -> str:
     """A token count as the book writes D: ``8388608`` -> ``"8.4M"``, ``524288`` -> ``"524k"``, below 1,000 as
-    is; NaN -> ``"—"``."""
-    if n is None or not math.isfinite(float(n)):
+    is; +inf (a D_crit that never arrives) -> ``"∞"``; None, NaN or −inf -> ``"—"``."""
+    if n is None or math.isnan(float(n)) or float(n) == -math.inf:
         return "—"
+    if float(n) == math.inf:
+        return "∞"
     n = float(n)
     return f"{n / 1e6:.1f}M" if abs(n) >= 1e6 else f"{n / 1e3:.0f}k" if abs(n) >= 1e3 else f"{n:g}"
 
@@ -716,9 +718,15 @@ def schedule_short(decisions: pd.DataFrame | None, jumps: pd.DataFrame | None) -
         return "No schedule rows yet."
     told, n_jump = decisions[decisions["answer"] != "cannot tell"], int((jumps["k"] >= 2).sum())
     answers = ", ".join(f"{r.method.upper()} INT{r.bits_post} at {r.size}: *{r.answer}*" for r in told.itertuples())
-    return _capital(f"{len(told)} of {len(decisions)} (method, size, P_post) series give an answer "
-                    f"({answers or 'none'}), the rest *cannot tell* yet; a WSD cooldown raises δ beyond the scatter "
-                    f"in {int(jumps['raises'].sum())} of the {n_jump} series with two or more branch points.")
+    if not len(told):
+        head = f"none of the {len(decisions)} (method, size, P_post) series gives an answer yet (each *cannot tell*)"
+    elif len(told) == len(decisions):
+        head = f"all {len(decisions)} (method, size, P_post) series give an answer ({answers})"
+    else:
+        head = (f"{len(told)} of {len(decisions)} (method, size, P_post) series give an answer ({answers}), "
+                "the rest *cannot tell* yet")
+    return _capital(f"{head}; a WSD cooldown raises δ beyond the scatter in {int(jumps['raises'].sum())} of the "
+                    f"{n_jump} series with two or more branch points.")
 
 
 def repetition_summary(rep_effect: pd.DataFrame | None, n_missing: int, n_planned: int) -> str:

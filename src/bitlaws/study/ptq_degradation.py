@@ -29,6 +29,7 @@ from ..laws.forms import PAPER_CONSTANTS
 from ..laws.optimal import critical_data_size
 from ..ptq.gptq import GPTQConfig
 from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, rate_text, store_verdicts
+from .design_checks import tokens_text
 from .law_fits import load_fits, ptq_fit_is_current, ptq_fit_path, stage_frames
 from .noise import noise_floor, noise_model
 from .power import p2_statistics
@@ -1194,13 +1195,6 @@ def exponent_estimates(df: pd.DataFrame, method: str, profile: str) -> dict[str,
 _P2_NO_POWER = "its simulation starts from our Chinchilla fit, and these runs have too few distinct (N, D) points for one"
 
 
-def _fmt_m(x: float) -> str:
-    """A token count in words: 16.8M, 524k."""
-    if not math.isfinite(x):
-        return "∞" if x > 0 else "n/a"
-    return f"{x / 1e6:.1f}M" if x >= 1e6 else f"{x / 1e3:.0f}k"
-
-
 def _gamma_d_ci(df: pd.DataFrame, profile: str, method: str) -> tuple[float, float] | None:
     """γ_D's 95 % interval from the committed Eq. 2 fit of ``method`` (its bootstrap over training runs),
     if that record was made from exactly these rows; else None."""
@@ -1333,13 +1327,13 @@ def _repetition_text(ev: dict[str, pd.DataFrame] | None, bits: int = 3) -> str:
     parts = []
     p_, t_ = (ev[k][ev[k]["bits_post"] == bits] if len(ev[k]) else ev[k] for k in ("passes", "tokens"))
     if len(p_):
-        ex = "; ".join(f"δ {r.delta_whole:.3f} → {r.delta_frac:.3f} ({r.size}, D = {_fmt_m(r.n_tokens)}, {r.passes_whole:.1f} → "
+        ex = "; ".join(f"δ {r.delta_whole:.3f} → {r.delta_frac:.3f} ({r.size}, D = {tokens_text(r.n_tokens)}, {r.passes_whole:.1f} → "
                        f"{r.passes:.1f} passes)" for r in p_.itertuples())
         parts.append(f"at the same D, more passes raised δ_PTQ beyond the noise of two single runs in "
                      f"{int((p_['answer'] == 'raises').sum())}/{len(p_)} pairs ({ex})")
     if len(t_):
-        ex = "; ".join(f"δ {r.delta_small:.3f} → {r.delta_large:.3f} ({r.size}, {r.passes:.1f} passes, D = {_fmt_m(r.d_small)} → "
-                       f"{_fmt_m(r.d_large)})" for r in t_.itertuples())
+        ex = "; ".join(f"δ {r.delta_small:.3f} → {r.delta_large:.3f} ({r.size}, {r.passes:.1f} passes, D = {tokens_text(r.d_small)} → "
+                       f"{tokens_text(r.d_large)})" for r in t_.itertuples())
         parts.append(f"at the same passes, more D raised it beyond the noise in "
                      f"{int((t_['answer'] == 'raises').sum())}/{len(t_)} pairs ({ex}), while the post-PTQ loss, which "
                      f"P2 grades, rose beyond the noise in {int((t_['loss_answer'] == 'raises').sum())}/{len(t_)} ("
@@ -1357,7 +1351,7 @@ def _seed_range(labels: str) -> str:
 
 
 def _set_text(a: pd.DataFrame, col: str) -> str:
-    return "{" + ", ".join(_fmt_m(d) for d in a.loc[a[col], "n_tokens"]) + "}"
+    return "{" + ", ".join(tokens_text(d) for d in a.loc[a[col], "n_tokens"]) + "}"
 
 
 def _calibration_text(cal: dict | None) -> str:
@@ -1388,8 +1382,8 @@ def _argmin_text(per: dict, main: str) -> str:
         if a is None:
             continue
         draws = True
-        one = [_fmt_m(d) for d in a.loc[a["n_seeds"] == 1, "n_tokens"]]
-        seeded = "; ".join(f"seeds {_seed_range(lab)} at {', '.join(_fmt_m(d) for d in g['n_tokens'])}"
+        one = [tokens_text(d) for d in a.loc[a["n_seeds"] == 1, "n_tokens"]]
+        seeded = "; ".join(f"seeds {_seed_range(lab)} at {', '.join(tokens_text(d) for d in g['n_tokens'])}"
                            for lab, g in a[a["n_seeds"] > 1].groupby("seeds", sort=False))
         parts.append(f"{_set_text(a, 'in_set')} for {METHOD_LABELS[m]} (N = {best['n_params']:,}, "
                      f"INT{best['bits_post']}; {seeded or 'no seeded D'}"
@@ -1490,11 +1484,11 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         best = p2_named_series(s_)
         head = (f"{lab}: the post-PTQ loss turns upward beyond the noise in {len(rising)}/{s_['n_series']} "
                 f"(N, P_post) series; the largest rise: N = {best['n_params']:,} at INT{best['bits_post']}, lowest "
-                f"at D = {_fmt_m(best['d_best'])}, +{best['rise']:.3f} nats by D = {_fmt_m(best['d_max'])} against "
+                f"at D = {tokens_text(best['d_best'])}, +{best['rise']:.3f} nats by D = {tokens_text(best['d_max'])} against "
                 f"a threshold of {best['threshold']:.3f} ({int(best['k_best'])} and {int(best['k_max'])} seeds)")
         t = crit[m]
         small = t[(t["n_params"] == t["n_params"].min()) & t["bits_post"].isin([3, 4])].sort_values("bits_post")
-        eq13 = ", ".join(f"INT{int(r.bits_post)} {_fmt_m(r.d_crit_eq13)} (D/N ≈ {r.d_crit_eq13_over_n:.0f})"
+        eq13 = ", ".join(f"INT{int(r.bits_post)} {tokens_text(r.d_crit_eq13)} (D/N ≈ {r.d_crit_eq13_over_n:.0f})"
                          for r in small.itertuples() if math.isfinite(r.d_crit_eq13))
         pw, po = per[m]["power"], per[m]["power_ours"]
         return (head + (f"; Eq. 13 with our fitted constants at N = {int(t['n_params'].min()):,}: D_crit ≈ {eq13}"
@@ -1523,7 +1517,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     else:
         power_text = (f"Its power was not computed ({_P2_NO_POWER}), so the grade is inconclusive whatever the data "
                       f"show (the rule's own grade: {st['grade']}). ")
-    reason = (f"It rests on few series: the rises sit at D ≥ {_fmt_m(min(x['d_best'] for x in rising))}, "
+    reason = (f"It rests on few series: the rises sit at D ≥ {tokens_text(min(x['d_best'] for x in rising))}, "
               f"{passes} passes over the training split; {_argmin_text(per, main)}; {_repetition_text(evidence)}; "
               "the seed noise "
               f"has {v['noise'].loss_dof} degrees of freedom ({v['noise'].n_cells} seeded cells; t = {st['threshold_t']:.2f}). "
@@ -1926,7 +1920,7 @@ def p2_set_facts(df: pd.DataFrame, table: pd.DataFrame | None = None,
         if len(rows):
             for key, col in ((f"p2set_{m}", ARGMIN_SET_COLUMNS["in_set"]),
                              (f"p2set_{m}_v1", ARGMIN_SET_COLUMNS["in_set_independent"])):
-                out[key] = "{" + ", ".join(_fmt_m(d) for d in rows.loc[rows[col] == "yes", "D"]) + "}"
+                out[key] = "{" + ", ".join(tokens_text(d) for d in rows.loc[rows[col] == "yes", "D"]) + "}"
             out[f"p2set_{m}_series"] = f"N = {int(rows['N'].iloc[0]):,}, INT{int(rows['P_post'].iloc[0])}"
         else:
             out[f"p2set_{m}"] = out[f"p2set_{m}_v1"] = out[f"p2set_{m}_series"] = "n/a"
@@ -2148,7 +2142,7 @@ def exponent_estimates_table(estimates: dict[str, dict[str, dict[str, float]]]) 
         cols[f"γ_post, {METHOD_LABELS[m]}"] = [num(estimates[m][k]["gamma_post"]) for k in keys]
     cols[f"reads ({labels})"] = [" / ".join(f"{estimates[m][k]['n_points']:.0f}" for m in methods)
                                  + f" {estimates[methods[0]][k]['unit']}" for k in keys]
-    cols[f"smallest D ({labels})"] = [" / ".join(_fmt_m(estimates[m][k]["d_min"]) for m in methods) for k in keys]
+    cols[f"smallest D ({labels})"] = [" / ".join(tokens_text(estimates[m][k]["d_min"]) for m in methods) for k in keys]
     out = pd.DataFrame(cols, index=[EXPONENT_ESTIMATES[k] for k in keys])
     out.index.name = "estimate"
     return out
@@ -2190,7 +2184,7 @@ def exponent_facts(df: pd.DataFrame) -> dict[str, str]:
         noise = noise_model(hp, m)
         steps = local_d_slopes(ptq_table(hp, m), noise) if noise.n_cells else pd.DataFrame()
         steps = steps[steps["series"] >= 2] if len(steps) else steps
-        out[f"gd_local_{m}"] = (", ".join(f"{_fmt_m(r.d_from)}→{_fmt_m(r.d_to)} {r.slope:.2f}"
+        out[f"gd_local_{m}"] = (", ".join(f"{tokens_text(r.d_from)}→{tokens_text(r.d_to)} {r.slope:.2f}"
                                           for r in steps.itertuples()) or "n/a")
     return out
 

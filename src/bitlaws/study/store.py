@@ -737,7 +737,8 @@ def read_until(profile: str, until: str | None = None) -> str | None:
         except ValueError:
             ok = False
     if not ok:
-        raise ValueError(f"bad freeze {value!r}: allowed a UTC timestamp like '2026-12-06T08:00:00Z' "
+        what = f"until={value!r}" if until is not None else f"store.ROWS_READ_UNTIL[{profile!r}] = {value!r}"
+        raise ValueError(f"bad {what}: allowed a UTC timestamp like '2026-12-06T08:00:00Z' "
                          "(the rows' timestamp column's format, a real date and time) or 'all'")
     return value
 
