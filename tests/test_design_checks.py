@@ -221,25 +221,39 @@ def test_retrain_agreement_compares_only_retrained_runs(monkeypatch):
     from bitlaws.study import design_checks as dc
     from bitlaws.study import store, sweep
 
-    def row(run, v, lt, ts, bits=(4, 16, 16), ptq="none"):
+    def row(run, v, lt, ts, bits=(4, 16, 16), ptq="none", when="2026-11-29T19:00:00Z"):
         return {"run_id": run, "eval_version": v, "loss_train": lt, "train_s": ts, "ptq_method": ptq,
-                "bits_w": bits[0], "bits_a": bits[1], "bits_kv": bits[2]}
+                "bits_w": bits[0], "bits_a": bits[1], "bits_kv": bits[2], "timestamp": when}
 
     rows = pd.DataFrame([
-        row("q1", 1, 2.00, 240.0), row("q1", 2, 2.03, 55.0),                     # QAT, retrained: +0.03
+        row("q1", 1, 2.00, 240.0), row("q1", 2, 2.03, 55.0, when="2026-12-05T16:15:22Z"),   # QAT, retrained: +0.03
         row("q1", 1, 9.99, 240.0, ptq="rtn"),                                    # a PTQ row: not read
-        row("q2", 1, 2.10, 250.0), row("q2", 2, 2.09, 56.0),                     # QAT, retrained: −0.01
+        row("q2", 1, 2.10, 250.0), row("q2", 2, 2.09, 56.0, when="2026-12-05T16:16:00Z"),   # QAT, retrained: −0.01
+        # QAT, retrained to its recorded loss (a row of five decimals against the exact number): reproduced
+        row("q3", 1, 2.24933, 19.0), row("q3", 2, 2.2493303775787354, 15.0, when="2026-12-06T01:59:55Z"),
+        row("q4", 1, 2.17144, 80.0), row("q4", 2, 2.171439, 70.0, when="2026-12-06T02:56:25Z"),
         row("h1", 1, 1.90, 100.0, (16, 16, 16)), row("h1", 2, 1.90 + 1e-6, 40.0, (16, 16, 16)),
         row("s1", 1, 1.80, 70.0), row("s1", 2, 1.80, 70.0),                      # one training: not compared
         row("v1", 1, 1.70, 70.0)])                                               # no version 2 yet
     monkeypatch.setattr(sweep, "declared_experiments", lambda profile: ["qat_joint"])
     monkeypatch.setattr(store, "load_runs", lambda profile, experiment, eval_version, root=None: rows)
-    t = dc.retrain_agreement("cpu").set_index("kind")
-    assert t.loc["qat", "runs"] == 2 and t.loc["qat", "mean"] == pytest.approx(0.01)
-    assert t.loc["qat", "sd"] == pytest.approx(np.std([0.03, -0.01], ddof=1))
-    assert t.loc["qat", "max_abs"] == pytest.approx(0.03)
-    assert t.loc["high precision", "runs"] == 1 and t.loc["high precision", "max_abs"] == pytest.approx(1e-6)
-    assert math.isnan(t.loc["high precision", "sd"])
+    t = dc.retrain_agreement("cpu").set_index(["kind", "outcome"])
+    assert t.loc[("qat", "differs"), "runs"] == 2 and t.loc[("qat", "differs"), "mean"] == pytest.approx(0.01)
+    assert t.loc[("qat", "differs"), "sd"] == pytest.approx(np.std([0.03, -0.01], ddof=1))
+    assert t.loc[("qat", "differs"), "max_abs"] == pytest.approx(0.03)
+    assert t.loc[("qat", "differs"), "retrained"] == "2026-12-05"              # the date of the retraining
+    assert t.loc[("qat", "reproduced"), "runs"] == 2 and t.loc[("qat", "reproduced"), "max_abs"] < 5e-6
+    assert t.loc[("qat", "reproduced"), "retrained"] == "2026-12-06"
+    assert t.loc[("high precision", "reproduced"), "runs"] == 1
+    assert t.loc[("high precision", "reproduced"), "max_abs"] == pytest.approx(1e-6)
+    assert math.isnan(t.loc[("high precision", "reproduced"), "sd"]) and len(t) == 3
+    # what the chapter says of them: the text's count is the table's total, split by outcome
+    f = dc.rerun_facts(None, t.reset_index())
+    assert (f["retrain_runs"], f["retrain_same"], f["retrain_diff"]) == ("4", "2", "2")
+    assert (f["retrain_same_on"], f["retrain_diff_on"]) == ("2026-12-06", "2026-12-05")
+    assert f["retrain_same_max"] == "1.0e-06"
+    assert f["retrain_sd"] == f"{np.std([0.03, -0.01], ddof=1):.3f}" and f["retrain_max"] == "0.030"  # the differing
+    assert f["retrain_same_sweeps"] == f["retrain_diff_sweeps"] == "`qat_joint`"
 
 
 def test_cpu_path_check_is_exact_on_one_path_and_refuses_an_unknown_run():
@@ -269,19 +283,25 @@ def test_cpu_path_view_and_rerun_facts_read_shifts_from_each_runs_native_path():
     v = dc.cpu_path_view(t)
     assert list(v["run"]) == ["aaaaaaaa"] * 3 + ["bbbbbbbb"] * 2 and list(v["isa"])[:2] == ["NATIVE", "AVX2"]
     assert v["shift"].tolist() == pytest.approx([0.0, -0.02, 0.03, 0.0, 3e-7], abs=1e-12)
-    retrained = pd.DataFrame({"experiment": ["a", "b", "c"], "kind": ["qat", "qat", "high precision"],
-                              "runs": [3, 5, 4], "sd": [0.01, 0.02, 1e-6], "max_abs": [0.02, 0.05, 3e-6]})
+    retrained = pd.DataFrame({"experiment": ["a", "b", "d", "c"], "kind": ["qat", "qat", "qat", "high precision"],
+                              "outcome": ["differs", "differs", "reproduced", "reproduced"],
+                              "runs": [3, 5, 6, 4], "retrained": ["2026-12-05", "2026-12-05", "2026-12-06", ""],
+                              "sd": [0.01, 0.02, 3e-6, 1e-6], "max_abs": [0.02, 0.05, 5e-6, 3e-6]})
     f = dc.rerun_facts(t, retrained, seed_sd=0.0162)
     assert (f["path_qat"], f["path_hp"], f["path_step"]) == ("0.030", "3e-07", "40–60")
     assert (f["native_isa"], f["record_gap"], f["seed_sd"]) == ("NATIVE", "0.100", "0.016")  # |2.10 − 2.00|
-    pooled = math.sqrt((2 * 0.01 ** 2 + 4 * 0.02 ** 2) / 6)                    # weights runs − 1
-    assert (f["retrain_runs"], f["retrain_sd"], f["retrain_max"]) == ("8", f"{pooled:.3f}", "0.050")
+    pooled = math.sqrt((2 * 0.01 ** 2 + 4 * 0.02 ** 2) / 6)                    # weights runs − 1, runs that differ
+    assert (f["retrain_runs"], f["retrain_sd"], f["retrain_max"]) == ("14", f"{pooled:.3f}", "0.050")
     assert f["retrain_sd_run"] == f"{pooled / math.sqrt(2):.3f}"               # Δ of two trainings: √2 × one
+    assert (f["retrain_same"], f["retrain_diff"], f["retrain_diff_sweeps"]) == ("6", "8", "`a` and `b`")
+    assert dc.rerun_facts(t, retrained.drop(columns=["outcome", "retrained"]))["retrain_sd"] == \
+        f"{math.sqrt((2 * 0.01 ** 2 + 4 * 0.02 ** 2 + 5 * 3e-6 ** 2) / 11):.3f}"  # a table without outcomes: all differ
     assert dc.cpu_path_view(t.drop(columns="cpu_capability"))["isa"].eq("—").all()  # a table made before the column
     none = dc.rerun_facts(None, retrained.iloc[:0])
     assert none == {"path_qat": "n/a", "path_hp": "n/a", "path_step": "n/a", "native_isa": "n/a", "record_gap": "n/a",
-                    "retrain_runs": "no", "retrain_sd": "n/a", "retrain_sd_run": "n/a", "retrain_max": "n/a",
-                    "seed_sd": "n/a"}
+                    "retrain_runs": "no", "retrain_same": "no", "retrain_diff": "no", "retrain_same_sweeps": "",
+                    "retrain_diff_sweeps": "", "retrain_same_on": "", "retrain_diff_on": "", "retrain_same_max": "n/a",
+                    "retrain_sd": "n/a", "retrain_sd_run": "n/a", "retrain_max": "n/a", "seed_sd": "n/a"}
 
 
 # --- how chapter 07 shows its tables, figure caption and coverage sentences --------------------------------

@@ -615,12 +615,14 @@ def test_replicate_sentence_reads_the_replicates_and_the_tables_own_value():
 
 def _p9_design(h1=3.8151, h2=8.583975):
     return pd.DataFrame([{"claim": "P9", "design": f"5 sizes, D 2.1M/8.4M, P_w 3-6, P_post = P_w - 1, {k} seed",
-                          "seeds": k, "bits": "3;4;5;6", "cpu_hours": h} for k, h in ((1, h1), (2, h2))])
+                          "seeds": k, "bits": "3;4;5;6", "qat_runs": 40 * k, "hp_twins": 10 * (k - 1),
+                          "cpu_hours": h} for k, h in ((1, h1), (2, h2))])
 
 
 def test_p9_seed_cost_is_read_from_the_design_tables_p9_rows():
     c = qd.p9_seed_cost(_p9_design())
     assert (c["hours_1"], c["hours_2"], c["bits_lo"], c["bits_hi"]) == (3.8151, 8.583975, 3.0, 6.0)
+    assert (c["qat_runs_1"], c["hp_twins_1"]) == (40, 0)                      # what the one-seed figure prices
     assert c["per_seed"] == pytest.approx(8.583975 - 3.8151, rel=1e-12)
     assert math.isnan(qd.p9_seed_cost(None)["per_seed"]) and math.isnan(qd.p9_seed_cost(_p9_design().iloc[:1])["per_seed"])
     # the committed table's P9 rows: the sentence's cost is the difference of the two CPU-h the table shows
@@ -632,6 +634,20 @@ def test_p9_seed_cost_is_read_from_the_design_tables_p9_rows():
         assert shown == [round(c["hours_1"], 1), round(c["hours_2"], 1)]
 
 
+def test_matched_grid_cost_sums_the_train_s_of_each_run_once(monkeypatch):
+    from bitlaws.study import p9_matched
+
+    rows = pd.DataFrame({"run_id": ["a", "a", "b", "c"], "bits_w": [3, 3, 4, 16], "seed": [0, 0, 0, 0],
+                         "train_s": [3600.0, 3600.0, 1800.0, 900.0]})               # "a" has two PTQ rows
+    monkeypatch.setattr(p9_matched, "load_matched", lambda profile: rows)
+    c = qd.matched_grid_cost("cpu")
+    assert (c["hours"], c["qat_hours"], c["hp_hours"]) == (1.75, 1.5, 0.25)
+    assert (c["qat_runs"], c["hp_runs"], c["seeds"]) == (2, 1, 1)
+    assert qd.matched_grid_cost("cpu", bits_w=(4,))["hours"] == 0.75 == qd.matched_grid_hours("cpu", bits_w=(4,))
+    monkeypatch.setattr(p9_matched, "load_matched", lambda profile: pd.DataFrame())
+    assert math.isnan(qd.matched_grid_cost("cpu")["hours"]) and qd.matched_grid_cost("cpu")["qat_runs"] == 0
+
+
 def test_p9_seed_sentence_reads_every_rate_from_the_table():
     rows = [(1, "sizes", 0.49, 0.16, 0.027, 0.13), (2, "sizes", 0.78, 0.26, 0.030, 0.13),
             (2, "size × seed", 0.90, 0.30, 0.043, 0.11), (3, "sizes", 0.90, 0.32, 0.034, 0.11),
@@ -641,10 +657,21 @@ def test_p9_seed_sentence_reads_every_rate_from_the_table():
     capped = pd.DataFrame([{"seeds": k, "replicates": "sizes", "power_c1": a, "n_sim": 1000.0}
                            for k, a in ((1, 0.38), (3, 0.62))])
     text = qd.p9_seed_sentence(tab, _p9_design(), capped, 0.203)
-    # the cost is the design table's: 8.6 CPU-h for two seeds less 3.8 for one (no hours typed or measured apart)
-    assert text.startswith("Each further seed of the grid would cost about 4.8 CPU-hours (its P_w = 3–6 runs and the "
-                           "high-precision twins a second seed needs: the design table's 8.6 CPU-h for two seeds less "
-                           "its 3.8 for one, at the tokens/s measured here). Simulated")
+    # the estimate is the design table's: 8.6 CPU-h for two seeds less 3.8 for one (no hours typed)
+    assert text.startswith("Each further seed of the grid would cost about 4.8 CPU-hours by the design table's "
+                           "estimate (its P_w = 3–6 runs and the high-precision twins a second seed needs: the "
+                           "table's 8.6 CPU-h for two seeds less its 3.8 for one, at the tokens/s measured here). "
+                           "Simulated")
+    # beside it, what one seed of the grid took to train, from its rows' train_s
+    measured = {"hours": 4.61, "qat_hours": 3.73, "hp_hours": 0.88, "qat_runs": 40, "hp_runs": 10, "seeds": 1}
+    both = qd.p9_seed_sentence(tab, _p9_design(), capped, 0.203, measured)
+    assert ("at the tokens/s measured here). Measured, one seed of the grid as trained (its 40 low-precision runs "
+            "and the 10 high-precision twins it trained beside them, the runs a further seed trains) took 4.6 "
+            "CPU-hours by the `train_s` of its rows: 3.7 for the low-precision runs, 0.9 for the twins. The table's "
+            "3.8 for one seed estimates the low-precision runs alone, since it counts seed 0's twins as committed "
+            "base-grid runs. Simulated") in both
+    assert both.replace(both[both.index(" Measured"):both.index(" Simulated")], "") == text  # nothing else moves
+    assert qd.p9_seed_sentence(tab, _p9_design(), capped, 0.203, {"qat_runs": 0, "hours": math.nan}) == text
     assert "about 5.0 CPU-hours" in qd.p9_seed_sentence(tab, _p9_design(4.0, 9.0))
     lo, hi = qd.mc_interval(0.78, 1000)
     assert f"to 78% [{100 * lo:.0f}, {100 * hi:.0f}] with two seeds" in text

@@ -30,7 +30,8 @@ __all__ = ["table_view", "HEADERS", "FORMATS", "TOKEN_COLUMNS", "tokens_text", "
            "schedule_table", "schedule_slopes", "repetition_table", "schedule_decision", "cooldown_jump",
            "delta_at_equal_loss", "repetition_effect", "SCHEDULE_MARGIN", "equal_passes_effect",
            "repetition_evidence", "CONFOUND_EXPERIMENTS", "confound_rows", "confound_coverage", "repetition_plan",
-           "lr_summary", "schedule_summary", "schedule_short", "retrain_agreement", "CPU_PATHS", "cpu_path_check",
+           "lr_summary", "schedule_summary", "schedule_short", "retrain_agreement", "RETRAIN_FORMATS",
+           "RETRAIN_OUTCOMES", "rerun_facts", "CPU_PATHS", "cpu_path_check",
            "write_cpu_path_check", "load_cpu_path_check", "repetition_summary"]
 
 
@@ -538,7 +539,7 @@ HEADERS: dict[str, str] = {
     "raises": "raises δ", "loss_target": "pre-PTQ loss", "constant": "δ, constant LR", "wsd": "δ, WSD",
     "cosine": "δ, cosine", "isa": "ISA", "loss_val": "validation loss", "recorded": "recorded", "shift": "shift",
     "parts_at": "parts at step", "kind": "kind", "runs": "runs", "mean": "mean Δ", "sd": "sd of Δ",
-    "max_abs": "max |Δ|", "n_sim": "datasets",
+    "max_abs": "max |Δ|", "n_sim": "datasets", "outcome": "training loss", "retrained": "retrained (UTC)",
 }
 # Columns that count training tokens: shown as 8.4M (``tokens_text``).
 TOKEN_COLUMNS = frozenset({"n_tokens", "d_small", "d_large", "d_lo", "d_hi", "d_branch"})
@@ -783,29 +784,53 @@ def repetition_caption(tables: dict | None, bits=(3, 4)) -> str:
     methods = " and ".join(m.upper() for m in have)
     drawn = sorted({int(b) for t in have.values() for b in t["bits_post"]} & {int(b) for b in bits})
     widths = " and ".join(f"INT{b}" for b in drawn)
-    return (f"one line per cell (size and D, the legend below the plots), colour the method ({methods}), one "
-            f"column per P_post ({widths}). The first point of each line is the whole split's run, the next ones "
-            "the half and the quarter split at the same D.")
+    return (f"one line per method and cell (size and D, the legend below the plots): colour and marker give the "
+            f"method ({methods}), the line style the cell; one column per P_post ({widths}). The first point of each "
+            "line is the whole split's run, the next ones the half and the quarter split at the same D.")
 
 
 # ---------------------------------------------------------------------------------------------
 # How far a rerun reproduces a run: retrained runs in the store, and one run under ATen's CPU paths.
 
+def _dates_text(timestamps: pd.Series) -> str:
+    """The UTC dates of ISO timestamps (``2026-12-05T16:15:22Z``) as ``2026-12-05`` or ``2026-12-05 – 2026-12-06``;
+    ``""`` where there are none."""
+    days = sorted({str(t)[:10] for t in timestamps.dropna()})
+    return "" if not days else days[0] if len(days) == 1 else f"{days[0]} – {days[-1]}"
+
+
+# How chapter 07 writes retrain_agreement's Δ columns: in scientific notation, so that a run that gave its
+# recorded loss back reads as the few 1e-6 it differs by, not as 0.0000.
+RETRAIN_FORMATS: dict = {"mean": signed_text, "sd": "{:.1e}", "max_abs": "{:.1e}"}
+RETRAIN_OUTCOMES = ("reproduced", "differs")
+
+
 def retrain_agreement(profile: str, root=None) -> pd.DataFrame:
     """Runs whose version-2 rows came from a retraining, against their recorded version-1 rows.
 
-    A run re-evaluated at version 2 after its version-1 rows were written is retrained; its unquantized
-    rows then differ in ``train_s`` (each training records its own). Such pairs are compared by
-    ``loss_train`` (the same quantity in both rows, whatever the evaluation windows).
+    Selection: a run with an unquantized (``ptq_method`` none) row at version 1 and at version 2 whose
+    ``train_s`` differ. Every training records its own ``train_s``, so these rows come from two trainings; a
+    version-2 row that reused the version-1 training (an older checkpoint re-evaluated, ``sweep._saved_run``)
+    copies its ``train_s`` and ``loss_train`` and is left out. A version-2 row may come from another sweep's
+    training of the same ``run_id`` (run ids leave the experiment out); it is a retraining all the same.
+    Such pairs are compared by ``loss_train`` (the same quantity in both rows, whatever the evaluation windows).
+
+    Each run's outcome: ``"reproduced"`` where the retraining gave the recorded training loss back to the
+    sweep's own tolerance (``sweep.REPRODUCE_RTOL`` relative, six significant digits; rows written before the
+    store kept exact numbers hold five decimals, so an exact repeat of their training shows |Δ| ≤ 5e-6),
+    else ``"differs"``. The two are reported apart: a retraining that repeats the recorded arithmetic gives
+    Δ ≈ 0, and pooling those zeros with the runs that part ways would understate how far those part.
 
     Returns:
         One row per (experiment, ``kind``: ``"qat"`` where any of ``bits_w``, ``bits_a``, ``bits_kv`` is
-        below 16, else ``"high precision"``): ``runs``, ``mean``, ``sd``, ``max_abs`` of Δloss_train =
-        retrained − recorded [nats/byte]. Empty if no run was retrained.
+        below 16, else ``"high precision"``, ``outcome``): ``runs``, ``retrained`` (the UTC date(s) of the
+        version-2 rows, i.e. of the retraining; ``""`` without timestamps), ``mean``, ``sd``, ``max_abs`` of
+        Δloss_train = retrained − recorded [nats/byte]. Empty if no run was retrained.
     """
     from .store import load_runs
-    from .sweep import declared_experiments
+    from .sweep import REPRODUCE_RTOL, declared_experiments
 
+    cols = ["experiment", "kind", "outcome", "runs", "retrained", "mean", "sd", "max_abs"]
     out = []
     for e in declared_experiments(profile):
         try:
@@ -824,11 +849,16 @@ def retrain_agreement(profile: str, root=None) -> pd.DataFrame:
         bits = rows.drop_duplicates("run_id").set_index("run_id")[["bits_w", "bits_a", "bits_kv"]]
         qat = (bits.apply(pd.to_numeric, errors="coerce").fillna(16).min(axis=1) < 16).reindex(by.index)
         d = by[("loss_train", 2)] - by[("loss_train", 1)]
-        for k, sub in d.groupby(qat):
-            out.append({"experiment": e, "kind": "qat" if k else "high precision", "runs": len(sub),
+        same = d.abs() <= REPRODUCE_RTOL * by[("loss_train", 1)].abs()
+        v2 = rows[rows["eval_version"] == 2].drop_duplicates("run_id").set_index("run_id")
+        when = v2["timestamp"].reindex(by.index) if "timestamp" in v2 else pd.Series(index=by.index, dtype=object)
+        for (k, ok), sub in d.groupby([qat, same]):
+            out.append({"experiment": e, "kind": "qat" if k else "high precision",
+                        "outcome": RETRAIN_OUTCOMES[0] if ok else RETRAIN_OUTCOMES[1], "runs": len(sub),
+                        "retrained": _dates_text(when.reindex(sub.index)),
                         "mean": float(sub.mean()), "sd": float(sub.std(ddof=1)) if len(sub) > 1 else math.nan,
                         "max_abs": float(sub.abs().max())})
-    return pd.DataFrame(out, columns=["experiment", "kind", "runs", "mean", "sd", "max_abs"])
+    return pd.DataFrame(out, columns=cols)
 
 
 # ATen's CPU instruction paths a rerun is checked under ("" leaves ATEN_CPU_CAPABILITY unset: the best the
@@ -983,16 +1013,20 @@ def rerun_facts(cpu_paths: pd.DataFrame | None, retrained: pd.DataFrame, seed_sd
 
     Args:
         cpu_paths: ``load_cpu_path_check``'s table, or None.
-        retrained: ``retrain_agreement``'s rows.
+        retrained: ``retrain_agreement``'s rows (a table without ``outcome`` counts every run as differing).
         seed_sd: one run's seed sd of the loss [nats/byte] (``noise.NoiseModel.loss_sd``), to compare with.
 
     Returns:
         ``path_qat``, ``path_hp`` (the largest |shift| per kind), ``path_step`` (the QAT runs' ``step_apart``
         range), ``native_isa`` (the instruction set(s) of the native rows), ``record_gap`` (the largest
-        |native − recorded| loss_val of a QAT run), ``retrain_runs``, ``retrain_sd`` (the sd of Δ = retrained −
-        recorded, pooled over sweeps with weights runs − 1), ``retrain_sd_run`` (that over √2: one training's
-        share, since both trainings vary), ``retrain_max`` of the retrained QAT runs, ``seed_sd``; ``"n/a"``
-        (``"no"`` for a count) where there is no such row.
+        |native − recorded| loss_val of a QAT run); of the retrained QAT runs: ``retrain_runs`` (all of them,
+        the table's QAT total), ``retrain_same`` (those that gave their recorded training loss back),
+        ``retrain_same_sweeps`` (their sweeps, as ``name`` in backticks), ``retrain_same_max`` (their largest
+        |Δ|), ``retrain_same_on`` (the date(s) they were retrained), ``retrain_diff`` (the others),
+        ``retrain_diff_sweeps``, ``retrain_diff_on``, and of those others ``retrain_sd`` (the sd of Δ =
+        retrained − recorded, pooled over sweeps with weights runs − 1), ``retrain_sd_run`` (that over √2: one
+        training's share, since both trainings vary), ``retrain_max``; ``seed_sd``. ``"n/a"`` (``"no"`` for a
+        count, ``""`` for a list or a date) where there is no such row.
     """
     out = {k: "n/a" for k in ("path_qat", "path_hp", "path_step", "native_isa", "record_gap")}
     if cpu_paths is not None and len(cpu_paths):
@@ -1014,11 +1048,33 @@ def rerun_facts(cpu_paths: pd.DataFrame | None, retrained: pd.DataFrame, seed_sd
         if gap.notna().any():
             out["record_gap"] = f"{float(gap.max()):.3f}"
     qat = retrained[(retrained["kind"] == "qat")] if len(retrained) else retrained
-    out["retrain_runs"] = str(int(qat["runs"].sum())) if len(qat) else "no"
-    dof = (qat["runs"] - 1).sum() if len(qat) else 0
-    pooled = math.sqrt(float((qat["sd"].fillna(0) ** 2 * (qat["runs"] - 1)).sum()) / dof) if dof > 0 else math.nan
+    if "outcome" not in qat:
+        qat = qat.assign(outcome=RETRAIN_OUTCOMES[1])
+    same, diff = (qat[qat["outcome"] == o] for o in RETRAIN_OUTCOMES)
+
+    def count(t: pd.DataFrame) -> str:
+        return str(int(t["runs"].sum())) if len(t) else "no"
+
+    def sweeps(t: pd.DataFrame) -> str:
+        names = list(dict.fromkeys(t["experiment"]))
+        return ", ".join(f"`{n}`" for n in names[:-1]) + (" and " if len(names) > 1 else "") + (
+            f"`{names[-1]}`" if names else "")
+
+    def dates(t: pd.DataFrame) -> str:
+        if "retrained" not in t:
+            return ""
+        days = sorted({d for x in t["retrained"] if x for d in str(x).split(" – ")})
+        return "" if not days else days[0] if len(days) == 1 else f"{days[0]} – {days[-1]}"
+
+    out["retrain_runs"] = count(qat)
+    out["retrain_same"], out["retrain_diff"] = count(same), count(diff)
+    out["retrain_same_sweeps"], out["retrain_diff_sweeps"] = sweeps(same), sweeps(diff)
+    out["retrain_same_on"], out["retrain_diff_on"] = dates(same), dates(diff)
+    out["retrain_same_max"] = f"{float(same['max_abs'].max()):.1e}" if len(same) else "n/a"
+    dof = (diff["runs"] - 1).sum() if len(diff) else 0
+    pooled = math.sqrt(float((diff["sd"].fillna(0) ** 2 * (diff["runs"] - 1)).sum()) / dof) if dof > 0 else math.nan
     out["retrain_sd"] = f"{pooled:.3f}" if math.isfinite(pooled) else "n/a"
     out["retrain_sd_run"] = f"{pooled / math.sqrt(2):.3f}" if math.isfinite(pooled) else "n/a"
-    out["retrain_max"] = f"{float(qat['max_abs'].max()):.3f}" if len(qat) else "n/a"
+    out["retrain_max"] = f"{float(diff['max_abs'].max()):.3f}" if len(diff) else "n/a"
     out["seed_sd"] = f"{seed_sd:.3f}" if math.isfinite(seed_sd) else "n/a"
     return out

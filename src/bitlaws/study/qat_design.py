@@ -28,6 +28,7 @@ __all__ = ["Candidate", "CANDIDATES", "candidate_frames", "seed_block_sd", "cand
            "block_sentence", "P4_REPLICATE_RNGS", "p4_replicate_power", "write_p4_replicates",
            "load_p4_replicates", "p4_replicate_summary", "replicate_sentence", "p9_design_sentence",
            "P9_SEED_COUNTS", "P9_REPLICATES", "p9_seed_power", "matched_size_sd", "matched_grid_hours",
+           "matched_grid_cost",
            "p9_seed_cost", "p9_seed_sentence", "p9_seed_view"]
 
 _PARTS = ("w", "a", "kv")
@@ -1375,19 +1376,42 @@ def matched_size_sd(rows: pd.DataFrame, noise) -> float:
     return float(means.std(ddof=1)) if len(means) > 1 else math.nan
 
 
-def matched_grid_hours(profile: str = "cpu", bits_w: Sequence[int] | None = None) -> float:
-    """CPU-hours that training P9's matched grid took: the sum over its runs of ``train_s`` (one row per run, at
-    the threads it was trained with), over the runs trained at ``bits_w`` and their high-precision twins (every
-    run where None); NaN where the profile has no ``qat_matched`` rows."""
+def matched_grid_cost(profile: str = "cpu", bits_w: Sequence[int] | None = None) -> dict[str, float]:
+    """What training P9's matched grid took, measured: the ``train_s`` of its runs (one row per run, at the
+    threads it was trained with), split into the low-precision runs and the high-precision twins the grid
+    trained beside them (``bits_w`` = 16).
+
+    Reads the rows rule v5 reads (``p9_matched.load_matched``: the data freeze applies), so the measurement
+    is of the grid as graded; a seed of the grid is these runs again at another seed.
+
+    Args:
+        profile: the sweep profile.
+        bits_w: the P_w of the low-precision runs to count (None: every one); the twins are always counted.
+
+    Returns:
+        ``hours`` (all of them), ``qat_hours``, ``hp_hours`` [CPU-hours], ``qat_runs``, ``hp_runs``, ``seeds``
+        (how many seeds the rows hold); NaN (0 for a count) where the profile has no ``qat_matched`` rows.
+    """
     from .p9_matched import load_matched
 
+    out = {"hours": math.nan, "qat_hours": math.nan, "hp_hours": math.nan, "qat_runs": 0, "hp_runs": 0, "seeds": 0}
     rows = load_matched(profile)
     if not len(rows) or "train_s" not in rows:
-        return math.nan
+        return out
     runs = rows.drop_duplicates("run_id")
     if bits_w is not None:
         runs = runs[runs["bits_w"].isin([*bits_w, 16])]
-    return float(runs["train_s"].sum()) / 3600
+    hp = runs["bits_w"] == 16
+    return {"hours": float(runs["train_s"].sum()) / 3600, "qat_hours": float(runs.loc[~hp, "train_s"].sum()) / 3600,
+            "hp_hours": float(runs.loc[hp, "train_s"].sum()) / 3600, "qat_runs": int((~hp).sum()),
+            "hp_runs": int(hp.sum()), "seeds": int(runs["seed"].nunique())}
+
+
+def matched_grid_hours(profile: str = "cpu", bits_w: Sequence[int] | None = None) -> float:
+    """CPU-hours that training P9's matched grid took: the sum over its runs of ``train_s`` (one row per run, at
+    the threads it was trained with), over the runs trained at ``bits_w`` and their high-precision twins (every
+    run where None); NaN where the profile has no ``qat_matched`` rows (``matched_grid_cost``'s ``hours``)."""
+    return matched_grid_cost(profile, bits_w)["hours"]
 
 
 def p9_seed_cost(design: pd.DataFrame | None) -> dict[str, float]:
@@ -1397,13 +1421,18 @@ def p9_seed_cost(design: pd.DataFrame | None) -> dict[str, float]:
     Args:
         design: the design-power rows (``load_design_power``), or None.
 
+    These are estimates (``budget.run_seconds`` at the throughput of the committed rows); what the grid's
+    runs took is ``matched_grid_cost``, which ``p9_seed_sentence`` sets beside them.
+
     Returns:
         ``hours_1``, ``hours_2`` (the table's ``cpu_hours`` at 1 and 2 seeds), ``per_seed`` (their difference:
         a second seed's runs and the high-precision twins it needs) [CPU-hours], ``bits_lo``, ``bits_hi`` (the
-        candidate's P_w range); NaN where the table lacks either row.
+        candidate's P_w range), ``qat_runs_1``, ``hp_twins_1`` (the runs the one-seed figure prices: seed 0's
+        twins, committed base-grid runs, count as trained); NaN where the table lacks either row (or column).
     """
     nan = math.nan
-    out = {"hours_1": nan, "hours_2": nan, "per_seed": nan, "bits_lo": nan, "bits_hi": nan}
+    out = {"hours_1": nan, "hours_2": nan, "per_seed": nan, "bits_lo": nan, "bits_hi": nan, "qat_runs_1": nan,
+           "hp_twins_1": nan}
     if design is None or not {"claim", "seeds", "cpu_hours"} <= set(design.columns):
         return out
     rows = design[design["claim"] == "P9"].set_index("seeds")
@@ -1411,12 +1440,18 @@ def p9_seed_cost(design: pd.DataFrame | None) -> dict[str, float]:
         return out
     h1, h2 = float(rows.loc[1, "cpu_hours"]), float(rows.loc[2, "cpu_hours"])
     bits = [int(b) for b in str(rows.loc[1, "bits"]).split(";")] if "bits" in rows else []
+
+    def col(name: str, k: int) -> float:
+        return float(rows.loc[k, name]) if name in rows else nan
+
     return {"hours_1": h1, "hours_2": h2, "per_seed": h2 - h1, "bits_lo": float(min(bits)) if bits else nan,
-            "bits_hi": float(max(bits)) if bits else nan}
+            "bits_hi": float(max(bits)) if bits else nan, "qat_runs_1": col("qat_runs", 1),
+            "hp_twins_1": col("hp_twins", 1)}
 
 
 def p9_seed_sentence(tab: pd.DataFrame | None, design: pd.DataFrame | None = None,
-                     capped: pd.DataFrame | None = None, size_sd: float = math.nan) -> str:
+                     capped: pd.DataFrame | None = None, size_sd: float = math.nan,
+                     measured: dict | None = None) -> str:
     """Chapter 07's reading of ``p9_seed_power``: what one and two more seeds of the matched grid would buy.
 
     Args:
@@ -1425,6 +1460,8 @@ def p9_seed_sentence(tab: pd.DataFrame | None, design: pd.DataFrame | None = Non
             (``p9_seed_cost``), the same numbers its ``CPU-h`` column shows; None: no cost is given.
         capped: ``p9_seed_power``'s "sizes" rows at k = 1 and 3 with ``tau_size`` = ``size_sd``, or None.
         size_sd: ``matched_size_sd``, the observed sd of the size means.
+        measured: ``matched_grid_cost``, what the grid's own seed took to train; set beside the estimate (None
+            or no runs: the estimate alone).
 
     Returns:
         Sentences, every number read from the arguments; "" where ``tab`` lacks a seed count.
@@ -1443,12 +1480,27 @@ def p9_seed_sentence(tab: pd.DataFrame | None, design: pd.DataFrame | None = Non
         span = (f"its P_w = {c['bits_lo']:.0f}–{c['bits_hi']:.0f} runs" if math.isfinite(c["bits_lo"])
                 else "its runs")
         per_seed = round(c["hours_2"], 1) - round(c["hours_1"], 1)  # the difference of the two numbers shown
-        cost = (f"about {per_seed:.1f} CPU-hours ({span} and the high-precision twins a second seed needs: the "
-                f"design table's {c['hours_2']:.1f} CPU-h for two seeds less its {c['hours_1']:.1f} for one, at the "
-                "tokens/s measured here)")
+        cost = (f"about {per_seed:.1f} CPU-hours by the design table's estimate ({span} and the high-precision "
+                f"twins a second seed needs: the table's {c['hours_2']:.1f} CPU-h for two seeds less its "
+                f"{c['hours_1']:.1f} for one, at the tokens/s measured here)")
     else:
         cost = "the grid's CPU-hours again"
-    text = (f"Each further seed of the grid would cost {cost}. Simulated "
+    text = f"Each further seed of the grid would cost {cost}."
+    m = measured or {}
+    if m.get("qat_runs") and math.isfinite(m.get("hours", math.nan)):
+        one = m.get("seeds") == 1
+        what = f"{m['qat_runs']} low-precision runs" + (
+            f" and the {m['hp_runs']} high-precision twins it trained beside them" if m.get("hp_runs") else "")
+        text += (f" Measured, {'one seed of the grid' if one else 'the grid'} as trained (its {what}"
+                 f"{', the runs a further seed trains' if one and m.get('hp_runs') else ''}"
+                 f"{'' if one else ', ' + str(m.get('seeds')) + ' seeds'}) took {m['hours']:.1f} CPU-hours by "
+                 "the `train_s` of its rows")
+        text += (f": {m['qat_hours']:.1f} for the low-precision runs, {m['hp_hours']:.1f} for the twins."
+                 if m.get("hp_runs") else ".")
+        if math.isfinite(c["hours_1"]) and c.get("hp_twins_1") == 0:
+            text += (f" The table's {c['hours_1']:.1f} for one seed estimates the low-precision runs alone, since it "
+                     "counts seed 0's twins as committed base-grid runs.")
+    text += (" Simulated "
             "under version 5's decision, with each seed a fresh draw of the noise structures, the power against "
             f"the law at C_w = 1 would rise from {pc(t, 1, 'sizes', 'power_c1')} (the verdict's rate, here from "
             f"other draws) to {pc(t, 2, 'sizes', 'power_c1')} with two seeds and {pc(t, 3, 'sizes', 'power_c1')} "

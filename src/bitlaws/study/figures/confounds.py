@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .style import COLORS, MARKERS, label, log_axis, size_color, token_unit
 
-__all__ = ["SCHEDULE_STYLES", "lr_figure", "schedule_figure", "repetition_figure"]
+__all__ = ["SCHEDULE_STYLES", "CELL_LINESTYLES", "lr_figure", "schedule_figure", "repetition_figure"]
 
 # line style and marker of each learning-rate schedule (colour: the model size)
 SCHEDULE_STYLES: dict[str, tuple[str, str]] = {"constant": ("-", "o"), "wsd": ("--", "s"), "cosine": (":", "^")}
@@ -89,9 +89,19 @@ def schedule_figure(tables: dict, bits=(3, 4)):
     return fig
 
 
+# line style of each (size, D) cell of the repetition figure, in the order the cells come; past the
+# fourth, dash patterns (on, off) that none of the first four uses
+CELL_LINESTYLES: tuple = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (8, 2)), (0, (1, 3)))
+
+
 def repetition_figure(tables: dict, bits=(3, 4)):
     """δ_PTQ and the post-PTQ loss against the passes over the data at fixed (N, D): the whole,
-    half and quarter training split, one line per (size, D), one column per P_post.
+    half and quarter training split, one line per (method, size, D), one column per P_post.
+
+    Each series reads without colour: the method gives the colour and the marker (the book's
+    ``COLORS`` and ``MARKERS``, Okabe & Ito's colour-blind-safe palette), the (size, D) cell the line
+    style (``CELL_LINESTYLES``, in the order the cells first appear), so no two series share a
+    (marker, line style) pair. The legend's text is as large as the tick labels.
 
     Args:
         tables: method -> :func:`bitlaws.study.design_checks.repetition_table` of that method.
@@ -101,33 +111,40 @@ def repetition_figure(tables: dict, bits=(3, 4)):
         The matplotlib figure (log x axis of passes); top row δ_PTQ, bottom row the post-PTQ loss; one
         legend for the figure, below the axes, one column per method (none without rows).
     """
+    import matplotlib as mpl
     import matplotlib.pyplot as plt
+    import pandas as pd
 
-    fig, axes = plt.subplots(2, len(bits), figsize=(3.6 * len(bits), 5.4), sharex=True, squeeze=False,
+    fig, axes = plt.subplots(2, len(bits), figsize=(3.6 * len(bits), 5.6), sharex=True, squeeze=False,
                              layout="constrained")
+    frames = [t[["size", "n_tokens"]] for t in tables.values() if len(t)]
+    cells = list(pd.concat(frames).drop_duplicates().itertuples(index=False, name=None)) if frames else []
+    style = {cell: CELL_LINESTYLES[k % len(CELL_LINESTYLES)] for k, cell in enumerate(cells)}
     for method, table in tables.items():
-        cells = list(table[["size", "n_tokens"]].drop_duplicates().itertuples(index=False))
         for j, b in enumerate(bits):
             t = table[table["bits_post"] == b]
-            for i, (size, d) in enumerate(cells):
+            for size, d in cells:
                 g = t[(t["size"] == size) & (t["n_tokens"] == d)].sort_values("passes")
-                kw = dict(color=COLORS.get(method, "k"), marker=MARKERS.get(method, "o"), ms=4,
-                          alpha=0.4 + 0.6 * (i + 1) / len(cells))
-                axes[0, j].plot(g["passes"], g["delta_ptq"], "-", label=f"{method.upper()} {size}, D={d / 1e6:.1f}M", **kw)
-                axes[1, j].plot(g["passes"], g["loss_post"], "-", **kw)
-            axes[0, j].text(0.03, 0.95, f"INT{b}", transform=axes[0, j].transAxes, va="top", fontsize=8)
+                if not len(g):
+                    continue
+                kw = dict(color=COLORS.get(method, "k"), marker=MARKERS.get(method, "o"), ms=5,
+                          ls=style[(size, d)], lw=1.6)
+                axes[0, j].plot(g["passes"], g["delta_ptq"], label=f"{method.upper()} {size}, D={d / 1e6:.1f}M", **kw)
+                axes[1, j].plot(g["passes"], g["loss_post"], **kw)
+            axes[0, j].text(0.03, 0.95, f"INT{b}", transform=axes[0, j].transAxes, va="top")
             log_axis(axes[1, j], "x")
             passes = sorted(set(table["passes"].round(2)))
             axes[1, j].set_xticks(passes, [f"{p:g}" for p in passes])
             axes[1, j].set_xlabel("Passes over the data [×]")
     axes[0, 0].set_ylabel(label("delta_ptq"))
     axes[1, 0].set_ylabel(f"Post-PTQ loss [nats/{token_unit()}]")
-    # the legend below the axes (one column per method), where it covers no line
+    # the legend below the axes (one column per method), where it covers no line; long handles so
+    # that a dashed or dotted line shows its pattern
     seen: dict = {}
     for ax in axes[0]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(lab, h)
     if seen:
         fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncols=max(len(tables), 1),
-                   frameon=False, fontsize=7)
+                   frameon=False, handlelength=3.2, fontsize=mpl.rcParams["xtick.labelsize"])
     return fig
