@@ -266,8 +266,8 @@ def test_critical_data_note_names_exactly_the_sizes_trained_past_d_crit():
                        "n_params": [n_past, n_short], "n_tokens": [d_past, d_short]})
     table, note = co.critical_data_table(_fits_from(PC), df)
     past_int4 = d_past > float(optimal.critical_data_size(n_past, 4, PC))
-    assert f"with RTN's Eq. 2 for N = {n_past:,.0f} at INT3" in note and f"N = {n_short:,.0f}" not in note
-    assert (f"N = {n_past:,.0f} at INT4" in note) == past_int4
+    assert "with RTN's Eq. 2 for N = 30.0M at INT3" in note and "N = 220M" not in note  # N as the table shows it
+    assert ("N = 30.0M at INT4" in note) == past_int4
     assert len(table.loc["ours (RTN)"]) == 4 and len(table.loc["paper (GPTQ)"]) == 8
     assert "ours (GPTQ)" not in table.index.get_level_values(0)  # no GPTQ record, no GPTQ block
     assert "pending" in co.critical_data_table({}, df)[1]
@@ -276,7 +276,14 @@ def test_critical_data_note_names_exactly_the_sizes_trained_past_d_crit():
     fits = {**_fits_from(PC), "ptq_gptq": {"status": "ok", "params": {**PC, "C_T": PC["C_T"] * 1e-6}}}
     table, note = co.critical_data_table(fits, df)
     assert list(table.index.get_level_values(0).unique()) == ["paper (GPTQ)", "ours (GPTQ)", "ours (RTN)"]
-    assert "with GPTQ's Eq. 2 for no size" in note and f"with RTN's Eq. 2 for N = {n_past:,.0f} at INT3" in note
+    # one unit a column: the paper's D in tokens, ours in bytes, never both in a row
+    assert list(table.columns) == list(co.D_CRIT_COLUMNS)
+    paper_rows = table.index.get_level_values(0) == "paper (GPTQ)"
+    assert table.loc[paper_rows, "D_crit [bytes]"].isna().all() and table.loc[paper_rows, "D_crit [tokens]"].notna().all()
+    assert table.loc[~paper_rows, "D_crit [tokens]"].isna().all() and table.loc[~paper_rows, "D_crit [bytes]"].notna().all()
+    html = co.critical_data_style(table).to_html()
+    assert ">16.4B<" in html and ">30.0M<" in html and "e+" not in html and ">—<" in html  # 28.9M, never 2.89e+07
+    assert "with GPTQ's Eq. 2 for no size" in note and "with RTN's Eq. 2 for N = 30.0M at INT3" in note
 
 
 def test_suite_note_says_whether_the_law_under_or_over_predicts_its_worst_member():

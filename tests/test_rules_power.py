@@ -665,10 +665,11 @@ def test_p6_pstar_table_is_read_only_for_its_own_rows_and_version_and_summarised
         (0.3, 0.4, 0.9)
     assert s["seed"]["paper"]["wider"] == pytest.approx(0.6)  # widths 1..10: six of them ≥ 4.5
     text = co.p6_pstar_power_text(s, {"chinchilla": 0.03, "neff_a": 0.09}, 0.015)
-    assert "the paper's law (P* = 7.0) inside in 60% [31%, 83%]" in text and "10 datasets" in text
+    assert "the paper's law (P* = 7.0) 60% [31%, 83%] inside, 30% straddling, 10% outside" in text
+    assert "; 10 datasets each)" in text
     assert "with 100 resamples against our 2000" in text
     assert "as wide as 60%, 0% of the seed-noise intervals" in text
-    assert "residual RMS is chinchilla 2.0×, N_eff a 6.0× one run's seed σ (0.0150 nats)" in text
+    assert "misfit included: chinchilla 2.0×, N_eff a 6.0× one run's seed σ of 0.0150 nats" in text
     # the residual-noise power 10% [2, 40] is below 50 % even at its upper end: the design cannot resolve P*
     assert "the leg's power is 10%, below 50% even at its interval's upper end (40%)" in text
     assert "this design cannot resolve the paper's P*" in text

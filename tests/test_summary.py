@@ -14,6 +14,7 @@ from bitlaws.study.summary import (
     HEADLINES,
     chapter_claims,
     chapter_summary_markdown,
+    chapter_verdicts_markdown,
     key_number,
     ledger_details_markdown,
     markdown_text,
@@ -96,6 +97,15 @@ def test_summary_has_one_short_row_per_claim_with_its_chapter():
     p6 = rows[list(CLAIMS).index("P6")]
     assert "P\\* (bits)" in p6 and "**inconclusive**" in p6 and "[04](notebooks/04-compute-optimal.md)" in p6
     assert "**pending**" in rows[0]  # a claim missing from the store
+
+
+def test_chapter_verdicts_end_each_text_with_a_full_stop_and_list_a_text_written_by_lines():
+    one = _verdict("P7", {}, verdict="derived", ours="ours, one line", reason="why, one line.")
+    text = chapter_verdicts_markdown({"P7": one}, ["P7"])
+    assert "**P7, derived.** *Here:* ours, one line. *Why:* why, one line." in text
+    lines = _verdict("P6", {}, verdict="inconclusive", ours="First P*.\nSecond (x)", reason="The lead.\nThe paper's side.")
+    text = chapter_verdicts_markdown({"P6": lines}, ["P6"])
+    assert text.endswith("**P6, inconclusive.** The lead.\n\n- First P\\*.\n- Second (x).\n- The paper's side.")
 
 
 def test_readme_block_folds_the_long_text():

@@ -38,7 +38,8 @@ __all__ = ["BRUTE_FORCE_RESOLUTION_BITS", "paper_analysis", "ours_analysis", "ou
            "verdict_p7", "verdict_p8", "optimal_verdicts", "refresh_optimal_verdicts",
            # the chapter's tables and sentences
            "P_STAR_COMPUTES", "PAPER_SUITE", "constants_note", "brute_force_p_star", "p_star_table", "n_d_star_curves",
-           "growth_exponent_table", "fixed_n_curves", "critical_data_table", "inference_cost_curves",
+           "growth_exponent_table", "fixed_n_curves", "D_CRIT_COLUMNS", "critical_data_table",
+           "critical_data_style", "inference_cost_curves",
            "inference_slopes", "paper_suite_table", "Suite", "compute_matched_suite", "suite_table", "suite_note",
            "verdicts_markdown"]
 
@@ -190,6 +191,11 @@ def interval(values) -> tuple[float, float]:
         return math.nan, math.nan
     lo, hi = np.percentile(x, [2.5, 97.5])
     return float(lo), float(hi)
+
+
+def _sentence(text: str) -> str:
+    """`text` as a sentence: its first letter a capital, one full stop at its end."""
+    return text[:1].upper() + text[1:].rstrip(". ") + "."
 
 
 def _ci_txt(ci: tuple[float, float], fmt: str = ".2f") -> str:
@@ -349,47 +355,49 @@ def p6_pstar_power_text(summary: Mapping, residual_sd: Mapping[str, float] | Non
                         seed_sd: float = math.nan) -> str:
     """The P* leg's power, size and widths from :func:`p6_pstar_power_summary`, per noise (Wilson intervals on
     each world's inside share: the datasets are independent); with ``residual_sd`` (:func:`stage_residual_sd`)
-    and one run's ``seed_sd`` [nats], their ratio per stage."""
+    and one run's ``seed_sd`` [nats], their ratio per stage. One sentence per line (the chapter lists them;
+    the ledger runs them together): seed noise, with the width of ours among its intervals; the residual
+    scatter, with the verdict on the design where its power is below ``claims.POWER_MIN``."""
     from .claims import POWER_MIN, mc_interval
     from .power import P6_PSTAR_BAND, P6_PSTAR_WORLDS
 
     lo_b, hi_b = P6_PSTAR_BAND
     names = {"paper": "the paper's law", "no_offsets": "without its offsets", "ours": "at our own fitted constants"}
 
-    def world(nz: str, w: str) -> str:
-        r = summary[nz][w]
-        a, b = mc_interval(r["inside"], r["n"])
-        return (f"{names[w]} (P* = {r['p_star_true']:.1f}) inside in {r['inside']:.0%} [{a:.0%}, {b:.0%}], straddling "
-                f"in {r['straddles']:.0%}, outside in {r['outside']:.0%} (median width {r['width']:.1f} bits, "
-                f"{int(r['n'])} datasets)")
+    def worlds(nz: str) -> str:
+        rows = {w: summary[nz][w] for w in P6_PSTAR_WORLDS if w in summary[nz]}
+        same_n = len({r["n"] for r in rows.values()}) == 1
+        out = []
+        for w, r in rows.items():
+            a, b = mc_interval(r["inside"], r["n"])
+            out.append(f"{names[w]} (P* = {r['p_star_true']:.1f}) {r['inside']:.0%} [{a:.0%}, {b:.0%}] inside, "
+                       f"{r['straddles']:.0%} straddling, {r['outside']:.0%} outside, median width {r['width']:.1f} bits"
+                       + ("" if same_n else f", {int(r['n'])} datasets"))
+        n_txt = f"; {int(next(iter(rows.values()))['n'])} datasets each" if same_n else ""
+        return f"{n_txt}): " + "; ".join(out)  # closes the parenthesis that names the noise
 
-    parts = []
-    for nz, what in (("seed", "at seed noise (one run's σ)"),
-                     ("residual", "at the scatter of our own fits' residuals (each stage's RMS, misfit included)")):
-        if nz in summary:
-            parts.append(f"{what}: " + "; ".join(world(nz, w) for w in P6_PSTAR_WORLDS
-                                                 if w in summary[nz]))
-    text = ("the P* leg's power on our design (`boot_check.p6_pstar_rows`: our marginal QAT and high-precision runs "
-            f"simulated, each dataset graded by the same pipeline bootstrap as ours, with "
-            f"{int(summary['seed']['paper']['n_boot'])} resamples against our 2000; an interval graded against "
-            f"{lo_b:g}–{hi_b:g} bits) " + " — ".join(parts))
-    if residual_sd and math.isfinite(seed_sd) and seed_sd > 0:
-        text += ("; our fits' residual RMS is " + ", ".join(f"{k.replace('neff_', 'N_eff ')} {v / seed_sd:.1f}×"
-                                                             for k, v in residual_sd.items())
-                 + f" one run's seed σ ({seed_sd:.4f} nats)")
+    seed = (f"The P* leg's power (`boot_check.p6_pstar_rows`: datasets simulated on our design, each interval graded "
+            f"against {lo_b:g}–{hi_b:g} bits by our pipeline bootstrap with {int(summary['seed']['paper']['n_boot'])} "
+            f"resamples against our 2000), at seed noise (one run's σ{worlds('seed')}")
     if math.isfinite(summary["our_width"]):
-        wider = ", ".join(f"{summary['seed'][w]['wider']:.0%}" for w in P6_PSTAR_WORLDS
-                          if w in summary["seed"])
-        text += (f"; ours is {summary['our_width']:.1f} bits wide, as wide as {wider} of the seed-noise intervals "
-                 "(paper, no offsets, ours)")
-    pr = summary["power_residual"]
-    if math.isfinite(pr) and pr < POWER_MIN:
-        n = summary["residual"]["paper"]["n"]
-        hi = mc_interval(pr, n)[1]
-        text += (f"; at the scatter our runs show, the leg's power is {pr:.0%}"
-                 + (f", below {POWER_MIN:.0%} even at its interval's upper end ({hi:.0%})" if hi < POWER_MIN else "")
-                 + ": through data that scatter like ours, this design cannot resolve the paper's P*")
-    return text
+        wider = ", ".join(f"{summary['seed'][w]['wider']:.0%}" for w in P6_PSTAR_WORLDS if w in summary["seed"])
+        seed += (f"; our interval is {summary['our_width']:.1f} bits wide, as wide as {wider} of the seed-noise "
+                 "intervals (paper, no offsets, ours)")
+    lines = [seed + "."]
+    if "residual" in summary:
+        rms = ""
+        if residual_sd and math.isfinite(seed_sd) and seed_sd > 0:
+            rms = (": " + ", ".join(f"{k.replace('neff_', 'N_eff ')} {v / seed_sd:.1f}×" for k, v in residual_sd.items())
+                   + f" one run's seed σ of {seed_sd:.4f} nats")
+        line = f"At our fits' residual scatter (each stage's RMS, misfit included{rms}" + worlds("residual")
+        pr = summary["power_residual"]
+        if math.isfinite(pr) and pr < POWER_MIN:
+            hi = mc_interval(pr, summary["residual"]["paper"]["n"])[1]
+            line += (f"; the leg's power is {pr:.0%}"
+                     + (f", below {POWER_MIN:.0%} even at its interval's upper end ({hi:.0%})" if hi < POWER_MIN else "")
+                     + ": through data that scatter like ours, this design cannot resolve the paper's P*")
+        lines.append(line + ".")
+    return "\n".join(lines)
 
 
 def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float] | None = None,
@@ -440,7 +448,7 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     det = {"paper_p_star": paper["p_star"], "paper_p_star_no_offsets": paper["p_star_no_offsets"],
            "paper_p_star_spread_bound": paper["p_star_spread_bound"]}
     suite_txt, suite_ok = "no compute-matched suite yet", None
-    suite_consistent = None
+    suite_consistent, suite_power_txt = None, ""
     if suite and suite.get("complete"):
         best = float(suite["best_bits"])
         near_set = {float(b) for b in (suite.get("near_best") or [best])}
@@ -448,7 +456,7 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
         suite_consistent = bool(near_set & {6.0, 8.0})
         det["suite_best_bits"] = best
         seeds = suite.get("seeds") or {}
-        suite_txt = ("compute-matched suite (N·P constant, one D): lowest mean loss at P = "
+        suite_txt = ("the compute-matched suite (N·P constant, one D): lowest mean loss at P = "
                      + f"{best:g} bits (" + ", ".join(
                          f"{b:g}: {v:.4f}" + (f" ×{seeds[b]}" if seeds.get(b, 1) > 1 else "")
                          for b, v in sorted(suite["losses"].items()))
@@ -458,14 +466,14 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
             src = ("the suite's own seeds" if suite.get("sigma_source") == "suite" else "the base grid's seeds")
             q, sdof = suite.get("critical", 2.0), suite.get("sigma_dof", 0.0)
             suite_txt += (f"; within {q:.2f} standard errors of the lowest (σ = {sigma:.4f} from {src}"
-                          + (f", t on {sdof:g} degrees of freedom with Bonferroni's correction over the "
+                          + (f", t on {sdof:g} degrees of freedom, Bonferroni over the "
                              f"{len(suite['losses']) - 1} comparisons with the best" if sdof else "")
                           + f"): P ∈ {{{', '.join(f'{b:g}' for b in near)}}}")
             welch = suite.get("welch_p") or {}
             flips = {b: p for b, p in welch.items() if b not in near and p >= 0.05}
             if welch:
-                suite_txt += ("; with each member's own variance instead of the pooled σ (Welch, against "
-                              f"{best:g} bits): " + ", ".join(f"{b:g} bits p = {p:.2g}" for b, p in sorted(welch.items()))
+                suite_txt += (f"; with Welch's per-member variances instead (against {best:g} bits): "
+                              + ", ".join(f"{b:g} bits p = {p:.2g}" for b, p in sorted(welch.items()))
                               + (f", so {', '.join(f'{b:g}' for b in sorted(flips))} bits would not be resolved "
                                  "from the best at 5 % that way" if flips else ""))
         chin = params_of(fits.get("chinchilla"))
@@ -478,19 +486,19 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
             det.update({"suite_power": sp["power"], "suite_against": sp["against"],
                         "suite_false_positive": sp["false_positive"], "suite_n_sim": sp["n_sim"]})
             iv = lambda x: "[{:.0%}, {:.0%}]".format(*mc_interval(x, sp["n_sim"]))  # noqa: E731
-            suite_txt += (f"; the suite leg's power on this design ({int(sp['n_sim'])} simulated suites, σ as "
-                          f"measured, σ re-estimated in each): the paper's law (Table 2's γ_x, n_x on our Chinchilla "
-                          f"constants) resolves 6–8 bits in {sp['power']:.0%} {iv(sp['power'])} and puts the "
-                          f"minimum elsewhere in {sp['against']:.0%}; a law with P* ≈ 3.5 bits (Table 2 without "
-                          f"its offsets) resolves 6–8 bits in {sp['false_positive']:.0%} "
-                          f"{iv(sp['false_positive'])}")
+            suite_power_txt = (f"the suite leg's power ({int(sp['n_sim'])} suites simulated on its design, σ as "
+                               f"measured and re-estimated in each): the paper's law (Table 2's γ_x, n_x on our "
+                               f"Chinchilla constants) resolves 6–8 bits in {sp['power']:.0%} {iv(sp['power'])} and "
+                               f"puts the minimum elsewhere in {sp['against']:.0%}; a law with P* ≈ 3.5 bits (no "
+                               f"offsets) resolves 6–8 bits in {sp['false_positive']:.0%} "
+                               f"{iv(sp['false_positive'])}")
     elif suite and suite.get("losses"):
         n_in = sum((suite.get("seeds") or {}).values()) or len(suite["losses"])
-        suite_txt = f"compute-matched suite incomplete ({n_in} of {suite.get('planned')} runs); not used"
-    paper_txt = (f"from Table 2: P* = {paper['p_star']:.2f} bits (argmax of N_eff/(N·P)), the same "
-                 f"within {paper['p_star_spread_bound']:.0e} bits (the search's resolution) for C = 10^19–10^25; "
-                 f"{paper['p_star_no_offsets']:.2f} "
-                 "bits without the offsets n_x")
+        suite_txt = f"the compute-matched suite is incomplete ({n_in} of {suite.get('planned')} runs), so not used"
+    paper_body = (f"P* = {paper['p_star']:.2f} bits, the argmax of N_eff/(N·P), the same "
+                  f"within {paper['p_star_spread_bound']:.0e} bits (the search's resolution) for C = 10^19–10^25; "
+                  f"{paper['p_star_no_offsets']:.2f} bits without the offsets n_x")
+    paper_txt = f"from Table 2: {paper_body}"
     tab, why = pstar if pstar is not None else (None, "not read")
     inputs = _optimal_inputs("P6", fits, profile, rows)
     if tab is not None:  # what was read: the table's identifying columns, not its simulated numbers
@@ -499,7 +507,8 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     if ours is None:
         return Verdict("P6", "pending", CLAIMS["P6"]["paper"],
                        f"pending; the paper's own constants are consistent with its claim ({paper_txt})",
-                       _QAT_MISSING.format(missing=", ".join(missing)) + f"; {suite_txt}",
+                       _QAT_MISSING.format(missing=", ".join(missing)) + f"; {suite_txt}"
+                       + (f"; {suite_power_txt}" if suite_power_txt else ""),
                        profile, inputs, finite_or_na(det))
     p = ours["p_star"]
     ci = interval(draws["p_star"]) if draws is not None else (math.nan, math.nan)
@@ -524,7 +533,7 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     else:  # the interval straddles the band and no suite resolves the minimum
         verdict = "inconclusive"
     det.update({"ours_p_star": p, "ours_p_star_spread_bound": ours["p_star_spread_bound"]})
-    pstar_txt, pstar_leg = f"the P* leg's power: {why}", ""
+    pstar_txt, pstar_leg = f"The P* leg's power: {why}.", ""
     if tab is not None:
         ps = p6_pstar_power_summary(tab, ci[1] - ci[0] if draws is not None else math.nan)
         det.update({"pstar_power": ps["power"], "pstar_false_positive": ps["false_positive"],
@@ -537,8 +546,8 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
             resid, seed_sd = stage_residual_sd(rows, fits), noise_model(rows, "rtn").loss_sd
         pstar_txt = p6_pstar_power_text(ps, resid, seed_sd)
         pr = ps["power_residual"]
-        pstar_leg = (f" (the leg's simulated power under the paper's law: {ps['power']:.0%} at seed noise"
-                     + (f", {pr:.0%} at the scatter of our fits' residuals" if math.isfinite(pr) else "") + ")")
+        pstar_leg = (f" (the leg's power under the paper's law: {ps['power']:.0%} at seed noise"
+                     + (f", {pr:.0%} at our fits' residual scatter" if math.isfinite(pr) else "") + ")")
     if draws is not None:
         det.update({"ours_p_star_lo": ci[0], "ours_p_star_hi": ci[1], "boot_draws": float(len(draws)),
                     "boot_dropped": float(draws.attrs.get("dropped", 0)),
@@ -547,23 +556,25 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     shown = ("the suite resolves its minimum to 6–8 bits" if shown_ok else
              "the suite is consistent with a 6–8-bit minimum but does not resolve it from the members "
              "outside that range" if shown_consistent else "the suite's noise-resolved minimum lies outside 6–8 bits")
-    legs = (f"graded {verdict}: our P* interval {where} 6–9 bits{pstar_leg}"
+    legs = (f"Our P* interval {where} 6–9 bits{pstar_leg}"
             + ("; the suite is not complete" if shown_ok is None else
                f"; {shown}" if suite_graded else
-               f"; {shown}, but the suite leg's power ({suite_power:.0%}, the share of suites simulated from the "
-               f"paper's law that resolve 6–8 bits) is below {POWER_MIN:.0%}, so the suite is reported, not graded"))
+               f"; {shown}, but the suite leg's power ({suite_power:.0%}) is below {POWER_MIN:.0%}, so the suite is "
+               "reported, not graded"))
     det["suite_graded"] = float(suite_graded)
-    return Verdict("P6", verdict, CLAIMS["P6"]["paper"],
-                   f"P* = {p:.2f} {_ci_txt(ci)} bits from our γ's"
-                   + (f" (95 % interval over {len(draws)} resamples of the whole fitted pipeline"
-                      + (f", {draws.attrs['dropped']} more without a defined optimum left out"
-                         if draws.attrs.get("dropped") else "") + "; "
-                      f"{det['boot_share_in_band']:.0%} of them in 6–9 bits)" if draws is not None else
-                      " (no pipeline bootstrap: no interval)")
-                   + f"; the same within {ours['p_star_spread_bound']:.0e} bits for every C (derived from the form); "
-                   f"{pstar_txt}; {suite_txt}",
-                   f"{legs}. {paper_txt[0].upper() + paper_txt[1:]}; γ and n are in bits, so ours and the paper's can "
-                   "be set side by side (whether they agree is what the comparison tests)",
+    # one sentence a line: the chapter shows the reason's first as the lead and the rest as a list; the
+    # ledger and the summary box run them together (summary.markdown_text puts a text on one line)
+    ours_txt = "\n".join([
+        f"P* = {p:.2f} {_ci_txt(ci)} bits from our γ's"
+        + (f" (95 % interval over {len(draws)} resamples of the whole fitted pipeline"
+           + (f", {draws.attrs['dropped']} more without an optimum left out"
+              if draws.attrs.get("dropped") else "") + "; "
+           f"{det['boot_share_in_band']:.0%} of them in 6–9 bits)" if draws is not None else
+           " (no pipeline bootstrap: no interval)")
+        + f", the same within {ours['p_star_spread_bound']:.0e} bits for every C (derived from the form).",
+        pstar_txt, *(_sentence(x) for x in (suite_txt, suite_power_txt) if x)])
+    return Verdict("P6", verdict, CLAIMS["P6"]["paper"], ours_txt,
+                   f"{legs}.\nFrom Table 2 (its γ and n in bits, as ours): {paper_body}.",
                    profile, inputs, finite_or_na(det))
 
 
@@ -681,7 +692,10 @@ def constants_note(profile: str, fits: Mapping[str, dict], missing: list[str]) -
         profile: the profile read. fits: its fit records (``law_fits.load_fits``). missing: the
             stages :func:`ours_analysis` found missing (empty when every stage is fitted).
     """
-    head = f"**Constants.** The paper's: Table 2 ({forms.PAPER_SOURCE}). Ours (`{profile}` profile): "
+    # the paper cited as the chapter's prose cites it (book/references.bib), its Table 2 as forms.PAPER_SOURCE reads it
+    head = ("**Constants.** The paper's: Table 2 of Kumar et al. {cite}`kumar2024precision` (Appendix K; subscripts "
+            "lost in the text conversions are restored from context: γ_i read as γ_a, the unlabelled 0.5907 as "
+            f"γ_post). Ours (`{profile}` profile): ")
     if not missing:
         return head + "every stage needed here is fitted."
     chin, ptq = params_of(fits.get("chinchilla")), params_of(fits.get("ptq"))
@@ -777,8 +791,21 @@ def fixed_n_curves(params: Mapping[str, float], d_grid=None) -> tuple[pd.DataFra
     return pd.DataFrame(curves), pd.DataFrame(markers), pd.DataFrame(checks)
 
 
-def _ratio_text(x: float) -> str:
-    return f"{x:,.0f}" if x >= 10 else f"{x:.2g}"
+def _count(x: float) -> str:
+    """A count in short form with three significant digits, trailing zeros kept: 26,784 → ``26.8K``,
+    2.89e7 → ``28.9M``, 5.6e7 → ``56.0M``, 2.2e8 → ``220M``; from 10¹⁵ on, whole thousands of T."""
+    x = float(f"{float(x):.3g}")  # rounded first, so 999,960 reads 1.00M, not 1000K
+    div, suffix = next(((d, u) for d, u in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")) if abs(x) >= d),
+                       (1.0, ""))
+    v = x / div
+    if abs(v) >= 1000:
+        return f"{v:,.0f}{suffix}"
+    decimals = max(0, 2 - math.floor(math.log10(abs(v)))) if v else 2
+    return f"{v:.{decimals}f}{suffix}"
+
+
+# The D_crit table's columns: one unit each (the paper counts BPE tokens, our byte-level models bytes)
+D_CRIT_COLUMNS = ("D_crit [tokens]", "D_crit [bytes]", "D_crit / N", "largest D / N trained")
 
 
 def critical_data_table(fits: Mapping[str, dict], df: pd.DataFrame,
@@ -794,15 +821,19 @@ def critical_data_table(fits: Mapping[str, dict], df: pd.DataFrame,
             ``ptq_method``, ``n_params``, ``n_tokens``).
 
     Returns:
-        (table indexed by constants, N, P_post; the sentence that says, per method, which sizes the
-        grid trains past D_crit, or that our stages are pending — Markdown).
+        (table, note). The table is indexed by ``constants`` (the block), ``N [params]`` and
+        ``P_post [bits]``, with the float columns of :data:`D_CRIT_COLUMNS`, NaN where a column does
+        not apply (the paper's D in tokens, ours in bytes; the paper's grid, D/N ≈ 10³, is not
+        tabulated per size); :func:`critical_data_style` shows it. The note (Markdown) says, per
+        method, which sizes the grid trains past D_crit, or that our stages are pending.
     """
+    tokens, nbytes, ratio, trained = D_CRIT_COLUMNS
     rows = []
     for n in (30e6, 220e6):
         for b in (3, 4, 5, 6):
             dc = float(optimal.critical_data_size(n, b, params))
-            rows.append({"constants": "paper (GPTQ)", "N": f"{n:,.0f}", "P_post": b, "D_crit": f"{dc:.3g} tokens",
-                         "D_crit/N": f"{dc / n:,.0f}", "largest D/N trained": "≈ 10³ (the paper's grid)"})
+            rows.append({"constants": "paper (GPTQ)", "N [params]": n, "P_post [bits]": b, tokens: dc,
+                         nbytes: math.nan, ratio: dc / n, trained: math.nan})
     chin = params_of(fits.get("chinchilla"))
     methods = [(label, params_of(fits.get(stage))) for label, stage in (("GPTQ", "ptq_gptq"), ("RTN", "ptq"))]
     methods = [(label, ptq) for label, ptq in methods if ptq]
@@ -815,18 +846,29 @@ def critical_data_table(fits: Mapping[str, dict], df: pd.DataFrame,
                 dmax = base.loc[base["n_params"] == n, "n_tokens"].max()
                 for b in (3, 4):
                     dc = float(optimal.critical_data_size(n, b, ours_c))
-                    rows.append({"constants": f"ours ({label})", "N": f"{n:,.0f}", "P_post": b,
-                                 "D_crit": f"{dc:.3g} bytes", "D_crit/N": _ratio_text(dc / n),
-                                 "largest D/N trained": _ratio_text(dmax / n)})
+                    rows.append({"constants": f"ours ({label})", "N [params]": float(n), "P_post [bits]": b,
+                                 tokens: math.nan, nbytes: dc, ratio: dc / n, trained: float(dmax / n)})
                     if dmax > dc:
-                        past.append(f"N = {n:,.0f} at INT{b}")
+                        past.append(f"N = {_count(n)} at INT{b}")
             notes.append(f"with {label}'s Eq. 2 for " + (", ".join(past) if past else "no size"))
         note = ("By our own fits, the grid trains past D_crit " + "; ".join(notes)
                 + "; chapter 1 checks whether the measured post-PTQ loss turns upward there (claim P2). "
-                "The paper's block uses its Table 2, fitted on GPTQ.")
+                "The paper's block uses its Table 2, fitted on GPTQ; its grid reaches D/N ≈ 10³.")
     else:
         note = "*Ours:* pending — the Chinchilla stage or the Eq. 2 stage is not fitted for this profile."
-    return pd.DataFrame(rows).set_index(["constants", "N", "P_post"]), note
+    return pd.DataFrame(rows).set_index(["constants", "N [params]", "P_post [bits]"]), note
+
+
+def critical_data_style(table: pd.DataFrame):
+    """:func:`critical_data_table`'s table for the chapter: counts in short form with three significant
+    digits (``28.9M``; N too), ratios as whole numbers, "—" where a column does not apply, and each
+    block's label at the top of its rows. Returns a pandas ``Styler``."""
+    tokens, nbytes, ratio, trained = D_CRIT_COLUMNS
+    return (table.style
+            .format({tokens: _count, nbytes: _count, ratio: "{:,.0f}", trained: "{:,.0f}"}, na_rep="—")
+            .format_index(_count, level="N [params]")
+            # the book's stylesheet puts header cells at the bottom; a block's label belongs at its top
+            .set_table_styles([{"selector": "tbody th", "props": "vertical-align: top; text-align: left;"}]))
 
 
 def suite_argmin_history(profile: str, root: str | os.PathLike | None = None) -> str:

@@ -351,7 +351,9 @@ def ledger_details_markdown(verdicts: Mapping[str, Any], claims: Mapping[str, Ma
 def chapter_verdicts_markdown(verdicts: Mapping[str, Any], claim_ids) -> str:
     """A chapter's verdicts: a short table (claim, the paper's statement, the key number — the paper's and
     ours, from :data:`HEADLINES` — and the grade), then each claim's full text (what we measured and why
-    the grade) as its own paragraph, which a table column is too narrow for.
+    the grade) as its own paragraph, which a table column is too narrow for. A verdict whose texts are
+    written one sentence a line (P6) is shown as a lead, the grade and the reason's first line, then a
+    list: each line of what we measured, then the reason's other lines.
 
     Args:
         verdicts: claim id -> verdict (``bitlaws.study.claims.Verdict``: ``paper``, ``ours``,
@@ -370,8 +372,23 @@ def chapter_verdicts_markdown(verdicts: Mapping[str, Any], claim_ids) -> str:
             paper, ours = key_number(v)
             key = f"{HEADLINES[c].quantity}: {paper} / {ours}"
         rows.append(f"| {c} | {_esc(v.paper or '—')} | {_esc(key)} | **{v.verdict}** |")
-        text.append(f"**{c}, {v.verdict}.** *Here:* {_flat(v.ours or '')} *Why:* {_flat(v.reason or '').rstrip('.')}.")
+        ours, why = _lines(v.ours), _lines(v.reason)
+        if len(ours) > 1 or len(why) > 1:
+            text.append(f"**{c}, {v.verdict}.** {_full_stop(why[0] if why else '')}\n\n"
+                        + "\n".join(f"- {_full_stop(line)}" for line in ours + why[1:]))
+        else:
+            text.append(f"**{c}, {v.verdict}.** *Here:* {_full_stop(v.ours or '')} *Why:* {_full_stop(v.reason or '')}")
     return "\n".join(rows + [""] + ["\n\n".join(text)])
+
+
+def _lines(text: str | None) -> list[str]:
+    return [line for line in (text or "").splitlines() if line.strip()]
+
+
+def _full_stop(text: str) -> str:
+    """One line of a verdict's text as Markdown (:func:`markdown_text`), ending in one full stop."""
+    flat = _flat(text)
+    return flat if flat == "—" else flat.rstrip(". ") + "."
 
 
 def readme_block(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> str:
