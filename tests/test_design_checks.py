@@ -289,7 +289,8 @@ def test_cpu_path_view_and_rerun_facts_read_shifts_from_each_runs_native_path():
                               "sd": [0.01, 0.02, 3e-6, 1e-6], "max_abs": [0.02, 0.05, 5e-6, 3e-6]})
     f = dc.rerun_facts(t, retrained, seed_sd=0.0162)
     assert (f["path_qat"], f["path_hp"], f["path_step"]) == ("0.030", "3e-07", "40–60")
-    assert (f["native_isa"], f["record_gap"], f["seed_sd"]) == ("NATIVE", "0.100", "0.016")  # |2.10 − 2.00|
+    assert (f["native_isa"], f["seed_sd"]) == ("NATIVE", "0.016")
+    assert "lies 0.100 nats/byte from it on a machine of unrecorded model" in f["record_says"]  # |2.10 − 2.00|
     pooled = math.sqrt((2 * 0.01 ** 2 + 4 * 0.02 ** 2) / 6)                    # weights runs − 1, runs that differ
     assert (f["retrain_runs"], f["retrain_sd"], f["retrain_max"]) == ("14", f"{pooled:.3f}", "0.050")
     assert f["retrain_sd_run"] == f"{pooled / math.sqrt(2):.3f}"               # Δ of two trainings: √2 × one
@@ -298,7 +299,9 @@ def test_cpu_path_view_and_rerun_facts_read_shifts_from_each_runs_native_path():
         f"{math.sqrt((2 * 0.01 ** 2 + 4 * 0.02 ** 2 + 5 * 3e-6 ** 2) / 11):.3f}"  # a table without outcomes: all differ
     assert dc.cpu_path_view(t.drop(columns="cpu_capability"))["isa"].eq("—").all()  # a table made before the column
     none = dc.rerun_facts(None, retrained.iloc[:0])
-    assert none == {"path_qat": "n/a", "path_hp": "n/a", "path_step": "n/a", "native_isa": "n/a", "record_gap": "n/a",
+    assert none == {"path_qat": "n/a", "path_hp": "n/a", "path_step": "n/a", "native_isa": "n/a",
+                    "record_says": "The check has no QAT run with a native rerun and a recorded loss to compare.",
+                    "machine_says": "Nor can the CPU-path check, which has no QAT run with a recorded loss.",
                     "retrain_runs": "no", "retrain_same": "no", "retrain_diff": "no", "retrain_same_sweeps": "",
                     "retrain_diff_sweeps": "", "retrain_same_on": "", "retrain_diff_on": "", "retrain_same_max": "n/a",
                     "retrain_sd": "n/a", "retrain_sd_run": "n/a", "retrain_max": "n/a", "seed_sd": "n/a"}
@@ -409,3 +412,92 @@ def test_coverage_and_cannot_tell_sentences_follow_what_is_missing():
     assert done.startswith("Every declared schedule run is in (30 of 30)") and "listed above" not in done
     short = dc.cannot_tell_sentence(4, 30)
     assert "4 of the 30 declared schedule runs are still missing, listed above" in short and "Every" not in short
+
+
+def test_cpu_model_reads_the_model_name_and_falls_back(monkeypatch):
+    import platform
+
+    from bitlaws.study import design_checks as dc
+
+    fake = ("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel\t\t: 17\n"
+            "model name\t: AMD EPYC  9654 96-Core Processor\nflags\t\t: fpu avx512f\n\n"
+            "processor\t: 1\nmodel name\t: AMD EPYC 9654 96-Core Processor\n")
+    assert dc.cpu_model(fake) == "AMD EPYC 9654 96-Core Processor"     # the first one, spaces collapsed
+    monkeypatch.setattr(platform, "processor", lambda: "x86_64")
+    assert dc.cpu_model("processor\t: 0\nmodel\t: 85\n") == "x86_64"     # no model name line: platform's
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    assert dc.cpu_model("") == "unknown"
+    assert isinstance(dc.cpu_model(), str) and dc.cpu_model()             # this machine, whatever it is
+
+
+def _path_rows(machine, qat_native, recorded=2.0, isa="AVX512", when="2026-12-07T10:00:00Z"):
+    """A two-run, two-path cpu_path_check table of one machine (None: a file made before cpu_model)."""
+    rows = []
+    for run, kind, native, rec in (("aaaaaaaaaaaa", "qat", qat_native, recorded),
+                                   ("bbbbbbbbbbbb", "high precision", 1.9, 1.9)):
+        for path, cap, shift in (("native", isa, 0.0), ("avx2", "AVX2", 0.01 if kind == "qat" else 2e-7)):
+            rows.append({"run_id": run, "experiment": "qat_joint" if kind == "qat" else "base_grid", "kind": kind,
+                         "aten_capability": path, "cpu_capability": cap, "loss_val": native + shift,
+                         "recorded_loss_val": rec, "step_apart": 40 if shift > 1e-3 else -1, "timestamp": when,
+                         **({} if machine is None else {"cpu_model": machine})})
+    return pd.DataFrame(rows)
+
+
+def test_write_cpu_path_check_keeps_other_machines_and_replaces_its_own(tmp_path):
+    from bitlaws.study import design_checks as dc
+
+    dc.write_cpu_path_check(_path_rows(None, 2.03, when="2026-12-05T21:54:19Z"), "cpu", root=tmp_path)
+    old = "not recorded (2026-12-05 machine)"
+    assert set(dc.load_cpu_path_check("cpu", root=tmp_path)["cpu_model"]) == {old}  # named by its rows' date
+    (tmp_path / "checks/cpu/cpu_path_check.csv").write_text(  # a file written before the column
+        _path_rows(None, 2.03, when="2026-12-05T21:54:19Z").to_csv(index=False))
+    assert set(dc.load_cpu_path_check("cpu", root=tmp_path)["cpu_model"]) == {old}
+    dc.write_cpu_path_check(_path_rows("AMD EPYC", 2.0), "cpu", root=tmp_path)
+    t = dc.load_cpu_path_check("cpu", root=tmp_path)
+    assert len(t) == 8 and t["cpu_model"].value_counts().to_dict() == {old: 4, "AMD EPYC": 4}
+    assert list(t.columns[:len(dc.CPU_PATH_COLUMNS)]) == [c for c in dc.CPU_PATH_COLUMNS if c in t]
+    dc.write_cpu_path_check(_path_rows("AMD EPYC", 2.0000001), "cpu", root=tmp_path)  # a rerun on the same machine
+    t = dc.load_cpu_path_check("cpu", root=tmp_path)
+    assert len(t) == 8 and (t[t["cpu_model"] == "AMD EPYC"]["loss_val"] == 2.0000001).sum() == 1
+    assert (t[t["cpu_model"] == old]["loss_val"] == 2.03).sum() == 1                # the old machine's rows kept
+    v = dc.cpu_path_view(t)                                                      # shifts within each machine
+    assert list(v["machine"]) == [old] * 4 + ["AMD EPYC"] * 4
+    assert v["shift"].tolist() == pytest.approx([0, 0.01, 0, 2e-7] * 2, abs=1e-12)
+
+
+def test_path_sentences_say_which_machine_gives_the_record_back():
+    from bitlaws.study import design_checks as dc
+
+    old = _path_rows(None, 2.03, when="2026-12-05T21:54:19Z")          # today's file: one machine, off its record
+    assert dc.path_record_sentence(old) == (
+        "No path reproduces the QAT run's recorded loss: its native rerun lies 0.030 nats/byte from it on the "
+        "2026-12-05 machine, more than any path there moves it, so its first training ran on other arithmetic "
+        "than any path of that machine.")
+    assert dc.path_machine_sentence(old) == "Nor can the CPU-path check until it holds a second machine."
+    near = _path_rows(None, 2.005, when="2026-12-05T21:54:19Z")
+    assert "no more than a path there moves it (0.010)" in dc.path_record_sentence(near)
+    # a second machine with the same native ISA gives the record back: the machine, not the ISA, decides
+    two = pd.concat([old, _path_rows("AMD EPYC", 2.000002)], ignore_index=True)
+    assert dc.path_record_sentence(two) == (
+        "The QAT run's native rerun gives its recorded loss back on the AMD EPYC (|Δ| ≤ 2e-06 nats/byte), but "
+        "lies 0.030 nats/byte from it on the 2026-12-05 machine, more than any path there moves it. Both ran "
+        "ATen's AVX512 path natively, so the instruction set alone does not identify the arithmetic: the "
+        "machine does.")
+    assert dc.path_machine_sentence(two) == (
+        "The CPU-path check can: its `qat_joint` run gives its recorded loss back on the AMD EPYC and not on "
+        "the 2026-12-05 machine, so the machine decides, not the kind of run.")
+    no_retrained = pd.DataFrame(columns=["experiment", "kind", "runs"])
+    assert dc.rerun_facts(two, no_retrained)["machine_says"] == dc.path_machine_sentence(two)
+    other_isa = pd.concat([old, _path_rows("Intel Xeon", 2.0, isa="AVX2")], ignore_index=True)
+    assert dc.path_record_sentence(other_isa).endswith(
+        "Their native paths differ (AVX512 on the 2026-12-05 machine and AVX2 on the Intel Xeon).")
+    # a second machine that is off its record too, and machines that all give it back
+    off = pd.concat([old, _path_rows("AMD EPYC", 2.02)], ignore_index=True)
+    assert dc.path_record_sentence(off).startswith("No machine reproduces the QAT run's recorded loss: its native "
+                                                   "rerun lies 0.030 nats/byte from it on the 2026-12-05 machine")
+    assert dc.path_machine_sentence(off) == ("Nor can the CPU-path check: its QAT run gives its recorded loss back "
+                                             "on none of its machines.")
+    same = pd.concat([_path_rows("A", 2.0), _path_rows("B", 2.0)], ignore_index=True)
+    assert dc.path_record_sentence(same) == ("The QAT run's native rerun gives its recorded loss back on the A and "
+                                             "the B (|Δ| ≤ 0 nats/byte).")
+    assert dc.path_machine_sentence(same).endswith("back on every machine.")

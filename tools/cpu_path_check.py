@@ -1,6 +1,7 @@
-"""Retrain one QAT run and one high-precision run under each of ATen's CPU instruction paths and write
-data/checks/<profile>/cpu_path_check.csv (``bitlaws.study.design_checks.cpu_path_check``): how far a rerun on
-another CPU reproduces a run. About 8 CPU-minutes for the defaults (6 trainings at one thread).
+"""Retrain one QAT run and one high-precision run under each of ATen's CPU instruction paths and add this
+machine's rows to data/checks/<profile>/cpu_path_check.csv (``bitlaws.study.design_checks.cpu_path_check``;
+other machines' rows are kept, this machine's replaced): how far a rerun on another CPU reproduces a run.
+About 8 CPU-minutes for the defaults (6 trainings at one thread).
 
     python tools/cpu_path_check.py [--profile cpu] [--run EXPERIMENT:RUN_ID ...]
 """

@@ -31,7 +31,8 @@ __all__ = ["table_view", "HEADERS", "FORMATS", "TOKEN_COLUMNS", "tokens_text", "
            "delta_at_equal_loss", "repetition_effect", "SCHEDULE_MARGIN", "equal_passes_effect",
            "repetition_evidence", "CONFOUND_EXPERIMENTS", "confound_rows", "confound_coverage", "repetition_plan",
            "lr_summary", "schedule_summary", "schedule_short", "retrain_agreement", "RETRAIN_FORMATS",
-           "RETRAIN_OUTCOMES", "rerun_facts", "CPU_PATHS", "cpu_path_check",
+           "RETRAIN_OUTCOMES", "rerun_facts", "CPU_PATHS", "cpu_model", "cpu_path_check", "path_record_sentence",
+           "path_machine_sentence",
            "write_cpu_path_check", "load_cpu_path_check", "repetition_summary"]
 
 
@@ -540,6 +541,7 @@ HEADERS: dict[str, str] = {
     "cosine": "δ, cosine", "isa": "ISA", "loss_val": "validation loss", "recorded": "recorded", "shift": "shift",
     "parts_at": "parts at step", "kind": "kind", "runs": "runs", "mean": "mean Δ", "sd": "sd of Δ",
     "max_abs": "max |Δ|", "n_sim": "datasets", "outcome": "training loss", "retrained": "retrained (UTC)",
+    "machine": "machine (CPU model)",
 }
 # Columns that count training tokens: shown as 8.4M (``tokens_text``).
 TOKEN_COLUMNS = frozenset({"n_tokens", "d_small", "d_large", "d_lo", "d_hi", "d_branch"})
@@ -867,7 +869,52 @@ CPU_PATHS = ("", "avx2", "default")
 CPU_PATH_COLUMNS = ["run_id", "experiment", "size", "n_tokens", "seed", "kind", "aten_capability", "cpu_capability",
                     "loss_val",
                     "loss_train", "recorded_loss_val", "step_apart", "train_s", "threads", "git_sha", "device",
-                    "torch_version", "transformers_version", "timestamp"]
+                    "cpu_model", "torch_version", "transformers_version", "timestamp"]
+# The rows of one run, path and machine: a rerun on the same machine replaces them (``write_cpu_path_check``).
+CPU_PATH_KEY = ["run_id", "aten_capability", "cpu_model"]
+
+
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The CPU's model name: the first ``model name`` line of ``/proc/cpuinfo`` (e.g. "AMD EPYC"), else
+    ``platform.processor()``, else ``"unknown"``.
+
+    ``device`` names only the architecture (``cpu:x86_64``), and two machines that both run ATen's AVX512
+    path can still round differently (chapter 07, "Reruns"); ``cpu_path_check`` records this beside it.
+
+    Args:
+        cpuinfo: the text to read instead of ``/proc/cpuinfo`` (tests); None reads the file where it exists.
+    """
+    import platform
+
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                cpuinfo = f.read()
+        except OSError:
+            cpuinfo = ""
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "model name" and value.strip():
+            return " ".join(value.split())
+    return platform.processor().strip() or "unknown"
+
+
+def _unrecorded_model(timestamps: pd.Series) -> str:
+    """What ``cpu_model`` holds for rows written before it was recorded: ``"not recorded (2026-12-05 machine)"``,
+    named by the rows' UTC date(s); ``"not recorded"`` without timestamps."""
+    days = _dates_text(timestamps)
+    return f"not recorded ({days} machine)" if days else "not recorded"
+
+
+def _with_cpu_model(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with a ``cpu_model`` column: rows without one (a file written before it) get ``_unrecorded_model``
+    of their timestamps."""
+    model = table["cpu_model"] if "cpu_model" in table else pd.Series(np.nan, index=table.index, dtype=object)
+    blank = model.isna()
+    if not blank.any():
+        return table
+    ts = table["timestamp"][blank] if "timestamp" in table else pd.Series(dtype=object)
+    return table.assign(cpu_model=model.astype(object).where(~blank, _unrecorded_model(ts)))
 
 
 def _train_one(profile: str, experiment: str, run_id: str, run_root: str) -> dict:
@@ -904,7 +951,7 @@ def cpu_path_check(profile: str, runs, paths=CPU_PATHS, run_root=None, progress:
         ``torch.backends.cpu.get_cpu_capability()`` in the training process, e.g. "AVX512"), its losses [nats/byte],
         the recorded version-1 ``loss_val``
         (NaN if the store has none), ``step_apart`` (the first logged step where its training loss differs
-        from the reference path's by more than 1e-4; −1 if never), and provenance.
+        from the reference path's by more than 1e-4; −1 if never), and provenance with ``cpu_model``.
 
     Raises:
         ValueError: a run_id the profile does not declare in that experiment.
@@ -958,7 +1005,7 @@ def cpu_path_check(profile: str, runs, paths=CPU_PATHS, run_root=None, progress:
                        "aten_capability": path or "native", "cpu_capability": r["cpu_capability"],
                        "loss_val": r["loss_val"], "loss_train": r["loss_train"],
                        "recorded_loss_val": recorded, "step_apart": apart[0] if apart else -1,
-                       "train_s": r["train_s"], **provenance(1)}
+                       "train_s": r["train_s"], **provenance(1), "cpu_model": cpu_model()}
                 out.append(row)
                 if progress:
                     print(f"{run_id} {row['kind']:>14} {row['aten_capability']:>8}: loss_val {row['loss_val']:.6f} "
@@ -974,38 +1021,165 @@ def _cpu_path_file(profile: str, root=None):
     return Path(root or data_dir()) / "checks" / profile / "cpu_path_check.csv"  # not under runs/: no sweep file
 
 
+def _read_cpu_paths(path) -> pd.DataFrame:
+    """A ``cpu_path_check`` file as written (run ids as text, numbers exact), with ``cpu_model`` filled in."""
+    return _with_cpu_model(pd.read_csv(path, dtype={"run_id": str, "cpu_model": str}))
+
+
 def write_cpu_path_check(table: pd.DataFrame, profile: str, root=None):
-    """Write ``cpu_path_check``'s table to ``data/checks/<profile>/cpu_path_check.csv`` (replacing it); its path."""
+    """Add ``cpu_path_check``'s table to ``data/checks/<profile>/cpu_path_check.csv``; its path.
+
+    The file keeps the rows of other machines: a row already there is replaced only by a new row of the same
+    ``CPU_PATH_KEY`` (run, path and ``cpu_model``: a rerun on the same machine). Rows written before
+    ``cpu_model`` was recorded get ``_unrecorded_model`` of their timestamps, so no new machine replaces them.
+    """
     path = _cpu_path_file(profile, root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(path, index=False, float_format="%.17g")
+    table = _with_cpu_model(table)
+    if path.exists():
+        old = _read_cpu_paths(path)
+        mine = pd.MultiIndex.from_frame(table[CPU_PATH_KEY].astype(str))
+        old = old[~pd.MultiIndex.from_frame(old[CPU_PATH_KEY].astype(str)).isin(mine)]
+        table = pd.concat([old, table], ignore_index=True) if len(old) else table
+    cols = [c for c in CPU_PATH_COLUMNS if c in table] + [c for c in table if c not in CPU_PATH_COLUMNS]
+    table[cols].to_csv(path, index=False, float_format="%.17g")
     return path
 
 
 def load_cpu_path_check(profile: str, root=None) -> pd.DataFrame | None:
-    """The committed ``cpu_path_check`` table of `profile`, or None if there is none."""
+    """The committed ``cpu_path_check`` table of `profile` (``cpu_model`` filled in for rows made before it was
+    recorded), or None if there is none."""
     path = _cpu_path_file(profile, root)
-    return pd.read_csv(path) if path.exists() else None
+    return _read_cpu_paths(path) if path.exists() else None
 
 
 def cpu_path_view(table: pd.DataFrame) -> pd.DataFrame:
-    """``cpu_path_check``'s table for reading: one row per (run, path), with each run's shift from its native path.
+    """``cpu_path_check``'s table for reading: one row per (machine, run, path), grouped by machine, with each
+    run's shift from its native path on the same machine.
 
     Args:
         table: ``CPU_PATH_COLUMNS`` rows (``load_cpu_path_check``).
 
     Returns:
-        Columns ``run`` (the run_id's first 8 hex digits), ``kind``, ``path`` (``ATEN_CPU_CAPABILITY``;
-        ``native`` is unset: the best the CPU has), ``isa`` (what ATen ran, ``cpu_capability``; "—" in a table
-        made before it was recorded), ``loss_val``, ``recorded`` (the store's version-1 loss_val), ``shift``
-        (loss_val − the same run's native loss_val) [nats/byte], ``parts_at`` (``step_apart``, −1: never). NaN
-        shifts where a run has no native row.
+        Columns ``machine`` (``cpu_model``), ``run`` (the run_id's first 8 hex digits), ``kind``, ``path``
+        (``ATEN_CPU_CAPABILITY``; ``native`` is unset: the best the CPU has), ``isa`` (what ATen ran,
+        ``cpu_capability``; "—" in a table made before it was recorded), ``loss_val``, ``recorded`` (the
+        store's version-1 loss_val), ``shift`` (loss_val − the same run's native loss_val on the same machine)
+        [nats/byte], ``parts_at`` (``step_apart``, −1: never). NaN shifts where a run has no native row there.
     """
-    ref = table[table["aten_capability"] == "native"].set_index("run_id")["loss_val"]
+    table = _with_cpu_model(table)
+    first = {m: k for k, m in enumerate(dict.fromkeys(table["cpu_model"]))}
+    table = table.iloc[np.argsort(table["cpu_model"].map(first).to_numpy(), kind="stable")]
+    key = list(zip(table["cpu_model"], table["run_id"]))
+    native = table["aten_capability"] == "native"
+    ref = dict(zip([k for k, n in zip(key, native) if n], table.loc[native, "loss_val"]))
     isa = table["cpu_capability"] if "cpu_capability" in table else pd.Series("—", index=table.index)
-    return pd.DataFrame({"run": table["run_id"].str[:8], "kind": table["kind"], "path": table["aten_capability"],
-                         "isa": isa, "loss_val": table["loss_val"], "recorded": table["recorded_loss_val"],
-                         "shift": table["loss_val"] - table["run_id"].map(ref), "parts_at": table["step_apart"]})
+    return pd.DataFrame({"machine": table["cpu_model"], "run": table["run_id"].str[:8], "kind": table["kind"],
+                         "path": table["aten_capability"], "isa": isa, "loss_val": table["loss_val"],
+                         "recorded": table["recorded_loss_val"],
+                         "shift": table["loss_val"].to_numpy() - np.array([ref.get(k, np.nan) for k in key]),
+                         "parts_at": table["step_apart"]}).reset_index(drop=True)
+
+
+def _machine_phrase(model: str) -> str:
+    """A machine as prose: ``"the 2026-12-05 machine"`` for ``_unrecorded_model``'s label, else ``"the <model>"``."""
+    import re
+
+    m = re.fullmatch(r"not recorded \((.+) machine\)", str(model))
+    return f"the {m.group(1)} machine" if m else "a machine of unrecorded model" if model == "not recorded" \
+        else f"the {model}"
+
+
+def _and(items: list[str]) -> str:
+    return ", ".join(items[:-1]) + (" and " if len(items) > 1 else "") + (items[-1] if items else "")
+
+
+def _record_by_machine(table: pd.DataFrame | None) -> pd.DataFrame:
+    """Per machine (index, in the table's order) of the QAT runs' native rows with a recorded loss: ``gap`` (the
+    largest |loss_val − recorded|), ``ok`` (every such run within ``sweep.REPRODUCE_RTOL`` of its record),
+    ``moved`` (the largest |shift| of its QAT rows on any path there), ``isa`` (the native instruction set(s))."""
+    from .sweep import REPRODUCE_RTOL
+
+    cols = ["gap", "ok", "moved", "isa"]
+    if table is None or not len(table):
+        return pd.DataFrame(columns=cols)
+    view = cpu_path_view(table)
+    qat = view[view["kind"] == "qat"]
+    nat = qat[(qat["path"] == "native") & qat["recorded"].notna()]
+    out = {}
+    for m, rows in nat.groupby("machine", sort=False):
+        gap = (rows["loss_val"] - rows["recorded"]).abs()
+        out[m] = {"gap": float(gap.max()), "ok": bool((gap <= REPRODUCE_RTOL * rows["recorded"].abs()).all()),
+                  "moved": float(qat[qat["machine"] == m]["shift"].abs().max()),
+                  "isa": ", ".join(sorted({str(x) for x in rows["isa"] if str(x) != "—"}))}
+    return pd.DataFrame.from_dict(out, orient="index", columns=cols)
+
+
+def path_record_sentence(table: pd.DataFrame | None) -> str:
+    """What ``cpu_path_check``'s QAT run says, machine by machine, of its recorded loss (chapter 07's prose).
+
+    A machine gives the record back where the run's native rerun is within ``sweep.REPRODUCE_RTOL`` of its
+    recorded version-1 ``loss_val``. Where one machine does and another with the same native instruction set
+    does not, the sentence says the instruction set alone does not identify the arithmetic.
+
+    Args:
+        table: ``load_cpu_path_check``'s table, or None.
+    """
+    r = _record_by_machine(table)
+    if not len(r):
+        return "The check has no QAT run with a native rerun and a recorded loss to compare."
+    ok, bad = r[r["ok"]], r[~r["ok"]]
+
+    def far(m) -> str:
+        g, moved = bad.loc[m, "gap"], bad.loc[m, "moved"]
+        return f"{g:.3f} nats/byte from it on {_machine_phrase(m)}, " + (
+            "more than any path there moves it" if g > moved else f"no more than a path there moves it ({moved:.3f})")
+
+    def near(ms) -> str:
+        g = float(ok.loc[ms, "gap"].max())
+        return f"{_and([_machine_phrase(m) for m in ms])} (|Δ| ≤ {'0' if g == 0 else f'{g:.0e}'} nats/byte)"
+
+    if not len(ok):
+        if len(bad) == 1:
+            m = bad.index[0]
+            return (f"No path reproduces the QAT run's recorded loss: its native rerun lies {far(m)}, so its first "
+                    "training ran on other arithmetic than any path of that machine.")
+        return ("No machine reproduces the QAT run's recorded loss: its native rerun lies "
+                + "; ".join(far(m) for m in bad.index) + ".")
+    if not len(bad):
+        return f"The QAT run's native rerun gives its recorded loss back on {near(list(ok.index))}."
+    text = (f"The QAT run's native rerun gives its recorded loss back on {near(list(ok.index))}, but lies "
+            + "; ".join(far(m) for m in bad.index) + ".")
+    isas = {m: set(filter(None, str(x).split(", "))) for m, x in r["isa"].items()}
+    shared = set.intersection(*isas.values()) if isas else set()
+    if shared:
+        return text + (f" {'Both' if len(r) == 2 else 'All'} ran ATen's {_and(sorted(shared))} path natively, so "
+                       "the instruction set alone does not identify the arithmetic: the machine does.")
+    return text + f" Their native paths differ ({_and([f'{x} on {_machine_phrase(m)}' for m, x in r['isa'].items()])})."
+
+
+def path_machine_sentence(table: pd.DataFrame | None) -> str:
+    """Whether ``cpu_path_check`` tells the machine from the kind of run, as a sentence (chapter 07's retrain
+    paragraph, after "the store cannot say which decides"): it does where its QAT run gives its recorded loss
+    back on one machine and not on another (``path_record_sentence``'s test); Markdown (sweeps in backticks).
+
+    Args:
+        table: ``load_cpu_path_check``'s table, or None.
+    """
+    r = _record_by_machine(table)
+    ok, bad = list(r.index[r["ok"].astype(bool)]), list(r.index[~r["ok"].astype(bool)])
+    if ok and bad:
+        sweeps = list(dict.fromkeys(table[table["kind"] == "qat"]["experiment"])) if "experiment" in table else []
+        whose = f"{_and([f'`{e}`' for e in sweeps])} run" if sweeps else "QAT run"
+        return (f"The CPU-path check can: its {whose} gives its recorded loss back on "
+                f"{_and([_machine_phrase(m) for m in ok])} and not on {_and([_machine_phrase(m) for m in bad])}, "
+                "so the machine decides, not the kind of run.")
+    if not len(r):
+        return "Nor can the CPU-path check, which has no QAT run with a recorded loss."
+    if len(r) == 1:
+        return "Nor can the CPU-path check until it holds a second machine."
+    return ("Nor can the CPU-path check: its QAT run gives its recorded loss back on "
+            + ("every machine." if ok else "none of its machines."))
 
 
 def rerun_facts(cpu_paths: pd.DataFrame | None, retrained: pd.DataFrame, seed_sd: float = math.nan) -> dict[str, str]:
@@ -1017,18 +1191,19 @@ def rerun_facts(cpu_paths: pd.DataFrame | None, retrained: pd.DataFrame, seed_sd
         seed_sd: one run's seed sd of the loss [nats/byte] (``noise.NoiseModel.loss_sd``), to compare with.
 
     Returns:
-        ``path_qat``, ``path_hp`` (the largest |shift| per kind), ``path_step`` (the QAT runs' ``step_apart``
-        range), ``native_isa`` (the instruction set(s) of the native rows), ``record_gap`` (the largest
-        |native − recorded| loss_val of a QAT run); of the retrained QAT runs: ``retrain_runs`` (all of them,
-        the table's QAT total), ``retrain_same`` (those that gave their recorded training loss back),
-        ``retrain_same_sweeps`` (their sweeps, as ``name`` in backticks), ``retrain_same_max`` (their largest
-        |Δ|), ``retrain_same_on`` (the date(s) they were retrained), ``retrain_diff`` (the others),
-        ``retrain_diff_sweeps``, ``retrain_diff_on``, and of those others ``retrain_sd`` (the sd of Δ =
-        retrained − recorded, pooled over sweeps with weights runs − 1), ``retrain_sd_run`` (that over √2: one
-        training's share, since both trainings vary), ``retrain_max``; ``seed_sd``. ``"n/a"`` (``"no"`` for a
-        count, ``""`` for a list or a date) where there is no such row.
+        ``path_qat``, ``path_hp`` (the largest |shift| per kind, over machines), ``path_step`` (the QAT runs'
+        ``step_apart`` range), ``native_isa`` (the instruction set(s) of the native rows), ``record_says``
+        (``path_record_sentence``), ``machine_says`` (``path_machine_sentence``); of the retrained QAT runs:
+        ``retrain_runs`` (all of them, the table's QAT total), ``retrain_same`` (those that gave their recorded
+        training loss back), ``retrain_same_sweeps`` (their sweeps, as ``name`` in backticks), ``retrain_same_max``
+        (their largest |Δ|), ``retrain_same_on`` (the date(s) they were retrained), ``retrain_diff`` (the others),
+        ``retrain_diff_sweeps``, ``retrain_diff_on``, and of those others ``retrain_sd`` (the sd of Δ = retrained −
+        recorded, pooled over sweeps with weights runs − 1), ``retrain_sd_run`` (that over √2: one training's share,
+        since both trainings vary), ``retrain_max``; ``seed_sd``. ``"n/a"`` (``"no"`` for a count, ``""`` for a list
+        or a date) where there is no such row.
     """
-    out = {k: "n/a" for k in ("path_qat", "path_hp", "path_step", "native_isa", "record_gap")}
+    out = {k: "n/a" for k in ("path_qat", "path_hp", "path_step", "native_isa")}
+    out["record_says"], out["machine_says"] = path_record_sentence(cpu_paths), path_machine_sentence(cpu_paths)
     if cpu_paths is not None and len(cpu_paths):
         view = cpu_path_view(cpu_paths)
         shift = view.groupby("kind")["shift"].apply(lambda x: float(x.abs().max()))
@@ -1044,9 +1219,6 @@ def rerun_facts(cpu_paths: pd.DataFrame | None, retrained: pd.DataFrame, seed_sd
         isas = sorted({str(x) for x in native["isa"] if str(x) != "—"})
         if isas:
             out["native_isa"] = ", ".join(isas)
-        gap = (native[native["kind"] == "qat"]["loss_val"] - native[native["kind"] == "qat"]["recorded"]).abs()
-        if gap.notna().any():
-            out["record_gap"] = f"{float(gap.max()):.3f}"
     qat = retrained[(retrained["kind"] == "qat")] if len(retrained) else retrained
     if "outcome" not in qat:
         qat = qat.assign(outcome=RETRAIN_OUTCOMES[1])
