@@ -726,3 +726,56 @@ def test_write_p6_pstar_power_refuses_contradictory_settings_before_any_work(tmp
         co.write_p6_pstar_power("cpu", noise="loud", root=tmp_path)
     with pytest.raises(ValueError, match=r"unknown world\(s\) \['bogus'\]"):
         co.write_p6_pstar_power("cpu", worlds="bogus", root=tmp_path)  # one name is one world, not its letters
+    with pytest.raises(ValueError, match="seed_sd 0.01 with noise 'seed_upper': that noise sets σ_seed itself"):
+        co.write_p6_pstar_power("cpu", noise="seed_upper", seed_sd=0.01, root=tmp_path)
+    for bad in (0, 1.0, -0.1, "0.2"):
+        with pytest.raises(ValueError, match=r"floor must be a number in \(0, 1\)"):
+            co.write_p6_pstar_power("cpu", floor=bad, root=tmp_path)
+
+
+def test_p6_pstar_variants_are_keyed_apart_kept_out_of_the_verdict_and_summarised_per_variant(tmp_path):
+    """A variant's row never collides with the verdict's row of the same dataset; the verdict's reader keeps
+    only floor 0.05 at noise seed/residual; the sensitivity table counts each variant's grades, the verdict's
+    variant first, with Wilson intervals."""
+    from bitlaws._io import frame_sha256
+    from bitlaws.study import compute_optimal as co
+    from bitlaws.study.boot_check import P6_PSTAR_COLUMNS, p6_pstar_sim_id
+    from bitlaws.study.store import append_rows
+
+    assert p6_pstar_sim_id("paper", 0, 3, 0.0087, 0.05, 100, False) == "paper:0:3:0.0087:0.05:100"
+    assert p6_pstar_sim_id("paper", 0, 3, 0.0087, 0.05, 100, False, "seed_upper") == \
+        "paper:0:3:0.0087:0.05:100:seed_upper"
+    assert p6_pstar_sim_id("paper", 0, 3, 0.0, 0.05, 100, True, "residual") == "paper:0:3:0:0.05:100:residual"
+    df = pd.DataFrame({"x": [1.0]})
+    sha = frame_sha256(df)
+
+    def row(world, k, grade, noise="seed", floor=0.05, sd=0.0087):
+        return {"sim_id": p6_pstar_sim_id(world, 0, k, sd, floor, 100, noise == "residual", noise), "world": world,
+                "noise": noise, "rng": 0, "dataset": k, "seed_sd": sd, "floor": floor, "n_boot": 100,
+                "p_star_true": 7.0, "p_star_point": 7.0, "low": 6.0, "high": 7.0, "width": 1.0, "grade": grade,
+                "n_ok": 100, "n_p_star": 100, "sim_version": power.P6_PSTAR_SIM_VERSION, "inputs_sha256": sha,
+                "git_sha": "x", "timestamp": "t"}
+
+    rows = ([row("paper", k, "inside" if k < 8 else "straddles") for k in range(10)]
+            + [row("no_offsets", k, "outside") for k in range(10)]
+            + [row("paper", k, "inside" if k < 5 else "straddles", floor=0.2) for k in range(10)]
+            + [row("paper", k, "inside" if k < 3 else "outside", noise="seed_upper", sd=0.0171) for k in range(10)]
+            + [row("no_offsets", k, "inside" if k < 1 else "outside", noise="seed_upper", sd=0.0171) for k in range(10)]
+            + [row("paper", k, "straddles", noise="residual", sd=0.0) for k in range(10)])
+    append_rows(tmp_path / "checks" / "cpu" / co.P6_PSTAR_CSV, rows, P6_PSTAR_COLUMNS, "sim_id")
+    main, _ = co.load_p6_pstar_power("cpu", df, tmp_path)
+    every, _ = co.load_p6_pstar_power("cpu", df, tmp_path, variants=True)
+    assert len(main) == 30 and len(every) == 60
+    assert set(zip(main["noise"], main["floor"])) == {("seed", 0.05), ("residual", 0.05)}
+    sens = co.p6_pstar_sensitivity(every)
+    assert sens[["variant", "world", "n", "inside"]].values.tolist() == [
+        ["as graded (floor 0.05, σ_seed 0.0087)", "paper", 10, 0.8],
+        ["as graded (floor 0.05, σ_seed 0.0087)", "no_offsets", 10, 0.0],
+        ["floor 0.2", "paper", 10, 0.5],
+        ["σ_seed at its upper end (0.0171)", "paper", 10, 0.3],
+        ["σ_seed at its upper end (0.0171)", "no_offsets", 10, 0.1]]
+    assert sens.loc[0, "inside_lo"] == pytest.approx(0.49, abs=0.01)  # Wilson, 8 of 10
+    text = co.p6_pstar_sensitivity_text(sens)
+    assert "under the paper's law — as graded (floor 0.05, σ_seed 0.0087): 80% [49%, 94%] of 10; floor 0.2: 50%" in text
+    assert "without its offsets, the false-positive side — as graded (floor 0.05, σ_seed 0.0087): 0% [0%, 28%] of 10" in text
+    assert co.p6_pstar_sensitivity_text(co.p6_pstar_sensitivity(main)) == ""  # the verdict's variant alone

@@ -553,10 +553,12 @@ P6_PSTAR_COLUMNS = ["sim_id", "world", "noise", "rng", "dataset", "seed_sd", "fl
 
 
 def p6_pstar_sim_id(world: str, seed: int, dataset: int, seed_sd: float, floor: float, n_boot: int,
-                    residual: bool) -> str:
+                    residual: bool, noise: str = "seed") -> str:
     """The key of one row of ``p6_pstar_power.csv``: ``world:rng:dataset:seed_sd:floor:n_boot``, with
-    ``:residual`` appended for residual-noise rows."""
-    return f"{world}:{seed}:{dataset}:{seed_sd:.6g}:{floor:g}:{n_boot}" + (":residual" if residual else "")
+    ``:residual`` appended for residual-noise rows and ``:<noise>`` for another seed-noise variant
+    (``seed_upper``); plain seed-noise rows keep the bare key they were first written with."""
+    tail = ":residual" if residual else "" if noise == "seed" else f":{noise}"
+    return f"{world}:{seed}:{dataset}:{seed_sd:.6g}:{floor:g}:{n_boot}" + tail
 
 
 def full_sample_fits(frames: Mapping[str, pd.DataFrame], stages: Sequence[str]) -> tuple[dict, dict]:
@@ -575,7 +577,7 @@ def full_sample_fits(frames: Mapping[str, pd.DataFrame], stages: Sequence[str]) 
 def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise, worlds: Mapping,
                   datasets: Sequence[int], *, n_boot: int = 100, seed: int = 0, seed_sd: float = 0.0,
                   floor: float | None = None, inputs_sha256: str = "", progress: bool = False,
-                  stage_sd: Mapping[str, float] | None = None):
+                  stage_sd: Mapping[str, float] | None = None, noise_label: str = "seed"):
     """P6's P* leg graded on simulated datasets by the pipeline bootstrap the verdict reads (yielded one
     row per dataset, so a caller can store each as it finishes).
 
@@ -594,7 +596,9 @@ def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
         seed_sd: σ_seed [nats]. floor: ``extended_factor``'s floor (default ``power.NEFF_F_FLOOR``).
         inputs_sha256: the rows' hash, stored in each row. progress: a progress bar.
         stage_sd: per-frame σ [nats] instead of the seed noise (``power.p6_pstar_dataset``); the rows'
-            ``noise`` is then ``residual`` (else ``seed``) and their ``sim_id`` ends in ``:residual``.
+            ``noise`` is then ``residual`` (else ``noise_label``) and their ``sim_id`` ends in ``:residual``.
+        noise_label: the ``noise`` of seed-noise rows: ``seed`` (σ_seed as estimated) or ``seed_upper``
+            (``compute_optimal.write_p6_pstar_power``'s variant at σ_seed's upper end), named in ``sim_id``.
 
     Yields:
         dicts with the columns of :data:`P6_PSTAR_COLUMNS` (``sim_id`` their key; ``git_sha``,
@@ -627,8 +631,8 @@ def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
         ps = np.array([_p_star(d) for d in draws])
         ps = ps[np.isfinite(ps)]
         lo, hi = (float(v) for v in np.percentile(ps, [2.5, 97.5])) if len(ps) >= 2 else (math.nan, math.nan)
-        label = "seed" if stage_sd is None else "residual"
-        yield {"sim_id": p6_pstar_sim_id(w, seed, k, seed_sd, floor, n_boot, stage_sd is not None),
+        label = noise_label if stage_sd is None else "residual"
+        yield {"sim_id": p6_pstar_sim_id(w, seed, k, seed_sd, floor, n_boot, stage_sd is not None, label),
                "world": w, "noise": label, "rng": int(seed), "dataset": k,
                "seed_sd": float(seed_sd), "floor": floor, "n_boot": int(n_boot), "p_star_true": _p_star(truth),
                "p_star_point": _p_star(point), "low": lo, "high": hi, "width": hi - lo,

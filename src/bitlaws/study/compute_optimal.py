@@ -233,9 +233,12 @@ def stage_residual_sd(df: pd.DataFrame, fits: Mapping[str, dict]) -> dict[str, f
     return out
 
 
+P6_PSTAR_NOISES = ("seed", "seed_upper", "residual")
+
+
 def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), n_boot: int = 100, seed: int = 0,
                          seed_sd: float | None = None, root: str | os.PathLike | None = None,
-                         progress: bool = False, noise: str = "seed") -> Path:
+                         progress: bool = False, noise: str = "seed", floor: float | None = None) -> Path:
     """Simulate P6's P* leg on the profile's committed design and append one row per dataset to
     ``<root>/checks/<profile>/p6_pstar_power.csv`` as each finishes (``store.append_rows``, keyed by
     ``sim_id``: a rerun skips the datasets already there, so a killed run resumes and two processes on
@@ -248,17 +251,25 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
         n_boot: pipeline resamples per dataset. seed: the generator's seed.
         seed_sd: σ_seed [nats]; None: the point estimate P4's simulation reads (``qat_design._p4_sim_inputs``).
         root: a ``data/`` folder. progress: a progress bar.
-        noise: ``seed`` (one run's seed σ, σ_seed of it shared per (N, seed)) or ``residual`` (each frame's
-            runs at the RMS residual of our own fit on it, :func:`stage_residual_sd`; σ_seed 0).
+        noise: ``seed`` (one run's seed σ, σ_seed of it shared per (N, seed)), ``seed_upper`` (the same with
+            σ_seed at the upper end of its 95 % interval, capped at one run's σ: the sensitivity variant P4's
+            ``power_seed_hi`` also reads) or ``residual`` (each frame's runs at the RMS residual of our own
+            fit on it, :func:`stage_residual_sd`; σ_seed 0).
+        floor: the floor the paper's clipped f_x are generated at (``power.extended_factor``; default
+            ``power.NEFF_F_FLOOR``, the one the verdict's rows use; 0.02 and 0.2 are P4's variants). Rows at
+            another floor, or with ``seed_upper``, are read by :func:`p6_pstar_sensitivity`, not the verdict.
 
     Raises:
-        ValueError: an unknown world or noise, or the fits missing (run ``python -m bitlaws fit``).
+        ValueError: an unknown world or noise, a floor outside (0, 1), ``seed_sd`` given with ``seed_upper``
+            or ``residual``, or the fits missing (run ``python -m bitlaws fit``).
     """
-    if noise not in ("seed", "residual"):
-        raise ValueError(f"unknown noise {noise!r}; allowed: 'seed', 'residual'")
-    if noise == "residual" and seed_sd is not None and seed_sd != 0:
-        raise ValueError(f"seed_sd {seed_sd!r} with noise 'residual': the residual scatter has no seed block "
-                         "(leave seed_sd None or 0)")
+    if noise not in P6_PSTAR_NOISES:
+        raise ValueError(f"unknown noise {noise!r}; allowed: {', '.join(map(repr, P6_PSTAR_NOISES))}")
+    if noise != "seed" and seed_sd is not None and seed_sd != 0:
+        raise ValueError(f"seed_sd {seed_sd!r} with noise {noise!r}: that noise sets σ_seed itself "
+                         "(leave seed_sd None)")
+    if floor is not None and not (isinstance(floor, (int, float)) and 0 < float(floor) < 1):
+        raise ValueError(f"floor must be a number in (0, 1), got {floor!r}")
     if isinstance(worlds, str):
         worlds = [worlds]
     from .._io import frame_sha256
@@ -278,27 +289,34 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
     if chin is None or ours is None:
         raise ValueError(f"write_p6_pstar_power needs the chinchilla and marginal N_eff fits of {profile!r} "
                          f"(missing: {missing or ['chinchilla']}); run `python -m bitlaws fit --profile {profile}`")
-    seed_noise, _, point_sd, _, _ = _p4_sim_inputs(df)
+    seed_noise, block, point_sd, _, _ = _p4_sim_inputs(df)
     stage_sd = stage_residual_sd(df, fits) if noise == "residual" else None
-    seed_sd = 0.0 if stage_sd is not None else point_sd if seed_sd is None else float(seed_sd)
+    if noise == "seed_upper":
+        seed_sd = min(block["hi"], seed_noise.loss_sd) if math.isfinite(block["hi"]) else seed_noise.loss_sd
+    else:
+        seed_sd = 0.0 if stage_sd is not None else point_sd if seed_sd is None else float(seed_sd)
+    floor = NEFF_F_FLOOR if floor is None else float(floor)
     path = _p6_pstar_path(profile, root)
     have = set(read_rows(path, P6_PSTAR_COLUMNS, "sim_id").get("sim_id", [])) if path.exists() else set()
     every = p6_pstar_worlds(ours)
     frames, read = stage_frames(df), frame_sha256(df)
     for w in worlds:
         left = [k for k in datasets
-                if p6_pstar_sim_id(w, seed, k, seed_sd, NEFF_F_FLOOR, n_boot, stage_sd is not None) not in have]
+                if p6_pstar_sim_id(w, seed, k, seed_sd, floor, n_boot, stage_sd is not None, noise) not in have]
         for row in p6_pstar_rows(frames, chin, seed_noise, {w: every[w]}, left, n_boot=n_boot, seed=seed,
-                                 seed_sd=seed_sd, inputs_sha256=read, progress=progress, stage_sd=stage_sd):
+                                 seed_sd=seed_sd, floor=floor, inputs_sha256=read, progress=progress,
+                                 stage_sd=stage_sd, noise_label="seed" if noise == "residual" else noise):
             append_rows(path, [row], P6_PSTAR_COLUMNS, "sim_id")
     return path
 
 
-def load_p6_pstar_power(profile: str, df: pd.DataFrame, root: str | os.PathLike | None = None
-                        ) -> tuple[pd.DataFrame | None, str]:
+def load_p6_pstar_power(profile: str, df: pd.DataFrame, root: str | os.PathLike | None = None,
+                        variants: bool = False) -> tuple[pd.DataFrame | None, str]:
     """The stored P* leg's datasets for the training rows ``df`` (:func:`write_p6_pstar_power`), or (None, why
     not): absent, by another simulation version (``power.P6_PSTAR_SIM_VERSION``), or made from other rows
-    (``inputs_sha256`` ≠ ``df``'s hash)."""
+    (``inputs_sha256`` ≠ ``df``'s hash). The verdict's rows only (noise ``seed`` or ``residual`` at
+    ``power.NEFF_F_FLOOR``); ``variants=True``: every row, the sensitivity variants (other floors,
+    ``seed_upper``) included."""
     from .._io import frame_sha256
     from .boot_check import P6_PSTAR_COLUMNS
     from .power import NEFF_F_FLOOR, P6_PSTAR_SIM_VERSION
@@ -314,7 +332,8 @@ def load_p6_pstar_power(profile: str, df: pd.DataFrame, root: str | os.PathLike 
     tab = tab[tab["inputs_sha256"] == frame_sha256(df)]
     if tab.empty:
         return None, "simulated from other training rows than these; not read"
-    tab = tab[tab["floor"].astype(float) == NEFF_F_FLOOR]  # the floor the simulation version names
+    if not variants:  # the floor the simulation version names, and σ_seed as estimated
+        tab = tab[(tab["floor"].astype(float) == NEFF_F_FLOOR) & tab["noise"].astype(str).isin(["seed", "residual"])]
     return tab.reset_index(drop=True), ""
 
 
@@ -398,6 +417,69 @@ def p6_pstar_power_text(summary: Mapping, residual_sd: Mapping[str, float] | Non
                      + ": through data that scatter like ours, this design cannot resolve the paper's P*")
         lines.append(line + ".")
     return "\n".join(lines)
+
+
+def p6_pstar_sensitivity(tab: pd.DataFrame) -> pd.DataFrame:
+    """The seed-noise P* leg under each simulation variant (:func:`load_p6_pstar_power` with ``variants=True``):
+    the verdict's own (floor ``power.NEFF_F_FLOOR``, σ_seed as estimated), the paper's clipped f_x generated
+    at another floor, and σ_seed at its upper end (noise ``seed_upper``). Residual-noise rows are left out.
+
+    Returns:
+        One row per (variant, world), the verdict's variant first: ``variant`` (words), ``noise``, ``floor``,
+        ``seed_sd`` [nats], ``world``, ``n`` (datasets), ``inside`` with its Wilson interval ``inside_lo``,
+        ``inside_hi``, ``straddles``, ``outside``; empty (those columns) where ``tab`` has no seed-noise rows.
+    """
+    from .claims import mc_interval
+    from .power import NEFF_F_FLOOR, P6_PSTAR_WORLDS
+
+    cols = ["variant", "noise", "floor", "seed_sd", "world", "n", "inside", "inside_lo", "inside_hi", "straddles",
+            "outside"]
+    t = tab[tab["noise"].astype(str).isin(["seed", "seed_upper"])]
+    out = []
+    for (nz, fl, sd, w), g in t.groupby([t["noise"].astype(str), t["floor"].astype(float),
+                                          t["seed_sd"].astype(float).round(8), t["world"].astype(str)]):
+        if nz == "seed" and fl == NEFF_F_FLOOR:
+            what = f"as graded (floor {fl:g}, σ_seed {sd:.4f})"
+        elif nz == "seed":
+            what = f"floor {fl:g}"
+        else:
+            what = f"σ_seed at its upper end ({sd:.4f})" + ("" if fl == NEFF_F_FLOOR else f", floor {fl:g}")
+        grades = g["grade"].astype(str)
+        inside = float((grades == "inside").mean())
+        lo, hi = mc_interval(inside, len(g))
+        out.append({"variant": what, "noise": nz, "floor": fl, "seed_sd": sd, "world": w, "n": len(g), "inside": inside,
+                    "inside_lo": lo, "inside_hi": hi, "straddles": float((grades == "straddles").mean()),
+                    "outside": float((grades == "outside").mean())})
+    res = pd.DataFrame(out, columns=cols)
+    if res.empty:
+        return res
+    order = {w: i for i, w in enumerate(P6_PSTAR_WORLDS)}
+    res["_main"] = ~res["variant"].str.startswith("as graded")
+    res["_w"] = res["world"].map(order)
+    return res.sort_values(["_main", "noise", "floor", "_w"]).drop(columns=["_main", "_w"]).reset_index(drop=True)
+
+
+def p6_pstar_sensitivity_text(sens: pd.DataFrame) -> str:
+    """One sentence from :func:`p6_pstar_sensitivity`: the share of the paper's-law datasets inside the band
+    (the leg's power) and of the no-offset datasets inside it (its false-positive rate) under each variant, with
+    Wilson intervals; "" where only the verdict's variant (or nothing) is there."""
+    from .power import P6_PSTAR_BAND
+
+    if sens is None or sens.empty or sens["variant"].nunique() < 2:
+        return ""
+    lo_b, hi_b = P6_PSTAR_BAND
+
+    def share(world: str) -> str:
+        rows = sens[sens["world"] == world]
+        return "; ".join(f"{r.variant}: {r.inside:.0%} [{r.inside_lo:.0%}, {r.inside_hi:.0%}] of {int(r.n)}"
+                         for r in rows.itertuples())
+
+    text = (f"Under other simulation choices the seed-noise power moves as follows (datasets inside {lo_b:g}–{hi_b:g} "
+            f"bits under the paper's law — {share('paper')}")
+    if (sens["world"] == "no_offsets").any():
+        text += f"; and without its offsets, the false-positive side — {share('no_offsets')}"
+    return text + "). The floor is where the paper's own f_x, negative at P_a = 3, are clipped when the data are "\
+        "generated; σ_seed's upper end shares all of a run's seed σ among the runs of one (N, seed)."
 
 
 def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float] | None = None,
