@@ -10,7 +10,7 @@ THREADS ?= 1
 TORCH_INDEX ?=
 STAMP := $(VENV)/.bitlaws-installed
 
-.PHONY: setup book test unit nbval chapter reproduce verdicts bench publish clean realmodel
+.PHONY: setup book test unit nbval chapter reproduce verdicts cascade bench publish clean realmodel
 
 setup: $(STAMP)
 
@@ -65,6 +65,11 @@ reproduce: $(STAMP)
 
 verdicts: $(STAMP)
 	$(PY) -m bitlaws verdicts --profile $(PROFILE)
+
+# After moving the data freeze (store.ROWS_READ_UNTIL) and committing: remake, in order, every table it feeds
+# that is stale (data/README.md, "The data freeze"); resumable. DRY_RUN=1 lists the steps and runs nothing.
+cascade: $(STAMP)
+	$(PY) -m bitlaws cascade --profile $(PROFILE) $(if $(DRY_RUN),--dry-run)
 
 bench: $(STAMP)
 	$(PY) bench/train_throughput.py

@@ -746,6 +746,9 @@ def test_p6_pstar_variants_are_keyed_apart_kept_out_of_the_verdict_and_summarise
     assert p6_pstar_sim_id("paper", 0, 3, 0.0087, 0.05, 100, False, "seed_upper") == \
         "paper:0:3:0.0087:0.05:100:seed_upper"
     assert p6_pstar_sim_id("paper", 0, 3, 0.0, 0.05, 100, True, "residual") == "paper:0:3:0:0.05:100:residual"
+    # the training rows' hash is in the key: the same dataset from other rows is another row
+    assert p6_pstar_sim_id("paper", 0, 3, 0.0087, 0.05, 100, False, "seed", "ab" * 32) == \
+        "paper:0:3:0.0087:0.05:100@abababababab"
     df = pd.DataFrame({"x": [1.0]})
     sha = frame_sha256(df)
 
@@ -779,3 +782,21 @@ def test_p6_pstar_variants_are_keyed_apart_kept_out_of_the_verdict_and_summarise
     assert "under the paper's law — as graded (floor 0.05, σ_seed 0.0087): 80% [49%, 94%] of 10; floor 0.2: 50%" in text
     assert "without its offsets, the false-positive side — as graded (floor 0.05, σ_seed 0.0087): 0% [0%, 28%] of 10" in text
     assert co.p6_pstar_sensitivity_text(co.p6_pstar_sensitivity(main)) == ""  # the verdict's variant alone
+
+
+def test_migrate_p6_sim_ids_adds_the_rows_hash_to_old_keys_and_changes_nothing_else(tmp_path):
+    from bitlaws.study.boot_check import P6_PSTAR_COLUMNS, migrate_p6_sim_ids
+    from bitlaws.study.store import append_rows, read_rows
+
+    path = tmp_path / "p6.csv"
+    base = {"world": "paper", "noise": "seed", "rng": 0, "seed_sd": 0.0087, "floor": 0.05, "n_boot": 100,
+            "p_star_true": 7.0, "p_star_point": 7.1, "low": 6.5, "high": 7.5, "width": 1.0, "grade": "inside",
+            "n_ok": 100, "n_p_star": 100, "sim_version": "2", "git_sha": "x", "timestamp": "t"}
+    append_rows(path, [{**base, "sim_id": "paper:0:0:0.0087:0.05:100", "dataset": 0, "inputs_sha256": "c" * 64},
+                       {**base, "sim_id": "paper:0:1:0.0087:0.05:100@" + "d" * 12, "dataset": 1,
+                        "inputs_sha256": "d" * 64}], P6_PSTAR_COLUMNS, "sim_id")
+    before = read_rows(path, P6_PSTAR_COLUMNS, "sim_id")
+    assert migrate_p6_sim_ids(path) == 1 and migrate_p6_sim_ids(path) == 0  # idempotent
+    after = read_rows(path, P6_PSTAR_COLUMNS, "sim_id")
+    assert after["sim_id"].tolist() == ["paper:0:0:0.0087:0.05:100@cccccccccccc", "paper:0:1:0.0087:0.05:100@" + "d" * 12]
+    assert after.drop(columns="sim_id").equals(before.drop(columns="sim_id"))

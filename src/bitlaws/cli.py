@@ -1,6 +1,6 @@
 """Command line: ``python -m bitlaws COMMAND ...`` (``COMMAND --help`` lists its options), COMMAND one
 of train, sweep, estimate, coverage, verdicts, export-checkpoints, export-hf, fit, quik, migrate-store,
-design-power. Configuration is overridden with dotted flags, as minGPT does::
+design-power, cascade. Configuration is overridden with dotted flags, as minGPT does::
 
     python -m bitlaws train --model.size=n83k --train.n_tokens=2e6 --train.lr=2e-3 --ptq.bits=3,4,8
     python -m bitlaws sweep --profile cpu --workers 1 --threads 2
@@ -396,6 +396,17 @@ def _cmd_design_power(args) -> int:
     return 0
 
 
+def _cmd_cascade(args) -> int:
+    from .study.cascade import StepFailed, run_cascade
+
+    try:
+        run_cascade(args.profile, root=args.data_root, dry_run=args.dry_run, allow_untrained=args.allow_untrained)
+    except StepFailed as exc:  # the steps before it are kept; a rerun resumes
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 @contextlib.contextmanager
 def _transformers_quiet():
     """transformers' progress bars off and its logging at errors only while the block runs; both restored."""
@@ -604,6 +615,21 @@ def main(argv: list[str] | None = None) -> int:
                       help="comma-separated claims to simulate again, of P4, P5, P9 (default: all); the other "
                            "claims' committed rows are kept as they are")
     p_fit = sub.add_parser("fit", help="fit the scaling laws to a profile's runs; writes data/fits/<profile>_<stage>.json")
+    p_cas = sub.add_parser("cascade", help="after the data freeze (store.ROWS_READ_UNTIL) moves: remake, in order, every "
+                                           "table it feeds that is stale (fit, design-power, P4's replicates and pool, "
+                                           "P6's P* leg, verdicts), skipping the current ones (resumable)",
+                           description="Runs the steps of bitlaws.study.cascade.cascade_plan in order: python -m "
+                                       "bitlaws fit, design-power, qat_design.write_p4_replicates and "
+                                       "write_p4_pool_power, compute_optimal.write_p6_pstar_power (with the arguments "
+                                       "of the stored tables) and verdicts; a step whose stored output was made from "
+                                       "the rows the freeze reads now is skipped. It first refuses a freeze that cuts "
+                                       "a run in two or admits a run without all its planned rows, and remakes "
+                                       "nothing while declared runs are untrained (--allow-untrained).")
+    p_cas.add_argument("--dry-run", action="store_true",
+                       help="print each step with its status (current / stale) and why, and run nothing")
+    p_cas.add_argument("--allow-untrained", action="store_true",
+                       help="remake stale steps although some declared runs have no row yet (refused by default: "
+                            "a half-trained batch)")
     p_quik = sub.add_parser("quik", help="QUIK / RTN / SmoothQuant / GPTQ on the committed checkpoints "
                                          "(data/runs/<profile>/quik_accuracy.csv, resumable), then Q1–Q3")
     p_quik.add_argument("--threads", type=_count(1), default=1)
@@ -615,10 +641,10 @@ def main(argv: list[str] | None = None) -> int:
                             "(default 20 smoke, 2000 cpu); draws already stored for the same rows are kept, and a running one "
                             "checkpoints its draws every 50 (fits/<profile>_pipeline_boot.json.partial), so a "
                             "killed run resumes where it stopped")
-    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
+    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf, p_cas):
         p.add_argument("--profile", default="cpu", choices=sorted(PROFILE_NAMES),
                        help="which declared sweep: %(choices)s (default %(default)s)")
-    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf):
+    for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf, p_cas):
         p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's); "
                        + ("made if it is not there" if p is p_sweep else "must exist"))
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")
@@ -659,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"sweep": _cmd_sweep, "estimate": _cmd_estimate, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts,
                 "export-checkpoints": _cmd_export, "fit": _cmd_fit, "quik": _cmd_quik,
                 "migrate-store": _cmd_migrate, "design-power": _cmd_design_power,
-                "export-hf": _cmd_export_hf}[args.cmd](args)
+                "export-hf": _cmd_export_hf, "cascade": _cmd_cascade}[args.cmd](args)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -553,12 +553,36 @@ P6_PSTAR_COLUMNS = ["sim_id", "world", "noise", "rng", "dataset", "seed_sd", "fl
 
 
 def p6_pstar_sim_id(world: str, seed: int, dataset: int, seed_sd: float, floor: float, n_boot: int,
-                    residual: bool, noise: str = "seed") -> str:
+                    residual: bool, noise: str = "seed", inputs_sha256: str = "") -> str:
     """The key of one row of ``p6_pstar_power.csv``: ``world:rng:dataset:seed_sd:floor:n_boot``, with
     ``:residual`` appended for residual-noise rows and ``:<noise>`` for another seed-noise variant
-    (``seed_upper``); plain seed-noise rows keep the bare key they were first written with."""
+    (``seed_upper``), then ``@`` and the first 12 hex digits of the training rows' hash: the same dataset
+    simulated from other rows (after the data freeze moves) is another row, so nothing is overwritten or
+    skipped (:func:`migrate_p6_sim_ids` gave the rows written before the hash was in the key theirs)."""
     tail = ":residual" if residual else "" if noise == "seed" else f":{noise}"
-    return f"{world}:{seed}:{dataset}:{seed_sd:.6g}:{floor:g}:{n_boot}" + tail
+    sha = f"@{inputs_sha256[:12]}" if inputs_sha256 else ""
+    return f"{world}:{seed}:{dataset}:{seed_sd:.6g}:{floor:g}:{n_boot}" + tail + sha
+
+
+def migrate_p6_sim_ids(path: str | os.PathLike) -> int:
+    """Append ``@<inputs_sha256[:12]>`` to each ``sim_id`` of a P6 table that lacks it (rows written before
+    :func:`p6_pstar_sim_id` named the training rows), through ``store.rewrite_rows`` (under the file's lock;
+    no other cell changes, no row added or dropped). Idempotent; returns the number of keys changed."""
+    from .store import rewrite_rows
+
+    changed = []
+
+    def rewrite(header, rows):
+        out = []
+        for r in rows:
+            if "@" not in r["sim_id"] and r.get("inputs_sha256"):
+                r = {**r, "sim_id": f"{r['sim_id']}@{r['inputs_sha256'][:12]}"}
+                changed.append(r["sim_id"])
+            out.append(r)
+        return (header, out, {"sim_id"}) if changed else None
+
+    rewrite_rows(path, rewrite, key="sim_id")
+    return len(changed)
 
 
 def full_sample_fits(frames: Mapping[str, pd.DataFrame], stages: Sequence[str]) -> tuple[dict, dict]:
@@ -632,7 +656,8 @@ def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
         ps = ps[np.isfinite(ps)]
         lo, hi = (float(v) for v in np.percentile(ps, [2.5, 97.5])) if len(ps) >= 2 else (math.nan, math.nan)
         label = noise_label if stage_sd is None else "residual"
-        yield {"sim_id": p6_pstar_sim_id(w, seed, k, seed_sd, floor, n_boot, stage_sd is not None, label),
+        yield {"sim_id": p6_pstar_sim_id(w, seed, k, seed_sd, floor, n_boot, stage_sd is not None, label,
+                                         inputs_sha256),
                "world": w, "noise": label, "rng": int(seed), "dataset": k,
                "seed_sd": float(seed_sd), "floor": floor, "n_boot": int(n_boot), "p_star_true": _p_star(truth),
                "p_star_point": _p_star(point), "low": lo, "high": hi, "width": hi - lo,

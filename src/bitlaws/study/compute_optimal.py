@@ -302,7 +302,7 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
     frames, read = stage_frames(df), frame_sha256(df)
     for w in worlds:
         left = [k for k in datasets
-                if p6_pstar_sim_id(w, seed, k, seed_sd, floor, n_boot, stage_sd is not None, noise) not in have]
+                if p6_pstar_sim_id(w, seed, k, seed_sd, floor, n_boot, stage_sd is not None, noise, read) not in have]
         for row in p6_pstar_rows(frames, chin, seed_noise, {w: every[w]}, left, n_boot=n_boot, seed=seed,
                                  seed_sd=seed_sd, floor=floor, inputs_sha256=read, progress=progress,
                                  stage_sd=stage_sd, noise_label="seed" if noise == "residual" else noise):
@@ -479,7 +479,9 @@ def p6_pstar_sensitivity_text(sens: pd.DataFrame) -> str:
     if (sens["world"] == "no_offsets").any():
         text += f"; and without its offsets, the false-positive side — {share('no_offsets')}"
     return text + "). The floor is where the paper's own f_x, negative at P_a = 3, are clipped when the data are "\
-        "generated; σ_seed's upper end shares all of a run's seed σ among the runs of one (N, seed)."
+        "generated (without its offsets no f_x is clipped, so there only σ_seed is varied); σ_seed's upper end " \
+        "is that of its 95 % interval, capped at one run's seed σ (the share of it the runs of one (N, seed) have " \
+        "in common can be no more)."
 
 
 def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float] | None = None,

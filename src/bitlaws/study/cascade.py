@@ -1,0 +1,694 @@
+"""The cascade of a data freeze: every table the frozen sweep rows feed, remade in order by one command.
+
+When a batch is complete and ``store.ROWS_READ_UNTIL[profile]`` moves past it, the fits, the design tables
+and the verdicts are remade on the rows the freeze now admits, in a fixed order, with the arguments the
+stored tables were made with (``python -m bitlaws cascade``). :func:`cascade_plan` lists the steps, the
+arguments of P4's replicates and pool and of P6's P* leg read back from their stored tables, each step
+marked current where its stored output was made from the rows the freeze reads now (``inputs_sha256``);
+:func:`run_cascade` runs the others in order, so a killed cascade resumes where it stopped (its plan is
+kept in ``checks/<profile>/.cascade_plan.json`` until it ends). :func:`check_freeze` first refuses a
+freeze that cuts a run in two or admits a run without all its planned rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["CLI", "PLAN_FILE", "Step", "StepFailed", "check_freeze", "cascade_plan", "run_cascade"]
+
+CLI = "python -m bitlaws"  # the call of the steps that are commands
+PLAN_FILE = ".cascade_plan.json"  # checks/<profile>/: the plan of a cascade under way (git-ignored)
+_QD = "bitlaws.study.qat_design"
+_CO = "bitlaws.study.compute_optimal"
+
+
+class StepFailed(RuntimeError):
+    """A step of the cascade failed; the steps before it are kept (rerun the cascade to resume)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the cascade.
+
+    Args:
+        name: unique within the plan (``fit``, ``design_power``, ``p4_pool.2``, ``p6_pstar.paper.seed`` …).
+        kind: one of ``fit``, ``design_power``, ``p4_replicates``, ``p4_pool``, ``p6_pstar``, ``verdicts``.
+        call: :data:`CLI` (``kwargs["argv"]`` are the command's arguments) or a function's dotted name.
+        kwargs: the call's keyword arguments (the data root included: ``root`` or ``--data-root``).
+        output: what it writes, relative to the data root.
+        current: its stored output was made from the rows the freeze reads now (the step is skipped).
+        why: what the currency check found.
+    """
+
+    name: str
+    kind: str
+    call: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    output: str = ""
+    current: bool = False
+    why: str = ""
+
+    @property
+    def command(self) -> str:
+        """The step as one would type it: a command line, or the function call."""
+        if self.call == CLI:
+            return f"{CLI} {shlex.join(self.kwargs['argv'])}"
+        module, fn = self.call.rsplit(".", 1)
+        args = [repr(self.kwargs["profile"])] + [f"{k}={_show(v)}" for k, v in self.kwargs.items()
+                                                 if k != "profile" and not (k == "root" and v is None)]
+        return f"{module.rsplit('.', 1)[-1]}.{fn}({', '.join(args)})"
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, tuple) and len(v) > 3 and all(isinstance(x, int) for x in v) \
+            and list(v) == list(range(v[0], v[0] + len(v))):
+        return f"range({v[0]}, {v[0] + len(v)})"
+    return repr(v)
+
+
+# --- the rows the freeze reads ----------------------------------------------------------------------
+
+class _Rows:
+    """The training rows the freeze admits (what every writer of the cascade reads), read once."""
+
+    def __init__(self, profile: str, root: str | None):
+        self.profile, self.root = profile, root
+
+    @functools.cached_property
+    def df(self) -> pd.DataFrame:
+        from .law_fits import TRAINING_EXPERIMENTS
+        from .store import load_runs
+
+        return load_runs(self.profile, experiment=TRAINING_EXPERIMENTS, root=self.root)
+
+    @functools.cached_property
+    def sha(self) -> str:
+        from .._io import frame_sha256
+
+        return frame_sha256(self.df)
+
+    @functools.cached_property
+    def seed_sd(self) -> float:
+        """σ_seed as P4's and P6's simulations read it when not given (the design table's)."""
+        from .qat_design import _p4_sim_inputs
+
+        return float(_p4_sim_inputs(self.df)[2])
+
+    @functools.cached_property
+    def seed_sd_upper(self) -> float:
+        """σ_seed of P6's ``seed_upper`` rows: its interval's upper end capped at one run's σ (as the writer)."""
+        from .qat_design import _p4_sim_inputs
+
+        noise, block, *_ = _p4_sim_inputs(self.df)
+        return float(min(block["hi"], noise.loss_sd) if math.isfinite(block["hi"]) else noise.loss_sd)
+
+
+def _folder(root: str | os.PathLike | None) -> Path:
+    from .store import data_dir
+
+    return Path(root) if root is not None else data_dir()
+
+
+@contextlib.contextmanager
+def _data_dir(root: str | os.PathLike | None):
+    """``store.data_dir()`` is `root` while the block runs (``BITLAWS_DATA``), as ``verdicts --data-root``
+    sets it; restored after. None: left as it is."""
+    if root is None:
+        yield
+        return
+    before = os.environ.get("BITLAWS_DATA")
+    os.environ["BITLAWS_DATA"] = str(root)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("BITLAWS_DATA", None)
+        else:
+            os.environ["BITLAWS_DATA"] = before
+
+
+# --- the guard ----------------------------------------------------------------------------------------
+
+def _describe(rows: pd.DataFrame, exp: str, run_id: str) -> str:
+    r = rows[rows["run_id"] == run_id].iloc[0]
+    return (f"{exp} run {run_id} ({r['size']}, D {int(r['n_tokens']):,}, seed {int(r['seed'])}, "
+            f"W/A/KV {r['fmt_w']}/{r['fmt_a']}/{r['fmt_kv']})")
+
+
+def check_freeze(profile: str, root: str | os.PathLike | None = None) -> pd.DataFrame:
+    """Refuse a data freeze that would feed the cascade part of a run or a run without all its rows.
+
+    Every declared sweep of `profile` (``sweep.declared_experiments``) is read whole (all evaluation
+    versions, as ``sweep.coverage`` counts): a run with rows on both sides of the freeze
+    (``store.after_freeze``), or a run the freeze admits (a row at or before it) that lacks some of its
+    planned rows (``sweep.plan``'s ``obs_ids``: every post-training quantization at every evaluation
+    version), is refused. Runs with every row after the freeze wait for the next cascade.
+
+    Args:
+        profile: a declared profile (``cpu``).
+        root: a ``data/`` folder (default ``store.data_dir()``).
+
+    Returns:
+        One row per declared sweep: ``experiment``, ``runs_planned``, ``runs_admitted`` (a row at or
+        before the freeze), ``runs_after_freeze`` (every row after it), ``runs_untrained`` (no row at all),
+        ``freeze``. Untrained runs are not refused here (a sweep may be declared before it runs);
+        :func:`run_cascade` refuses to remake anything while there are any, unless told otherwise.
+
+    Raises:
+        ValueError: an unknown profile, a bad freeze, or the runs above (each named: sweep, run_id,
+            size, D, seed, training formats, and its rows on each side or missing).
+        StoreError: a damaged results file.
+    """
+    from .store import COLUMNS, after_freeze, read_rows, read_until
+    from .sweep import declared_experiments, plan
+
+    freeze = read_until(profile)
+    folder = _folder(root) / "runs" / profile
+    split, partial, summary = [], [], []
+    for exp in declared_experiments(profile):
+        specs = plan(profile, exp)
+        rows = read_rows(folder / f"{exp}.csv", COLUMNS, "obs_id")
+        if rows.empty:
+            summary.append({"experiment": exp, "runs_planned": len(specs), "runs_admitted": 0,
+                            "runs_after_freeze": 0, "runs_untrained": len(specs), "freeze": freeze})
+            continue
+        late = after_freeze(rows, freeze)
+        side = pd.DataFrame({"run_id": rows["run_id"].astype(str), "late": late.to_numpy(bool)})
+        sides = side.groupby("run_id")["late"].agg(["any", "all"])
+        cut = set(sides.index[sides["any"] & ~sides["all"]])
+        for run_id in sorted(cut):
+            n_late = int(side.loc[side["run_id"] == run_id, "late"].sum())
+            n_all = int((side["run_id"] == run_id).sum())
+            split.append(f"{_describe(rows, exp, run_id)}: {n_all - n_late} rows at or before, {n_late} after")
+        have = set(rows.loc[~late, "obs_id"].astype(str))
+        admitted = 0
+        for s in specs:
+            got = sum(o in have for o in s.obs_ids)
+            admitted += got > 0
+            if 0 < got < len(s.obs_ids) and s.run_id not in cut:
+                partial.append(f"{_describe(rows, exp, s.run_id)}: {got} of its {len(s.obs_ids)} planned rows")
+        late_runs = set(sides.index[sides["all"]])
+        trained = set(side["run_id"])
+        summary.append({"experiment": exp, "runs_planned": len(specs), "runs_admitted": int(admitted),
+                        "runs_after_freeze": len(late_runs & {s.run_id for s in specs}),
+                        "runs_untrained": sum(s.run_id not in trained for s in specs), "freeze": freeze})
+    if split or partial:
+        where = f"the data freeze {freeze} (store.ROWS_READ_UNTIL[{profile!r}])" if freeze else "no data freeze"
+
+        def listing(items: list[str]) -> str:
+            return "; ".join(items[:10]) + (f"; and {len(items) - 10} more" if len(items) > 10 else "")
+
+        parts = []
+        if split:
+            parts.append(f"{len(split)} run(s) with rows on both sides of it: {listing(split)}")
+        if partial:
+            parts.append(f"{len(partial)} run(s) it admits without all their planned rows (a half-trained "
+                         f"batch): {listing(partial)}")
+        raise ValueError(f"refused, nothing was run: with {where}, " + "; ".join(parts) + ". Move the freeze past "
+                         "the batch's last row once every run of it is complete (`python -m bitlaws coverage "
+                         f"--profile {profile}`), or back before its first, then rerun")
+    return pd.DataFrame(summary)
+
+
+# --- the steps' arguments, read back from the stored tables ---------------------------------------------
+
+def _read_csv(path: Path) -> pd.DataFrame | None:
+    return pd.read_csv(path) if path.exists() else None
+
+
+def _seed_sd_arg(value: float, sha: str, design: pd.DataFrame | None) -> float | None:
+    """The ``seed_sd`` argument that made a stored row at σ_seed `value` from rows of hash `sha`: 0.0 for 0;
+    None (the design table's σ_seed, what the writers read by default) where `value` is the σ_seed of the
+    design table's P4 rows made from the same rows, or where no design table of those rows is kept (the
+    tables hold rows at the design table's σ_seed and at 0, data/README.md); else `value` itself."""
+    value = float(value)
+    if value == 0.0:
+        return 0.0
+    if design is not None and {"claim", "inputs_sha256", "seed_sd"} <= set(design.columns):
+        same = design[(design["claim"] == "P4") & (design["inputs_sha256"].astype(str) == sha)]
+        if len(same):
+            return None if any(math.isclose(value, float(v), rel_tol=1e-9) for v in same["seed_sd"]) else value
+    return None
+
+
+def _design_args(tab: pd.DataFrame | None) -> list[tuple[int | None, list[str] | None]]:
+    """(n_sim, claims) per ``design-power`` call: one call (claims None) where every row has one
+    ``n_sim``, else one per ``n_sim`` with its claims; (None, None) without a table (the command's default)."""
+    if tab is None or tab.empty:
+        return [(None, None)]
+    by: dict[int, list[str]] = {}
+    for claim, n in zip(tab["claim"].astype(str), tab["n_sim"]):
+        claims = by.setdefault(int(n), [])
+        if claim not in claims:
+            claims.append(claim)
+    return [(n, None) for n in by] if len(by) == 1 else list(by.items())
+
+
+def _replicate_kwargs(tab: pd.DataFrame, path: Path) -> dict[str, Any]:
+    seeds = tuple(sorted({int(s) for s in tab["seeds"]}))
+    rngs = tuple(sorted({int(r) for r in tab["rng"]}))
+    n_sim = sorted({int(n) for n in tab["n_sim"]})
+    pairs = {(int(r), int(s)) for r, s in zip(tab["rng"], tab["seeds"])}
+    if len(n_sim) != 1 or pairs != {(r, s) for r in rngs for s in seeds} or len(pairs) != len(tab):
+        raise ValueError(f"{path}: not the rows of one write_p4_replicates call (rngs × seeds at one n_sim, each "
+                         f"once); found n_sim {n_sim}, {len(tab)} rows, (rng, seeds) {sorted(pairs)}")
+    return {"seeds": seeds, "rngs": rngs, "n_sim": n_sim[0]}
+
+
+def _pool_kwargs(tab: pd.DataFrame, design: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """One ``write_p4_pool_power`` call per rectangle of stored rows: at each (n_sim, pool, seed_sd), the
+    generators that hold the same seed counts, in the order the rows were written."""
+    calls: dict[tuple, dict[str, Any]] = {}
+    seeds_of: dict[tuple, dict[int, list[int]]] = {}
+    for r in tab.itertuples(index=False):
+        key = (int(r.n_sim), int(r.pool), float(r.seed_sd), str(r.inputs_sha256))
+        seeds_of.setdefault(key, {}).setdefault(int(r.rng), [])
+        if int(r.seeds) not in seeds_of[key][int(r.rng)]:
+            seeds_of[key][int(r.rng)].append(int(r.seeds))
+    for (n_sim, pool, sd, sha), by_rng in seeds_of.items():
+        arg = _seed_sd_arg(sd, sha, design)
+        for rng, seeds in by_rng.items():
+            k = (n_sim, pool, arg, tuple(sorted(seeds)))
+            call = calls.setdefault(k, {"rngs": (), "seeds": tuple(sorted(seeds)), "n_sim": n_sim, "pool": pool,
+                                        **({} if arg is None else {"seed_sd": arg})})
+            if rng not in call["rngs"]:
+                call["rngs"] = (*call["rngs"], rng)
+    return [dict(c, rngs=tuple(sorted(c["rngs"]))) for c in calls.values()]
+
+
+def _p6_kwargs(tab: pd.DataFrame, design: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """One ``write_p6_pstar_power`` call per (noise, world, rng, n_boot, floor, σ_seed) of the stored rows of
+    this simulation version (any training rows), with the datasets it holds: the verdict's rows (``seed``,
+    ``residual`` at ``power.NEFF_F_FLOOR``) and the sensitivity variants (another ``floor``, ``seed_upper``).
+    ``floor`` is given only where it is not the default; ``seed_sd`` only to ``seed`` noise, where it is not
+    the design table's (``residual`` and ``seed_upper`` set σ_seed themselves and refuse one)."""
+    from .power import NEFF_F_FLOOR, P6_PSTAR_SIM_VERSION, P6_PSTAR_WORLDS
+
+    tab = tab[tab["sim_version"].astype(str) == P6_PSTAR_SIM_VERSION]
+    groups: dict[tuple, set[int]] = {}
+    for r in tab.itertuples(index=False):
+        sd = _seed_sd_arg(float(r.seed_sd), str(r.inputs_sha256), design) if r.noise == "seed" else None
+        key = (str(r.noise), str(r.world), int(r.rng), int(r.n_boot), float(r.floor), sd)
+        groups.setdefault(key, set()).add(int(r.dataset))
+    noises, worlds = ("seed", "residual", "seed_upper"), list(P6_PSTAR_WORLDS)
+
+    def order(k):
+        return (k[4] != NEFF_F_FLOOR, noises.index(k[0]) if k[0] in noises else 9,
+                worlds.index(k[1]) if k[1] in worlds else 9, k[2], k[3], k[4], -1.0 if k[5] is None else k[5])
+
+    return [{"worlds": w, "noise": nz, "datasets": tuple(sorted(ds)), "n_boot": nb, "seed": rng,
+             **({} if fl == NEFF_F_FLOOR else {"floor": fl}), **({"seed_sd": sd} if sd is not None else {})}
+            for (nz, w, rng, nb, fl, sd), ds in sorted(groups.items(), key=lambda kv: order(kv[0]))]
+
+
+def _derive(profile: str, folder: Path) -> list[dict[str, Any]]:
+    """The steps as (name, kind, call, replay kwargs without the data root, output), from the stored tables."""
+    from .boot_check import P6_PSTAR_COLUMNS
+    from .law_fits import N_BOOT, PIPELINE_N_BOOT, fits_path, load_fits
+    from .store import read_rows
+
+    out: list[dict[str, Any]] = []
+    fits = load_fits(profile, folder)
+    argv = ["fit", "--profile", profile]
+    boot = (fits.get("chinchilla") or {}).get("n_boot")
+    if boot is not None and int(boot) != N_BOOT.get(profile, 200):
+        argv += ["--boot", str(int(boot))]
+    pboot = (fits.get("pipeline_boot") or {}).get("n_boot")
+    if pboot is not None and int(pboot) != PIPELINE_N_BOOT.get(profile, 2000):
+        argv += ["--pipeline-boot", str(int(pboot))]
+    out.append({"name": "fit", "kind": "fit", "call": CLI, "kwargs": {"argv": argv},
+                "output": str(fits_path(profile, "*", folder).relative_to(folder))})
+    design_path = folder / "runs" / profile / "qat_design_power.csv"
+    design = _read_csv(design_path)
+    groups = _design_args(design)
+    for i, (n_sim, claims) in enumerate(groups, start=1):
+        argv = ["design-power", "--profile", profile] + ([] if n_sim is None else ["--n-sim", str(n_sim)]) \
+            + ([] if claims is None else ["--claims", ",".join(claims)])
+        out.append({"name": "design_power" + (f".{i}" if len(groups) > 1 else ""), "kind": "design_power",
+                    "call": CLI, "kwargs": {"argv": argv}, "output": str(design_path.relative_to(folder))})
+    rep_path = folder / "runs" / profile / "qat_design_p4_replicates.csv"
+    rep = _read_csv(rep_path)
+    if rep is not None and len(rep):
+        out.append({"name": "p4_replicates", "kind": "p4_replicates", "call": f"{_QD}.write_p4_replicates",
+                    "kwargs": _replicate_kwargs(rep, rep_path), "output": str(rep_path.relative_to(folder))})
+    pool_path = folder / "checks" / profile / "p4_pool_power.csv"
+    pool = _read_csv(pool_path)
+    calls = _pool_kwargs(pool, design) if pool is not None and len(pool) else []
+    for i, kw in enumerate(calls, start=1):
+        out.append({"name": f"p4_pool.{i}", "kind": "p4_pool", "call": f"{_QD}.write_p4_pool_power", "kwargs": kw,
+                    "output": str(pool_path.relative_to(folder))})
+    p6_path = folder / "checks" / profile / "p6_pstar_power.csv"
+    p6 = read_rows(p6_path, P6_PSTAR_COLUMNS, "sim_id") if p6_path.exists() else pd.DataFrame()
+    for kw in (_p6_kwargs(p6, design) if len(p6) else []):
+        name = f"p6_pstar.{kw['worlds']}.{kw['noise']}" + (f".floor{kw['floor']:g}" if "floor" in kw else "")
+        taken = {o["name"] for o in out}
+        if name in taken:
+            name = next(f"{name}.{i}" for i in range(2, len(taken) + 3) if f"{name}.{i}" not in taken)
+        out.append({"name": name, "kind": "p6_pstar", "call": f"{_CO}.write_p6_pstar_power", "kwargs": kw,
+                    "output": str(p6_path.relative_to(folder))})
+    out.append({"name": "verdicts", "kind": "verdicts", "call": CLI,
+                "kwargs": {"argv": ["verdicts", "--profile", profile]}, "output": "verdicts.json"})
+    return out
+
+
+def _with_root(spec: dict[str, Any], profile: str, root: str | os.PathLike | None) -> dict[str, Any]:
+    kw = dict(spec["kwargs"])
+    if spec["call"] == CLI:
+        kw["argv"] = list(kw["argv"]) + ([] if root is None else ["--data-root", str(root)])
+    else:
+        kw = {"profile": profile, **kw, "root": None if root is None else str(root)}
+    return {**spec, "kwargs": kw}
+
+
+# --- is a step's stored output current? --------------------------------------------------------------------
+
+def _fit_status(profile: str, folder: Path, rows: _Rows, argv: list[str]) -> tuple[bool, str]:
+    """Whether ``python -m bitlaws fit`` would find nothing to redo: every stage record (``fits_are_current``),
+    the pipeline bootstrap (its rows, draws asked for, P4 simulation version and no-P_a≤3 draws), the Eq. 2
+    fit of each other PTQ method (``ptq_fit_is_current``) and the joint fit made from these rows."""
+    from . import law_fits as lf
+    from .power import P4_SIM_VERSION
+
+    df, fits = rows.df, lf.load_fits(profile, folder)
+    frames = lf.stage_frames(df)
+    stale = [s for s in lf.FIT_ORDER if (fits.get(s) or {}).get("input_sha256") != lf._sha(frames[s])]
+    if (fits.get("table1") or {}).get("input_sha256") != lf._sha(frames["neff_w"]):
+        stale.append("table1")
+    boot = fits.get("pipeline_boot")
+    want = int(argv[argv.index("--pipeline-boot") + 1]) if "--pipeline-boot" in argv else \
+        lf.PIPELINE_N_BOOT.get(profile, 2000)
+    if not lf.pipeline_boot_is_current(boot, df) or boot.get("n_boot") != want:
+        stale.append("pipeline_boot")
+    elif boot.get("status") == "ok" and "p4_power" in boot and (
+            boot["p4_power"].get("sim_version") != P4_SIM_VERSION
+            or not lf.p4_dropped_is_current(boot.get("p4_no_pa3"), boot, frames)):
+        stale.append("pipeline_boot (P4 simulation)")
+    methods = sorted(set(df["ptq_method"].dropna().astype(str)) - {"none", "rtn"}) if "ptq_method" in df else []
+    stale += [f"ptq_{m}" for m in methods if not lf.ptq_fit_is_current(fits.get(f"ptq_{m}"), df, m)]
+    if (fits.get("joint_all") or {}).get("input_sha256") != lf._sha(lf._joint_all_rows(df)):
+        stale.append("joint_all")
+    if stale:
+        return False, f"made from other rows or missing: {', '.join(stale)}"
+    n = (boot or {}).get("n_boot")
+    return True, (f"every stage, table1, the pipeline bootstrap ({n} draws), "
+                  + "".join(f"ptq_{m}, " for m in methods) + "joint_all made from these rows")
+
+
+def _table_status(tab: pd.DataFrame | None, sha: str, what: str) -> tuple[bool, str]:
+    if tab is None or tab.empty:
+        return False, f"no {what} stored"
+    other = sorted({h for h in tab["inputs_sha256"].astype(str)} - {sha})
+    if other:
+        return False, f"{what} made from other rows (inputs {', '.join(h[:12] + '…' for h in other)})"
+    return True, f"{len(tab)} {what} made from these rows"
+
+
+def _pool_status(tab: pd.DataFrame | None, kw: dict[str, Any], rows: _Rows) -> tuple[bool, str]:
+    want = len(kw["rngs"]) * len(kw["seeds"])
+    if tab is None or tab.empty:
+        return False, f"0 of its {want} rows stored"
+    sd = kw.get("seed_sd")
+    sd = rows.seed_sd if sd is None else float(sd)
+    mine = tab[(tab["inputs_sha256"].astype(str) == rows.sha) & (tab["n_sim"].astype(int) == kw["n_sim"])
+               & (tab["pool"].astype(int) == kw["pool"])
+               & pd.Series([math.isclose(float(v), sd, rel_tol=1e-9, abs_tol=0.0) for v in tab["seed_sd"]],
+                           index=tab.index, dtype=bool)]
+    have = {(int(r), int(s)) for r, s in zip(mine["rng"], mine["seeds"])}
+    n = sum((r, s) in have for r in kw["rngs"] for s in kw["seeds"])
+    return n == want, f"{n} of its {want} rows made from these rows"
+
+
+def _p6_status(tab: pd.DataFrame, kw: dict[str, Any], rows: _Rows) -> tuple[bool, str]:
+    from .boot_check import p6_pstar_sim_id
+    from .power import NEFF_F_FLOOR, P6_PSTAR_SIM_VERSION
+
+    noise = kw["noise"]
+    sd = 0.0 if noise == "residual" else rows.seed_sd_upper if noise == "seed_upper" else \
+        rows.seed_sd if kw.get("seed_sd") is None else float(kw["seed_sd"])
+    floor = float(kw.get("floor", NEFF_F_FLOOR))
+    have = set() if tab.empty else set(tab.loc[(tab["inputs_sha256"].astype(str) == rows.sha)
+                                               & (tab["sim_version"].astype(str) == P6_PSTAR_SIM_VERSION), "sim_id"])
+    n = sum(p6_pstar_sim_id(kw["worlds"], kw["seed"], k, sd, floor, kw["n_boot"], noise == "residual", noise,
+                            rows.sha) in have for k in kw["datasets"])
+    return n == len(kw["datasets"]), f"{n} of its {len(kw['datasets'])} datasets made from these rows"
+
+
+def _verdicts_status(profile: str, root: str | os.PathLike | None, folder: Path) -> tuple[bool, str]:
+    """``python -m bitlaws verdicts --check``'s comparison: every recomputed verdict agrees with the store."""
+    from .ledger import check_verdicts, compute_verdicts
+
+    store = folder / "verdicts.json"
+    if not store.is_file():
+        return False, f"no {store.name} stored"
+    with _data_dir(root):
+        new = compute_verdicts(profile)
+        diffs = check_verdicts(profile, path=store, verdicts=new)
+    if not diffs:
+        return True, f"verdicts --check: all {len(new)} verdicts agree with {store.name}"
+    differing = sorted({d.split(".", 1)[0].split(":", 1)[0] for d in diffs})
+    return False, f"verdicts --check: {', '.join(differing)} differ ({diffs[0]})"
+
+
+def _status(steps: list[Step], profile: str, root, folder: Path, rows: _Rows, check_verdicts: bool) -> list[Step]:
+    from .boot_check import P6_PSTAR_COLUMNS
+    from .ptq_degradation import BOOK_PROFILE
+    from .store import read_rows
+
+    tables: dict[str, pd.DataFrame | None] = {}
+
+    def table(rel: str) -> pd.DataFrame | None:
+        if rel not in tables:
+            p = folder / rel
+            tables[rel] = (read_rows(p, P6_PSTAR_COLUMNS, "sim_id") if p.exists() else pd.DataFrame()) \
+                if rel.endswith("p6_pstar_power.csv") else _read_csv(p)
+        return tables[rel]
+
+    out = []
+    for s in steps:
+        if s.kind == "fit":
+            ok, why = _fit_status(profile, folder, rows, s.kwargs["argv"])
+        elif s.kind == "design_power":
+            tab = table(s.output)
+            argv = s.kwargs["argv"]
+            if tab is not None and "--claims" in argv:
+                tab = tab[tab["claim"].isin(argv[argv.index("--claims") + 1].split(","))]
+            ok, why = _table_status(tab, rows.sha, "design rows")
+        elif s.kind == "p4_replicates":
+            ok, why = _table_status(table(s.output), rows.sha, "replicate rows")
+        elif s.kind == "p4_pool":
+            ok, why = _pool_status(table(s.output), s.kwargs, rows)
+        elif s.kind == "p6_pstar":
+            ok, why = _p6_status(table(s.output), s.kwargs, rows)
+        elif profile != BOOK_PROFILE:
+            ok, why = True, f"profile {profile!r}: `verdicts` prints them and stores nothing"
+        elif any(not o.current for o in out):
+            ok, why = False, "after the stale steps above"
+        elif not check_verdicts:
+            ok, why = False, "not checked (check_verdicts=False)"
+        else:
+            ok, why = _verdicts_status(profile, root, folder)
+        out.append(replace(s, current=bool(ok), why=why))
+    return out
+
+
+# --- the plan -------------------------------------------------------------------------------------------
+
+def _plan_path(folder: Path, profile: str) -> Path:
+    return folder / "checks" / profile / PLAN_FILE
+
+
+def _saved_plan(folder: Path, profile: str, sha: str) -> list[dict[str, Any]] | None:
+    """The plan kept by a cascade under way on the same rows, or None."""
+    path = _plan_path(folder, profile)
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return None
+    if saved.get("profile") != profile or saved.get("inputs_sha256") != sha:
+        return None
+    return [{**s, "kwargs": {k: tuple(v) if isinstance(v, list) and k != "argv" else v
+                             for k, v in s["kwargs"].items()}} for s in saved["steps"]]
+
+
+def _save_plan(folder: Path, profile: str, sha: str, specs: list[dict[str, Any]]) -> None:
+    from .._io import write_atomic
+
+    path = _plan_path(folder, profile)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps({"profile": profile, "inputs_sha256": sha, "steps": specs}, indent=1) + "\n")
+
+
+def _specs(profile: str, folder: Path, rows: _Rows) -> tuple[list[dict[str, Any]], bool]:
+    saved = _saved_plan(folder, profile, rows.sha)
+    return (saved, True) if saved is not None else (_derive(profile, folder), False)
+
+
+def cascade_plan(profile: str, root: str | os.PathLike | None = None, check_verdicts: bool = True) -> list[Step]:
+    """The ordered steps that remake every table the data freeze feeds, each marked current or stale.
+
+    Order: ``fit`` (``python -m bitlaws fit``), ``design_power`` (``design-power`` at the stored table's
+    ``n_sim``), ``p4_replicates`` (``qat_design.write_p4_replicates`` at its table's seeds, rngs, n_sim),
+    ``p4_pool.N`` (``qat_design.write_p4_pool_power``, one call per rectangle of generators × seed counts
+    at one (n_sim, pool, σ_seed) of its table; ``seed_sd`` given only where it is not the design table's),
+    ``p6_pstar.…`` (``compute_optimal.write_p6_pstar_power``, one call per (world, noise, rng, n_boot, floor)
+    of its table, the sensitivity variants included, with the datasets there; only ``seed`` noise may take
+    ``seed_sd``), ``verdicts``. A table not
+    stored gives no step. While a cascade is under way on the same rows its saved plan is used, since
+    the writers replace the tables the arguments are read from.
+
+    A step is current where its stored output was made from the rows the freeze reads now
+    (``inputs_sha256`` = ``frame_sha256(load_runs(profile, TRAINING_EXPERIMENTS))``; the fits as
+    ``law_fits.fits_are_current``, ``pipeline_boot_is_current`` and ``ptq_fit_is_current`` decide; the
+    P6 rows by their key, ``boot_check.p6_pstar_sim_id``, and hash, as ``compute_optimal.load_p6_pstar_power``
+    reads them); ``verdicts`` is stale after any stale
+    step, else current where ``python -m bitlaws verdicts --check`` finds no difference (minutes).
+
+    Args:
+        profile: a declared profile.
+        root: a ``data/`` folder (default ``store.data_dir()``); read only.
+        check_verdicts: run the verdicts' check where every earlier step is current (else: not checked,
+            marked stale).
+
+    Returns:
+        The steps, in order.
+
+    Raises:
+        ValueError: an unknown profile, :func:`check_freeze`'s refusal, or a stored table that is not the
+            output of the calls it should replay.
+        FileNotFoundError: no training rows for `profile`.
+    """
+    return _plan(profile, root, check_verdicts)[0]
+
+
+def _plan(profile: str, root, check_verdicts: bool = True):
+    """(steps, the rows read, root-less step specs, resumed: the saved plan was used, check_freeze's summary)."""
+    from . import PROFILE_NAMES
+
+    if profile not in PROFILE_NAMES:
+        raise ValueError(f"unknown profile {profile!r}; allowed: {sorted(PROFILE_NAMES)}")
+    summary = check_freeze(profile, root)
+    folder, rows = _folder(root), _Rows(profile, root)
+    specs, resumed = _specs(profile, folder, rows)
+    steps = [Step(**_with_root(s, profile, root)) for s in specs]
+    return _status(steps, profile, root, folder, rows, check_verdicts), rows, specs, resumed, summary
+
+
+# --- running it ---------------------------------------------------------------------------------------------
+
+def _run_cli(argv: list[str]) -> int:
+    """``python -m bitlaws ARGV`` in a child process (its output shown as it comes); its exit status."""
+    return subprocess.run([sys.executable, "-m", "bitlaws", *argv], check=False).returncode
+
+
+def _invoke(step: Step, root, progress: bool) -> None:
+    """Run one step."""
+    if step.call == CLI:
+        rc = _run_cli(list(step.kwargs["argv"]))
+        if rc != 0:
+            raise StepFailed(f"step {step.name}: `{step.command}` exited with status {rc}; the steps before it are "
+                             "kept: fix the cause and rerun the cascade to resume")
+        return
+    module, fn = step.call.rsplit(".", 1)
+    func = getattr(importlib.import_module(module), fn)
+    try:
+        with _data_dir(root):
+            func(**step.kwargs, progress=progress)
+    except Exception as exc:  # noqa: BLE001 - named with its step, the cause chained
+        raise StepFailed(f"step {step.name}: `{step.command}` failed: {type(exc).__name__}: {exc}; the steps "
+                         "before it are kept: fix the cause and rerun the cascade to resume") from exc
+
+
+def _table(steps: list[Step], status: dict[str, str], seconds: dict[str, float]) -> pd.DataFrame:
+    return pd.DataFrame([{"step": s.name, "status": status[s.name], "seconds": seconds.get(s.name, math.nan),
+                          "command": s.command, "why": s.why} for s in steps],
+                        columns=["step", "status", "seconds", "command", "why"])
+
+
+def _summary_line(profile: str, root, rows: _Rows, steps: list[Step], resumed: bool,
+                  freeze: pd.DataFrame) -> str:
+    from .store import read_until
+
+    stale = sum(not s.current for s in steps)
+    late = [f"{r.experiment} {r.runs_after_freeze}" for r in freeze.itertuples() if r.runs_after_freeze]
+    waiting = [f"{r.experiment} {r.runs_untrained}" for r in freeze.itertuples() if r.runs_untrained]
+    return (f"cascade of profile {profile!r} under {_folder(root)}: freeze {read_until(profile) or 'none'}, training "
+            f"rows {rows.sha[:12]}…; {len(steps)} steps, {stale} stale"
+            + (" (the plan of the cascade under way)" if resumed else "")
+            + (f"; runs trained after the freeze, read from the next cascade: {', '.join(late)}" if late else "")
+            + (f"; runs not trained yet: {', '.join(waiting)}" if waiting else ""))
+
+
+def run_cascade(profile: str, root: str | os.PathLike | None = None, dry_run: bool = False,
+                progress: bool = True, allow_untrained: bool = False) -> pd.DataFrame:
+    """Remake, in order, every table of :func:`cascade_plan` that is not current; skip the others.
+
+    Before the first step runs the plan is saved (``checks/<profile>/.cascade_plan.json``), so a killed
+    cascade resumes with the same arguments even where a writer has already replaced the table they were
+    read from; it is removed once every step is done. The commands run as child processes
+    (``python -m bitlaws ...``); the functions in this process, with ``store.data_dir()`` set to `root`.
+    P6 rows made from other training rows are kept: their key (``boot_check.p6_pstar_sim_id``) names the rows
+    read, so the new datasets are new rows beside them, and no reader mixes the two.
+
+    Args:
+        profile: a declared profile.
+        root: a ``data/`` folder (default ``store.data_dir()``): read and written.
+        dry_run: print the plan with each step's status and run nothing.
+        progress: print one line per step (current and skipped / ran in N s), and the writers' progress bars.
+        allow_untrained: remake stale steps although some declared runs have no row yet. By default that is
+            refused: a batch half trained when the freeze moved past its last row would pass
+            :func:`check_freeze` (its trained runs are whole), and the cascade would fit it.
+
+    Returns:
+        One row per step: ``step``, ``status`` (``current``: skipped; ``ran``; with `dry_run`, ``stale``:
+        would run), ``seconds`` (NaN where not run), ``command``, ``why``.
+
+    Raises:
+        ValueError, FileNotFoundError: as :func:`cascade_plan`, or a stale step while declared runs are
+            untrained (each sweep named with its count) without `allow_untrained`; nothing is run.
+        StepFailed: a step failed (named, its cause chained); the steps before it are kept.
+    """
+    folder = _folder(root)
+    steps, rows, specs, resumed, freeze = _plan(profile, root)
+    say = print if progress else (lambda *a, **k: None)
+    say(_summary_line(profile, root, rows, steps, resumed, freeze))
+    width = max(len(s.name) for s in steps)
+    if dry_run:
+        for i, s in enumerate(steps, start=1):
+            say(f"{i:>2} {s.name:<{width}}  {'current' if s.current else 'STALE  '}  {s.command}\n"
+                f"   {'':<{width}}  {s.why}")
+        return _table(steps, {s.name: "current" if s.current else "stale" for s in steps}, {})
+    untrained = [f"{r.experiment} {r.runs_untrained} of {r.runs_planned}" for r in freeze.itertuples()
+                 if r.runs_untrained]
+    if untrained and not allow_untrained and any(not s.current for s in steps):
+        raise ValueError(f"refused, nothing was run: declared runs are not trained yet ({', '.join(untrained)}), so "
+                         "a batch may be half done; train them (`python -m bitlaws sweep --profile "
+                         f"{profile} --only new`) and move the freeze past the last, or pass --allow-untrained if "
+                         "these runs are meant to wait")
+    status, seconds = {}, {}
+    if any(not s.current for s in steps) and not resumed:
+        _save_plan(folder, profile, rows.sha, specs)
+    for i, s in enumerate(steps, start=1):
+        if s.current:
+            status[s.name] = "current"
+            say(f"{i:>2}/{len(steps)} {s.name:<{width}}  current, skipped ({s.why})", flush=True)
+            continue
+        t0 = time.monotonic()
+        _invoke(s, root, progress)
+        seconds[s.name], status[s.name] = time.monotonic() - t0, "ran"
+        say(f"{i:>2}/{len(steps)} {s.name:<{width}}  ran in {seconds[s.name]:.0f} s: {s.command}", flush=True)
+    _plan_path(folder, profile).unlink(missing_ok=True)
+    return _table(steps, status, seconds)
