@@ -49,11 +49,14 @@ nbval: $(STAMP)
 
 test: unit nbval book
 
-# Execute one chapter (CH=04, or any unique prefix of a notebooks/*.md name) into build/chapters/,
+# Execute one chapter (CH=04, a unique prefix of a notebooks/*.md name, or the name itself) into build/chapters/,
 # without the rest of the book: `make chapter CH=04`, then open build/chapters/04-….ipynb.
 chapter: $(STAMP)
-	@test -n "$(CH)" || { echo "make chapter CH=NN: CH names a chapter, one of: $$(cd notebooks && ls *.md | cut -c1-2 | tr '\n' ' ')"; exit 2; }
-	@set -- notebooks/$(CH)*.md; test -f "$$1" -a $$# -eq 1 || { echo "CH=$(CH) names no single chapter; the chapters are: $$(cd notebooks && ls *.md | tr '\n' ' ')"; exit 2; }; \
+	@ch="$(CH)"; ch="$${ch%.md}"; ch="$${ch%.ipynb}"; \
+	  test -n "$$ch" || { echo "make chapter CH=NN: CH names a chapter, one of: $$(cd notebooks && ls *.md | cut -c1-2 | tr '\n' ' ')"; exit 2; }; \
+	  case "$$ch" in */*|.*) echo "CH=$(CH): give a chapter's number or name, not a path; the chapters are: $$(cd notebooks && ls *.md | tr '\n' ' ')"; exit 2;; esac; \
+	  set -- notebooks/$$ch*.md; test -f "$$1" || { echo "CH=$(CH) names no chapter; the chapters are: $$(cd notebooks && ls *.md | tr '\n' ' ')"; exit 2; }; \
+	  test $$# -eq 1 || { echo "CH=$(CH) matches $$# chapters ($$(cd notebooks && ls $$ch*.md | tr '\n' ' ')): give more of the name, e.g. CH=04"; exit 2; }; \
 	  mkdir -p build/chapters && out=build/chapters/$$(basename $$1 .md).ipynb && \
 	  $(VENV)/bin/jupytext --quiet --to ipynb -o $$out $$1 && \
 	  $(VENV)/bin/jupyter execute --inplace $$out && echo "Executed: $$out"

@@ -223,17 +223,23 @@ def test_p6_rows_of_other_inputs_are_kept_and_their_datasets_simulated_again(roo
     assert path.read_bytes() == before  # nothing removed or rewritten: the writer adds its rows beside them
 
 
-def test_stale_steps_are_not_remade_while_declared_runs_are_untrained(root, calls, monkeypatch):
+def test_stale_steps_are_not_remade_while_declared_runs_are_untrained(root, calls, monkeypatch, capsys):
     """A freeze moved past the last row of a half-trained batch cuts no run, so check_freeze passes it; the
     untrained runs stop the cascade instead, unless allowed, and a dry run only reports them."""
     _replicates(root, sha=OLD)
     monkeypatch.setattr(cascade, "check_freeze", lambda profile, root=None: pd.DataFrame(
         [{"experiment": "qat_seeds", "runs_planned": 224, "runs_admitted": 137, "runs_after_freeze": 0,
-          "runs_untrained": 87, "freeze": "2026-12-07T00:00:00Z"}]))
-    with pytest.raises(ValueError, match=r"declared runs are not trained yet \(qat_seeds 87 of 224\)"):
+          "runs_untrained": 87, "freeze": "2026-12-07T00:00:00Z"},
+         {"experiment": "repetition", "runs_planned": 12, "runs_admitted": 0, "runs_after_freeze": 0,  # not begun
+          "runs_untrained": 12, "freeze": "2026-12-07T00:00:00Z"}]))
+    with pytest.raises(ValueError, match=r"half done: qat_seeds \(137 of 224 runs read, 87 untrained\); .*"
+                                         rf"--profile cpu --data-root {root} --only new"):
         cascade.run_cascade("cpu", root, progress=False)
     assert calls == []
-    assert set(cascade.run_cascade("cpu", root, dry_run=True, progress=False)["status"]) == {"current", "stale"}
+    capsys.readouterr()  # the dry run says what a real run would do, and runs nothing
+    assert set(cascade.run_cascade("cpu", root, dry_run=True)["status"]) == {"current", "stale"}
+    assert "a run without --dry-run would stop here: the freeze reads part of a sweep's runs" in capsys.readouterr().out
+    assert calls == []
     cascade.run_cascade("cpu", root, progress=False, allow_untrained=True)
     assert [c[0] for c in calls] == ["write_p4_replicates", "cli"]
 

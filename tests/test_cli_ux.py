@@ -396,3 +396,29 @@ def test_coverage_counts_runs_trained_after_the_data_freeze_apart_and_the_table_
     cov = coverage("smoke", tmp_path, "base_grid")
     assert (cov["runs_trained"], cov["runs_after_freeze"], cov["freeze"]) == (2, 0, None)
     assert "trained after the freeze" not in coverage_table([cov])
+
+
+def test_until_on_the_command_line_reads_a_fresh_folders_rows_and_refuses_a_bad_time(tmp_path, monkeypatch, capsys):
+    """A --data-root of one's own (a retraining from scratch) has only rows newer than the repository's freeze:
+    `--until all` reads them; a bad time is named as --until's value and nothing runs."""
+    from bitlaws.study import store
+
+    monkeypatch.delenv("BITLAWS_UNTIL", raising=False)
+    folder = tmp_path / "runs" / "cpu"
+    spec = plan("cpu", "base_grid")[0]
+    store.append_rows(folder / "base_grid.csv", [{
+        "run_id": spec.run_id, "obs_id": o, "experiment": "base_grid", "profile": "cpu", "corpus": "x",
+        "size": spec.size, "seed": spec.train.seed, "n_params": 1, "n_tokens": spec.train.n_tokens, "d_model": 1,
+        "n_layers": 1, "fmt_w": "bf16", "fmt_a": "bf16", "fmt_kv": "bf16", "bits_w": 16, "bits_a": 16, "bits_kv": 16,
+        "ptq_method": "none", "quant_scheme": "none", "fmt_post": "none", "bits_post": 16, "group_size": 0,
+        "eval_version": 2, "loss_val": 1.0, "status": "ok", "steps": 1, "threads": 1,
+        "timestamp": "2099-01-01T00:00:00Z"} for o in spec.obs_ids[:1]])
+    assert main(["coverage", "--profile", "cpu", "--data-root", str(tmp_path), "--json"]) == 0
+    seen = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert next(r for r in seen if r["experiment"] == "base_grid").get("runs_after_freeze") == 1
+    monkeypatch.setenv("BITLAWS_UNTIL", "")  # main sets the variable for the process: undone after the test
+    assert main(["coverage", "--profile", "cpu", "--data-root", str(tmp_path), "--json", "--until", "all"]) == 0
+    seen = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert next(r for r in seen if r["experiment"] == "base_grid")["runs_trained"] == 1
+    assert _exit_code(["coverage", "--profile", "cpu", "--data-root", str(tmp_path), "--until", "noon"]) == 2
+    assert "bad until='noon'" in capsys.readouterr().err

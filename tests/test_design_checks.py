@@ -254,6 +254,13 @@ def test_retrain_agreement_compares_only_retrained_runs(monkeypatch):
     assert f["retrain_same_max"] == "1.0e-06"
     assert f["retrain_sd"] == f"{np.std([0.03, -0.01], ddof=1):.3f}" and f["retrain_max"] == "0.030"  # the differing
     assert f["retrain_same_sweeps"] == f["retrain_diff_sweeps"] == "`qat_joint`"
+    assert f["hp_says"] == "All 1 retrained high-precision runs gave their recorded training loss back."
+    moved = pd.concat([t.reset_index(), pd.DataFrame([{"kind": "high precision", "outcome": "differs", "runs": 3,
+                                                        "max_abs": 8e-4, "experiment": "base_grid"}])])
+    assert dc.rerun_facts(None, moved, seed_sd=0.016)["hp_says"] == (
+        "Of the 4 retrained high-precision runs, 1 gave their recorded training loss back and 3 moved, by at most "
+        "8.0e-04 nats/byte, 20× below one run's seed sd: high-precision runs are reproduced to well within the "
+        "seed noise, though not always to the last digit.")
 
 
 def test_cpu_path_check_is_exact_on_one_path_and_refuses_an_unknown_run():
@@ -304,7 +311,8 @@ def test_cpu_path_view_and_rerun_facts_read_shifts_from_each_runs_native_path():
                     "machine_says": "Nor can the CPU-path check, which has no QAT run with a recorded loss.",
                     "retrain_runs": "no", "retrain_same": "no", "retrain_diff": "no", "retrain_same_sweeps": "",
                     "retrain_diff_sweeps": "", "retrain_same_on": "", "retrain_diff_on": "", "retrain_same_max": "n/a",
-                    "retrain_sd": "n/a", "retrain_sd_run": "n/a", "retrain_max": "n/a", "seed_sd": "n/a"}
+                    "retrain_sd": "n/a", "retrain_sd_run": "n/a", "retrain_max": "n/a", "seed_sd": "n/a",
+                    "hp_says": "No high-precision run was retrained."}
 
 
 # --- how chapter 07 shows its tables, figure caption and coverage sentences --------------------------------
@@ -419,10 +427,20 @@ def test_cpu_model_reads_the_model_name_and_falls_back(monkeypatch):
 
     from bitlaws.study import design_checks as dc
 
-    fake = ("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel\t\t: 17\n"
-            "model name\t: AMD EPYC  9654 96-Core Processor\nflags\t\t: fpu avx512f\n\n"
-            "processor\t: 1\nmodel name\t: AMD EPYC 9654 96-Core Processor\n")
-    assert dc.cpu_model(fake) == "AMD EPYC 9654 96-Core Processor"     # the first one, spaces collapsed
+    import hashlib
+
+    fake = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+            "model name\t: AMD EPYC  9654 96-Core Processor\nstepping\t: 1\nflags\t\t: fpu  avx512f\n\n"
+            "processor\t: 1\ncpu family\t: 26\nmodel name\t: AMD EPYC 9654 96-Core Processor\nflags\t\t: fpu\n")
+    h = hashlib.sha256(b"fpu avx512f").hexdigest()[:8]                  # the first block's flags, spaces collapsed
+    assert dc.cpu_model(fake) == f"AMD EPYC 9654 96-Core Processor (family 25, model 17, stepping 1; flags {h})"
+    # two hosts behind one generic hypervisor name but with other CPUs get other keys
+    generic = "processor\t: 0\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\nstepping\t: 1\n"
+    a, b = dc.cpu_model(generic + "flags\t\t: fpu avx512f\n"), dc.cpu_model(generic + "flags\t\t: fpu avx2\n")
+    assert a.startswith("AMD EPYC (family 25, model 17, stepping 1; flags ") and a != b
+    assert dc.cpu_model(generic.replace("stepping\t: 1", "stepping\t: 2") + "flags\t\t: fpu avx512f\n") != a
+    assert dc.cpu_model("model name\t: AMD EPYC\n") == "AMD EPYC"        # nothing else there: the bare name
+    assert dc.cpu_model("model name\t: X\nflags\t: fpu\n") == f"X (flags {hashlib.sha256(b'fpu').hexdigest()[:8]})"
     monkeypatch.setattr(platform, "processor", lambda: "x86_64")
     assert dc.cpu_model("processor\t: 0\nmodel\t: 85\n") == "x86_64"     # no model name line: platform's
     monkeypatch.setattr(platform, "processor", lambda: "")
@@ -476,18 +494,33 @@ def test_path_sentences_say_which_machine_gives_the_record_back():
     assert dc.path_machine_sentence(old) == "Nor can the CPU-path check until it holds a second machine."
     near = _path_rows(None, 2.005, when="2026-12-05T21:54:19Z")
     assert "no more than a path there moves it (0.010)" in dc.path_record_sentence(near)
-    # a second machine with the same native ISA gives the record back: the machine, not the ISA, decides
+    # a second machine with the same native ISA gives the record back: more than the ISA sets the arithmetic,
+    # and a joint run can reproduce; neither machine fully identified, so the check cannot say what differs
     two = pd.concat([old, _path_rows("AMD EPYC", 2.000002)], ignore_index=True)
     assert dc.path_record_sentence(two) == (
         "The QAT run's native rerun gives its recorded loss back on the AMD EPYC (|Δ| ≤ 2e-06 nats/byte), but "
         "lies 0.030 nats/byte from it on the 2026-12-05 machine, more than any path there moves it. Both ran "
-        "ATen's AVX512 path natively, so the instruction set alone does not identify the arithmetic: the "
-        "machine does.")
-    assert dc.path_machine_sentence(two) == (
-        "The CPU-path check can: its `qat_joint` run gives its recorded loss back on the AMD EPYC and not on "
-        "the 2026-12-05 machine, so the machine decides, not the kind of run.")
+        "ATen's AVX512 path natively, so the arithmetic depends on more than the instruction path; the check "
+        "cannot say on what, since the 2026-12-05 machine's model is not recorded and “AMD EPYC” is a bare model "
+        "name that different CPUs can share.")
+    full = "AMD EPYC (family 25, model 17, stepping 1; flags 3f9a1c2e)"
+    assert dc.path_record_sentence(pd.concat([_path_rows("AMD EPYC (family 25, model 1, stepping 0; flags 0a)",
+                                                         2.03), _path_rows(full, 2.0)], ignore_index=True)).endswith(
+        "Both ran ATen's AVX512 path natively, so the arithmetic depends on more than the instruction path.")
+    machine = ("The CPU-path check does not settle it: its one `qat_joint` run gives its recorded loss back on the "
+               "AMD EPYC and not on the 2026-12-05 machine, which shows only that being a `qat_joint` run does not "
+               "by itself prevent reproduction.")
+    assert dc.path_machine_sentence(two) == machine
+    assert "decides" not in dc.path_machine_sentence(two, "108", "41")
+    assert dc.path_machine_sentence(two, "108", "41") == machine + (
+        " Which machine retrained the store's runs is unrecorded, so the split of its retrained QAT runs, 108 "
+        "reproduced against 41 that differ, is consistent with a machine effect, not shown to be one.")
     no_retrained = pd.DataFrame(columns=["experiment", "kind", "runs"])
-    assert dc.rerun_facts(two, no_retrained)["machine_says"] == dc.path_machine_sentence(two)
+    assert dc.rerun_facts(two, no_retrained)["machine_says"] == machine                  # no split to speak of
+    retrained = pd.DataFrame({"experiment": ["qat_marginal", "qat_joint"], "kind": "qat", "runs": [108, 41],
+                              "outcome": list(dc.RETRAIN_OUTCOMES), "sd": [3e-6, 0.02], "max_abs": [5e-6, 0.047],
+                              "retrained": ["2026-12-06", "2026-12-05"]})
+    assert dc.rerun_facts(two, retrained)["machine_says"] == dc.path_machine_sentence(two, "108", "41")
     other_isa = pd.concat([old, _path_rows("Intel Xeon", 2.0, isa="AVX2")], ignore_index=True)
     assert dc.path_record_sentence(other_isa).endswith(
         "Their native paths differ (AVX512 on the 2026-12-05 machine and AVX2 on the Intel Xeon).")

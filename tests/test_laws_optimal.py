@@ -281,6 +281,21 @@ def test_critical_data_note_names_exactly_the_sizes_trained_past_d_crit():
     paper_rows = table.index.get_level_values(0) == "paper (GPTQ)"
     assert table.loc[paper_rows, "D_crit [bytes]"].isna().all() and table.loc[paper_rows, "D_crit [tokens]"].notna().all()
     assert table.loc[~paper_rows, "D_crit [tokens]"].isna().all() and table.loc[~paper_rows, "D_crit [bytes]"].notna().all()
+    # each ratio column names its unit and holds only rows of that unit
+    assert list(co.D_CRIT_COLUMNS) == ["D_crit [tokens]", "D_crit [bytes]", "D_crit / N [tokens/param]",
+                                       "D_crit / N [bytes/param]", "largest D / N trained [bytes/param]"]
+    per_token, per_byte, trained = (table[c] for c in co.D_CRIT_COLUMNS[2:])
+    assert per_token[paper_rows].notna().all() and per_token[~paper_rows].isna().all()
+    assert per_byte[~paper_rows].notna().all() and per_byte[paper_rows].isna().all()
+    assert trained[~paper_rows].notna().all() and trained[paper_rows].isna().all()
+    n = table.index.get_level_values("N [params]")
+    assert (per_token[paper_rows] * n[paper_rows]).to_numpy() == pytest.approx(
+        table.loc[paper_rows, "D_crit [tokens]"].to_numpy())
+    assert (per_byte[~paper_rows] * n[~paper_rows]).to_numpy() == pytest.approx(
+        table.loc[~paper_rows, "D_crit [bytes]"].to_numpy())
+    rtn_30m = (table.index.get_level_values(0) == "ours (RTN)") & (n == n_past)
+    assert trained[rtn_30m].tolist() == pytest.approx([d_past / n_past] * 2)
+    assert "about 10³ tokens per parameter" in note and "D/N ≈ 10³" not in note
     html = co.critical_data_style(table).to_html()
     assert ">16.4B<" in html and ">30.0M<" in html and "e+" not in html and ">—<" in html  # 28.9M, never 2.89e+07
     assert "with GPTQ's Eq. 2 for no size" in note and "with RTN's Eq. 2 for N = 30.0M at INT3" in note

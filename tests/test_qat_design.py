@@ -637,12 +637,25 @@ def test_p9_seed_cost_is_read_from_the_design_tables_p9_rows():
 def test_matched_grid_cost_sums_the_train_s_of_each_run_once(monkeypatch):
     from bitlaws.study import p9_matched
 
+    from bitlaws.study import store
+
     rows = pd.DataFrame({"run_id": ["a", "a", "b", "c"], "bits_w": [3, 3, 4, 16], "seed": [0, 0, 0, 0],
-                         "train_s": [3600.0, 3600.0, 1800.0, 900.0]})               # "a" has two PTQ rows
+                         "train_s": [3600.0, 3600.0, 1800.0, 900.0], "threads": 1})  # "a" has two PTQ rows
     monkeypatch.setattr(p9_matched, "load_matched", lambda profile: rows)
+    # the twin "c" was first trained in base_grid at version 1 (its RTN row repeats train_s); "a" is no twin
+    first = pd.DataFrame({"run_id": ["c", "c", "a", "c"], "experiment": ["base_grid", "base_grid", "qat_joint",
+                                                                         "qat_matched"],
+                          "ptq_method": ["none", "rtn", "none", "none"], "train_s": [1500.0, 1500.0, 7.0, 9.0],
+                          "threads": [2, 2, 1, 1]})
+    monkeypatch.setattr(store, "load_runs", lambda profile, eval_version=None, **k: first)
     c = qd.matched_grid_cost("cpu")
     assert (c["hours"], c["qat_hours"], c["hp_hours"]) == (1.75, 1.5, 0.25)
     assert (c["qat_runs"], c["hp_runs"], c["seeds"]) == (2, 1, 1)
+    assert (c["hp_s"], c["hp_first_s"], c["hp_first_experiment"]) == (900.0, 1500.0, "base_grid")
+    assert (c["hp_threads"], c["hp_first_threads"]) == ("1", "2")
+    monkeypatch.setattr(store, "load_runs", lambda profile, eval_version=None, **k: first.iloc[2:])
+    c = qd.matched_grid_cost("cpu")                                             # no twin's first training: none
+    assert math.isnan(c["hp_first_s"]) and c["hp_first_experiment"] == "" and c["hp_s"] == 900.0
     assert qd.matched_grid_cost("cpu", bits_w=(4,))["hours"] == 0.75 == qd.matched_grid_hours("cpu", bits_w=(4,))
     monkeypatch.setattr(p9_matched, "load_matched", lambda profile: pd.DataFrame())
     assert math.isnan(qd.matched_grid_cost("cpu")["hours"]) and qd.matched_grid_cost("cpu")["qat_runs"] == 0
@@ -663,13 +676,21 @@ def test_p9_seed_sentence_reads_every_rate_from_the_table():
                            "table's 8.6 CPU-h for two seeds less its 3.8 for one, at the tokens/s measured here). "
                            "Simulated")
     # beside it, what one seed of the grid took to train, from its rows' train_s
-    measured = {"hours": 4.61, "qat_hours": 3.73, "hp_hours": 0.88, "qat_runs": 40, "hp_runs": 10, "seeds": 1}
+    measured = {"hours": 4.61, "qat_hours": 3.73, "hp_hours": 0.88, "qat_runs": 40, "hp_runs": 10, "seeds": 1,
+                "hp_s": 3181.771, "hp_first_s": 5161.817, "hp_first_experiment": "base_grid"}
     both = qd.p9_seed_sentence(tab, _p9_design(), capped, 0.203, measured)
     assert ("at the tokens/s measured here). Measured, one seed of the grid as trained (its 40 low-precision runs "
-            "and the 10 high-precision twins it trained beside them, the runs a further seed trains) took 4.6 "
-            "CPU-hours by the `train_s` of its rows: 3.7 for the low-precision runs, 0.9 for the twins. The table's "
-            "3.8 for one seed estimates the low-precision runs alone, since it counts seed 0's twins as committed "
-            "base-grid runs. Simulated") in both
+            "and the 10 high-precision twins it trained beside them) took 4.6 CPU-hours by the `train_s` of its "
+            "rows: 3.7 for the low-precision runs, 0.9 for the twins. That is one timing, and timings move with the "
+            "machine's load: the same 10 twins took 5,162 s as their `base_grid` version-1 trainings and 3,182 s "
+            "here. The table's 3.8 for one seed estimates the low-precision runs alone, since it counts seed 0's "
+            "twins as committed base-grid runs. Simulated") in both
+    assert "a further seed trains" not in both
+    threads = qd.p9_seed_sentence(tab, _p9_design(), capped, 0.203,
+                                  {**measured, "hp_threads": "1", "hp_first_threads": "1–2"})
+    assert "5,162 s as their `base_grid` version-1 trainings (at 1–2 threads) and 3,182 s here (at 1)." in threads
+    unknown = qd.p9_seed_sentence(tab, _p9_design(), capped, 0.203, {**measured, "hp_first_s": math.nan})
+    assert "0.9 for the twins. That is one timing, and timings move with the machine's load. The table's" in unknown
     assert both.replace(both[both.index(" Measured"):both.index(" Simulated")], "") == text  # nothing else moves
     assert qd.p9_seed_sentence(tab, _p9_design(), capped, 0.203, {"qat_runs": 0, "hours": math.nan}) == text
     assert "about 5.0 CPU-hours" in qd.p9_seed_sentence(tab, _p9_design(4.0, 9.0))

@@ -310,6 +310,16 @@ def test_the_data_freeze_keeps_later_sweep_rows_out_of_every_table_until_it_move
         load_runs("cpu", root=tmp_path, until="2026-12-06 08:00")
     with pytest.raises(ValueError, match=r"bad until='2026-13-45T99:99:99Z'.*a real date"):
         load_runs("cpu", root=tmp_path, until="2026-13-45T99:99:99Z")
+    # the command line's --until (BITLAWS_UNTIL) stands in for the table, and an explicit until beats it
+    monkeypatch.setitem(store.ROWS_READ_UNTIL, "cpu", "2026-12-06T08:00:00Z")
+    monkeypatch.setenv("BITLAWS_UNTIL", "all")
+    assert load_runs("cpu", root=tmp_path, eval_version=1)["obs_id"].tolist() == ["a", "b", "c"]
+    assert load_runs("cpu", root=tmp_path, eval_version=1, until="2026-12-06T07:59:59Z")["obs_id"].tolist() == ["a"]
+    monkeypatch.setenv("BITLAWS_UNTIL", "noon")
+    with pytest.raises(ValueError, match=r"bad BITLAWS_UNTIL='noon'"):
+        load_runs("cpu", root=tmp_path)
+    monkeypatch.delenv("BITLAWS_UNTIL")
+    monkeypatch.setitem(store.ROWS_READ_UNTIL, "cpu", None)
     # a bad entry of the table itself is named as that entry, not as an argument the caller never passed
     monkeypatch.setitem(store.ROWS_READ_UNTIL, "cpu", "2026-12-06")
     with pytest.raises(ValueError, match=r"bad store.ROWS_READ_UNTIL\['cpu'\] = '2026-12-06'"):

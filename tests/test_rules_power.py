@@ -752,36 +752,45 @@ def test_p6_pstar_variants_are_keyed_apart_kept_out_of_the_verdict_and_summarise
     df = pd.DataFrame({"x": [1.0]})
     sha = frame_sha256(df)
 
-    def row(world, k, grade, noise="seed", floor=0.05, sd=0.0087):
+    def row(world, k, grade, noise="seed", floor=0.05, sd=0.0087, p_star=7.0):
         return {"sim_id": p6_pstar_sim_id(world, 0, k, sd, floor, 100, noise == "residual", noise), "world": world,
                 "noise": noise, "rng": 0, "dataset": k, "seed_sd": sd, "floor": floor, "n_boot": 100,
-                "p_star_true": 7.0, "p_star_point": 7.0, "low": 6.0, "high": 7.0, "width": 1.0, "grade": grade,
+                "p_star_true": 7.0, "p_star_point": p_star, "low": 6.0, "high": 7.0, "width": 1.0, "grade": grade,
                 "n_ok": 100, "n_p_star": 100, "sim_version": power.P6_PSTAR_SIM_VERSION, "inputs_sha256": sha,
                 "git_sha": "x", "timestamp": "t"}
 
-    rows = ([row("paper", k, "inside" if k < 8 else "straddles") for k in range(10)]
-            + [row("no_offsets", k, "outside") for k in range(10)]
-            + [row("paper", k, "inside" if k < 5 else "straddles", floor=0.2) for k in range(10)]
-            + [row("paper", k, "inside" if k < 3 else "outside", noise="seed_upper", sd=0.0171) for k in range(10)]
-            + [row("no_offsets", k, "inside" if k < 1 else "outside", noise="seed_upper", sd=0.0171) for k in range(10)]
+    # the verdict's rows: datasets 0-19, 16 inside; the floor-0.2 variant on datasets 0-11 changes datasets 0-2
+    # (inside -> straddles) and lowers P* by 0.3; the seed_upper variant on 0-11 at the cap; one on 3 datasets only
+    rows = ([row("paper", k, "inside" if k < 16 else "straddles") for k in range(20)]
+            + [row("no_offsets", k, "outside") for k in range(20)]
+            + [row("paper", k, "straddles" if k < 3 else "inside" if k < 16 else "straddles", floor=0.2, p_star=6.7)
+               for k in range(12)]
+            + [row("paper", k, "inside", floor=0.02) for k in range(3)]  # too few datasets: not reported
+            + [row("no_offsets", k, "inside" if k < 1 else "outside", noise="seed_upper", sd=0.0171) for k in range(12)]
             + [row("paper", k, "straddles", noise="residual", sd=0.0) for k in range(10)])
     append_rows(tmp_path / "checks" / "cpu" / co.P6_PSTAR_CSV, rows, P6_PSTAR_COLUMNS, "sim_id")
     main, _ = co.load_p6_pstar_power("cpu", df, tmp_path)
     every, _ = co.load_p6_pstar_power("cpu", df, tmp_path, variants=True)
-    assert len(main) == 30 and len(every) == 60
+    assert len(main) == 50 and len(every) == 77
     assert set(zip(main["noise"], main["floor"])) == {("seed", 0.05), ("residual", 0.05)}
-    sens = co.p6_pstar_sensitivity(every)
-    assert sens[["variant", "world", "n", "inside"]].values.tolist() == [
-        ["as graded (floor 0.05, σ_seed 0.0087)", "paper", 10, 0.8],
-        ["as graded (floor 0.05, σ_seed 0.0087)", "no_offsets", 10, 0.0],
-        ["floor 0.2", "paper", 10, 0.5],
-        ["σ_seed at its upper end (0.0171)", "paper", 10, 0.3],
-        ["σ_seed at its upper end (0.0171)", "no_offsets", 10, 0.1]]
-    assert sens.loc[0, "inside_lo"] == pytest.approx(0.49, abs=0.01)  # Wilson, 8 of 10
+    sens = co.p6_pstar_sensitivity(every, loss_sd=0.0171, seed_sd_hi=0.037)
+    assert sens[["variant", "world", "n", "inside", "inside_graded", "changed"]].values.tolist() == [
+        ["floor 0.2", "paper", 12, 0.75, 1.0, 3],
+        ["σ_seed = one run's σ, 0.0171 (all of it shared; its 95 % upper end, 0.037, exceeds it)", "no_offsets",
+         12, 1 / 12, 0.0, 1]]
+    assert sens.loc[0, "dp_star"] == pytest.approx(-0.3)
+    assert co.p6_pstar_sensitivity(every).loc[1, "variant"] == "σ_seed at its 95 % upper end, 0.0171"  # cap unknown
     text = co.p6_pstar_sensitivity_text(sens)
-    assert "under the paper's law — as graded (floor 0.05, σ_seed 0.0087): 80% [49%, 94%] of 10; floor 0.2: 50%" in text
-    assert "without its offsets, the false-positive side — as graded (floor 0.05, σ_seed 0.0087): 0% [0%, 28%] of 10" in text
+    assert ("the paper's law, floor 0.2: 75% [47%, 91%] inside 6–9 bits against 100% as graded on the same 12 "
+            "datasets, 3 grades changed, fitted P* moved -0.30 bits on average") in text
+    assert "A floor is where" in text and "The σ_seed variant" in text
+    assert "The σ_seed variant" not in co.p6_pstar_sensitivity_text(sens.iloc[:1])  # each clause only where it applies
     assert co.p6_pstar_sensitivity_text(co.p6_pstar_sensitivity(main)) == ""  # the verdict's variant alone
+    # the verdict reads one simulation per world: seed rows at a second σ_seed are refused, not pooled
+    append_rows(tmp_path / "checks" / "cpu" / co.P6_PSTAR_CSV, [row("paper", 30, "inside", sd=0.005)],
+                P6_PSTAR_COLUMNS, "sim_id")
+    with pytest.raises(ValueError, match=r"world\(s\) \['paper'\] hold more than one σ_seed"):
+        co.load_p6_pstar_power("cpu", df, tmp_path)
 
 
 def test_migrate_p6_sim_ids_adds_the_rows_hash_to_old_keys_and_changes_nothing_else(tmp_path):

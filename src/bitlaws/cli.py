@@ -647,6 +647,11 @@ def main(argv: list[str] | None = None) -> int:
     for p in (p_sweep, p_cov, p_ver, p_exp, p_fit, p_quik, p_est, p_mig, p_dp, p_hf, p_cas):
         p.add_argument("--data-root", default=None, help="data/ folder (default: the repository's); "
                        + ("made if it is not there" if p is p_sweep else "must exist"))
+    for p in (p_cov, p_ver, p_fit, p_dp, p_cas):
+        p.add_argument("--until", default=None, metavar="TIME",
+                       help="read the sweep rows written at or before this UTC time (YYYY-MM-DDTHH:MM:SSZ), or 'all' "
+                            "(default: the repository's data freeze, store.ROWS_READ_UNTIL; give 'all' for a "
+                            "--data-root of your own, e.g. a retraining from scratch, whose rows are all newer)")
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")
     p_sweep.add_argument("--executor", default="local", help="local | submitit-local | slurm")
     p_sweep.add_argument("--workers", type=_count(1), default=1)
@@ -682,6 +687,11 @@ def main(argv: list[str] | None = None) -> int:
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         _check_data_root(args)
+        if getattr(args, "until", None) is not None:  # store.read_until reads it wherever rows are loaded
+            from .study.store import read_until
+
+            read_until(args.profile, args.until)  # a bad time is refused here, named as --until
+            os.environ["BITLAWS_UNTIL"] = args.until
         return {"sweep": _cmd_sweep, "estimate": _cmd_estimate, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts,
                 "export-checkpoints": _cmd_export, "fit": _cmd_fit, "quik": _cmd_quik,
                 "migrate-store": _cmd_migrate, "design-power": _cmd_design_power,

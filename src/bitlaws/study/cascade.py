@@ -217,10 +217,11 @@ def check_freeze(profile: str, root: str | os.PathLike | None = None) -> pd.Data
             parts.append(f"{len(split)} run(s) with rows on both sides of it: {listing(split)}")
         if partial:
             parts.append(f"{len(partial)} run(s) it admits without all their planned rows (a half-trained "
-                         f"batch): {listing(partial)}")
+                         f"batch, or rows lost: `sweep --only new` makes them again): {listing(partial)}")
+        data_arg = f" --data-root {root}" if root is not None else ""
         raise ValueError(f"refused, nothing was run: with {where}, " + "; ".join(parts) + ". Move the freeze past "
                          "the batch's last row once every run of it is complete (`python -m bitlaws coverage "
-                         f"--profile {profile}`), or back before its first, then rerun")
+                         f"--profile {profile}{data_arg}`), or back before its first, then rerun")
     return pd.DataFrame(summary)
 
 
@@ -648,17 +649,19 @@ def run_cascade(profile: str, root: str | os.PathLike | None = None, dry_run: bo
         root: a ``data/`` folder (default ``store.data_dir()``): read and written.
         dry_run: print the plan with each step's status and run nothing.
         progress: print one line per step (current and skipped / ran in N s), and the writers' progress bars.
-        allow_untrained: remake stale steps although some declared runs have no row yet. By default that is
-            refused: a batch half trained when the freeze moved past its last row would pass
-            :func:`check_freeze` (its trained runs are whole), and the cascade would fit it.
+        allow_untrained: remake stale steps although the freeze reads only part of some sweep's runs (others
+            untrained, or trained after it). By default that is refused: a batch half trained when the freeze
+            moved past its last row would pass :func:`check_freeze` (its trained runs are whole), and the
+            cascade would fit it. A sweep none of whose runs the freeze reads (declared, not yet begun, or
+            wholly after it) does not count.
 
     Returns:
         One row per step: ``step``, ``status`` (``current``: skipped; ``ran``; with `dry_run`, ``stale``:
         would run), ``seconds`` (NaN where not run), ``command``, ``why``.
 
     Raises:
-        ValueError, FileNotFoundError: as :func:`cascade_plan`, or a stale step while declared runs are
-            untrained (each sweep named with its count) without `allow_untrained`; nothing is run.
+        ValueError, FileNotFoundError: as :func:`cascade_plan`, or a stale step while the freeze reads part of
+            a sweep's runs (each such sweep named with its counts) without `allow_untrained`; nothing is run.
         StepFailed: a step failed (named, its cause chained); the steps before it are kept.
     """
     folder = _folder(root)
@@ -666,18 +669,25 @@ def run_cascade(profile: str, root: str | os.PathLike | None = None, dry_run: bo
     say = print if progress else (lambda *a, **k: None)
     say(_summary_line(profile, root, rows, steps, resumed, freeze))
     width = max(len(s.name) for s in steps)
+    half = [f"{r.experiment} ({r.runs_admitted} of {r.runs_planned} runs read"
+            + (f", {r.runs_untrained} untrained" if r.runs_untrained else "")
+            + (f", {r.runs_after_freeze} trained after the freeze" if r.runs_after_freeze else "") + ")"
+            for r in freeze.itertuples() if r.runs_admitted and (r.runs_untrained or r.runs_after_freeze)]
+    data_arg = f" --data-root {root}" if root is not None else ""
+    refusal = (f"refused, nothing was run: the freeze reads part of a sweep's runs, so a batch may be half done: "
+               f"{'; '.join(half)}; train the rest (`python -m bitlaws sweep --profile {profile}{data_arg} --only "
+               "new`) and move the freeze past the last, or pass --allow-untrained if those runs are meant to wait "
+               "(it trains nothing; the stale steps below then run: the fits and simulations take hours)"
+               ) if half and not allow_untrained and any(not s.current for s in steps) else ""
     if dry_run:
+        if refusal:
+            say("a run without --dry-run would stop here: " + refusal.removeprefix("refused, nothing was run: "))
         for i, s in enumerate(steps, start=1):
             say(f"{i:>2} {s.name:<{width}}  {'current' if s.current else 'STALE  '}  {s.command}\n"
                 f"   {'':<{width}}  {s.why}")
         return _table(steps, {s.name: "current" if s.current else "stale" for s in steps}, {})
-    untrained = [f"{r.experiment} {r.runs_untrained} of {r.runs_planned}" for r in freeze.itertuples()
-                 if r.runs_untrained]
-    if untrained and not allow_untrained and any(not s.current for s in steps):
-        raise ValueError(f"refused, nothing was run: declared runs are not trained yet ({', '.join(untrained)}), so "
-                         "a batch may be half done; train them (`python -m bitlaws sweep --profile "
-                         f"{profile} --only new`) and move the freeze past the last, or pass --allow-untrained if "
-                         "these runs are meant to wait")
+    if refusal:
+        raise ValueError(refusal)
     status, seconds = {}, {}
     if any(not s.current for s in steps) and not resumed:
         _save_plan(folder, profile, rows.sha, specs)

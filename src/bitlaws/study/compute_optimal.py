@@ -261,7 +261,7 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
 
     Raises:
         ValueError: an unknown world or noise, a floor outside (0, 1), ``seed_sd`` given with ``seed_upper``
-            or ``residual``, or the fits missing (run ``python -m bitlaws fit``).
+            or ``residual``, or the fits missing or made from other rows (run ``python -m bitlaws fit``).
     """
     if noise not in P6_PSTAR_NOISES:
         raise ValueError(f"unknown noise {noise!r}; allowed: {', '.join(map(repr, P6_PSTAR_NOISES))}")
@@ -289,6 +289,11 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
     if chin is None or ours is None:
         raise ValueError(f"write_p6_pstar_power needs the chinchilla and marginal N_eff fits of {profile!r} "
                          f"(missing: {missing or ['chinchilla']}); run `python -m bitlaws fit --profile {profile}`")
+    from .law_fits import fits_are_current
+
+    if not fits_are_current(fits, df):  # the rows' key names the training rows, not the fits: they must agree
+        raise ValueError(f"the fits of {profile!r} were made from other training rows than the freeze reads now; "
+                         f"run `python -m bitlaws fit --profile {profile}` first (the simulation draws from them)")
     seed_noise, block, point_sd, _, _ = _p4_sim_inputs(df)
     stage_sd = stage_residual_sd(df, fits) if noise == "residual" else None
     if noise == "seed_upper":
@@ -334,6 +339,10 @@ def load_p6_pstar_power(profile: str, df: pd.DataFrame, root: str | os.PathLike 
         return None, "simulated from other training rows than these; not read"
     if not variants:  # the floor the simulation version names, and σ_seed as estimated
         tab = tab[(tab["floor"].astype(float) == NEFF_F_FLOOR) & tab["noise"].astype(str).isin(["seed", "residual"])]
+        n_sd = tab[tab["noise"].astype(str) == "seed"].groupby("world")["seed_sd"].nunique()
+        if (n_sd > 1).any():
+            raise ValueError(f"{path}: the seed-noise rows of world(s) {sorted(n_sd.index[n_sd > 1])} hold more than one "
+                             "σ_seed (a write with an explicit seed_sd); the verdict reads one simulation per world")
     return tab.reset_index(drop=True), ""
 
 
@@ -419,69 +428,102 @@ def p6_pstar_power_text(summary: Mapping, residual_sd: Mapping[str, float] | Non
     return "\n".join(lines)
 
 
-def p6_pstar_sensitivity(tab: pd.DataFrame) -> pd.DataFrame:
-    """The seed-noise P* leg under each simulation variant (:func:`load_p6_pstar_power` with ``variants=True``):
-    the verdict's own (floor ``power.NEFF_F_FLOOR``, σ_seed as estimated), the paper's clipped f_x generated
-    at another floor, and σ_seed at its upper end (noise ``seed_upper``). Residual-noise rows are left out.
+# A variant is reported only on at least this many datasets shared with the verdict's rows.
+P6_SENSITIVITY_MIN_N = 10
+
+
+def p6_pstar_sensitivity(tab: pd.DataFrame, loss_sd: float = math.nan, seed_sd_hi: float = math.nan) -> pd.DataFrame:
+    """The seed-noise P* leg under each simulation variant (:func:`load_p6_pstar_power` with ``variants=True``),
+    paired with the verdict's own rows (floor ``power.NEFF_F_FLOOR``, noise ``seed``) on the same datasets:
+    dataset k draws the same noise in every variant, so a variant is read by the grades it changes, not by
+    a share over another set of datasets. Variants: the paper's clipped f_x generated at another floor, and
+    noise ``seed_upper`` (σ_seed at its interval's upper end, capped at one run's σ).
+
+    Args:
+        tab: the table's rows for the current training rows, variants included.
+        loss_sd: one run's seed σ [nats] and seed_sd_hi: σ_seed's 95 % upper end (``qat_design.seed_block_sd``),
+            to say whether the ``seed_upper`` rows sit at the cap (all of a run's σ shared); NaN: not said.
 
     Returns:
-        One row per (variant, world), the verdict's variant first: ``variant`` (words), ``noise``, ``floor``,
-        ``seed_sd`` [nats], ``world``, ``n`` (datasets), ``inside`` with its Wilson interval ``inside_lo``,
-        ``inside_hi``, ``straddles``, ``outside``; empty (those columns) where ``tab`` has no seed-noise rows.
+        One row per (variant, world) with at least :data:`P6_SENSITIVITY_MIN_N` datasets shared with the
+        verdict's rows: ``variant`` (words), ``noise``, ``floor``, ``seed_sd`` [nats], ``world``, ``n`` (shared
+        datasets), ``inside`` and ``inside_graded`` (the shares inside the band on them, variant and verdict's),
+        ``inside_lo``, ``inside_hi`` (Wilson, the variant's), ``changed`` (datasets whose grade differs),
+        ``dp_star`` (mean change of the fitted P* [bits]); empty where there is none.
     """
     from .claims import mc_interval
     from .power import NEFF_F_FLOOR, P6_PSTAR_WORLDS
 
-    cols = ["variant", "noise", "floor", "seed_sd", "world", "n", "inside", "inside_lo", "inside_hi", "straddles",
-            "outside"]
-    t = tab[tab["noise"].astype(str).isin(["seed", "seed_upper"])]
+    cols = ["variant", "noise", "floor", "seed_sd", "world", "n", "inside", "inside_graded", "inside_lo", "inside_hi",
+            "changed", "dp_star"]
+    nz, fl = tab["noise"].astype(str), tab["floor"].astype(float)
+    base = tab[(nz == "seed") & (fl == NEFF_F_FLOOR)]
+    var = tab[nz.isin(["seed", "seed_upper"]) & ~((nz == "seed") & (fl == NEFF_F_FLOOR))]
     out = []
-    for (nz, fl, sd, w), g in t.groupby([t["noise"].astype(str), t["floor"].astype(float),
-                                          t["seed_sd"].astype(float).round(8), t["world"].astype(str)]):
-        if nz == "seed" and fl == NEFF_F_FLOOR:
-            what = f"as graded (floor {fl:g}, σ_seed {sd:.4f})"
-        elif nz == "seed":
-            what = f"floor {fl:g}"
+    for (noise, floor, sd, w), g in var.groupby([var["noise"].astype(str), var["floor"].astype(float),
+                                                 var["seed_sd"].astype(float).round(8), var["world"].astype(str)]):
+        pair = g.merge(base[base["world"].astype(str) == w], on="dataset", suffixes=("", "_graded"))
+        if len(pair) < P6_SENSITIVITY_MIN_N:
+            continue
+        if noise == "seed":
+            what = f"floor {floor:g}"
+        elif math.isfinite(loss_sd) and abs(sd - loss_sd) <= 1e-9 * max(loss_sd, 1.0):
+            hi = f"; its 95 % upper end, {seed_sd_hi:.3f}, exceeds it" if math.isfinite(seed_sd_hi) else ""
+            what = f"σ_seed = one run's σ, {sd:.4f} (all of it shared{hi})"
         else:
-            what = f"σ_seed at its upper end ({sd:.4f})" + ("" if fl == NEFF_F_FLOOR else f", floor {fl:g}")
-        grades = g["grade"].astype(str)
-        inside = float((grades == "inside").mean())
-        lo, hi = mc_interval(inside, len(g))
-        out.append({"variant": what, "noise": nz, "floor": fl, "seed_sd": sd, "world": w, "n": len(g), "inside": inside,
-                    "inside_lo": lo, "inside_hi": hi, "straddles": float((grades == "straddles").mean()),
-                    "outside": float((grades == "outside").mean())})
+            what = f"σ_seed at its 95 % upper end, {sd:.4f}"
+        if noise != "seed" and floor != NEFF_F_FLOOR:
+            what += f", floor {floor:g}"
+        g_in, b_in = pair["grade"].astype(str) == "inside", pair["grade_graded"].astype(str) == "inside"
+        lo, hi = mc_interval(float(g_in.mean()), len(pair))
+        out.append({"variant": what, "noise": noise, "floor": floor, "seed_sd": sd, "world": w, "n": len(pair),
+                    "inside": float(g_in.mean()), "inside_graded": float(b_in.mean()), "inside_lo": lo,
+                    "inside_hi": hi, "changed": int((pair["grade"].astype(str) != pair["grade_graded"].astype(str)).sum()),
+                    "dp_star": float((pair["p_star_point"].astype(float) - pair["p_star_point_graded"].astype(float)).mean())})
     res = pd.DataFrame(out, columns=cols)
     if res.empty:
         return res
     order = {w: i for i, w in enumerate(P6_PSTAR_WORLDS)}
-    res["_main"] = ~res["variant"].str.startswith("as graded")
-    res["_w"] = res["world"].map(order)
-    return res.sort_values(["_main", "noise", "floor", "_w"]).drop(columns=["_main", "_w"]).reset_index(drop=True)
+    return res.assign(_w=res["world"].map(order)).sort_values(["noise", "floor", "_w"]).drop(columns="_w") \
+        .reset_index(drop=True)
 
 
 def p6_pstar_sensitivity_text(sens: pd.DataFrame) -> str:
-    """One sentence from :func:`p6_pstar_sensitivity`: the share of the paper's-law datasets inside the band
-    (the leg's power) and of the no-offset datasets inside it (its false-positive rate) under each variant, with
-    Wilson intervals; "" where only the verdict's variant (or nothing) is there."""
+    """:func:`p6_pstar_sensitivity` in words: per variant and world, on the datasets it shares with the verdict's
+    rows, the share inside the band beside the verdict's share on the same datasets, and how many grades
+    change; a clause explains each kind of variant present. "" where there is no variant."""
     from .power import P6_PSTAR_BAND
 
-    if sens is None or sens.empty or sens["variant"].nunique() < 2:
+    if sens is None or sens.empty:
         return ""
     lo_b, hi_b = P6_PSTAR_BAND
+    names = {"paper": "the paper's law", "no_offsets": "the law without its offsets", "ours": "our constants"}
+    parts = [f"{names.get(r.world, r.world)}, {r.variant}: {r.inside:.0%} [{r.inside_lo:.0%}, {r.inside_hi:.0%}] "
+             f"inside {lo_b:g}–{hi_b:g} bits against {r.inside_graded:.0%} as graded on the same {int(r.n)} datasets, "
+             f"{int(r.changed)} grade{'' if r.changed == 1 else 's'} changed, fitted P* moved {r.dp_star:+.2f} bits "
+             "on average" for r in sens.itertuples()]
+    why = []
+    if (sens["noise"] == "seed").any():
+        why.append("A floor is where the paper's own f_a(3), which is negative, is clipped when the data are "
+                   "generated; no other f_x of the design falls below 0.2, and without offsets none is clipped.")
+    if (sens["noise"] == "seed_upper").any():
+        why.append("The σ_seed variant shares more of each run's seed noise among the runs of one (N, seed).")
+    return ("Each simulation choice against the verdict's own datasets, with the same noise draws: "
+            + "; ".join(parts) + ". " + " ".join(why) + " No grade reads these rows.")
 
-    def share(world: str) -> str:
-        rows = sens[sens["world"] == world]
-        return "; ".join(f"{r.variant}: {r.inside:.0%} [{r.inside_lo:.0%}, {r.inside_hi:.0%}] of {int(r.n)}"
-                         for r in rows.itertuples())
 
-    text = (f"Under other simulation choices the seed-noise power moves as follows (datasets inside {lo_b:g}–{hi_b:g} "
-            f"bits under the paper's law — {share('paper')}")
-    if (sens["world"] == "no_offsets").any():
-        text += f"; and without its offsets, the false-positive side — {share('no_offsets')}"
-    return text + "). The floor is where the paper's own f_x, negative at P_a = 3, are clipped when the data are "\
-        "generated (without its offsets no f_x is clipped, so there only σ_seed is varied); σ_seed's upper end " \
-        "is that of its 95 % interval, capped at one run's seed σ (the share of it the runs of one (N, seed) have " \
-        "in common can be no more)."
+def p6_variants_text(profile: str, df: pd.DataFrame, root: str | os.PathLike | None = None) -> str:
+    """Chapter 04's sentence on the P* leg's simulation variants for the training rows ``df``
+    (:func:`p6_pstar_sensitivity_text` at the σ's the writer reads), or why there is none."""
+    from .qat_design import _p4_sim_inputs
+
+    tab, why = load_p6_pstar_power(profile, df, root, variants=True)
+    if tab is None:
+        return f"No simulated variants: {why}."
+    noise, block, *_ = _p4_sim_inputs(df)
+    return p6_pstar_sensitivity_text(p6_pstar_sensitivity(tab, noise.loss_sd, block["hi"])) or (
+        f"No variant is simulated on {P6_SENSITIVITY_MIN_N} or more of the verdict's datasets for these training "
+        "rows yet (`compute_optimal.write_p6_pstar_power` with `floor=` or `noise=\"seed_upper\"`).")
 
 
 def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float] | None = None,
@@ -888,8 +930,10 @@ def _count(x: float) -> str:
     return f"{v:.{decimals}f}{suffix}"
 
 
-# The D_crit table's columns: one unit each (the paper counts BPE tokens, our byte-level models bytes)
-D_CRIT_COLUMNS = ("D_crit [tokens]", "D_crit [bytes]", "D_crit / N", "largest D / N trained")
+# The D_crit table's columns: one unit each (the paper counts BPE tokens, our byte-level models bytes), so the
+# ratio D_crit / N has a column per unit too
+D_CRIT_COLUMNS = ("D_crit [tokens]", "D_crit [bytes]", "D_crit / N [tokens/param]", "D_crit / N [bytes/param]",
+                  "largest D / N trained [bytes/param]")
 
 
 def critical_data_table(fits: Mapping[str, dict], df: pd.DataFrame,
@@ -907,17 +951,17 @@ def critical_data_table(fits: Mapping[str, dict], df: pd.DataFrame,
     Returns:
         (table, note). The table is indexed by ``constants`` (the block), ``N [params]`` and
         ``P_post [bits]``, with the float columns of :data:`D_CRIT_COLUMNS`, NaN where a column does
-        not apply (the paper's D in tokens, ours in bytes; the paper's grid, D/N ≈ 10³, is not
-        tabulated per size); :func:`critical_data_style` shows it. The note (Markdown) says, per
+        not apply (the paper's D and D/N in tokens, ours in bytes; the paper's grid, about 10³ tokens per
+        parameter, is not tabulated per size); :func:`critical_data_style` shows it. The note (Markdown) says, per
         method, which sizes the grid trains past D_crit, or that our stages are pending.
     """
-    tokens, nbytes, ratio, trained = D_CRIT_COLUMNS
+    tokens, nbytes, ratio_t, ratio_b, trained = D_CRIT_COLUMNS
     rows = []
     for n in (30e6, 220e6):
         for b in (3, 4, 5, 6):
             dc = float(optimal.critical_data_size(n, b, params))
             rows.append({"constants": "paper (GPTQ)", "N [params]": n, "P_post [bits]": b, tokens: dc,
-                         nbytes: math.nan, ratio: dc / n, trained: math.nan})
+                         nbytes: math.nan, ratio_t: dc / n, ratio_b: math.nan, trained: math.nan})
     chin = params_of(fits.get("chinchilla"))
     methods = [(label, params_of(fits.get(stage))) for label, stage in (("GPTQ", "ptq_gptq"), ("RTN", "ptq"))]
     methods = [(label, ptq) for label, ptq in methods if ptq]
@@ -931,13 +975,15 @@ def critical_data_table(fits: Mapping[str, dict], df: pd.DataFrame,
                 for b in (3, 4):
                     dc = float(optimal.critical_data_size(n, b, ours_c))
                     rows.append({"constants": f"ours ({label})", "N [params]": float(n), "P_post [bits]": b,
-                                 tokens: math.nan, nbytes: dc, ratio: dc / n, trained: float(dmax / n)})
+                                 tokens: math.nan, nbytes: dc, ratio_t: math.nan, ratio_b: dc / n,
+                                 trained: float(dmax / n)})
                     if dmax > dc:
                         past.append(f"N = {_count(n)} at INT{b}")
             notes.append(f"with {label}'s Eq. 2 for " + (", ".join(past) if past else "no size"))
         note = ("By our own fits, the grid trains past D_crit " + "; ".join(notes)
                 + "; chapter 1 checks whether the measured post-PTQ loss turns upward there (claim P2). "
-                "The paper's block uses its Table 2, fitted on GPTQ; its grid reaches D/N ≈ 10³.")
+                "The paper's block uses its Table 2, fitted on GPTQ; its grid reaches about 10³ tokens per parameter "
+                "(D/N in tokens; ours are bytes per parameter).")
     else:
         note = "*Ours:* pending — the Chinchilla stage or the Eq. 2 stage is not fitted for this profile."
     return pd.DataFrame(rows).set_index(["constants", "N [params]", "P_post [bits]"]), note
@@ -947,9 +993,10 @@ def critical_data_style(table: pd.DataFrame):
     """:func:`critical_data_table`'s table for the chapter: counts in short form with three significant
     digits (``28.9M``; N too), ratios as whole numbers, "—" where a column does not apply, and each
     block's label at the top of its rows. Returns a pandas ``Styler``."""
-    tokens, nbytes, ratio, trained = D_CRIT_COLUMNS
+    tokens, nbytes, ratio_t, ratio_b, trained = D_CRIT_COLUMNS
     return (table.style
-            .format({tokens: _count, nbytes: _count, ratio: "{:,.0f}", trained: "{:,.0f}"}, na_rep="—")
+            .format({tokens: _count, nbytes: _count, ratio_t: "{:,.0f}", ratio_b: "{:,.0f}", trained: "{:,.0f}"},
+                    na_rep="—")
             .format_index(_count, level="N [params]")
             # the book's stylesheet puts header cells at the bottom; a block's label belongs at its top
             .set_table_styles([{"selector": "tbody th", "props": "vertical-align: top; text-align: left;"}]))

@@ -871,15 +871,21 @@ CPU_PATH_COLUMNS = ["run_id", "experiment", "size", "n_tokens", "seed", "kind", 
                     "loss_train", "recorded_loss_val", "step_apart", "train_s", "threads", "git_sha", "device",
                     "cpu_model", "torch_version", "transformers_version", "timestamp"]
 # The rows of one run, path and machine: a rerun on the same machine replaces them (``write_cpu_path_check``).
+# ``cpu_model`` names the machine by model name, family/model/stepping and a hash of the CPU flags (rows written
+# before 2026-12-06 hold the bare model name, which a hypervisor may give different CPUs alike).
 CPU_PATH_KEY = ["run_id", "aten_capability", "cpu_model"]
 
 
 def cpu_model(cpuinfo: str | None = None) -> str:
-    """The CPU's model name: the first ``model name`` line of ``/proc/cpuinfo`` (e.g. "AMD EPYC"), else
-    ``platform.processor()``, else ``"unknown"``.
+    """The CPU as ``/proc/cpuinfo``'s first processor describes it: its ``model name`` with its ``cpu family``,
+    ``model`` and ``stepping`` and the first 8 hex digits of the SHA-256 of its ``flags`` (words joined by single
+    spaces), e.g. "AMD EPYC (family 25, model 17, stepping 1; flags 3f9a1c2e)"; the parts it lacks are left out
+    (the bare name where it has none). Without a model name, ``platform.processor()``, else ``"unknown"``.
 
-    ``device`` names only the architecture (``cpu:x86_64``), and two machines that both run ATen's AVX512
-    path can still round differently (chapter 07, "Reruns"); ``cpu_path_check`` records this beside it.
+    ``device`` names only the architecture (``cpu:x86_64``), a hypervisor may give different CPUs one generic
+    model name ("AMD EPYC"), and two machines that both run ATen's AVX512 path can still round differently
+    (chapter 07, "Reruns"); ``cpu_path_check`` records this beside it. Rows written before 2026-12-06 hold the
+    bare model name.
 
     Args:
         cpuinfo: the text to read instead of ``/proc/cpuinfo`` (tests); None reads the file where it exists.
@@ -892,11 +898,27 @@ def cpu_model(cpuinfo: str | None = None) -> str:
                 cpuinfo = f.read()
         except OSError:
             cpuinfo = ""
+    import hashlib
+
+    first: dict[str, str] = {}
     for line in cpuinfo.splitlines():
+        if not line.strip():
+            if first:  # the end of the first processor's block
+                break
+            continue
         key, sep, value = line.partition(":")
-        if sep and key.strip() == "model name" and value.strip():
-            return " ".join(value.split())
-    return platform.processor().strip() or "unknown"
+        if sep:
+            first.setdefault(" ".join(key.split()), " ".join(value.split()))
+    name = first.get("model name", "")
+    if not name:
+        return platform.processor().strip() or "unknown"
+    ids = ", ".join(f"{label} {first[k]}" for k, label in (("cpu family", "family"), ("model", "model"),
+                                                           ("stepping", "stepping")) if first.get(k))
+    flags = first.get("flags", "")
+    parts = [ids] if ids else []
+    if flags:
+        parts.append("flags " + hashlib.sha256(flags.encode()).hexdigest()[:8])
+    return f"{name} ({'; '.join(parts)})" if parts else name
 
 
 def _unrecorded_model(timestamps: pd.Series) -> str:
@@ -1120,7 +1142,9 @@ def path_record_sentence(table: pd.DataFrame | None) -> str:
 
     A machine gives the record back where the run's native rerun is within ``sweep.REPRODUCE_RTOL`` of its
     recorded version-1 ``loss_val``. Where one machine does and another with the same native instruction set
-    does not, the sentence says the instruction set alone does not identify the arithmetic.
+    does not, the sentence says the arithmetic depends on more than the instruction path, and, where a machine's
+    model is unrecorded or a bare model name (rows before ``cpu_model`` added family, model, stepping and flags),
+    that the check cannot say on what.
 
     Args:
         table: ``load_cpu_path_check``'s table, or None.
@@ -1153,27 +1177,46 @@ def path_record_sentence(table: pd.DataFrame | None) -> str:
     isas = {m: set(filter(None, str(x).split(", "))) for m, x in r["isa"].items()}
     shared = set.intersection(*isas.values()) if isas else set()
     if shared:
-        return text + (f" {'Both' if len(r) == 2 else 'All'} ran ATen's {_and(sorted(shared))} path natively, so "
-                       "the instruction set alone does not identify the arithmetic: the machine does.")
+        text += (f" {'Both' if len(r) == 2 else 'All'} ran ATen's {_and(sorted(shared))} path natively, so the "
+                 "arithmetic depends on more than the instruction path")
+        unrecorded = [f"{_machine_phrase(m)}'s model is not recorded" for m in r.index
+                      if str(m).startswith("not recorded")]
+        bare = [f"“{m}” is a bare model name that different CPUs can share" for m in r.index
+                if not str(m).startswith("not recorded") and "(" not in str(m)]
+        return text + (f"; the check cannot say on what, since {_and(unrecorded + bare)}." if unrecorded or bare
+                       else ".")
     return text + f" Their native paths differ ({_and([f'{x} on {_machine_phrase(m)}' for m, x in r['isa'].items()])})."
 
 
-def path_machine_sentence(table: pd.DataFrame | None) -> str:
-    """Whether ``cpu_path_check`` tells the machine from the kind of run, as a sentence (chapter 07's retrain
-    paragraph, after "the store cannot say which decides"): it does where its QAT run gives its recorded loss
-    back on one machine and not on another (``path_record_sentence``'s test); Markdown (sweeps in backticks).
+def path_machine_sentence(table: pd.DataFrame | None, reproduced: str = "", differed: str = "") -> str:
+    """What ``cpu_path_check`` adds on whether the machine or the kind of run decides, as a sentence (chapter 07's
+    retrain paragraph, after "the store cannot say which decides"). Where its QAT run gives its recorded loss
+    back on one machine and not on another (``path_record_sentence``'s test), that shows only that being such a
+    run does not by itself prevent reproduction (what the machines' arithmetic differs in is
+    ``path_record_sentence``'s); since the store records no machine for its retrainings, their split is then
+    consistent with a machine effect, not shown to be one. Markdown (sweeps in backticks).
 
     Args:
         table: ``load_cpu_path_check``'s table, or None.
+        reproduced, differed: the counts of retrained QAT runs that gave their recorded loss back and that did
+            not (``rerun_facts``' ``retrain_same`` and ``retrain_diff``), as text; "" leaves the split unsaid.
     """
     r = _record_by_machine(table)
     ok, bad = list(r.index[r["ok"].astype(bool)]), list(r.index[~r["ok"].astype(bool)])
     if ok and bad:
-        sweeps = list(dict.fromkeys(table[table["kind"] == "qat"]["experiment"])) if "experiment" in table else []
-        whose = f"{_and([f'`{e}`' for e in sweeps])} run" if sweeps else "QAT run"
-        return (f"The CPU-path check can: its {whose} gives its recorded loss back on "
+        qat = table[table["kind"] == "qat"]
+        sweeps = list(dict.fromkeys(qat["experiment"])) if "experiment" in table else []
+        names = _and([f"`{e}`" for e in sweeps]) if sweeps else "QAT"
+        runs = qat["run_id"].nunique() if "run_id" in qat else 1
+        whose = f"one {names} run gives its" if runs == 1 else f"{runs} {names} runs give their"
+        text = (f"The CPU-path check does not settle it: its {whose} recorded loss back on "
                 f"{_and([_machine_phrase(m) for m in ok])} and not on {_and([_machine_phrase(m) for m in bad])}, "
-                "so the machine decides, not the kind of run.")
+                f"which shows only that being a {names} run does not by itself prevent reproduction.")
+        if reproduced and differed:
+            text += (" Which machine retrained the store's runs is unrecorded, so the split of its retrained QAT runs, "
+                     f"{reproduced} reproduced against {differed} that differ, is consistent with a machine effect, "
+                     "not shown to be one.")
+        return text
     if not len(r):
         return "Nor can the CPU-path check, which has no QAT run with a recorded loss."
     if len(r) == 1:
@@ -1200,10 +1243,10 @@ def rerun_facts(cpu_paths: pd.DataFrame | None, retrained: pd.DataFrame, seed_sd
         ``retrain_diff_sweeps``, ``retrain_diff_on``, and of those others ``retrain_sd`` (the sd of Δ = retrained −
         recorded, pooled over sweeps with weights runs − 1), ``retrain_sd_run`` (that over √2: one training's share,
         since both trainings vary), ``retrain_max``; ``seed_sd``. ``"n/a"`` (``"no"`` for a count, ``""`` for a list
-        or a date) where there is no such row.
+        or a date) where there is no such row; ``hp_says``: the retrained high-precision runs in a sentence.
     """
     out = {k: "n/a" for k in ("path_qat", "path_hp", "path_step", "native_isa")}
-    out["record_says"], out["machine_says"] = path_record_sentence(cpu_paths), path_machine_sentence(cpu_paths)
+    out["record_says"] = path_record_sentence(cpu_paths)
     if cpu_paths is not None and len(cpu_paths):
         view = cpu_path_view(cpu_paths)
         shift = view.groupby("kind")["shift"].apply(lambda x: float(x.abs().max()))
@@ -1241,6 +1284,8 @@ def rerun_facts(cpu_paths: pd.DataFrame | None, retrained: pd.DataFrame, seed_sd
     out["retrain_runs"] = count(qat)
     out["retrain_same"], out["retrain_diff"] = count(same), count(diff)
     out["retrain_same_sweeps"], out["retrain_diff_sweeps"] = sweeps(same), sweeps(diff)
+    out["machine_says"] = path_machine_sentence(cpu_paths, *((out["retrain_same"], out["retrain_diff"])
+                                                            if len(same) and len(diff) else ("", "")))
     out["retrain_same_on"], out["retrain_diff_on"] = dates(same), dates(diff)
     out["retrain_same_max"] = f"{float(same['max_abs'].max()):.1e}" if len(same) else "n/a"
     dof = (diff["runs"] - 1).sum() if len(diff) else 0
@@ -1249,4 +1294,24 @@ def rerun_facts(cpu_paths: pd.DataFrame | None, retrained: pd.DataFrame, seed_sd
     out["retrain_sd_run"] = f"{pooled / math.sqrt(2):.3f}" if math.isfinite(pooled) else "n/a"
     out["retrain_max"] = f"{float(diff['max_abs'].max()):.3f}" if len(diff) else "n/a"
     out["seed_sd"] = f"{seed_sd:.3f}" if math.isfinite(seed_sd) else "n/a"
+    out["hp_says"] = _hp_rerun_sentence(retrained, seed_sd)
     return out
+
+
+def _hp_rerun_sentence(retrained: pd.DataFrame, seed_sd: float) -> str:
+    """The retrained high-precision runs in one sentence: how many reproduced their recorded training loss,
+    and how far the others moved, against one run's seed sd."""
+    hp = retrained[retrained["kind"] == "high precision"] if len(retrained) else retrained
+    if not len(hp):
+        return "No high-precision run was retrained."
+    if "outcome" not in hp:
+        hp = hp.assign(outcome=RETRAIN_OUTCOMES[1])
+    n = int(hp["runs"].sum())
+    diff = hp[hp["outcome"] == RETRAIN_OUTCOMES[1]]
+    if not len(diff):
+        return f"All {n} retrained high-precision runs gave their recorded training loss back."
+    worst = float(diff["max_abs"].max())
+    ratio = (f", {seed_sd / worst:.0f}× below one run's seed sd" if math.isfinite(seed_sd) and worst > 0 else "")
+    return (f"Of the {n} retrained high-precision runs, {n - int(diff['runs'].sum())} gave their recorded training "
+            f"loss back and {int(diff['runs'].sum())} moved, by at most {worst:.1e} nats/byte{ratio}: high-precision "
+            "runs are reproduced to well within the seed noise, though not always to the last digit.")

@@ -1382,7 +1382,8 @@ def matched_grid_cost(profile: str = "cpu", bits_w: Sequence[int] | None = None)
     trained beside them (``bits_w`` = 16).
 
     Reads the rows rule v5 reads (``p9_matched.load_matched``: the data freeze applies), so the measurement
-    is of the grid as graded; a seed of the grid is these runs again at another seed.
+    is of the grid as graded. A further seed need not retrain every twin: some are committed or declared
+    base-grid runs already.
 
     Args:
         profile: the sweep profile.
@@ -1391,10 +1392,23 @@ def matched_grid_cost(profile: str = "cpu", bits_w: Sequence[int] | None = None)
     Returns:
         ``hours`` (all of them), ``qat_hours``, ``hp_hours`` [CPU-hours], ``qat_runs``, ``hp_runs``, ``seeds``
         (how many seeds the rows hold); NaN (0 for a count) where the profile has no ``qat_matched`` rows.
+        Beside them, the same twins' first trainings, to show that a timing moves with the machine's load:
+        ``hp_s`` (the twins' ``train_s`` here) and ``hp_first_s`` [s], the ``train_s`` of their evaluation-version-1
+        rows in ``hp_first_experiment`` (the one other sweep that holds every twin at version 1; NaN and "" where
+        none does), with ``hp_threads`` and ``hp_first_threads`` (the threads each was trained at, "1" or "1–2";
+        "" where the rows lack them).
     """
+    from . import store
     from .p9_matched import load_matched
 
-    out = {"hours": math.nan, "qat_hours": math.nan, "hp_hours": math.nan, "qat_runs": 0, "hp_runs": 0, "seeds": 0}
+    out = {"hours": math.nan, "qat_hours": math.nan, "hp_hours": math.nan, "qat_runs": 0, "hp_runs": 0, "seeds": 0,
+           "hp_s": math.nan, "hp_first_s": math.nan, "hp_first_experiment": "", "hp_threads": "",
+           "hp_first_threads": ""}
+
+    def threads(t: pd.DataFrame) -> str:
+        k = sorted({int(x) for x in pd.to_numeric(t["threads"], errors="coerce").dropna()}) if "threads" in t else []
+        return "" if not k else str(k[0]) if len(k) == 1 else f"{k[0]}–{k[-1]}"
+
     rows = load_matched(profile)
     if not len(rows) or "train_s" not in rows:
         return out
@@ -1402,9 +1416,25 @@ def matched_grid_cost(profile: str = "cpu", bits_w: Sequence[int] | None = None)
     if bits_w is not None:
         runs = runs[runs["bits_w"].isin([*bits_w, 16])]
     hp = runs["bits_w"] == 16
+    twins = set(runs.loc[hp, "run_id"])
+    first, where, first_threads = math.nan, "", ""
+    try:
+        v1 = store.load_runs(profile, eval_version=1) if twins else pd.DataFrame()
+    except FileNotFoundError:
+        v1 = pd.DataFrame()
+    if len(v1) and {"run_id", "experiment", "train_s"} <= set(v1.columns):
+        v1 = v1[v1["run_id"].isin(twins) & (v1["experiment"] != "qat_matched")]
+        if "ptq_method" in v1:
+            v1 = v1[v1["ptq_method"].fillna("none") == "none"]
+        v1 = v1.drop_duplicates("run_id")
+        if set(v1["run_id"]) == twins and v1["experiment"].nunique() == 1:
+            first, where = float(v1["train_s"].sum()), str(v1["experiment"].iloc[0])
+            first_threads = threads(v1)
     return {"hours": float(runs["train_s"].sum()) / 3600, "qat_hours": float(runs.loc[~hp, "train_s"].sum()) / 3600,
             "hp_hours": float(runs.loc[hp, "train_s"].sum()) / 3600, "qat_runs": int((~hp).sum()),
-            "hp_runs": int(hp.sum()), "seeds": int(runs["seed"].nunique())}
+            "hp_runs": int(hp.sum()), "seeds": int(runs["seed"].nunique()),
+            "hp_s": float(runs.loc[hp, "train_s"].sum()), "hp_first_s": first, "hp_first_experiment": where,
+            "hp_threads": threads(runs[hp]), "hp_first_threads": first_threads}
 
 
 def matched_grid_hours(profile: str = "cpu", bits_w: Sequence[int] | None = None) -> float:
@@ -1492,11 +1522,19 @@ def p9_seed_sentence(tab: pd.DataFrame | None, design: pd.DataFrame | None = Non
         what = f"{m['qat_runs']} low-precision runs" + (
             f" and the {m['hp_runs']} high-precision twins it trained beside them" if m.get("hp_runs") else "")
         text += (f" Measured, {'one seed of the grid' if one else 'the grid'} as trained (its {what}"
-                 f"{', the runs a further seed trains' if one and m.get('hp_runs') else ''}"
                  f"{'' if one else ', ' + str(m.get('seeds')) + ' seeds'}) took {m['hours']:.1f} CPU-hours by "
                  "the `train_s` of its rows")
         text += (f": {m['qat_hours']:.1f} for the low-precision runs, {m['hp_hours']:.1f} for the twins."
                  if m.get("hp_runs") else ".")
+        if m.get("hp_runs") and math.isfinite(m.get("hp_first_s", math.nan)) and math.isfinite(m.get("hp_s", math.nan)):
+            at_first, at_here = m.get("hp_first_threads", ""), m.get("hp_threads", "")
+            shown = at_first and at_here and at_first != at_here  # the threads, where they differ
+            text += (f" That is one timing, and timings move with the machine's load: the same {m['hp_runs']} twins "
+                     f"took {m['hp_first_s']:,.0f} s as their `{m['hp_first_experiment']}` version-1 trainings"
+                     + (f" (at {at_first} threads)" if shown else "") + f" and {m['hp_s']:,.0f} s here"
+                     + (f" (at {at_here})" if shown else "") + ".")
+        else:
+            text += " That is one timing, and timings move with the machine's load."
         if math.isfinite(c["hours_1"]) and c.get("hp_twins_1") == 0:
             text += (f" The table's {c['hours_1']:.1f} for one seed estimates the low-precision runs alone, since it "
                      "counts seed 0's twins as committed base-grid runs.")

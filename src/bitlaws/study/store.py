@@ -721,13 +721,16 @@ def data_dir() -> Path:
 
 
 def read_until(profile: str, until: str | None = None) -> str | None:
-    """The freeze `profile`'s tables read (:data:`ROWS_READ_UNTIL`), or `until` if given; ``"all"``: None
-    (no freeze).
+    """The freeze `profile`'s tables read (:data:`ROWS_READ_UNTIL`), or `until` if given, or else the
+    environment variable ``BITLAWS_UNTIL`` where set (the command line's ``--until``: a data folder of one's
+    own, e.g. a retraining from scratch, is read with ``all``); ``"all"``: None (no freeze).
 
     Raises:
-        ValueError: `until` (or the entry) is not a UTC timestamp ``YYYY-MM-DDTHH:MM:SSZ`` or ``"all"``.
+        ValueError: `until` (or the variable, or the entry) is not a UTC timestamp ``YYYY-MM-DDTHH:MM:SSZ`` or
+            ``"all"``.
     """
-    value = ROWS_READ_UNTIL.get(profile) if until is None else until
+    env = os.environ.get("BITLAWS_UNTIL") if until is None else None
+    value = until if until is not None else env if env else ROWS_READ_UNTIL.get(profile)
     if value is None or value == "all":
         return None
     ok = isinstance(value, str) and _TIMESTAMP.fullmatch(value)
@@ -737,7 +740,8 @@ def read_until(profile: str, until: str | None = None) -> str | None:
         except ValueError:
             ok = False
     if not ok:
-        what = f"until={value!r}" if until is not None else f"store.ROWS_READ_UNTIL[{profile!r}] = {value!r}"
+        what = (f"until={value!r}" if until is not None else f"BITLAWS_UNTIL={value!r}" if env
+                else f"store.ROWS_READ_UNTIL[{profile!r}] = {value!r}")
         raise ValueError(f"bad {what}: allowed a UTC timestamp like '2026-12-06T08:00:00Z' "
                          "(the rows' timestamp column's format, a real date and time) or 'all'")
     return value
