@@ -455,24 +455,6 @@ def _cmd_export(args) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def _data_dir_set_to(root: Path | None):
-    """While the block runs, ``bitlaws.study.store.data_dir()`` (every study reader's default ``data/``)
-    is `root`, through its variable ``BITLAWS_DATA``; restored after. None: left as it is."""
-    if root is None:
-        yield
-        return
-    before = os.environ.get("BITLAWS_DATA")
-    os.environ["BITLAWS_DATA"] = str(root)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("BITLAWS_DATA", None)
-        else:
-            os.environ["BITLAWS_DATA"] = before
-
-
 def _cmd_verdicts(args) -> int:
     from .study import ledger
     from .study.ptq_degradation import BOOK_PROFILE
@@ -487,7 +469,9 @@ def _cmd_verdicts(args) -> int:
     if args.check and args.profile == BOOK_PROFILE and root is not None and not store.is_file():
         raise FileNotFoundError(f"--data-root {root} has no verdicts.json to check against; --check compares "
                                 "with the verdicts stored there (run `verdicts` without --check to write them)")
-    with _data_dir_set_to(root):  # the rows and fits of --data-root, read by every verdict function
+    from .study.store import data_dir_set_to
+
+    with data_dir_set_to(root):  # the rows and fits of --data-root, read by every verdict function
         new = ledger.compute_verdicts(args.profile)
     if args.check:
         diffs = ledger.check_verdicts(args.profile, path=store, verdicts=new) if args.profile == BOOK_PROFILE else []

@@ -12,7 +12,6 @@ freeze that cuts a run in two or admits a run without all its planned rows.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
 import json
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from .store import data_dir_set_to
 
 __all__ = ["CLI", "PLAN_FILE", "Step", "StepFailed", "check_freeze", "cascade_plan", "run_cascade"]
 
@@ -121,24 +122,6 @@ def _folder(root: str | os.PathLike | None) -> Path:
     from .store import data_dir
 
     return Path(root) if root is not None else data_dir()
-
-
-@contextlib.contextmanager
-def _data_dir(root: str | os.PathLike | None):
-    """``store.data_dir()`` is `root` while the block runs (``BITLAWS_DATA``), as ``verdicts --data-root``
-    sets it; restored after. None: left as it is."""
-    if root is None:
-        yield
-        return
-    before = os.environ.get("BITLAWS_DATA")
-    os.environ["BITLAWS_DATA"] = str(root)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("BITLAWS_DATA", None)
-        else:
-            os.environ["BITLAWS_DATA"] = before
 
 
 # --- the guard ----------------------------------------------------------------------------------------
@@ -455,7 +438,7 @@ def _verdicts_status(profile: str, root: str | os.PathLike | None, folder: Path)
     store = folder / "verdicts.json"
     if not store.is_file():
         return False, f"no {store.name} stored"
-    with _data_dir(root):
+    with data_dir_set_to(root):
         new = compute_verdicts(profile)
         diffs = check_verdicts(profile, path=store, verdicts=new)
     if not diffs:
@@ -606,7 +589,7 @@ def _invoke(step: Step, root, progress: bool) -> None:
     module, fn = step.call.rsplit(".", 1)
     func = getattr(importlib.import_module(module), fn)
     try:
-        with _data_dir(root):
+        with data_dir_set_to(root):
             func(**step.kwargs, progress=progress)
     except Exception as exc:  # noqa: BLE001 - named with its step, the cause chained
         raise StepFailed(f"step {step.name}: `{step.command}` failed: {type(exc).__name__}: {exc}; the steps "

@@ -54,6 +54,7 @@ __all__ = [
     "probe_writable",
     "probe_csv",
     "sweep_lock",
+    "data_dir_set_to",
     "migrate_schema",
     "rewrite_rows",
     "StoreError",
@@ -718,6 +719,24 @@ def data_dir() -> Path:
 
     env = os.environ.get("BITLAWS_DATA")
     return Path(env) if env else repo_root() / "data"
+
+
+@contextlib.contextmanager
+def data_dir_set_to(root: str | os.PathLike | None):
+    """While the block runs, :func:`data_dir` (every study reader's default ``data/``) is `root`, through its
+    variable ``BITLAWS_DATA``; restored after. None: left as it is."""
+    if root is None:
+        yield
+        return
+    before = os.environ.get("BITLAWS_DATA")
+    os.environ["BITLAWS_DATA"] = str(root)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("BITLAWS_DATA", None)
+        else:
+            os.environ["BITLAWS_DATA"] = before
 
 
 def read_until(profile: str, until: str | None = None) -> str | None:
