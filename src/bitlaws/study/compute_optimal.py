@@ -467,7 +467,7 @@ def p6_pstar_sensitivity(tab: pd.DataFrame, loss_sd: float = math.nan, seed_sd_h
             continue
         if noise == "seed":
             what = f"floor {floor:g}"
-        elif math.isfinite(loss_sd) and abs(sd - loss_sd) <= 1e-9 * max(loss_sd, 1.0):
+        elif math.isfinite(loss_sd) and abs(sd - loss_sd) <= 1e-7:  # at the cap (sd is rounded to 8 decimals)
             hi = f"; its 95 % upper end, {seed_sd_hi:.3f}, exceeds it" if math.isfinite(seed_sd_hi) else ""
             what = f"σ_seed = one run's σ, {sd:.4f} (all of it shared{hi})"
         else:
