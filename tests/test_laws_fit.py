@@ -724,7 +724,7 @@ def test_verdicts_markdown_tabulates_the_claims_and_their_reasons():
         "| claim | the paper | key number: paper / ours | verdict |", "|---|---|---|---|",
         "| P3 | f_w(4) = 0.70 | f_w(4) = N_eff/N: — / — | **partly** |",
         "| P5 | product of marginals | κ = 1/T (0 = add, \\< 0 = less than add): — / — | **pending** |", "",
-        "**P3, partly.** *Here:* 0.96 *Why:* outside the interval.", "",
+        "**P3, partly.** *Here:* 0.96. *Why:* outside the interval.", "",
         "**P5, pending.** *Here:* — *Why:* no joint runs."]
     # a stored verdict's key number is read from its details, as the ledger reads it
     v["P3"] = Verdict("P3", "partly", "x", "y", "z", "cpu", "", {"f_w_4": 0.9612, "f_w_4_lo": 0.9, "f_w_4_hi": 1.0,
