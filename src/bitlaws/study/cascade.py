@@ -103,19 +103,24 @@ class _Rows:
         return frame_sha256(self.df)
 
     @functools.cached_property
-    def seed_sd(self) -> float:
-        """σ_seed as P4's and P6's simulations read it when not given (the design table's)."""
+    def _sim_inputs(self) -> tuple:
         from .qat_design import _p4_sim_inputs
 
-        return float(_p4_sim_inputs(self.df)[2])
+        return _p4_sim_inputs(self.df)
+
+    @functools.cached_property
+    def seed_sd(self) -> float:
+        """σ_seed as P4's and P6's simulations read it when not given (the design table's)."""
+        from .compute_optimal import p6_seed_sd
+
+        return float(p6_seed_sd(self._sim_inputs, "seed"))
 
     @functools.cached_property
     def seed_sd_upper(self) -> float:
-        """σ_seed of P6's ``seed_upper`` rows: its interval's upper end capped at one run's σ (as the writer)."""
-        from .qat_design import _p4_sim_inputs
+        """σ_seed of P6's ``seed_upper`` rows (``compute_optimal.p6_seed_sd``, as the writer reads it)."""
+        from .compute_optimal import p6_seed_sd
 
-        noise, block, *_ = _p4_sim_inputs(self.df)
-        return float(min(block["hi"], noise.loss_sd) if math.isfinite(block["hi"]) else noise.loss_sd)
+        return float(p6_seed_sd(self._sim_inputs, "seed_upper"))
 
 
 def _folder(root: str | os.PathLike | None) -> Path:
@@ -149,7 +154,7 @@ def check_freeze(profile: str, root: str | os.PathLike | None = None) -> pd.Data
         One row per declared sweep: ``experiment``, ``runs_planned``, ``runs_admitted`` (a row at or
         before the freeze), ``runs_after_freeze`` (every row after it), ``runs_untrained`` (no row at all),
         ``freeze``. Untrained runs are not refused here (a sweep may be declared before it runs);
-        :func:`run_cascade` refuses to remake anything while there are any, unless told otherwise.
+        :func:`run_cascade` refuses stale steps while the freeze reads only part of a sweep's runs.
 
     Raises:
         ValueError: an unknown profile, a bad freeze, or the runs above (each named: sweep, run_id,

@@ -236,6 +236,18 @@ def stage_residual_sd(df: pd.DataFrame, fits: Mapping[str, dict]) -> dict[str, f
 P6_PSTAR_NOISES = ("seed", "seed_upper", "residual")
 
 
+def p6_seed_sd(inputs: tuple, noise: str) -> float:
+    """σ_seed [nats] the P* leg simulates under ``noise`` when no ``seed_sd`` is given, from
+    ``qat_design._p4_sim_inputs``' tuple: ``seed`` the point estimate; ``seed_upper`` its 95 % upper end
+    capped at one run's σ (that run's σ where the end is not estimable); ``residual`` 0 (no seed block)."""
+    seed_noise, block, point_sd = inputs[:3]
+    if noise == "residual":
+        return 0.0
+    if noise == "seed_upper":
+        return min(block["hi"], seed_noise.loss_sd) if math.isfinite(block["hi"]) else seed_noise.loss_sd
+    return point_sd
+
+
 def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), n_boot: int = 100, seed: int = 0,
                          seed_sd: float | None = None, root: str | os.PathLike | None = None,
                          progress: bool = False, noise: str = "seed", floor: float | None = None) -> Path:
@@ -294,12 +306,10 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
     if not fits_are_current(fits, df):  # the rows' key names the training rows, not the fits: they must agree
         raise ValueError(f"the fits of {profile!r} were made from other training rows than the freeze reads now; "
                          f"run `python -m bitlaws fit --profile {profile}` first (the simulation draws from them)")
-    seed_noise, block, point_sd, _, _ = _p4_sim_inputs(df)
+    inputs = _p4_sim_inputs(df)
+    seed_noise = inputs[0]
     stage_sd = stage_residual_sd(df, fits) if noise == "residual" else None
-    if noise == "seed_upper":
-        seed_sd = min(block["hi"], seed_noise.loss_sd) if math.isfinite(block["hi"]) else seed_noise.loss_sd
-    else:
-        seed_sd = 0.0 if stage_sd is not None else point_sd if seed_sd is None else float(seed_sd)
+    seed_sd = p6_seed_sd(inputs, noise) if noise != "seed" or seed_sd is None else float(seed_sd)
     floor = NEFF_F_FLOOR if floor is None else float(floor)
     path = _p6_pstar_path(profile, root)
     have = set(read_rows(path, P6_PSTAR_COLUMNS, "sim_id").get("sim_id", [])) if path.exists() else set()
