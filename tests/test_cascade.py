@@ -297,6 +297,20 @@ def test_dry_run_runs_nothing_and_prints_each_status(root, calls, capsys):
     assert not (root / "checks" / "cpu" / cascade.PLAN_FILE).exists()
 
 
+def test_p6_rows_of_another_simulation_version_are_named_not_dropped_silently(root, calls, capsys):
+    """The fixture's one row of an older P6 simulation is not replayed (no step), and the summary says so:
+    the version, its rows and groups; without such rows the clause is absent."""
+    assert main(["cascade", "--profile", "cpu", "--data-root", str(root), "--dry-run"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert ("not replayed, P6 P* rows of another simulation version than this code's "
+            f"({P6_PSTAR_SIM_VERSION!r}): version '1: an older simulation': 1 row in 1 (world, noise) group "
+            "(ours/seed)") in first
+    path = root / "checks" / "cpu" / "p6_pstar_power.csv"
+    path.unlink()
+    store.append_rows(path, [_p6_row("paper", "seed", 0)], P6_PSTAR_COLUMNS, "sim_id")
+    assert cascade.p6_other_versions("cpu", root) == ""
+
+
 # --- the guard ----------------------------------------------------------------------------------------
 
 def _rows(spec, obs_ids, stamp: str) -> list[dict]:

@@ -217,6 +217,29 @@ def test_candidate_hours_are_run_seconds_summed_over_the_design():
     assert qd.candidate_hours(c, "cpu", tp) == pytest.approx(want / 3600, rel=1e-12)
 
 
+def test_a_committed_twin_is_not_priced_again():
+    """A P9 seed's high-precision twin that a base-grid seed already trained costs nothing more: with
+    seed 0 committed at every cell the hours are those of every seed beyond 0; a committed seed-1 twin
+    takes exactly its own run_seconds off the two-seed figure."""
+    from bitlaws.study.budget import assumed_throughput, run_seconds
+    from bitlaws.study.sweep import _model
+
+    tp = dataclasses.replace(assumed_throughput(1e-6), qat_factor=0.5)
+    c = qd.Candidate("P9", "two seeds", ("n27k", "n83k"), (2_097_152, 8_388_608), (3, 4), 2)
+    seed0 = pd.DataFrame([{"n_params": qd._n_params(z), "n_tokens": float(d), "seed": 0}
+                          for z in c.sizes for d in c.budgets])
+    extra = pd.concat([seed0, pd.DataFrame([{"n_params": qd._n_params("n83k"), "n_tokens": 2_097_152.0,
+                                             "seed": 1}])], ignore_index=True)
+    prof = PROFILES["cpu"]
+    twin = run_seconds(tp, _model("n83k", prof), prof.train.seq_len, 2_097_152, 2 * prof.train.eval_tokens,
+                       quantized=False) / 3600
+    base = qd.candidate_hours(c, "cpu", tp, committed_hp=seed0)
+    assert base == pytest.approx(qd.candidate_hours(c, "cpu", tp), rel=1e-12)
+    assert qd.candidate_hours(c, "cpu", tp, committed_hp=extra) == pytest.approx(base - twin, rel=1e-12)
+    frames = qd.candidate_frames(c, extra)["chinchilla"]
+    assert int((~frames["committed"]).sum()) == 2 * 2 - 1  # the twins the design table's hp_twins counts
+
+
 def test_rate_text_prints_the_monte_carlo_interval():
     from bitlaws.study.claims import rate_text
     from bitlaws.study.power import mc_interval

@@ -607,6 +607,37 @@ def _table(steps: list[Step], status: dict[str, str], seconds: dict[str, float])
                         columns=["step", "status", "seconds", "command", "why"])
 
 
+def p6_other_versions(profile: str, root: str | os.PathLike | None = None) -> str:
+    """What the cascade does not replay of P6's P* table: its rows of simulation versions other than
+    ``power.P6_PSTAR_SIM_VERSION`` (a changed simulation is a code change, not a moved freeze, so whoever
+    bumps the version chooses which of those groups to simulate again; ``load_p6_pstar_power`` reads only
+    this version's rows). "" where there are none.
+
+    Returns:
+        One clause: per other version, its rows and (world, noise) groups, and the call that remakes one.
+    """
+    from .boot_check import P6_PSTAR_COLUMNS
+    from .power import P6_PSTAR_SIM_VERSION
+    from .store import read_rows
+
+    path = _folder(root) / "checks" / profile / "p6_pstar_power.csv"
+    tab = read_rows(path, P6_PSTAR_COLUMNS, "sim_id") if path.exists() else pd.DataFrame()
+    if tab.empty:
+        return ""
+    other = tab[tab["sim_version"].astype(str) != P6_PSTAR_SIM_VERSION]
+    if other.empty:
+        return ""
+    parts = []
+    for v, g in other.groupby(other["sim_version"].astype(str), sort=True):
+        groups = sorted({f"{w}/{n}" for w, n in zip(g["world"], g["noise"])})
+        rows = f"{len(g)} row{'s' if len(g) != 1 else ''}"
+        parts.append(f"version {v!r}: {rows} in {len(groups)} (world, noise) group{'s' if len(groups) != 1 else ''} "
+                     f"({', '.join(groups)})")
+    return (f"not replayed, P6 P* rows of another simulation version than this code's "
+            f"({P6_PSTAR_SIM_VERSION!r}): {'; '.join(parts)}; the verdict does not read them, and "
+            "compute_optimal.write_p6_pstar_power remakes a group at this version if it is still wanted")
+
+
 def _summary_line(profile: str, root, rows: _Rows, steps: list[Step], resumed: bool,
                   freeze: pd.DataFrame) -> str:
     from .store import read_until
@@ -618,7 +649,8 @@ def _summary_line(profile: str, root, rows: _Rows, steps: list[Step], resumed: b
             f"rows {rows.sha[:12]}…; {len(steps)} steps, {stale} stale"
             + (" (the plan of the cascade under way)" if resumed else "")
             + (f"; runs trained after the freeze, read from the next cascade: {', '.join(late)}" if late else "")
-            + (f"; runs not trained yet: {', '.join(waiting)}" if waiting else ""))
+            + (f"; runs not trained yet: {', '.join(waiting)}" if waiting else "")
+            + (f"; {other}" if (other := p6_other_versions(profile, root)) else ""))
 
 
 def run_cascade(profile: str, root: str | os.PathLike | None = None, dry_run: bool = False,
@@ -630,7 +662,8 @@ def run_cascade(profile: str, root: str | os.PathLike | None = None, dry_run: bo
     read from; it is removed once every step is done. The commands run as child processes
     (``python -m bitlaws ...``); the functions in this process, with ``store.data_dir()`` set to `root`.
     P6 rows made from other training rows are kept: their key (``boot_check.p6_pstar_sim_id``) names the rows
-    read, so the new datasets are new rows beside them, and no reader mixes the two.
+    read, so the new datasets are new rows beside them, and no reader mixes the two. P6 rows of another
+    simulation version are not replayed; the first line printed names them (:func:`p6_other_versions`).
 
     Args:
         profile: a declared profile.

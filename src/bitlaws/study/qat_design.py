@@ -209,8 +209,10 @@ def candidate_hours(c: Candidate, profile: str = "cpu", throughput=None,
     """CPU-hours to train ``c``'s low-precision runs and its high-precision twins (P4, P9), at the
     measured tokens/s (``budget.default_throughput``), each run timed by ``budget.run_seconds`` as
     ``budget.estimate`` times it, with two evaluations. NaN without a throughput. The twins are
-    those of ``candidate_frames`` not in ``committed_hp`` (without it: every seed beyond 0, seed 0
-    being the base grid's); P5's factorial trains one all-16 run per seed (its seed block's baseline)."""
+    those of ``candidate_frames`` not in ``committed_hp`` (``design_power_table`` passes the committed
+    runs for P4 and P9, so a twin the base grid's seeds already trained is not priced again; without it:
+    every seed beyond 0, seed 0 being the base grid's); P5's factorial trains one all-16 run per seed
+    (its seed block's baseline) whatever is committed."""
     from .budget import default_throughput, run_seconds
     from .sweep import PROFILES, _model
 
@@ -343,14 +345,14 @@ def design_power_table(profile: str = "cpu", candidates: Sequence[Candidate] = C
             pw = p5_factorial_power(_n_params(c.sizes[0]), float(c.budgets[0]), chin, noise.loss_sd, c.seeds,
                                     n_sim=n_sim, seed=seed)
             twins = len(c.sizes) * len(c.budgets) * c.seeds  # each seed's all-16 run, its own block's baseline
-        else:
+        else:  # the twins a seed adds: those not among the committed high-precision runs (as P4 counts them)
             pw = p9_power(candidate_cells(c, eq2), eq2, noise, n_sim=n_sim, seed=seed)
-            twins = len(c.sizes) * len(c.budgets) * (c.seeds - 1)
+            twins = int((~candidate_frames(c, committed)["chinchilla"]["committed"]).sum())
         p4 = c.claim == "P4"
         out.append({"claim": c.claim, "design": c.name, "sizes": ";".join(c.sizes),
                     "budgets": ";".join(map(str, c.budgets)), "bits": ";".join(map(str, c.bits)), "seeds": c.seeds,
                     "qat_runs": c.qat_runs, "hp_twins": twins, "hp_runs": hp_runs,
-                    "cpu_hours": candidate_hours(c, profile, committed_hp=committed if p4 else None),
+                    "cpu_hours": candidate_hours(c, profile, committed_hp=None if c.claim == "P5" else committed),
                     "power": pw["power"], "power_partly": pw["power_partly"], "false_positive": pw["false_positive"],
                     "power_independent": indep, "n_sim": pw["n_sim"], "loss_sd": noise.loss_sd,
                     "seed_sd": seed_sd if p4 else 0.0, "seed_sd_lo": block["lo"] if p4 else math.nan,
