@@ -311,6 +311,48 @@ def test_p6_rows_of_another_simulation_version_are_named_not_dropped_silently(ro
     assert cascade.p6_other_versions("cpu", root) == ""
 
 
+def test_only_runs_the_kinds_selected_and_keeps_the_plan_for_the_rest(root, calls):
+    """With stale P4 replicates and stale P6 rows, ``only="p6_pstar"`` calls P6's writer alone, shows the
+    replicates as not selected, and keeps the saved plan for the cascade that runs them."""
+    _replicates(root, sha=OLD)
+    path = root / "checks" / "cpu" / "p6_pstar_power.csv"
+    path.unlink()
+    _p6(root, residual=OLD)
+    out = cascade.run_cascade("cpu", root, progress=False, only="p6_pstar").set_index("step")["status"]
+    assert [c[0] for c in calls] == ["write_p6_pstar_power"]
+    assert calls[0][1]["worlds"] == "no_offsets" and calls[0][1]["noise"] == "residual"
+    assert out["p4_replicates"] == "not selected" and out["verdicts"] == "not selected"
+    assert out["fit"] == "not selected" and out["p6_pstar.no_offsets.residual"] == "ran"
+    assert (root / "checks" / "cpu" / cascade.PLAN_FILE).exists()
+    calls.clear()
+    cascade.run_cascade("cpu", root, progress=False, only=["p4_replicates", "p4_pool"])
+    assert [c[0] for c in calls] == ["write_p4_replicates"]
+
+
+def test_only_refuses_a_step_whose_inputs_are_stale_and_an_unknown_kind(root, calls, monkeypatch):
+    monkeypatch.setattr(cascade, "_fit_status", lambda *a: (False, "made from other rows"))
+    (root / "checks" / "cpu" / "p6_pstar_power.csv").unlink()
+    _p6(root, residual=OLD)  # a stale P6 step, which reads the stale fit
+    with pytest.raises(ValueError, match=r"stale steps not selected: fit \(fit\); run those first "
+                                         r"\(`python -m bitlaws cascade --profile cpu --data-root .* --only fit`\)"):
+        cascade.run_cascade("cpu", root, progress=False, only="p6_pstar")
+    with pytest.raises(ValueError, match="unknown cascade step kind.*'p6'.*allowed: fit, design_power, "
+                                         "p4_replicates, p4_pool, p6_pstar, verdicts"):
+        cascade.run_cascade("cpu", root, progress=False, only="p6,fit")
+    assert calls == []
+    # the inputs themselves may be selected with it: fit runs first, then the rest in order
+    cascade.run_cascade("cpu", root, progress=False, only="fit,design_power,p6_pstar")
+    assert calls[0] == ("cli", ["fit", "--profile", "cpu", "--data-root", str(root)])
+
+
+def test_dry_run_with_only_marks_the_others_not_selected(root, calls, capsys):
+    _replicates(root, sha=OLD)
+    tab = cascade.run_cascade("cpu", root, dry_run=True, progress=False, only="p4_replicates")
+    assert calls == []
+    assert dict(zip(tab["step"], tab["status"]))["p4_replicates"] == "stale"
+    assert set(tab.loc[tab["step"] != "p4_replicates", "status"]) == {"not selected"}
+
+
 # --- the guard ----------------------------------------------------------------------------------------
 
 def _rows(spec, obs_ids, stamp: str) -> list[dict]:

@@ -29,12 +29,20 @@ import pandas as pd
 
 from .store import data_dir_set_to
 
-__all__ = ["CLI", "PLAN_FILE", "Step", "StepFailed", "check_freeze", "cascade_plan", "run_cascade"]
+__all__ = ["CLI", "KINDS", "NEEDS", "PLAN_FILE", "Step", "StepFailed", "check_freeze", "cascade_plan",
+           "p6_other_versions", "run_cascade"]
 
 CLI = "python -m bitlaws"  # the call of the steps that are commands
 PLAN_FILE = ".cascade_plan.json"  # checks/<profile>/: the plan of a cascade under way (git-ignored)
 _QD = "bitlaws.study.qat_design"
 _CO = "bitlaws.study.compute_optimal"
+# The kinds of step, in the cascade's order, and the kinds each reads the output of: a step may run (``only``)
+# once every step of those kinds is current. P4's steps and P6's read the fits and the design table but not
+# each other, so on two cores they may run side by side (two cascades with ``only``; data/README).
+KINDS = ("fit", "design_power", "p4_replicates", "p4_pool", "p6_pstar", "verdicts")
+NEEDS = {"fit": (), "design_power": ("fit",), "p4_replicates": ("fit", "design_power"),
+         "p4_pool": ("fit", "design_power"), "p6_pstar": ("fit", "design_power"),
+         "verdicts": ("fit", "design_power", "p4_replicates", "p4_pool", "p6_pstar")}
 
 
 class StepFailed(RuntimeError):
@@ -653,8 +661,32 @@ def _summary_line(profile: str, root, rows: _Rows, steps: list[Step], resumed: b
             + (f"; {other}" if (other := p6_other_versions(profile, root)) else ""))
 
 
+def _only(only) -> tuple[str, ...] | None:
+    """`only` as a tuple of kinds (None: every kind); refuses an unknown kind, naming the allowed ones."""
+    if only is None:
+        return None
+    kinds = tuple(dict.fromkeys(k.strip() for k in (only.split(",") if isinstance(only, str) else only) if k.strip()))
+    bad = [k for k in kinds if k not in KINDS]
+    if bad or not kinds:
+        raise ValueError(f"unknown cascade step kind(s) {bad or list(only)!r}; allowed: {', '.join(KINDS)}")
+    return kinds
+
+
+def _blocked(steps: list[Step], only: tuple[str, ...]) -> tuple[list[str], str]:
+    """Why the selected stale steps cannot run yet: the kinds they read that have stale steps and are not
+    selected, and those steps named per kind ("" if none)."""
+    stale: dict[str, list[str]] = {}
+    for s in steps:
+        if not s.current:
+            stale.setdefault(s.kind, []).append(s.name)
+    wanted = {s.kind for s in steps if s.kind in only and not s.current}
+    missing = sorted({k for w in wanted for k in NEEDS[w] if k not in only and stale.get(k)}, key=KINDS.index)
+    return missing, "; ".join(f"{k} ({', '.join(stale[k])})" for k in missing)
+
+
 def run_cascade(profile: str, root: str | os.PathLike | None = None, dry_run: bool = False,
-                progress: bool = True, allow_untrained: bool = False) -> pd.DataFrame:
+                progress: bool = True, allow_untrained: bool = False,
+                only: str | list[str] | tuple[str, ...] | None = None) -> pd.DataFrame:
     """Remake, in order, every table of :func:`cascade_plan` that is not current; skip the others.
 
     Before the first step runs the plan is saved (``checks/<profile>/.cascade_plan.json``), so a killed
@@ -675,18 +707,25 @@ def run_cascade(profile: str, root: str | os.PathLike | None = None, dry_run: bo
             moved past its last row would pass :func:`check_freeze` (its trained runs are whole), and the
             cascade would fit it. A sweep none of whose runs the freeze reads (declared, not yet begun, or
             wholly after it) does not count.
+        only: run only the steps of these kinds (:data:`KINDS`; a comma-separated string or a list), the
+            others shown as ``not selected``; refused while a step of a kind they read (:data:`NEEDS`) is
+            stale. The plan is kept for the cascade that runs the rest. On two cores the P4 steps and the P6
+            steps may run side by side: ``only="fit,design_power"``, then ``only="p4_replicates,p4_pool"``
+            beside ``only="p6_pstar"`` (their writers never write one table), then the whole cascade.
 
     Returns:
-        One row per step: ``step``, ``status`` (``current``: skipped; ``ran``; with `dry_run`, ``stale``:
-        would run), ``seconds`` (NaN where not run), ``command``, ``why``.
+        One row per step: ``step``, ``status`` (``current``: skipped; ``ran``; ``not selected``; with
+        `dry_run`, ``stale``: would run), ``seconds`` (NaN where not run), ``command``, ``why``.
 
     Raises:
         ValueError, FileNotFoundError: as :func:`cascade_plan`, or a stale step while the freeze reads part of
-            a sweep's runs (each such sweep named with its counts) without `allow_untrained`; nothing is run.
+            a sweep's runs (each such sweep named with its counts) without `allow_untrained`, or an unknown
+            kind in `only`, or a selected stale step whose inputs are stale (named); nothing is run.
         StepFailed: a step failed (named, its cause chained); the steps before it are kept.
     """
+    only = _only(only)
     folder = _folder(root)
-    steps, rows, specs, resumed, freeze = _plan(profile, root)
+    steps, rows, specs, resumed, freeze = _plan(profile, root, check_verdicts=only is None or "verdicts" in only)
     say = print if progress else (lambda *a, **k: None)
     say(_summary_line(profile, root, rows, steps, resumed, freeze))
     width = max(len(s.name) for s in steps)
@@ -700,19 +739,33 @@ def run_cascade(profile: str, root: str | os.PathLike | None = None, dry_run: bo
                "new`) and move the freeze past the last, or pass --allow-untrained if those runs are meant to wait "
                "(it trains nothing; the stale steps below then run: the fits and simulations take hours)"
                ) if half and not allow_untrained and any(not s.current for s in steps) else ""
+    missing, blocked = _blocked(steps, only) if only is not None else ([], "")
+    if blocked:
+        blocked = (f"refused, nothing was run: the steps selected ({', '.join(only)}) read the output of stale "
+                   f"steps not selected: {blocked}; run those first (`python -m bitlaws cascade --profile "
+                   f"{profile}{data_arg} --only {','.join(missing)}`) or the whole cascade")
+    selected = {s.name: only is None or s.kind in only for s in steps}
     if dry_run:
-        if refusal:
-            say("a run without --dry-run would stop here: " + refusal.removeprefix("refused, nothing was run: "))
+        for why in (refusal, blocked):
+            if why:
+                say("a run without --dry-run would stop here: " + why.removeprefix("refused, nothing was run: "))
         for i, s in enumerate(steps, start=1):
-            say(f"{i:>2} {s.name:<{width}}  {'current' if s.current else 'STALE  '}  {s.command}\n"
+            mark = ("current" if s.current else "STALE  ") if selected[s.name] else "not selected"
+            say(f"{i:>2} {s.name:<{width}}  {mark}  {s.command}\n"
                 f"   {'':<{width}}  {s.why}")
-        return _table(steps, {s.name: "current" if s.current else "stale" for s in steps}, {})
+        return _table(steps, {s.name: ("current" if s.current else "stale") if selected[s.name] else "not selected"
+                              for s in steps}, {})
     if refusal:
         raise ValueError(refusal)
+    if blocked:
+        raise ValueError(blocked)
     status, seconds = {}, {}
     if any(not s.current for s in steps) and not resumed:
         _save_plan(folder, profile, rows.sha, specs)
     for i, s in enumerate(steps, start=1):
+        if not selected[s.name]:
+            status[s.name] = "not selected"
+            continue
         if s.current:
             status[s.name] = "current"
             say(f"{i:>2}/{len(steps)} {s.name:<{width}}  current, skipped ({s.why})", flush=True)
@@ -721,5 +774,6 @@ def run_cascade(profile: str, root: str | os.PathLike | None = None, dry_run: bo
         _invoke(s, root, progress)
         seconds[s.name], status[s.name] = time.monotonic() - t0, "ran"
         say(f"{i:>2}/{len(steps)} {s.name:<{width}}  ran in {seconds[s.name]:.0f} s: {s.command}", flush=True)
-    _plan_path(folder, profile).unlink(missing_ok=True)
+    if only is None or all(s.current or status[s.name] == "ran" for s in steps):
+        _plan_path(folder, profile).unlink(missing_ok=True)
     return _table(steps, status, seconds)
