@@ -337,7 +337,7 @@ def test_only_refuses_a_step_whose_inputs_are_stale_and_an_unknown_kind(root, ca
                                          r"\(`python -m bitlaws cascade --profile cpu --data-root .* --only fit`\)"):
         cascade.run_cascade("cpu", root, progress=False, only="p6_pstar")
     with pytest.raises(ValueError, match="unknown cascade step kind.*'p6'.*allowed: fit, design_power, "
-                                         "p4_replicates, p4_pool, p6_pstar, verdicts"):
+                                         "p4_replicates, p4_pool, p6_pstar, p3_power, verdicts"):
         cascade.run_cascade("cpu", root, progress=False, only="p6,fit")
     assert calls == []
     # the inputs themselves may be selected with it: fit runs first, then the rest in order
@@ -347,10 +347,41 @@ def test_only_refuses_a_step_whose_inputs_are_stale_and_an_unknown_kind(root, ca
 
 def test_dry_run_with_only_marks_the_others_not_selected(root, calls, capsys):
     _replicates(root, sha=OLD)
+    assert main(["cascade", "--profile", "cpu", "--data-root", str(root), "--dry-run", "--only", "p6"]) == 2
+    assert "unknown cascade step kind(s) ['p6']; allowed: fit," in capsys.readouterr().err
     tab = cascade.run_cascade("cpu", root, dry_run=True, progress=False, only="p4_replicates")
     assert calls == []
     assert dict(zip(tab["step"], tab["status"]))["p4_replicates"] == "stale"
     assert set(tab.loc[tab["step"] != "p4_replicates", "status"]) == {"not selected"}
+
+
+def test_p3_power_rows_are_replayed_per_world_and_noise_and_read_by_their_key(root, calls, monkeypatch):
+    """P3's power table gives one write_p3_power call per (world, noise, rng, n_boot) with its datasets; a
+    step is current where every dataset has a row keyed by these training rows."""
+    from bitlaws.study import p3_power
+    from bitlaws.study.law_fits import P3_POWER_COLUMNS, P3_POWER_SIM_VERSION, p3_sim_id
+
+    path = root / "checks" / "cpu" / "p3_power.csv"
+
+    def row(world, noise, k, sha=NOW):
+        sd = 0.0 if noise == "residual" else SD
+        return {**dict.fromkeys(P3_POWER_COLUMNS, 0), "sim_id": p3_sim_id(world, noise, 0, k, sd, 100, sha),
+                "world": world, "noise": noise, "rng": 0, "dataset": k, "seed_sd": sd, "n_boot": 100,
+                "grade": "reproduced", "sim_version": P3_POWER_SIM_VERSION, "inputs_sha256": sha}
+
+    store.append_rows(path, [row("paper", "seed", k) for k in range(3)] + [row("no_effect", "seed", 0)]
+                      + [row("paper", "residual", k, OLD) for k in range(2)], P3_POWER_COLUMNS, "sim_id")
+    steps = {s.name: s for s in cascade.cascade_plan("cpu", root)}
+    assert steps["p3_power.paper.seed"].kwargs == {"profile": "cpu", "worlds": "paper", "noise": "seed",
+                                                   "datasets": (0, 1, 2), "n_boot": 100, "seed": 0, "root": str(root)}
+    assert steps["p3_power.paper.seed"].current and steps["p3_power.no_effect.seed"].current
+    assert steps["p3_power.paper.residual"].why == "0 of its 2 datasets made from these rows"
+    made = []
+    monkeypatch.setattr(p3_power, "write_p3_power", lambda **kw: made.append(kw))
+    cascade.run_cascade("cpu", root, progress=False, only="p3_power")
+    assert made == [{"profile": "cpu", "worlds": "paper", "noise": "residual", "datasets": (0, 1), "n_boot": 100,
+                     "seed": 0, "root": str(root), "progress": False}]
+    assert list(cascade.KINDS).index("p3_power") < list(cascade.KINDS).index("verdicts")
 
 
 # --- the guard ----------------------------------------------------------------------------------------

@@ -78,13 +78,16 @@ def test_q4_verdict_reads_the_script_csv(fallback, tmp_path):
     out, _ = fallback
     bench = pd.read_csv(out / "quik_kernels_cpu_fallback.csv")
     assert qk.verdict_q4(bench).verdict == "pending"
-    gpu = bench.assign(device="cuda:NVIDIA H200", profile="gpu")
+    gpu = bench.assign(device="cuda:NVIDIA H200", profile="gpu", git_sha="0" * 12)
     path = qk.csv_path("gpu", tmp_path)
     assert path == tmp_path / "runs" / "gpu" / "quik_kernels_gpu.csv"
     kb.write_csv(gpu, path)
     v = qk.verdict_q4(qk.load_benchmark("gpu", tmp_path))
-    assert v.verdict in ("reproduced", "partly", "not reproduced")
+    assert v.verdict == "inconclusive"  # rule 3: one run of the graded code
     assert {"speedup_w8a8", "speedup_w4a4"} <= set(v.details)
+    kb.write_csv(gpu, path.with_name("quik_kernels_gpu_r1.csv"))  # a second run of the same code
+    v = qk.verdict_q4(qk.load_benchmark("gpu", tmp_path), qk.load_replicates("gpu", tmp_path))
+    assert v.verdict in ("reproduced", "partly", "not reproduced") and v.details["n_runs_graded_code"] == 2
 
 
 def test_clock_and_cells():

@@ -370,22 +370,27 @@ def test_verdict_q4_pending_without_gpu_rows():
 
 @pytest.mark.parametrize("s8,s4,verdict", [(1.9, 1.7, "reproduced"), (1.3, 1.1, "partly"), (0.9, 0.8, "not reproduced")])
 def test_verdict_q4_rule_on_synthetic_gpu_rows(s8, s4, verdict):
-    v = qk.verdict_q4(_q4_rows(1.0, s8, s4))
+    """Rule 3 grades two runs of one code; one run alone is inconclusive, whatever it gives."""
+    v = qk.verdict_q4(_q4_rows(1.0, s8, s4), [_q4_rows(1.0, s8, s4)])
     assert v.verdict == verdict and v.details["speedup_w8a8"] == pytest.approx(s8, rel=1e-12)
+    assert v.details["n_runs_graded_code"] == 2 and v.details["quik_w8a8_spread_graded_code"] == 0
+    alone = qk.verdict_q4(_q4_rows(1.0, s8, s4))
+    assert alone.verdict == "inconclusive" and alone.details["speedup_w8a8"] == pytest.approx(s8, rel=1e-12)
 
 
-def _q4_rows(dense_ms, s8, s4):
-    """One large layer at 2048 tokens: the dense bf16 layer and the QUIK layers at the given speed-ups."""
+def _q4_rows(dense_ms, s8, s4, sha="0" * 40):
+    """One large layer at 2048 tokens: the dense bf16 layer and the QUIK layers at the given speed-ups
+    (QUIK latencies 1/s8 and 1/s4 ms, so the speed-up over this run's dense layer is dense_ms·s8)."""
     return pd.DataFrame([{"part": "layer", "device": "cuda:NVIDIA H200", "model": "llama2-70b", "layer": "q/o_proj",
-                          "git_sha": "0" * 40, "m_tokens": 2048, "n_out": 8192,
+                          "git_sha": sha, "m_tokens": 2048, "n_out": 8192,
                           "k_in": 8192, "method": m, "latency_ms": ms, "speedup": dense_ms / ms, "n_outliers": o}
                          for m, ms, o in (("dense", dense_ms, 0), ("quik_w8a8", 1.0 / s8, 0),
                                           ("quik_w4a4", 1.0 / s4, 256))])
 
 
 def test_verdict_q4_reads_every_runs_baseline():
-    """Rule 2: a replicate run whose bf16 layer is slower moves the speed-up; the grade stands only
-    when every baseline gives it (1.3 partly either way), else it is inconclusive (1.55 / 1.65)."""
+    """Rule 3 (as rule 2): a replicate run whose bf16 layer is slower moves the speed-up; the grade
+    stands only when every pairing gives it (1.3 partly either way), else it is inconclusive (1.55 / 1.65)."""
     main = _q4_rows(1.0, 1.3, 0.5)
     v = qk.verdict_q4(main, [_q4_rows(1.05, 1.3, 0.5)])
     assert v.verdict == "partly" and v.details["n_runs"] == 2
@@ -394,6 +399,50 @@ def test_verdict_q4_reads_every_runs_baseline():
     assert v.verdict == "inconclusive"
     v = qk.verdict_q4(_q4_rows(1.0, 1.7, 0.5), [_q4_rows(0.98, 1.7, 0.5)])
     assert v.verdict == "reproduced"
-    assert f"own QUIK and bf16 timings, gives {1.05 * 1.3:.2f}×" in qk.verdict_q4(main, [_q4_rows(1.05, 1.3, 0.5)]).reason
+    other = _q4_rows(1.05, 1.3, 0.5, sha="1" * 40)  # another code: its bf16 timing counts, its QUIK timing does not
+    assert f"own QUIK and bf16 timings, gives {1.05 * 1.3:.2f}×" in qk.verdict_q4(main, [other]).reason
     cpu_replicate = _q4_rows(0.5, 1.0, 1.0).assign(device="cpu:x86_64")  # a CPU run is no baseline
-    assert qk.verdict_q4(main, [cpu_replicate]).details["n_runs"] == 1
+    v = qk.verdict_q4(main, [cpu_replicate])
+    assert v.details["n_runs"] == 1 and v.verdict == "inconclusive"
+
+
+def test_verdict_q4_rule3_needs_two_runs_of_the_graded_code():
+    """Rule 3 on synthetic frames: one run of the graded code is inconclusive (other code's runs only
+    lend their bf16 timing) and the reason says what settles it; two runs of the same code agreeing
+    at ≥ 1.2× grade partly; two disagreeing are inconclusive; the QUIK side's spread is reported."""
+    main = _q4_rows(1.0, 1.3, 0.5, sha="a" * 40)
+    v = qk.verdict_q4(main, [_q4_rows(1.0, 1.3, 0.5, sha="b" * 40)])
+    assert v.verdict == "inconclusive" and v.details["n_runs"] == 2 and v.details["n_runs_graded_code"] == 1
+    assert "What settles it: a second device run of the same code" in v.reason
+    assert "bench/device_check.py --parts bench" in v.reason and "spread is unmeasured" in v.reason
+    v = qk.verdict_q4(main, [_q4_rows(1.0, 1.25, 0.5, sha="a" * 40)])
+    assert v.verdict == "partly" and v.details["n_runs_graded_code"] == 2
+    assert v.details["quik_w8a8_spread_graded_code"] == pytest.approx(1.3 / 1.25 - 1)
+    assert v.details["speedup_w8a8_lo"] == pytest.approx(1.25) and v.details["speedup_w8a8_hi"] == pytest.approx(1.3)
+    assert "spread over the runs of the graded code 4.0%" in v.reason
+    v = qk.verdict_q4(main, [_q4_rows(1.0, 1.1, 0.5, sha="a" * 40)])
+    assert v.verdict == "inconclusive" and "disagree" in v.reason
+    # a third run of other code: its QUIK timing (not reproduced alone) does not enter, its bf16 timing does
+    v = qk.verdict_q4(main, [_q4_rows(1.0, 1.25, 0.5, sha="a" * 40), _q4_rows(1.0, 1.0, 0.5, sha="c" * 40)])
+    assert v.verdict == "partly" and v.details["n_runs"] == 3 and v.details["n_runs_graded_code"] == 2
+    # a dirty or unknown git_sha names no code: never the same as another run, even an identical one
+    dirty = _q4_rows(1.0, 1.3, 0.5, sha="abcdef123456-dirty")
+    assert qk.verdict_q4(dirty, [dirty.copy()]).verdict == "inconclusive"
+
+
+def test_kernel_code_keys_commits_by_their_kernel_tree():
+    trees = {"aaaaaaa": "t1", "bbbbbbb": "t1", "ccccccc": "t2"}
+    key = lambda s: qk.kernel_code(s, tree_of=trees.get)  # noqa: E731
+    assert key("aaaaaaa") == key("bbbbbbb") == "tree:t1" and key("ccccccc") == "tree:t2"
+    assert key("ddddddd") == "commit:ddddddd" != key("eeeeeee")  # git does not know it: the string decides
+    assert key("aaaaaaa+fix") == "label:aaaaaaa+fix" != key("aaaaaaa")  # uncommitted changes, named
+    assert [key(s) for s in ("aaaaaaa-dirty", "unknown", "", None, float("nan"))] == [None] * 5
+
+
+def test_kernel_code_reads_this_repository():
+    """fe1c0de added two autotune tiles to 2ee528d's int8 GEMM; a2c1b92 (the grading commit) left the
+    kernels as fe1c0de had them. Skipped where git or this history is not at hand."""
+    if qk.kernel_code("fe1c0de").startswith("commit:"):
+        pytest.skip("no git history of this repository here")
+    assert qk.kernel_code("fe1c0de") == qk.kernel_code("a2c1b92") != qk.kernel_code("2ee528d")
+    assert qk.kernel_code("2ee528d114dcf6489b5cfa56d2633e0d5c7b5c67+fp32fix").startswith("label:")

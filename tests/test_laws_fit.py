@@ -448,8 +448,10 @@ def test_run_fits_fits_the_weight_sweep_and_gives_p3(tmp_path):
     assert abs(recs["neff_w"]["params"]["gamma_w"] - PC["gamma_w"]) < 0.3
     assert recs["table1"]["status"] == "ok" and len(recs["table1"]["forms"]) == len(forms.TABLE1_FORMS)
     v = la.verdict_p3(recs, "smoke", df)
-    # one seed and no pipeline bootstrap: neither leg of the rule can be met (test_p3_rule_comes_out_both_ways)
-    assert v.verdict == "not reproduced" and "no seeds" in v.reason and "no interval" in v.reason
+    # one seed and no pipeline bootstrap: neither leg of the rule can be met (test_p3_rule_comes_out_both_ways);
+    # with no power simulated (rule v4) that failure is no evidence: inconclusive
+    assert v.details["rule_grade"] == "not reproduced" and "no seeds" in v.reason and "no interval" in v.reason
+    assert v.verdict == "inconclusive" and "its power is not simulated" in v.reason
     assert v.details["holdout_r2"] > 0.75 and v.details["within_resid_sd"] < v.details["within_data_sd"]
     assert v.details["p_effect"] < 1e-6  # the paper's precision effect on a noiseless-ish grid
     from bitlaws.study.compute_optimal import verdict_p6
@@ -491,6 +493,37 @@ def _p3_frame(gamma_w: float | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _p3_power_table(power: float, n: int = 20) -> pd.DataFrame:
+    """P3 power rows (law_fits.P3_POWER_COLUMNS): the paper world at seed noise graded reproduced in a share
+    `power` of `n` datasets, the null world never."""
+    from bitlaws.study import law_fits as la
+
+    k = round(power * n)
+    rows = [{"world": "paper", "noise": "seed", "dataset": i, "grade": "reproduced" if i < k else "partly"}
+            for i in range(n)]
+    rows += [{"world": "no_effect", "noise": "seed", "dataset": i, "grade": "not reproduced"} for i in range(n)]
+    return pd.DataFrame(rows).reindex(columns=la.P3_POWER_COLUMNS)
+
+
+def test_p3_decision_reads_both_legs_and_the_edge():
+    """Exact cases of rule v3's decision: the legs, the paper's 0.6964 inside / outside / within two Monte
+    Carlo errors of an end, and an interval that reaches no effect (0.99)."""
+    from bitlaws.study import law_fits as la
+
+    assert la.PAPER_F_W_4 == pytest.approx(0.6964, abs=1e-4)
+    d = la.p3_decision(0.01, 0.5, 0.60, 0.80, 0.01, 0.01)
+    assert (d["explains"], d["inside"], d["size_ok"], d["grade"]) == (True, True, True, "reproduced")
+    assert la.p3_decision(0.01, 0.01, 0.60, 0.80)["grade"] == "partly"           # lack of fit: (a) not met
+    assert la.p3_decision(0.2, 0.5, 0.60, 0.80)["grade"] == "partly"             # no effect found: (a) not met
+    d = la.p3_decision(0.01, 0.5, 0.60, 0.995)                                   # reaches no effect: unresolved
+    assert (d["inside"], d["size_ok"], d["unresolved"], d["grade"]) == (True, False, True, "partly")
+    d = la.p3_decision(0.01, 0.5, 0.68, 0.80, 0.01, 0.01)                        # 0.6964 within 2 MC errors of 0.68
+    assert (d["edge"], d["inside"], d["outside"], d["unresolved"]) == (True, False, False, True)
+    d = la.p3_decision(0.2, 0.5, 0.75, 0.99)                                      # paper outside, no effect found
+    assert (d["outside"], d["grade"]) == (True, "not reproduced")
+    assert la.p3_decision(0.01, math.nan, 0.6, 0.8)["explains"] is False          # no seeds: (a) not met
+
+
 @pytest.mark.parametrize("gamma_w, grade", [(PC["gamma_w"], "reproduced"), (None, "not reproduced")])
 def test_p3_rule_comes_out_both_ways(tmp_path, gamma_w, grade):
     """The paper's f_w on our kind of design is reproduced; no precision effect at all is not."""
@@ -504,8 +537,13 @@ def test_p3_rule_comes_out_both_ways(tmp_path, gamma_w, grade):
             "neff_w": {"status": "ok", "params": neff.params, "input_sha256": "w"}}
     recs["pipeline_boot"] = la.pipeline_bootstrap("smoke", n_boot=12, root=tmp_path, frame=df)
     assert recs["pipeline_boot"]["stages"] == ["chinchilla", "neff_w"] and recs["pipeline_boot"]["n_ok"] >= 10
-    v = la.verdict_p3(recs, "smoke", df)
+    v = la.verdict_p3(recs, "smoke", df, (_p3_power_table(0.9), ""))
     assert v.verdict == grade, (v.ours, v.reason)
+    assert v.details["rule_grade"] == grade and v.details["power"] == pytest.approx(0.9)
+    # rule v4: a failure stands only at a power ≥ POWER_MIN, 50 % (claims.power_gate); a success needs none
+    low = la.verdict_p3(recs, "smoke", df, (_p3_power_table(0.4), ""))
+    assert low.verdict == ("reproduced" if grade == "reproduced" else "inconclusive")
+    assert "power 40% [" in low.reason and "false-positive rate 0% [" in low.reason
     assert v.details["seed_sigma"] == pytest.approx(0.01 / math.sqrt(2))
     if gamma_w is not None:
         assert v.details["f_w_4_lo"] <= la.PAPER_F_W_4 <= v.details["f_w_4_hi"]

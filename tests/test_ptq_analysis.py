@@ -270,6 +270,65 @@ def test_p2_rule(known_fits):
     assert v.details["gptq_smallest_n_rising"] == 1.0 and v.details["rtn_int3_d_crit_hi"] == "n/a"
     assert v.details["gptq_int3_rise"] > v.details["gptq_int3_threshold"] > 0
     assert v.details["gptq_int3_d_crit_eq13"] == pytest.approx(float(pa.d_crit_eq13(NS[0], 3, CHIN, EQ2)), rel=1e-12)
+    # the named series' 95 % set: where it holds the series' largest D, that D prints as the grid's edge and
+    # the smallest model's bracket is flagged open above (the README's headline reads the flag)
+    set_d = [int(x) for x in v.details["gptq_argmin_set"].split(", ")]
+    at_edge = max(set_d) == DS[-1]
+    assert v.details["gptq_argmin_at_edge"] == float(at_edge)
+    assert v.details["gptq_int3_d_crit_open"] == float(at_edge)
+    assert (f"for GPTQ (N = {NS[0]:,}, INT3; the set reaches the largest D trained" in v.reason) == at_edge
+    # RTN has no turn-up here: its loss still falls at the largest D, which its set holds, printed as the edge
+    assert v.details["rtn_argmin_at_edge"] == 1.0 and f"≥ {pa.tokens_text(DS[-1])} (the grid's edge)" in v.reason
+    assert "Eq. 13 with our fitted point constants" in v.ours and "(no interval:" in v.ours
+
+
+def test_argmin_set_text_marks_the_grids_edge():
+    assert pa.argmin_set_text([8388608, 16777216], 16777216.0) == "{8.4M, ≥ 16.8M (the grid's edge)}"
+    assert pa.argmin_set_text([4194304, 8388608], 16777216.0) == "{4.2M, 8.4M}"
+    assert pa.argmin_set_text([16777216]) == "{16.8M}" and pa.argmin_set_text([], 1.0) == "{}"
+
+
+def test_d_crit_interval_reads_eq13_per_paired_draw():
+    # γ_D = β = 0.5 and γ_N = 1, P_post = 0: Eq. 13 reduces to D_crit = β·B·N/(γ_D·C_T) = B·N/C_T, so with
+    # N = 10 and C_T = 1 each draw's D_crit is 10·B, whatever the draw's γ_post
+    draws = pd.DataFrame({"B": np.arange(1.0, 41.0), "beta": 0.5, "C_T": 1.0, "gamma_D": 0.5, "gamma_N": 1.0,
+                          "gamma_post": 0.6})
+    v = pa.d_crit_draws(draws, 10.0, 0.0)
+    assert np.allclose(v, 10.0 * np.arange(1.0, 41.0))
+    out = pa.d_crit_interval(draws, 10.0, 0.0)
+    # 40 draws: the 2.5 % order statistic rounded down is the 1st (index 0.975 → 0), the 97.5 % one rounded up
+    # the 40th (index 38.025 → 39), the median rounded down the 20th (index 19.5 → 19)
+    assert (out["lo"], out["median"], out["hi"]) == pytest.approx((10.0, 200.0, 400.0))
+    assert out["n_draws"] == out["n_used"] == 40.0 and out["share_no_turn_up"] == 0.0
+    # one draw with no turn-up (γ_D ≤ 0) counts as D_crit = inf, one without a constant is left out, and a draw
+    # carrying the tied exponent as α reads it as β; P_post enters as e^(P/γ_post)
+    rows = [{"B": 1.0, "alpha": 0.5, "C_T": 1.0, "gamma_D": 0.5, "gamma_N": 1.0, "gamma_post": 2.0},
+            {"B": 1.0, "beta": 0.5, "C_T": 1.0, "gamma_D": -0.1, "gamma_N": 1.0, "gamma_post": 2.0},
+            {"B": 1.0, "beta": 0.5, "gamma_D": 0.5, "gamma_N": 1.0, "gamma_post": 2.0}]
+    v = pa.d_crit_draws(rows, 10.0, 2.0)
+    assert v[0] == pytest.approx(10.0 * math.e) and v[1] == math.inf and math.isnan(v[2])
+    out = pa.d_crit_interval(rows, 10.0, 2.0)
+    assert out["n_used"] == 2.0 and out["share_no_turn_up"] == 0.5 and out["hi"] == math.inf
+    assert math.isnan(pa.d_crit_interval(rows[2:], 10.0, 2.0)["lo"])
+    with pytest.raises(ValueError, match="level"):
+        pa.d_crit_interval(rows, 10.0, 2.0, level=1.0)
+    # the committed constants' own Eq. 13, one draw: the point D_crit the verdict prints
+    one = {**CHIN, **EQ2}
+    assert pa.d_crit_draws([one], NS[0], 3)[0] == pytest.approx(float(pa.d_crit_eq13(NS[0], 3, CHIN, EQ2)))
+
+
+def test_d_crit_bootstrap_refits_both_laws_on_the_same_drawn_runs():
+    # rows made from known Chinchilla and Eq. 2 constants (seed jitter 1e-5): every paired draw recovers them,
+    # so D_crit's interval is tight around Eq. 13 on the generating constants
+    df = make_frame({"gptq": eq2_delta(EQ2)})
+    draws = pa.d_crit_bootstrap(df, "gptq", n_boot=3)
+    assert list(draws["draw"]) == [0.0, 1.0, 2.0] and draws[list(pa.D_CRIT_DRAW_KEYS)].notna().all().all()
+    for k, v in {**{k: CHIN[k] for k in ("B", "beta")}, **EQ2}.items():
+        assert draws[k].to_numpy() == pytest.approx(v, rel=2e-3), k
+    out = pa.d_crit_interval(draws, NS[0], 3)
+    assert out["lo"] <= out["hi"] and out["lo"] == pytest.approx(float(pa.d_crit_eq13(NS[0], 3, CHIN, EQ2)), rel=1e-3)
+    with pytest.raises(ValueError, match="n_boot"):
+        pa.d_crit_bootstrap(df, "gptq", n_boot=0)
 
 
 def test_p2_without_a_chinchilla_fit_says_its_power_was_not_computed(monkeypatch):
@@ -682,6 +741,25 @@ def test_p1_on_the_committed_rows_sets_both_gamma_d_estimators_side_by_side():
     huber, lo, hi, ll, ll_lo, ll_hi = map(float, m.groups())
     assert (f"{lo:.2f}", f"{hi:.2f}") == (f"{v.details['gptq_gamma_d_lo']:.2f}", f"{v.details['gptq_gamma_d_hi']:.2f}")
     assert ll_lo <= ll <= ll_hi and f"{huber:.2f}" == f"{v.details['gptq_eq2_gamma_d']:.2f}"
+    # γ_N and γ_post carry their intervals from the committed fits' bootstrap (read here from the records
+    # themselves), and a γ_post interval that excludes the paper's 0.59 is named in the reason
+    import json
+
+    from bitlaws.study.law_fits import ptq_fit_path
+
+    paper = pa.PAPER_EQ2["gamma_post"]
+    out = []
+    for m, label in (("gptq", "GPTQ"), ("rtn", "RTN")):
+        ci = json.loads(ptq_fit_path("cpu", m).read_text(encoding="utf-8"))["ci95"]
+        for key, name in (("gamma_N", "γ_N"), ("gamma_post", "γ_post")):
+            lo, hi = ci[key]
+            assert f"{name} = {v.details[f'{m}_eq2_{key.lower()}']:.2f} [{lo:.2f}, {hi:.2f}]" in v.ours
+            assert v.details[f"{m}_{key.lower()}_lo"] == pytest.approx(lo)
+        if not ci["gamma_post"][0] <= paper <= ci["gamma_post"][1]:
+            out.append(f"{label} [{ci['gamma_post'][0]:.2f}, {ci['gamma_post'][1]:.2f}]")
+    if out:
+        assert "γ_post's 95 % interval, " + " and ".join(out) in v.reason and f"excludes the paper's {paper:.2f}" \
+            in v.reason
 
 
 # --- the estimates of Eq. 2's exponents (chapter 01's "Which γ_D is which", chapter 03's cross-check) ----

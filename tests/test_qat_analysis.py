@@ -118,20 +118,56 @@ def test_p10_rule():
     assert qa.verdict_p10(frame(), "cpu").verdict == "pending"
 
 
-def test_p10_reads_the_mean_difference_against_the_seed_noise():
-    def seeded(deltas):
-        df = _formats_frame(deltas)
-        # a second seed of one base-grid cell: σ = std(2.00, 2.02) = 0.01414; 3 pairs → s.e. 0.01155
-        return pd.concat([df, pd.DataFrame([row("base_grid", "s", 1000, 10_000, 2.02, seed=1)])], ignore_index=True)
+# Seeds 1–4 of the base grid's cell (s, 10,000) beside seed 0's 2.00: P10 reads their pooled σ on 4 degrees of freedom
+_SEED_LOSSES = (2.02, 1.98, 2.01, 1.99)
 
-    clear = qa.verdict_p10(seeded([("fp4_e2m1fn", -0.05), ("fp4_e2m1fn", -0.06), ("fp8_e5m2", -0.04)]), "cpu")
-    assert clear.verdict == "reproduced" and clear.details["mean_delta_se"] == pytest.approx(0.02 / math.sqrt(3))
+
+def _seeded(deltas, cells=(("s", 1000, _SEED_LOSSES),)):
+    df = _formats_frame(deltas)
+    extra = [row("base_grid", size, n, 10_000, loss, seed=k + 1) for size, n, losses in cells
+             for k, loss in enumerate(losses)]
+    return pd.concat([df, pd.DataFrame(extra)], ignore_index=True)
+
+
+def _oracle_sigma(*groups):
+    """The pooled σ and its degrees of freedom of seed groups, by hand."""
+    ss = sum(float(((np.asarray(g) - np.mean(g)) ** 2).sum()) for g in groups)
+    dof = sum(len(g) - 1 for g in groups)
+    return math.sqrt(ss / dof), dof
+
+
+def test_p10_reads_the_mean_difference_against_the_seed_noise():
+    from scipy import stats
+
+    sigma, dof = _oracle_sigma((2.00, *_SEED_LOSSES))
+    t = float(stats.t.ppf(0.975, dof))
+    se = sigma * math.sqrt(3 + 3) / 3  # three pairs, three distinct integer twins
+    clear = qa.verdict_p10(_seeded([("fp4_e2m1fn", -0.05), ("fp4_e2m1fn", -0.06), ("fp8_e5m2", -0.04)]), "cpu")
+    assert -0.05 < -t * se  # the oracle's own reading: beyond t standard errors
+    assert clear.verdict == "reproduced" and clear.details["mean_delta_se"] == pytest.approx(se)
+    assert clear.details["sigma"] == pytest.approx(sigma) and clear.details["sigma_dof"] == dof
+    assert clear.details["mean_delta_t"] == pytest.approx(t)
     # FP ahead in 2 of 3 pairs by a hair: inside the noise, and the share of pairs is not graded (rule v3)
-    hair = qa.verdict_p10(seeded([("fp4_e2m1fn", -0.003), ("fp4_e2m1fn", 0.002), ("fp8_e5m2", -0.001)]), "cpu")
-    assert hair.verdict == "not reproduced" and "inside two standard errors" in hair.ours
+    hair = qa.verdict_p10(_seeded([("fp4_e2m1fn", -0.003), ("fp4_e2m1fn", 0.002), ("fp8_e5m2", -0.001)]), "cpu")
+    assert hair.verdict == "not reproduced" and f"inside {t:.2f} standard errors" in hair.ours
     # a null result with FP behind in most pairs is not a reproduction, whatever the sign of one format
-    null = qa.verdict_p10(seeded([("fp4_e2m1fn", 0.003), ("fp4_e2m1fn", 0.002), ("fp8_e5m2", -0.001)]), "cpu")
+    null = qa.verdict_p10(_seeded([("fp4_e2m1fn", 0.003), ("fp4_e2m1fn", 0.002), ("fp8_e5m2", -0.001)]), "cpu")
     assert null.verdict == "not reproduced" and "no format's mean is beyond" in null.ours
+
+
+def test_p10_reads_the_pooled_seed_sigma_not_the_largest_cell():
+    # rule v4: two seeded cells, one noisy (σ 0.045) and one quiet (σ 0.004); P10 reads their pooled σ on 4 + 4
+    # degrees of freedom, as P1 does (noise.noise_model), not the noisy cell's σ (noise.noise_floor, rule v3's)
+    noisy, quiet = (2.04, 1.96, 2.05, 1.95), (1.805, 1.795, 1.802, 1.798)
+    df = _seeded([("fp4_e2m1fn", -0.05), ("fp4_e2m1fn", -0.06), ("fp8_e5m2", -0.04)],
+                 cells=(("s", 1000, noisy), ("m", 3000, quiet)))
+    sigma, dof = _oracle_sigma((2.00, *noisy), (1.80, *quiet))
+    v = qa.verdict_p10(df, "cpu")
+    assert v.details["sigma"] == pytest.approx(sigma) and v.details["sigma_dof"] == dof == 8
+    largest = float(np.std((2.00, *noisy), ddof=1))
+    assert largest > 1.3 * sigma and v.details["noise_floor"] == pytest.approx(largest)  # reported, not read
+    assert v.details["mean_delta_se"] == pytest.approx(sigma * math.sqrt(6) / 3)
+    assert f"on {dof} degrees of freedom" in v.ours
 
 
 def test_compute_matched_summary_reads_the_mean_over_seeds_against_the_seed_noise():
@@ -183,33 +219,48 @@ def _chinchilla_fits(a=3.0, alpha=0.46):
 
 
 def test_p10_is_inconclusive_where_our_design_cannot_detect_the_papers_effect():
-    # three pairs and a seed σ of 0.014: the paper's ~0.002 nats is far inside two standard errors
-    df = pd.concat([_formats_frame([("fp4_e2m1fn", -0.05), ("fp4_e2m1fn", -0.06), ("fp8_e5m2", -0.04)]),
-                    pd.DataFrame([row("base_grid", "s", 1000, 10_000, 2.02, seed=1)])], ignore_index=True)
+    from scipy import stats
+
+    # three pairs and a pooled seed σ of 0.016 on 4 degrees of freedom: the paper's ~0.002 nats is far inside
+    # t standard errors
+    df = _seeded([("fp4_e2m1fn", -0.05), ("fp4_e2m1fn", -0.06), ("fp8_e5m2", -0.04)])
     v = qa.verdict_p10(df, "cpu", _chinchilla_fits())
     pred = qa.paper_fp_int_effect(qa.formats_table(df).dropna(subset=["delta"]), _chinchilla_fits()["chinchilla"]["params"])
     assert (pred < 0).all()  # the paper's FP fit is ahead of its INT fit at every width
-    assert abs(pred.mean()) < 2 * v.details["mean_delta_se"]
-    assert v.verdict == "inconclusive" and "would read reproduced" in v.reason  # mean −0.05 < −2 s.e.
-    assert v.details["pairs_for_80pct_power"] > 3 and 0 <= v.details["power"] < 0.5
+    sigma, dof = _oracle_sigma((2.00, *_SEED_LOSSES))
+    t, se = float(stats.t.ppf(0.975, dof)), sigma * math.sqrt(6) / 3
+    assert abs(pred.mean()) < t * se
+    assert v.verdict == "inconclusive" and "would read reproduced" in v.reason  # mean −0.05 < −t s.e.
+    assert 0 <= v.details["power"] < 0.5
+    # pairs for 80 % power, checked against scipy's noncentral t: at n pairs (per-pair variance σ²·(n + Σm²)/n,
+    # here 2σ²) the rule's power reaches 80 %, at n − 1 it does not
+    n = v.details["pairs_for_80pct_power"]
+    power_at = lambda k: stats.nct.sf(t, dof, abs(pred.mean()) / math.sqrt(2 * sigma ** 2 / k))  # noqa: E731
+    assert n > 3 and power_at(n) >= 0.8 > power_at(n - 1)
 
 
-def test_p10_rule_has_power_on_a_large_design_and_a_low_false_positive_rate():
-    # 600 pairs of one 4-bit format over 300 integer twins: the paper's effect is then detectable
-    n = 600
-    t = pd.DataFrame({"size": np.repeat(["s", "m"], n // 2), "n_tokens": 10_000, "seed": np.tile(np.arange(n // 4), 4),
-                      "bits": 4, "fmt": np.repeat(["fp4_e2m1fn", "fp4_e3m0fn"], n // 2)[np.r_[0:n:2, 1:n:2]],
+def test_p10_pairs_for_power_matches_the_normal_formula_with_sigma_known():
+    from scipy import stats
+
+    n = qa.p10_pairs_for_power(2 * 0.02 ** 2, -0.004, math.inf)
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+    assert n == math.ceil(2 * 0.02 ** 2 * z ** 2 / 0.004 ** 2)
+    assert qa.p10_pairs_for_power(1.0, 0.0, 10) == math.inf
+    assert qa.p10_pairs_for_power(2 * 0.02 ** 2, -0.004, 5) > n  # σ̂ on few degrees of freedom asks for more
+
+
+def test_p10_power_draws_sigma_hat_on_its_degrees_of_freedom():
+    from scipy import stats
+
+    # 60 pairs of one non-paper format, each with its own integer twin: the rule is a one-sided t-test at 2.5 %
+    n, sigma, dof = 60, 0.02, 4
+    t = pd.DataFrame({"size": "s", "n_tokens": 10_000, "seed": np.arange(n), "bits": 4, "fmt": "fp4_e2m1fn",
                       "n_params": 1000})
-    pred = np.full(n, -0.004)
-    out = qa.p10_power(t, pred, sigma=0.019, n_sim=400)
-    assert out["power"] > 0.8 and out["false_positive"] < 0.05
-    weak = qa.p10_power(t.iloc[:15], pred[:15], sigma=0.019, n_sim=400)
-    assert weak["power"] < 0.2
-    # a share-of-wins leg would have no power here: with per-pair noise 0.027 around −0.004 only
-    # ~56 % of pairs favour FP, never the 2/3 such a leg asks for
-    rng = np.random.default_rng(0)
-    share = ((pred + rng.normal(0, 0.019, (400, n)) - rng.normal(0, 0.019, (400, n))) < 0).mean(axis=1)
-    assert (share < 2 / 3).all()
+    null = qa.p10_power(t, np.zeros(n), sigma, n_sim=4000, dof=dof)
+    assert null["false_positive"] == pytest.approx(0.025, abs=0.008)
+    se = sigma * math.sqrt(2 / n)
+    out = qa.p10_power(t, np.full(n, -2.5 * se), sigma, n_sim=4000, dof=dof)
+    assert out["power"] == pytest.approx(stats.nct.sf(stats.t.ppf(0.975, dof), dof, 2.5), abs=0.025)
 
 
 def _boot(df, draws):
@@ -423,3 +474,90 @@ def test_compute_matched_figure_draws_seed_means_with_their_standard_errors():
     half = [abs(seg[1, 1] - seg[0, 1]) / 2 for seg in bars.get_segments()]
     assert np.allclose(half, 0.1 / np.sqrt(2))
     assert [a.get_text() for a in ax.texts] == ["N = 4K", "N = 2K"]
+
+
+def test_factor_intervals_are_percentiles_of_each_draws_factor():
+    # 101 draws of γ_w with n_w = 0: f_w(4) = 1 − e^(−4/γ) per draw; the interval is their 2.5 and 97.5 percentiles
+    gammas = np.linspace(1.0, 3.0, 101)
+    draws = [{"gamma_w": g, "n_w": 0.0, "gamma_a": 2.0, "n_a": 1.0, "gamma_kv": 1.0, "n_kv": 0.5} for g in gammas]
+    out = qa.factor_intervals({"draws": draws}, (4,))
+    f = 1 - np.exp(-4 / gammas)
+    assert out[("w", 4)] == pytest.approx(tuple(np.percentile(f, [2.5, 97.5])))
+    assert out[("a", 4)] == pytest.approx((1 - math.exp(-2 + 1.0),) * 2)
+    assert qa.factor_intervals(None) == {} and qa.factor_intervals({"draws": draws[:1]}) == {}
+
+
+def _factorial(effects, seed_shift, noise):
+    """P5's cpu factorial (its declared bits, seeds and cell): loss = 2 + Σ_x effects[x][P_x] + seed_shift[s]
+    + noise[(combo index, seed index)], combinations in the product order of (P_w, P_a, P_kv)."""
+    import itertools
+
+    from bitlaws.study.power import P5_EVAL_VERSION
+    from bitlaws.study.sweep import PROFILES
+
+    plan = PROFILES["cpu"].power_design
+    size, d = plan.factorial_cell
+    rows = []
+    for c, (bw, ba, bkv) in enumerate(itertools.product(plan.factorial_bits, repeat=3)):
+        for j, s in enumerate(plan.factorial_seeds):
+            loss = 2.0 + effects["w"][bw] + effects["a"][ba] + effects["kv"][bkv] + seed_shift[j] + noise[c, j]
+            rows.append(row("qat_factorial", size, 83_280, d, loss, seed=s, bits_w=bw, bits_a=ba, bits_kv=bkv,
+                            fmt_w=f"int{bw}" if bw < 16 else "none", fmt_a=f"int{ba}" if ba < 16 else "none",
+                            fmt_kv=f"int{bkv}" if bkv < 16 else "none", eval_version=P5_EVAL_VERSION))
+    return pd.DataFrame(rows)
+
+
+def test_factorial_effects_read_p5s_factorial_beside_p4():
+    import itertools
+
+    effects = {"w": {4: 0.01, 8: 0.002, 16: 0.0}, "a": {4: 0.17, 8: 0.01, 16: 0.0}, "kv": {4: 0.035, 8: 0.003, 16: 0.0}}
+    rng = np.random.default_rng(3)
+    noise = rng.normal(0.0, 0.01, (27, 3))
+    fac = qa.factorial_effects(_factorial(effects, (0.0, 0.02, -0.01), noise), "cpu")
+    assert fac is not None and fac["n_seeds"] == 3.0 and fac["dof"] == 26 * 2
+    # the within-seed σ: the residual of combination and seed effects, by least squares on their indicators
+    x = np.column_stack([np.kron(np.eye(27), np.ones((3, 1))), np.kron(np.ones((27, 1)), np.eye(3))[:, 1:]])
+    y = np.array([2.0 + effects["w"][bw] + effects["a"][ba] + effects["kv"][bkv] + sh + noise[c, j]
+                  for c, (bw, ba, bkv) in enumerate(itertools.product((4, 8, 16), repeat=3))
+                  for j, sh in enumerate((0.0, 0.02, -0.01))])
+    rss = float(((y - x @ np.linalg.lstsq(x, y, rcond=None)[0]) ** 2).sum())
+    assert fac["sigma_w"] == pytest.approx(math.sqrt(rss / 52))
+    # each simple effect is the part alone at 4 bits minus all-16, per seed, averaged: the generating effect plus
+    # the mean of the two cells' noise over the seeds
+    idx = {c: i for i, c in enumerate(itertools.product((4, 8, 16), repeat=3))}
+    for x_, combo in (("w", (4, 16, 16)), ("a", (16, 4, 16)), ("kv", (16, 16, 4))):
+        want = effects[x_][4] + (noise[idx[combo]] - noise[idx[(16, 16, 16)]]).mean()
+        assert fac[f"simple_{x_}"] == pytest.approx(want)
+    diff = fac["simple_kv"] - fac["simple_w"]
+    assert fac["kv_minus_w"] == pytest.approx(diff)
+    from scipy import stats
+
+    se = fac["sigma_w"] * math.sqrt(2 / 3)
+    assert fac["kv_minus_w_se"] == pytest.approx(se)
+    assert fac["kv_minus_w_lo"] == pytest.approx(diff - stats.t.ppf(0.975, 52) * se)
+    # the rows of another design (no complete factorial): nothing to report
+    assert qa.factorial_effects(_factorial(effects, (0.0, 0.0, 0.0), noise).iloc[:-1], "cpu") is None
+    assert qa.factorial_effects(pd.DataFrame(), "cpu") is None
+
+
+def test_p4_reports_the_factorial_and_marks_the_point_order_as_the_point_fits():
+    df = frame()
+    c = forms.PAPER_CONSTANTS
+    fits = _fits(c["gamma_w"], c["n_w"], c["gamma_a"], c["n_a"], c["gamma_kv"], c["n_kv"])
+    effects = {"w": {4: 0.01, 8: 0.0, 16: 0.0}, "a": {4: 0.17, 8: 0.0, 16: 0.0}, "kv": {4: 0.05, 8: 0.0, 16: 0.0}}
+    noise = np.random.default_rng(0).normal(0.0, 0.005, (27, 3))
+    fac_rows = _factorial(effects, (0.0, 0.0, 0.0), noise)
+    v = qa.verdict_p4(fits, df, "cpu", factorial=fac_rows)
+    fac = qa.factorial_effects(fac_rows, "cpu")
+    assert v.verdict == "reproduced"  # the grade is the point fits' here (no bootstrap): the factorial is not read
+    assert "the point fits' order (smallest f, most sensitive, first; not graded)" in v.ours
+    assert f"KV4 − W4 = {fac['kv_minus_w']:+.3f} [{fac['kv_minus_w_lo']:+.3f}, {fac['kv_minus_w_hi']:+.3f}]" in v.ours
+    assert "the KV cache costs more than the weights here, the reverse of the paper's" in v.ours
+    assert v.details["factorial_kv_minus_w"] == pytest.approx(fac["kv_minus_w"])
+    assert v.inputs_sha256 != qa.verdict_p4(fits, df, "cpu").inputs_sha256  # what was read enters the identity
+    # a constant on its fit's bound is named beside the factor and in the order's caption
+    bounded = {**fits, "neff_kv": {**fits["neff_kv"], "params": {"gamma_kv": 0.26, "n_kv": 10.0},
+                                   "bounds": {"gamma_kv": [0.05, 20.0], "n_kv": [-5.0, 10.0]}, "on_bound": ["n_kv"]}}
+    vb = qa.verdict_p4(bounded, df, "cpu")
+    assert "(n_kv = 10 on its fit's bound: the point value is the bound's)" in vb.ours
+    assert "f_kv's place in it is set by n_kv = 10 on its bound" in vb.ours

@@ -328,12 +328,94 @@ def test_the_data_freeze_keeps_later_sweep_rows_out_of_every_table_until_it_move
     # an experiment with rows only after the freeze: the message names the freeze and how to read them
     append_rows(folder / "qat_seeds.csv", [row("s", 1.0, profile="cpu", experiment="qat_seeds",
                                                timestamp="2026-12-07T00:00:00Z")])
-    with pytest.raises(FileNotFoundError, match=r"at or before the data freeze 2026-12-06T07:59:59Z.*until='all'"):
+    with pytest.raises(FileNotFoundError, match=r"1 row the files hold, 1, at version 1, was written after the "
+                                                r"data freeze 2026-12-06T07:59:59Z \(only rows written at or "
+                                                r"before it.*until='all'"):
         load_runs("cpu", "qat_seeds", root=tmp_path, eval_version=1, until="2026-12-06T07:59:59Z")
     # a sweep row whose timestamp cannot be placed is refused, not silently read or dropped
     append_rows(folder / "base_grid.csv", [row("d", 4.0, profile="cpu", timestamp="yesterday")])
     with pytest.raises(StoreError, match="timestamp 'yesterday' is not YYYY-MM-DDTHH:MM:SSZ"):
         load_runs("cpu", root=tmp_path, eval_version=1, until="2026-12-06T08:00:00Z")
+
+
+def test_an_experiment_name_no_file_holds_and_no_sweep_declares_is_refused_by_name(tmp_path):
+    """A typo is a ValueError naming it and the experiments there are, alone or in a list (never narrowed
+    silently to the names that exist); a name the sweep declares but has not run stays the FileNotFoundError
+    callers catch for 'no rows yet'."""
+    from bitlaws.study.store import load_runs
+
+    folder = tmp_path / "runs" / "cpu"
+    append_rows(folder / "base_grid.csv", [row("a", 1.0, profile="cpu", eval_version=2,
+                                               timestamp="2026-12-06T07:00:00Z")])
+    append_rows(folder / "lr_peak.csv", [row("l", 1.0, profile="cpu", experiment="lr_peak", eval_version=2,
+                                             timestamp="2026-12-06T07:00:00Z")])
+    allowed = (r"allowed: the experiments the profile's files hold, \['base_grid', 'lr_peak'\], or those the sweep "
+               r"declares for 'cpu' and has not run yet, \['qat_marginal', .*'qat_mechanism'\]")
+    with pytest.raises(ValueError, match=r"unknown experiment 'base_grd' for profile 'cpu': no file under .* holds "
+                                         r"it and bitlaws.study.sweep declares no such experiment; " + allowed):
+        load_runs("cpu", "base_grd", root=tmp_path)
+    with pytest.raises(ValueError, match=r"unknown experiment 'base_grd' for profile 'cpu'.*" + allowed):
+        load_runs("cpu", ["base_grid", "base_grd"], root=tmp_path)
+    with pytest.raises(ValueError, match=r"unknown experiments 'base_grd', 'lr_pek' for profile 'cpu'"):
+        load_runs("cpu", {"lr_pek", "base_grid", "base_grd"}, root=tmp_path)
+    # the freeze does not hide a typo: the name is checked against every row, whatever the filters read
+    with pytest.raises(ValueError, match=r"unknown experiment 'base_grd'"):
+        load_runs("cpu", "base_grd", root=tmp_path, until="2026-01-01T00:00:00Z")
+    # declared by the sweep, no row yet: FileNotFoundError, saying so and how to make them
+    with pytest.raises(FileNotFoundError, match=r"no file holds 'qat_mechanism', which bitlaws.study.sweep declares "
+                                                r"for 'cpu' and has not run yet \(`python -m bitlaws sweep --profile cpu "
+                                                r"--experiments qat_mechanism`"):
+        load_runs("cpu", "qat_mechanism", root=tmp_path)
+    # ... and in a list with rows of another experiment it is simply absent, as before
+    assert load_runs("cpu", ["base_grid", "qat_mechanism", "manual"], root=tmp_path)["obs_id"].tolist() == ["a"]
+    # declared by another profile's sweep only, or the command line's `train` rows: not a typo either
+    append_rows(tmp_path / "runs" / "smoke" / "base_grid.csv", [row("z")])
+    with pytest.raises(FileNotFoundError, match=r"no file holds 'qat_factorial', for which 'smoke' declares no run"):
+        load_runs("smoke", "qat_factorial", root=tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"no file holds 'manual' \(the rows of `python -m bitlaws train`"):
+        load_runs("smoke", "manual", root=tmp_path)
+
+
+def test_when_every_row_is_filtered_out_the_message_counts_what_each_filter_removed(tmp_path, monkeypatch):
+    from bitlaws.study import store
+    from bitlaws.study.store import load_runs
+
+    monkeypatch.setitem(store.ROWS_READ_UNTIL, "cpu", "2026-12-06T08:00:00Z")
+    folder = tmp_path / "runs" / "cpu"
+    append_rows(folder / "qat_seeds.csv", [  # rows only after the freeze
+        row(s, 1.0, profile="cpu", experiment="qat_seeds", eval_version=2, timestamp="2026-12-07T00:00:00Z")
+        for s in ("s1", "s2", "s3")])
+    append_rows(folder / "lr_peak.csv", [  # rows only at another evaluation version, inside the freeze
+        row(s, 1.0, profile="cpu", experiment="lr_peak", eval_version=1, timestamp="2026-12-01T00:00:00Z")
+        for s in ("l1", "l2")])
+    append_rows(folder / "repetition.csv", [  # one of each
+        row("r1", 1.0, profile="cpu", experiment="repetition", eval_version=1, timestamp="2026-12-01T00:00:00Z"),
+        row("r2", 1.0, profile="cpu", experiment="repetition", eval_version=2, timestamp="2026-12-07T00:00:00Z")])
+    freeze = r"after the data freeze 2026-12-06T08:00:00Z \(only rows written at or before it are read: " \
+             r"`until`, by default store.ROWS_READ_UNTIL; until='all' reads later ones\)"
+    with pytest.raises(FileNotFoundError, match=r"no rows of experiment 'qat_seeds' for profile 'cpu' under .*: of "
+                                                r"the 3 rows the files hold, 3, at version 2, were written " + freeze):
+        load_runs("cpu", "qat_seeds", root=tmp_path)
+    assert len(load_runs("cpu", "qat_seeds", root=tmp_path, until="all")) == 3
+    with pytest.raises(FileNotFoundError, match=r"no rows of experiment 'lr_peak' .*: of the 2 rows the files hold, "
+                                                r"2 are at evaluation versions other than 2, the version read \(2 at "
+                                                r"version 1; eval_version=1 or 'all' reads them, the data freeze "
+                                                r"still applying\)$"):
+        load_runs("cpu", "lr_peak", root=tmp_path)
+    assert len(load_runs("cpu", "lr_peak", root=tmp_path, eval_version=1)) == 2
+    with pytest.raises(FileNotFoundError, match=r"of the 2 rows the files hold, 1 is at evaluation versions other "
+                                                r"than 2, the version read \(1 at version 1; eval_version=1 or 'all' "
+                                                r"reads it, the data freeze still applying\); the other 1, at version "
+                                                r"2, was written " + freeze):
+        load_runs("cpu", "repetition", root=tmp_path)
+    # the freeze alone, every version read: no version is named
+    with pytest.raises(FileNotFoundError, match=r"of the 3 rows the files hold, 3 were written " + freeze):
+        load_runs("cpu", "qat_seeds", root=tmp_path, eval_version="all")
+    # a declared experiment without rows beside filtered ones: both causes are named
+    with pytest.raises(FileNotFoundError, match=r"no rows of experiments \['lr_peak', 'qat_mechanism'\] .*no file "
+                                                r"holds 'qat_mechanism', which .*; of the 2 rows the files hold, 2 are at "
+                                                r"evaluation versions other than 2"):
+        load_runs("cpu", ["qat_mechanism", "lr_peak"], root=tmp_path)
 
 
 def test_the_committed_sweep_rows_all_sit_at_or_before_cpus_freeze_or_are_counted_after_it():

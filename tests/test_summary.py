@@ -56,6 +56,16 @@ def test_key_number_reads_value_interval_and_paper_from_the_details():
     v = _verdict("P2", {"gptq_int3_d_crit_eq13": 9.45e6, "paper_d_crit_30m_int3": 1.64e10,
                         "gptq_int3_d_crit_lo": 4194304.0, "gptq_int3_d_crit_hi": "n/a"})
     assert key_number(v) == ("16.4B", "9.4M [> 4.2M]")
+    # P10 rule v4: ± t standard errors where the verdict stores its t (2.09 · 0.0074 = 0.0155)
+    v = _verdict("P10", {"mean_delta": -0.0041, "mean_delta_se": 0.0074, "mean_delta_t": 2.093,
+                         "paper_mean_delta": -0.0026})
+    assert key_number(v) == ("−0.0026", "−0.0041 ± 0.0155")
+    # a grid interval whose top is the largest D trained, where the minimum's 95 % set reaches it
+    grid = {"gptq_int3_d_crit_eq13": 9.47e6, "paper_d_crit_30m_int3": 1.64e10, "gptq_int3_d_crit_lo": 4194304.0,
+            "gptq_int3_d_crit_hi": 16777216.0}
+    assert key_number(_verdict("P2", {**grid, "gptq_int3_d_crit_open": 1.0}))[1] == \
+        "9.5M [4.2M, ≥ 16.8M (the grid's edge)]"
+    assert key_number(_verdict("P2", {**grid, "gptq_int3_d_crit_open": 0.0}))[1] == "9.5M [4.2M, 16.8M]"
     # a paper constant typed from the paper, percentages with a sign
     # a paper range from two keys (P5: κ = 1/T over T's interval), ours with its interval
     assert key_number(_verdict("P5", {"kappa": -1.88, "kappa_lo": -3.24, "kappa_hi": -0.52, "kappa_paper_lo": 5.08,
@@ -70,7 +80,7 @@ def test_key_number_reads_value_interval_and_paper_from_the_details():
 
 
 def test_key_number_says_what_is_missing():
-    assert key_number(pending_verdict("Q4")) == ("> 2×", "—")
+    assert key_number(pending_verdict("Q4")) == ("ideal int8 matmul > 2× (Fig. 9)", "—")
     assert key_number(_verdict("P6", {"suite_best_bits": 8.0})) == ("—", "—")
     with pytest.raises(ValueError, match="HEADLINES"):
         key_number(SimpleNamespace(claim_id="X9", details={}))  # a claim the ledger does not have

@@ -268,6 +268,14 @@ def test_the_store_knows_every_declared_profile():
     assert set(PROFILE_NAMES) == set(PROFILES)
 
 
+def test_the_store_knows_every_experiment_each_profile_declares():
+    from bitlaws.study import DECLARED_EXPERIMENTS, EXPERIMENT_NAMES
+    from bitlaws.study.sweep import EXPERIMENTS, PROFILES, declared_experiments
+
+    assert EXPERIMENT_NAMES == EXPERIMENTS
+    assert DECLARED_EXPERIMENTS == {p: tuple(declared_experiments(p)) for p in PROFILES}
+
+
 def test_design_checks_read_the_confound_sweeps(unbroken):
     """The lr_peak, lr_schedule and repetition sweeps of the smoke profile, through design_checks."""
     from bitlaws.corpus import load_corpus

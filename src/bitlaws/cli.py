@@ -211,6 +211,7 @@ def _train(args, overrides: dict[str, str]) -> int:
     model = apply_overrides(model, "model", overrides)
     train_cfg = apply_overrides(TrainConfig(), "train", overrides)
     from .ptq.rtn import RTNConfig
+    from .study import MANUAL_EXPERIMENT
     from .study.store import append_rows
     from .study.sweep import RunSpec, run_spec
     from .train import resolve_device
@@ -227,7 +228,7 @@ def _train(args, overrides: dict[str, str]) -> int:
     if extra:
         raise ValueError(f"unknown option(s) {extra}; --ptq.bits=3,4,8 is the only ptq option")
     ptq = tuple(RTNConfig(bits=b) for b in _parse_bits(bits))
-    spec = RunSpec("manual", "custom", size or "custom", model, train_cfg, ptq)
+    spec = RunSpec(MANUAL_EXPERIMENT, "custom", size or "custom", model, train_cfg, ptq)
     from .study.store import probe_csv
 
     probe_csv(Path(args.out) / "custom" / spec.run_id / "rows.csv", "--out")  # a write fault now, not after training
@@ -400,7 +401,8 @@ def _cmd_cascade(args) -> int:
     from .study.cascade import StepFailed, run_cascade
 
     try:
-        run_cascade(args.profile, root=args.data_root, dry_run=args.dry_run, allow_untrained=args.allow_untrained)
+        run_cascade(args.profile, root=args.data_root, dry_run=args.dry_run, allow_untrained=args.allow_untrained,
+                    only=args.only)
     except StepFailed as exc:  # the steps before it are kept; a rerun resumes
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -611,6 +613,11 @@ def main(argv: list[str] | None = None) -> int:
                                        "nothing while declared runs are untrained (--allow-untrained).")
     p_cas.add_argument("--dry-run", action="store_true",
                        help="print each step with its status (current / stale) and why, and run nothing")
+    p_cas.add_argument("--only", default=None, metavar="KINDS",
+                       help="run only these kinds of step, comma-separated (fit, design_power, p4_replicates, p4_pool, "
+                            "p6_pstar, p3_power, verdicts); refused while a kind they read is stale. On two cores: "
+                            "--only fit,design_power, then --only p4_replicates,p4_pool beside --only p6_pstar,p3_power, "
+                            "then the whole cascade")
     p_cas.add_argument("--allow-untrained", action="store_true",
                        help="remake stale steps although some declared runs have no row yet (refused by default: "
                             "a half-trained batch)")

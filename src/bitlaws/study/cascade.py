@@ -39,10 +39,10 @@ _CO = "bitlaws.study.compute_optimal"
 # The kinds of step, in the cascade's order, and the kinds each reads the output of: a step may run (``only``)
 # once every step of those kinds is current. P4's steps and P6's read the fits and the design table but not
 # each other, so on two cores they may run side by side (two cascades with ``only``; data/README).
-KINDS = ("fit", "design_power", "p4_replicates", "p4_pool", "p6_pstar", "verdicts")
+KINDS = ("fit", "design_power", "p4_replicates", "p4_pool", "p6_pstar", "p3_power", "verdicts")
 NEEDS = {"fit": (), "design_power": ("fit",), "p4_replicates": ("fit", "design_power"),
-         "p4_pool": ("fit", "design_power"), "p6_pstar": ("fit", "design_power"),
-         "verdicts": ("fit", "design_power", "p4_replicates", "p4_pool", "p6_pstar")}
+         "p4_pool": ("fit", "design_power"), "p6_pstar": ("fit", "design_power"), "p3_power": ("fit",),
+         "verdicts": ("fit", "design_power", "p4_replicates", "p4_pool", "p6_pstar", "p3_power")}
 
 
 class StepFailed(RuntimeError):
@@ -55,7 +55,7 @@ class Step:
 
     Args:
         name: unique within the plan (``fit``, ``design_power``, ``p4_pool.2``, ``p6_pstar.paper.seed`` …).
-        kind: one of ``fit``, ``design_power``, ``p4_replicates``, ``p4_pool``, ``p6_pstar``, ``verdicts``.
+        kind: one of :data:`KINDS`.
         call: :data:`CLI` (``kwargs["argv"]`` are the command's arguments) or a function's dotted name.
         kwargs: the call's keyword arguments (the data root included: ``root`` or ``--data-root``).
         output: what it writes, relative to the data root.
@@ -357,6 +357,11 @@ def _derive(profile: str, folder: Path) -> list[dict[str, Any]]:
             name = next(f"{name}.{i}" for i in range(2, len(taken) + 3) if f"{name}.{i}" not in taken)
         out.append({"name": name, "kind": "p6_pstar", "call": f"{_CO}.write_p6_pstar_power", "kwargs": kw,
                     "output": str(p6_path.relative_to(folder))})
+    p3_path = folder / "checks" / profile / "p3_power.csv"
+    for kw in _p3_kwargs(p3_path):
+        out.append({"name": f"p3_power.{kw['worlds']}.{kw['noise']}", "kind": "p3_power",
+                    "call": "bitlaws.study.p3_power.write_p3_power", "kwargs": kw,
+                    "output": str(p3_path.relative_to(folder))})
     out.append({"name": "verdicts", "kind": "verdicts", "call": CLI,
                 "kwargs": {"argv": ["verdicts", "--profile", profile]}, "output": "verdicts.json"})
     return out
@@ -444,6 +449,41 @@ def _p6_status(tab: pd.DataFrame, kw: dict[str, Any], rows: _Rows) -> tuple[bool
     return n == len(kw["datasets"]), f"{n} of its {len(kw['datasets'])} datasets made from these rows"
 
 
+def _p3_kwargs(path: Path) -> list[dict[str, Any]]:
+    """One ``p3_power.write_p3_power`` call per (world, noise, rng, n_boot) of the stored rows of this
+    simulation version (any training rows), with the datasets there; none where the table is absent."""
+    from .law_fits import P3_POWER_COLUMNS, P3_POWER_SIM_VERSION
+    from .p3_power import P3_NOISES, P3_WORLDS
+    from .store import read_rows
+
+    if not path.exists():
+        return []
+    tab = read_rows(path, P3_POWER_COLUMNS, "sim_id")
+    tab = tab[tab["sim_version"].astype(str) == P3_POWER_SIM_VERSION]
+    groups: dict[tuple, set[int]] = {}
+    for r in tab.itertuples(index=False):
+        groups.setdefault((str(r.world), str(r.noise), int(r.rng), int(r.n_boot)), set()).add(int(r.dataset))
+
+    def order(k):
+        return (P3_NOISES.index(k[1]) if k[1] in P3_NOISES else 9, P3_WORLDS.index(k[0]) if k[0] in P3_WORLDS else 9,
+                k[2], k[3])
+
+    return [{"worlds": w, "noise": nz, "datasets": tuple(sorted(ds)), "n_boot": nb, "seed": rng}
+            for (w, nz, rng, nb), ds in sorted(groups.items(), key=lambda kv: order(kv[0]))]
+
+
+def _p3_status(tab: pd.DataFrame, kw: dict[str, Any], rows: _Rows) -> tuple[bool, str]:
+    from .law_fits import P3_POWER_SIM_VERSION, p3_sim_id
+
+    sd = 0.0 if kw["noise"] == "residual" else rows.seed_sd
+    have = set() if tab is None or tab.empty else set(
+        tab.loc[(tab["inputs_sha256"].astype(str) == rows.sha)
+                & (tab["sim_version"].astype(str) == P3_POWER_SIM_VERSION), "sim_id"])
+    n = sum(p3_sim_id(kw["worlds"], kw["noise"], kw["seed"], k, sd, kw["n_boot"], rows.sha) in have
+            for k in kw["datasets"])
+    return n == len(kw["datasets"]), f"{n} of its {len(kw['datasets'])} datasets made from these rows"
+
+
 def _verdicts_status(profile: str, root: str | os.PathLike | None, folder: Path) -> tuple[bool, str]:
     """``python -m bitlaws verdicts --check``'s comparison: every recomputed verdict agrees with the store."""
     from .ledger import check_verdicts, compute_verdicts
@@ -462,6 +502,7 @@ def _verdicts_status(profile: str, root: str | os.PathLike | None, folder: Path)
 
 def _status(steps: list[Step], profile: str, root, folder: Path, rows: _Rows, check_verdicts: bool) -> list[Step]:
     from .boot_check import P6_PSTAR_COLUMNS
+    from .law_fits import P3_POWER_COLUMNS
     from .ptq_degradation import BOOK_PROFILE
     from .store import read_rows
 
@@ -471,7 +512,9 @@ def _status(steps: list[Step], profile: str, root, folder: Path, rows: _Rows, ch
         if rel not in tables:
             p = folder / rel
             tables[rel] = (read_rows(p, P6_PSTAR_COLUMNS, "sim_id") if p.exists() else pd.DataFrame()) \
-                if rel.endswith("p6_pstar_power.csv") else _read_csv(p)
+                if rel.endswith("p6_pstar_power.csv") else (read_rows(p, P3_POWER_COLUMNS, "sim_id") if p.exists()
+                                                              else pd.DataFrame()) \
+                if rel.endswith("p3_power.csv") else _read_csv(p)
         return tables[rel]
 
     out = []
@@ -490,6 +533,8 @@ def _status(steps: list[Step], profile: str, root, folder: Path, rows: _Rows, ch
             ok, why = _pool_status(table(s.output), s.kwargs, rows)
         elif s.kind == "p6_pstar":
             ok, why = _p6_status(table(s.output), s.kwargs, rows)
+        elif s.kind == "p3_power":
+            ok, why = _p3_status(table(s.output), s.kwargs, rows)
         elif profile != BOOK_PROFILE:
             ok, why = True, f"profile {profile!r}: `verdicts` prints them and stores nothing"
         elif any(not o.current for o in out):
@@ -543,7 +588,8 @@ def cascade_plan(profile: str, root: str | os.PathLike | None = None, check_verd
     at one (n_sim, pool, σ_seed) of its table; ``seed_sd`` given only where it is not the design table's),
     ``p6_pstar.…`` (``compute_optimal.write_p6_pstar_power``, one call per (world, noise, rng, n_boot, floor)
     of its table, the sensitivity variants included, with the datasets there; only ``seed`` noise may take
-    ``seed_sd``), ``verdicts``. A table not
+    ``seed_sd``), ``p3_power.…`` (``p3_power.write_p3_power``, one call per (world, noise, rng, n_boot) of its
+    table, with the datasets there), ``verdicts``. A table not
     stored gives no step. While a cascade is under way on the same rows its saved plan is used, since
     the writers replace the tables the arguments are read from.
 

@@ -28,7 +28,7 @@ import pandas as pd
 from .._io import write_atomic
 from ..laws import fit as lf
 from ..laws import forms
-from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, rate_text, store_verdicts
+from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, power_gate, rate_text, store_verdicts
 from .noise import pooled_seed_variance
 from .store import data_dir, frame_sha256, load_runs
 
@@ -1243,6 +1243,116 @@ def precision_tests(spread: Mapping[str, float], seed_var: float, seed_dof: int)
     return out
 
 
+def p3_decision(p_effect: float, p_lack_of_fit: float, lo: float, hi: float, se_lo: float = 0.0,
+                se_hi: float = 0.0) -> dict:
+    """P3's decision (rule v3, :func:`verdict_p3`) from its statistics, shared by the verdict and its power
+    simulation (``bitlaws.study.p3_power``), so both read the data with one instrument.
+
+    Args:
+        p_effect, p_lack_of_fit: :func:`precision_tests`' p-values (NaN: not computable, leg (a) not met).
+        lo, hi: the 95 % interval of f_w(4) (NaN: none). se_lo, se_hi: the Monte Carlo errors of its ends
+            (``_percentile_mc_se``); the paper's value within two of them of an end is at the ``edge``.
+
+    Returns:
+        ``explains`` (leg (a) met), ``inside``, ``outside``, ``edge`` (where the paper's f_w(4) lies),
+        ``size_ok`` (leg (b) met: inside, and the interval's top below ``P3_NO_EFFECT_F``), ``unresolved``
+        (inside but reaching no effect, or at the edge) and ``grade``: reproduced (both legs), partly (one),
+        not reproduced (neither).
+    """
+    explains = bool(math.isfinite(p_lack_of_fit) and p_effect < 0.05 and p_lack_of_fit >= 0.05)
+    # v3: the interval's ends carry the bootstrap's own Monte Carlo error; the paper's value within
+    # two of those errors of an end is "at the edge", neither inside nor outside (unresolved)
+    inside = bool(math.isfinite(lo) and lo + 2 * se_lo < PAPER_F_W_4 < hi - 2 * se_hi)
+    outside = bool(math.isfinite(lo) and (PAPER_F_W_4 < lo - 2 * se_lo or PAPER_F_W_4 > hi + 2 * se_hi))
+    edge = bool(math.isfinite(lo) and not inside and not outside)
+    size_ok = bool(inside and hi < P3_NO_EFFECT_F)
+    legs = int(explains) + int(size_ok)
+    return {"explains": explains, "inside": inside, "outside": outside, "edge": edge, "size_ok": size_ok,
+            "unresolved": bool((inside and not size_ok) or edge),
+            "grade": ("reproduced", "partly", "not reproduced")[2 - legs]}
+
+
+# P3's power simulation (bitlaws.study.p3_power): its rows, their key and what the verdict reads of them.
+P3_POWER_SIM_VERSION = "1"
+P3_POWER_CSV = "p3_power.csv"
+P3_POWER_COLUMNS = ["sim_id", "world", "noise", "rng", "dataset", "seed_sd", "n_boot", "f_w_4_true", "f_w_4_point",
+                    "low", "high", "low_mc_se", "high_mc_se", "p_effect", "p_lack_of_fit", "grade", "n_ok",
+                    "sim_version", "inputs_sha256", "git_sha", "timestamp"]
+
+
+def p3_sim_id(world: str, noise: str, seed: int, dataset: int, seed_sd: float, n_boot: int,
+              inputs_sha256: str) -> str:
+    """The key of one row of ``p3_power.csv``: ``world:noise:rng:dataset:seed_sd:n_boot@sha12`` (σ_seed to 6
+    significant digits; ``sha12`` the first 12 hex digits of the training rows' hash, so datasets simulated
+    from other rows are other rows)."""
+    return f"{world}:{noise}:{int(seed)}:{int(dataset)}:{float(seed_sd):.6g}:{int(n_boot)}@{inputs_sha256[:12]}"
+
+
+def p3_power_path(profile: str, root: str | os.PathLike | None = None) -> Path:
+    """``<root>/checks/<profile>/p3_power.csv`` (root: the repository's ``data/`` by default)."""
+    return (Path(root) if root is not None else data_dir()) / "checks" / profile / P3_POWER_CSV
+
+
+def load_p3_power(profile: str, df: pd.DataFrame, root: str | os.PathLike | None = None
+                  ) -> tuple[pd.DataFrame | None, str]:
+    """The stored P3 power datasets (``bitlaws.study.p3_power.write_p3_power``) made from the training rows
+    ``df`` by this simulation version, or (None, why not): absent, another version, or other rows."""
+    from .store import read_rows
+
+    path = p3_power_path(profile, root)
+    if not path.exists():
+        return None, f"not simulated yet (`bitlaws.study.p3_power.write_p3_power('{profile}')`)"
+    tab = read_rows(path, P3_POWER_COLUMNS, "sim_id")
+    tab = tab[tab["sim_version"].astype(str) == P3_POWER_SIM_VERSION]
+    if tab.empty:
+        return None, "simulated by another version of the simulation; not read"
+    tab = tab[tab["inputs_sha256"] == frame_sha256(df)]
+    if tab.empty:
+        return None, ("simulated from other training rows than these; not read (`bitlaws.study.p3_power."
+                      f"write_p3_power('{profile}')` simulates them again)")
+    return tab.reset_index(drop=True), ""
+
+
+def p3_power_summary(tab: pd.DataFrame) -> dict:
+    """Per noise and world of :func:`load_p3_power`'s rows: ``n`` and the shares graded ``reproduced``,
+    ``partly``, ``not reproduced`` and partly or better (``partly_or_better``), keyed ``[noise][world]``; plus
+    ``power`` (paper world, seed noise, reproduced), ``false_positive`` (no-effect world, seed noise, reproduced),
+    ``false_partly`` (its partly or better), ``power_residual`` (paper world at the residual scatter) and
+    ``n_sim``; NaN where a group has no rows."""
+    out: dict = {}
+    for (nz, w), g in tab.groupby([tab["noise"].astype(str), tab["world"].astype(str)], sort=False):
+        grades = g["grade"].astype(str)
+        out.setdefault(nz, {})[w] = {"n": float(len(g)),
+                                     **{k: float((grades == k).mean()) for k in ("reproduced", "partly", "not reproduced")},
+                                     "partly_or_better": float(grades.isin(["reproduced", "partly"]).mean())}
+
+    def get(nz, w, k):
+        return out.get(nz, {}).get(w, {}).get(k, math.nan)
+
+    out.update(power=get("seed", "paper", "reproduced"), false_positive=get("seed", "no_effect", "reproduced"),
+               false_partly=get("seed", "no_effect", "partly_or_better"),
+               power_residual=get("residual", "paper", "reproduced"), n_sim=get("seed", "paper", "n"),
+               n_null=get("seed", "no_effect", "n"), n_residual=get("residual", "paper", "n"))
+    return out
+
+
+def p3_power_text(summary: Mapping | None, why: str = "") -> str:
+    """The clause of P3's reason on its power (:func:`p3_power_summary`), or why there is none."""
+    if summary is None or not math.isfinite(summary.get("power", math.nan)):
+        return (f"; its power is not simulated for these training rows ({why or 'no rows'}), so a grade short of "
+                "reproduced reads inconclusive")
+    text = (f"; power {rate_text({'power': summary['power'], 'n_sim': summary['n_sim']})} (the rule's reproduced on "
+            "datasets simulated from the paper's γ_w, n_w on our design, Chinchilla ours, seed noise, 100 resamples "
+            "each against the verdict's 2000), false-positive rate "
+            + (rate_text({"power": summary["false_positive"], "n_sim": summary["n_null"]})
+               + f" (partly or better {rate_text({'power': summary['false_partly'], 'n_sim': summary['n_null']})}; "
+                 "f_w ≡ 1)" if math.isfinite(summary["false_positive"]) else "not simulated"))
+    if math.isfinite(summary.get("power_residual", math.nan)):
+        text += (f"; at our fits' residual scatter the power is "
+                 f"{rate_text({'power': summary['power_residual'], 'n_sim': summary['n_residual']})}")
+    return text + " (95 % Monte Carlo intervals)"
+
+
 def _paired_text(rec: Mapping, paired: Mapping | None) -> str:
     """P3's sentence on the absolute and the paired-difference fits (stage-bootstrap intervals)."""
     if not paired or paired.get("status") != "ok":
@@ -1260,8 +1370,17 @@ def _paired_text(rec: Mapping, paired: Mapping | None) -> str:
             f"rows paired): {three(paired)}")
 
 
-def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None = None) -> Verdict:
+def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None = None,
+               power: tuple[pd.DataFrame | None, str] | None = None) -> Verdict:
     """P3: low-precision training acts as fewer parameters (Eq. 3 on the P_w sweep).
+
+    Rule version 4 (2026-12-06, after the data, after a referee) keeps version 3's decision below and gates
+    it by its power, as every other rule is gated (``claims.power_gate``): a grade short of reproduced stands
+    only where the rule's power, the share of datasets simulated from the paper's γ_w, n_w on our design at
+    seed noise that it grades reproduced (``power``: :func:`load_p3_power`'s table and why it is absent;
+    ``bitlaws.study.p3_power``), reaches ``claims.POWER_MIN``; else, or with no power rows for these
+    training rows, it reads *inconclusive*. The false-positive rate (no weight effect) and the power at our
+    fits' residual scatter are reported beside it.
 
     Rule (version 3): two statistics. (a) The N_eff form must explain the loss differences between
     training precisions at fixed (N, D): with data and law centred on each (N, D, seed) cell
@@ -1295,9 +1414,11 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     paired = fits.get("neff_w_paired")
     boot = fits.get("pipeline_boot")
     current = boot is not None and boot.get("status") == "ok" and (df is None or pipeline_boot_is_current(boot, df))
+    tab, why = power if power is not None else (None, "not read")
     sha = inputs_identity("P3", profile, records={"neff_w": fits.get("neff_w"), "chinchilla": fits.get("chinchilla"),
                                                   "neff_w_paired": paired,
-                                                  "pipeline_boot": boot if current else None})
+                                                  "pipeline_boot": boot if current else None},
+                          frames={"p3_power": tab} if tab is not None else None)
     if rec.get("status") != "ok":
         return Verdict("P3", "pending", CLAIMS["P3"]["paper"], "",
                        rec.get("reason") or "no fit of the N_eff law (Eq. 3) on a P_w sweep",
@@ -1324,18 +1445,12 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
         if len(f4s) >= 2:
             lo, hi = (float(v) for v in np.percentile(f4s, [2.5, 97.5]))
             se_lo, se_hi = _percentile_mc_se(f4s, (2.5, 97.5))
-    explains = (math.isfinite(tests["p_lack_of_fit"]) and tests["p_effect"] < 0.05
-                and tests["p_lack_of_fit"] >= 0.05)
-    # v3: the interval's ends carry the bootstrap's own Monte Carlo error; the paper's value within
-    # two of those errors of an end is "at the edge", neither inside nor outside (unresolved)
-    inside = math.isfinite(lo) and lo + 2 * se_lo < PAPER_F_W_4 < hi - 2 * se_hi
-    outside = math.isfinite(lo) and (PAPER_F_W_4 < lo - 2 * se_lo or PAPER_F_W_4 > hi + 2 * se_hi)
-    edge = math.isfinite(lo) and not inside and not outside
-    contains = inside
-    size_ok = contains and hi < P3_NO_EFFECT_F
-    unresolved = (contains and not size_ok) or edge
-    legs = int(explains) + int(size_ok)
-    verdict = "pending" if df is None else ("reproduced", "partly", "not reproduced")[2 - legs]
+    dec = p3_decision(tests["p_effect"], tests["p_lack_of_fit"], lo, hi, se_lo, se_hi)
+    explains, inside, outside, edge = dec["explains"], dec["inside"], dec["outside"], dec["edge"]
+    contains, size_ok, unresolved = inside, dec["size_ok"], dec["unresolved"]
+    summary = p3_power_summary(tab) if tab is not None and len(tab) else None
+    pw = summary["power"] if summary is not None else math.nan
+    verdict = "pending" if df is None else power_gate(dec["grade"], pw)
     ours = (f"γ_w = {ci_text(rec, 'gamma_w', '{:.2f}')} (the stage's own bootstrap, Chinchilla held "
             f"fixed), n_w = {ci_text(rec, 'n_w', '{:.2f}')}; f_w(4) = {f4:.2f}"
             + (f" [{lo:.{_edge_digits(lo, hi, PAPER_F_W_4)}f}, {hi:.{_edge_digits(lo, hi, PAPER_F_W_4)}f}] (95 % "
@@ -1363,8 +1478,12 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
               + ". The grade reads the N_eff fit on absolute losses; the fit on paired differences L(P_w) − L_hp(N, D, "
               "seed) is reported, not graded. The held-out R² is not graded: a precision-blind Chinchilla fit of the "
               "same runs scores about as high, because most of the variation is across N and D; γ is in bits, so ours "
-              "and the paper's can be set side by side")
-    det = {"gamma_w": p["gamma_w"], "n_w": p["n_w"], "holdout_r2": r2, "within_data_sd": spread["data_sd"],
+              "and the paper's can be set side by side; the rule's own grade: " + dec["grade"]
+              + p3_power_text(summary, why))
+    det = {"rule_grade": dec["grade"], "power": pw,
+           "false_positive": summary["false_positive"] if summary else math.nan,
+           "power_residual": summary["power_residual"] if summary else math.nan,
+           "n_sim": summary["n_sim"] if summary else math.nan, "gamma_w": p["gamma_w"], "n_w": p["n_w"], "holdout_r2": r2, "within_data_sd": spread["data_sd"],
            "within_resid_sd": spread["resid_sd"], "within_r2": spread["r2"], "seed_sigma": sigma,
            "p_effect": tests["p_effect"], "p_lack_of_fit": tests["p_lack_of_fit"], "f_w_4": f4,
            "f_w_8": f8, "paper_f_w_4": PAPER_F_W_4}
@@ -1438,7 +1557,8 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     Rule (version 8, registered 2026-12-04 before any ``qat_factorial`` row was read, after referees' blind
     readings of v6 and v7; version 9, written after the factorial was read, changed only the verdict's wording;
     version 10 (2026-12-06) changed nothing here: ``store.load_runs`` gained the data freeze, and every factorial
-    row predates it;
+    row predates it; nor did version 11 (2026-12-06): ``store.load_runs`` refuses an experiment name no file holds
+    and no sweep declares, and returns the same rows for valid ones;
     ``bitlaws.study.claims.rule_p5``, statistics ``bitlaws.study.power.p5_v6_statistics``
     with T's interval ``power.P5_T_INTERVAL_V7``): the seeded factorial (``p5_rows``: every (P_w, P_a, P_kv)
     in {4, 8, 16}³ at seeds 101–103, one (N, D), evaluation version 2), graded on the seeds whose 27 runs
@@ -1838,8 +1958,9 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
     graded) changed only the verdict's words: the reason names the one branch that applied (it said "or too few
     sizes" beside an interval over five) and δ_low/δ_hp carries its interval; no statistic, threshold, simulation,
     data selection or decision changed. Version 7 (2026-12-06) changed nothing here: ``store.load_runs`` gained the
-    data freeze, and every matched-grid row predates it. Until the grid is complete P9 is graded by version 2, as
-    follows.
+    data freeze, and every matched-grid row predates it; nor did version 8 (2026-12-06): ``store.load_runs`` refuses
+    an experiment name no file holds and no sweep declares, and returns the same rows for valid ones. Until the grid
+    is complete P9 is graded by version 2, as follows.
 
     Rule (version 2, ``bitlaws.study.claims.rule_p9``; statistics ``bitlaws.study.power.p9_statistics``):
     (a) a one-sided sign test, in the cells where the high-precision model's δ_PTQ is measurable
@@ -2119,7 +2240,7 @@ def law_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
     P5's own evaluation version ``power.P5_EVAL_VERSION``, whatever ``store.EVAL_VERSION_READ`` says)."""
     if factorial is None:
         factorial = load_p5_factorial(profile)
-    return {"P3": verdict_p3(fits, profile, df), "P5": verdict_p5(fits, profile, df, factorial=factorial),
+    return {"P3": verdict_p3(fits, profile, df, load_p3_power(profile, df)), "P5": verdict_p5(fits, profile, df, factorial=factorial),
             "P9": verdict_p9(fits, df, profile)}
 
 

@@ -24,15 +24,16 @@ from .claims import (CLAIMS, P4_VARIANTS, Verdict, inputs_identity, power_gate, 
                      store_verdicts)
 from .law_fits import (P4_DROPPED_VERSION, TRAINING_EXPERIMENTS, ci_text, load_fits, p4_dropped_draws,  # noqa: F401
                        p4_dropped_is_current, record_on_bound, stage_frames)
-from .noise import noise_floor
+from .noise import noise_floor, noise_model, t_quantile
 from .power import p6_suite_resolution
 from .store import data_dir, load_runs
 from .sweep import PROFILES, coverage, declared_experiments
 
 __all__ = ["PARTS", "SENSITIVITY_BITS", "P4_DROPPED_VERSION", "p4_dropped_draws", "p4_dropped_is_current",
            "training_rows", "marginal_table", "fitted_factors",
-           "paper_factors", "empirical_order", "verdict_p4", "formats_table", "verdict_p10",
-           "PAPER_FP_WEIGHT", "paper_fp_int_effect", "p10_power",
+           "paper_factors", "empirical_order", "factor_intervals", "verdict_p4", "formats_table", "verdict_p10",
+           "PAPER_FP_WEIGHT", "paper_fp_int_effect", "p10_power", "p10_noise", "p10_pairs_for_power", "P10_LEVEL",
+           "factorial_effects",
            "compute_matched_table", "compute_matched_summary", "qat_verdicts", "refresh_qat_verdicts",
            "QAT_EXPERIMENTS", "qat_coverage", "coverage_markdown", "sweep_facts", "verdict_markdown",
            "empirical_order_table", "compute_matched_text", "paper_vs_here", "claims_markdown"]
@@ -175,7 +176,127 @@ def order_indicators(draws, bits=SENSITIVITY_BITS) -> dict[str, np.ndarray]:
             "finite": np.all(np.isfinite(np.stack(list(f.values()))), axis=(0, 2))}
 
 
-def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verdict:
+def factor_intervals(boot: Mapping | None, bits=(4, 8), level: float = 0.95) -> dict[tuple[str, int], tuple[float, float]]:
+    """f_x(P)'s percentile interval over the pipeline bootstrap's draws, per part and width.
+
+    Args:
+        boot: the ``pipeline_boot`` record (its ``draws`` carry γ_x, n_x of every part, each refitted on its
+            resample's Chinchilla constants); None or a record without draws gives {}.
+        bits: the widths. level: the interval's coverage.
+
+    Returns:
+        (part, P) -> (lo, hi), over the draws whose f_x(P) is finite; parts with fewer than two such draws left out.
+    """
+    draws = (boot or {}).get("draws") or []
+    out: dict[tuple[str, int], tuple[float, float]] = {}
+    q = [50 * (1 - level), 100 - 50 * (1 - level)]
+    for x in PARTS:
+        pairs = np.array([(d[f"gamma_{x}"], d[f"n_{x}"]) for d in draws if f"gamma_{x}" in d and f"n_{x}" in d],
+                         dtype=float).reshape(-1, 2)
+        for b in bits:
+            f = np.asarray(forms.precision_factor(float(b), pairs[:, 0], pairs[:, 1]), dtype=float)
+            f = f[np.isfinite(f)]
+            if len(f) >= 2:
+                lo, hi = np.percentile(f, q)
+                out[(x, int(b))] = (float(lo), float(hi))
+    return out
+
+
+def factorial_effects(rows: pd.DataFrame, profile: str, bits: int = 4, level: float = 0.95) -> dict | None:
+    """The 4-bit effects of each part in P5's pre-registered factorial, reported beside P4 (not graded).
+
+    The rows are read as P5 reads them (``law_fits.p5_rows`` and ``power.p5_factorial_table`` with P5's bounds
+    on absurd losses; neither is changed here). Per graded seed: a part's *simple* effect is the loss with that
+    part alone at ``bits`` (the others at 16) minus the same seed's all-16 loss, as P4's marginal sweeps measure
+    it; its *main* effect is the mean over the combinations with that part at ``bits`` minus the mean over those
+    with it at 16 (the other parts averaged over their widths). The KV − weights difference of each is a contrast
+    of the combinations' seed means; its standard error is σ_w·‖c‖/√k, σ_w the factorial's within-seed σ (the
+    residual of combination × seed after both means, on (C − 1)(k − 1) degrees of freedom), its interval
+    t_{(1+level)/2} of those degrees of freedom.
+
+    Args:
+        rows: the ``qat_factorial`` rows (``law_fits.load_p5_factorial``). profile: whose ``power_design``
+            declares the factorial. bits: the low width. level: the interval's coverage.
+
+    Returns:
+        None where the rows are not the complete factorial (P5 reads the joint sweep then) or fewer than two
+        seeds are graded; else floats ``simple_<x>``, ``main_<x>`` (mean over seeds, nats/byte), ``kv_minus_w``,
+        ``kv_minus_w_se``, ``kv_minus_w_lo``, ``kv_minus_w_hi`` (simple effects), ``main_kv_minus_w`` (with
+        ``_se``, ``_lo``, ``_hi``), ``sigma_w``, ``dof``, ``n_seeds``, ``n_params``, ``n_tokens``, ``bits``, and
+        ``rows`` (the rows read, for the verdict's identity).
+    """
+    from .law_fits import p5_rows
+    from .power import P5_ABSURD_MARGIN, p5_factorial_table
+
+    plan = PROFILES[profile].power_design if profile in PROFILES else None
+    if plan is None or rows is None or not len(rows):
+        return None
+    read, which = p5_rows(None, rows, plan)
+    if which != "qat_factorial":
+        return None
+    max_loss = math.log(PROFILES[profile].model_vocab_size)
+    tab = p5_factorial_table(read, bits=tuple(plan.factorial_bits), seeds=plan.factorial_seeds, max_loss=max_loss,
+                             margin=P5_ABSURD_MARGIN)
+    y, combos, k = tab["y"], tab["combos"], len(tab["seeds"])
+    if k < 2 or float(bits) not in set(combos[:, 0]):
+        return None
+    c_n, hp = len(combos), float(HP)
+    pure = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
+    dof = (c_n - 1) * (k - 1)
+    sigma_w = math.sqrt(float((pure ** 2).sum()) / dof)
+    t = t_quantile(dof, level)
+    mean = y.mean(axis=1)
+
+    def alone(j: int) -> np.ndarray:  # the contrast: part j alone at `bits`, minus all-16
+        c = np.zeros(c_n)
+        want = [float(bits) if i == j else hp for i in range(3)]
+        c[np.flatnonzero(np.all(combos == want, axis=1))] = 1.0
+        c[np.flatnonzero(np.all(combos == hp, axis=1))] = -1.0
+        return c
+
+    def main(j: int) -> np.ndarray:  # part j at `bits` minus at 16, the others averaged over their widths
+        on, off = combos[:, j] == float(bits), combos[:, j] == hp
+        return on / on.sum() - off / off.sum()
+
+    out: dict = {"sigma_w": sigma_w, "dof": float(dof), "n_seeds": float(k), "bits": float(bits),
+                 "n_params": float(read["n_params"].iloc[0]), "n_tokens": float(read["n_tokens"].iloc[0])}
+    names = {"w": 0, "a": 1, "kv": 2}
+    for x, j in names.items():
+        out[f"simple_{x}"] = float(alone(j) @ mean)
+        out[f"main_{x}"] = float(main(j) @ mean)
+    for key, c in (("kv_minus_w", alone(2) - alone(0)), ("main_kv_minus_w", main(2) - main(0))):
+        v, se = float(c @ mean), sigma_w * float(np.linalg.norm(c)) / math.sqrt(k)
+        out.update({key: v, f"{key}_se": se, f"{key}_lo": v - t * se, f"{key}_hi": v + t * se})
+    cols = [c for c in ("run_id", "seed", "bits_w", "bits_a", "bits_kv", "status", "loss_val", "n_params", "n_tokens",
+                        "eval_version") if c in read]
+    out["rows"] = read[cols].reset_index(drop=True)
+    return out
+
+
+def _factorial_text(fac: Mapping) -> str:
+    """``factorial_effects`` in words, for P4's "ours" (reported, not graded)."""
+    b = int(fac["bits"])
+    simple = sorted(PARTS, key=lambda x: -fac[f"simple_{x}"])
+    main = sorted(PARTS, key=lambda x: -fac[f"main_{x}"])
+    paper = paper_factors((b,))
+    sign = "more" if fac["kv_minus_w_lo"] > 0 else "less" if fac["kv_minus_w_hi"] < 0 else None
+    return (f"; reported, not graded: P5's pre-registered factorial ({int(fac['n_seeds'])} seeds, N = "
+            f"{fac['n_params']:,.0f}, D = {fac['n_tokens']:,.0f}), each part alone at {b} bits against the same "
+            f"seed's all-16 run: " + ", ".join(f"{x} {fac[f'simple_{x}']:+.3f}" for x in simple)
+            + f" nats/byte (main effects, the other parts averaged over their widths: "
+            + ", ".join(f"{x} {fac[f'main_{x}']:+.3f}" for x in main)
+            + f"); KV{b} − W{b} = {fac['kv_minus_w']:+.3f} [{fac['kv_minus_w_lo']:+.3f}, {fac['kv_minus_w_hi']:+.3f}] "
+            f"(main effects {fac['main_kv_minus_w']:+.3f} [{fac['main_kv_minus_w_lo']:+.3f}, "
+            f"{fac['main_kv_minus_w_hi']:+.3f}]; 95 % t-intervals on the factorial's within-seed σ "
+            f"{fac['sigma_w']:.4f}, {int(fac['dof'])} degrees of freedom)"
+            + (f": at {b} bits the KV cache costs {sign} than the weights here, "
+               + ("the reverse of" if sign == "more" else "as in")
+               + f" the paper's f_kv({b}) {paper.loc[b, 'kv']:.2f} > f_w({b}) {paper.loc[b, 'w']:.2f}"
+               if sign else f": the factorial does not resolve KV from the weights at {b} bits"))
+
+
+def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
+               factorial: pd.DataFrame | None = None) -> Verdict:
     """P4: at equal bits (4–8) activations are the most sensitive, weights next, the KV cache least.
 
     Rule (version 7, ``bitlaws.study.claims.rule_p4_variants``, on version 5's reading below): the
@@ -208,6 +329,12 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     bootstrap the point fits' order is graded as in version 1 and the reason says so. Pending
     without all three fits. The empirical mean loss increase per part is reported beside it.
 
+    Reported, not graded: f_x(4) and f_x(8) with their 95 % intervals over the pipeline bootstrap's draws
+    (``factor_intervals``), a constant on its fit's bound named (its point value is the bound's), the point fits'
+    order marked as theirs, and, with ``factorial`` (P5's ``qat_factorial`` rows, ``law_fits.load_p5_factorial``),
+    the factorial's 4-bit effects per part with the KV − weights difference and its t-interval
+    (``factorial_effects``).
+
     (Version 1, before the data, compared the point fits' f_x at the five widths; version 2, after
     the data, reads the bootstrap's probability of the order so that the grade carries its
     uncertainty; version 3 adds the power gate every other rule has (the grade it gave, inconclusive,
@@ -217,7 +344,11 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
     every run is fitted, and the simulation extends the paper's law to those rows instead.)
     """
     frames = stage_frames(df)
-    sha = inputs_identity("P4", profile, frames={f"neff_{p}": frames[f"neff_{p}"] for p in PARTS},
+    fac = factorial_effects(factorial, profile) if factorial is not None and len(factorial) else None
+    read = {f"neff_{p}": frames[f"neff_{p}"] for p in PARTS}
+    if fac is not None:
+        read["factorial"] = fac["rows"]
+    sha = inputs_identity("P4", profile, frames=read,
                           records={**{f"neff_{p}": fits.get(f"neff_{p}") for p in PARTS},
                                    "pipeline_boot": fits.get("pipeline_boot")})
     ours = fitted_factors(fits)
@@ -250,18 +381,39 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
             verdict = "inconclusive"  # rule v6–7 needs every variant's power and the draws without P_a <= 3
 
     emp = empirical_order(marginal_table(df))
-    base = df[df["experiment"] == "base_grid"]
-    floor = float(noise_floor(base).get("loss", math.nan)) if len(base) else math.nan
+    floor, floor_dof, _ = p10_noise(df)  # the pooled seed σ every rule reads (reported here)
     emp_txt = ""
     if 4 in emp.index and emp.loc[4].notna().all():
         e4 = emp.loc[4]
         emp_txt = ("; measured mean loss increase at 4 bits: "
                    + ", ".join(f"{p} {e4[p]:+.3f}" for p in e4.sort_values(ascending=False).index)
-                   + (f" (seed noise floor {floor:.3f})" if math.isfinite(floor) else ""))
-    ours_txt = ("f_x(4) = " + ", ".join(f"{p} {ours.loc[4, p]:.2f}" for p in PARTS)
-                + "; f_x(8) = " + ", ".join(f"{p} {ours.loc[8, p]:.3f}" for p in PARTS)
-                + "; smallest f (most sensitive) first: " + "; ".join(f"{b}: {_order(ours.loc[b])}" for b in ours.index)
-                + emp_txt)
+                   + (f" (pooled seed σ of one run {floor:.3f} on {floor_dof} degrees of freedom)"
+                      if math.isfinite(floor) and floor_dof else ""))
+    bound = {x: [f"{k} = {(fits.get(f'neff_{x}') or {}).get('params', {}).get(k, math.nan):g}"
+                 for k in record_on_bound(fits.get(f"neff_{x}"))] for x in PARTS}
+    ints = factor_intervals(fits.get("pipeline_boot"), (4, 8)) if probs is not None else {}
+
+    def f_text(b: int, fmt: str) -> str:
+        out = []
+        for x in PARTS:
+            txt = f"{x} {format(ours.loc[b, x], fmt)}"
+            if (x, b) in ints:
+                lo, hi = ints[(x, b)]
+                txt += f" [{format(lo, fmt)}, {format(hi, fmt)}]"
+            if bound[x]:
+                txt += f" ({', '.join(bound[x])} on its fit's bound: the point value is the bound's)"
+            out.append(txt)
+        return ", ".join(out)
+
+    orders = {b: _order(ours.loc[b]) for b in ours.index}
+    drivers = [f"f_{x}'s place in it is set by {', '.join(bound[x])} on its bound" for x in PARTS if bound[x]]
+    order_txt = ("; the point fits' order (smallest f, most sensitive, first; not graded"
+                 + (f"; {'; '.join(drivers)}" if drivers else "") + "): "
+                 + (f"{orders[min(orders)]} at every width from {min(orders)} to {max(orders)} bits"
+                    if len(set(orders.values())) == 1 else "; ".join(f"{b}: {o}" for b, o in orders.items())))
+    ours_txt = ("f_x(4) = " + f_text(4, ".2f") + "; f_x(8) = " + f_text(8, ".3f")
+                + (f" (95 % intervals over the pipeline bootstrap's {int(probs['n_draws'])} draws)" if ints else "")
+                + order_txt + emp_txt + (_factorial_text(fac) if fac is not None else ""))
     reason = (f"Paper (Table 2): {paper_txt}; γ and n are in bits, so ours and the paper's can be set side by side "
               "(whether they agree is what the comparison tests)")
     if probs is not None:
@@ -299,8 +451,8 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
                        + ", ".join(f"{b}" for b in kv_below) + " bits")
         if 4 in emp.index and emp.loc[4].notna().all() and math.isfinite(floor):
             gap = abs(float(emp.loc[4, "w"] - emp.loc[4, "kv"]))
-            reason += (f"; the measured w/KV gap at 4 bits is {gap:.3f} nats/byte, against a single-run seed σ of "
-                       f"{floor:.3f}")
+            reason += (f"; the measured w/KV gap at 4 bits is {gap:.3f} nats/byte, against a pooled single-run seed σ "
+                       f"of {floor:.3f}")
     elif not full:
         reason += ("; in the point fits activations are not the most sensitive at every bit width"
                    + (f", which the bootstrap does not resolve (activations most sensitive in {probs['p_a_most']:.0%} "
@@ -311,6 +463,9 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> Verd
                    "do not fix it, so its curve between the bits we ran is the bound's, not a measurement, and an "
                    "interval that reaches the bound is cut by the box, not by the data)")
     det = {f"f_{p}_{b}": float(ours.loc[b, p]) for b in ours.index for p in PARTS}
+    det.update({f"f_{x}_{b}_{end}": v for (x, b), ends in ints.items() for end, v in zip(("lo", "hi"), ends)})
+    if fac is not None:
+        det.update({f"factorial_{k}": v for k, v in fac.items() if isinstance(v, float)})
     det.update({f"paper_f_{p}_{b}": float(paper.loc[b, p]) for b in (4, 8) for p in PARTS})
     if probs is not None:
         det.update(probs)
@@ -428,8 +583,13 @@ def formats_table(df: pd.DataFrame) -> pd.DataFrame:
 PAPER_FP_WEIGHT = {"gamma_w": 2.8111, "n_w": 0.1240}
 # Simulated replicates of the formats design behind P10's power and false-positive rate.
 P10_SIMULATIONS = 4000
-# One-sided normal quantiles: the rule's two standard errors, and 80 % power.
-_Z_RULE, _Z_POWER = 2.0, 0.8416
+# Rule v4's critical value: the two-sided t-quantile at this level on the pooled seed σ's degrees of freedom
+# (``noise.t_quantile``; 2.09 on 19), so the one-sided test "mean below −t·s.e." is at 2.5 %.
+P10_LEVEL = 0.95
+# The power "pairs for 80 % power" asks for.
+P10_TARGET_POWER = 0.8
+# Rule v3's multiplier (a normal 2), kept for ``_p10_grades``' default.
+_Z_RULE = 2.0
 
 
 def paper_fp_int_effect(t: pd.DataFrame, chinchilla: Mapping[str, float]) -> np.ndarray:
@@ -466,27 +626,29 @@ def _mean_se(twins: np.ndarray, sigma: float) -> float:
     return sigma * math.sqrt(n + float((m ** 2).sum())) / n
 
 
-def _p10_grades(deltas: np.ndarray, fmt_codes: np.ndarray, paper_fmt: np.ndarray, sigma: float,
-                twins: np.ndarray) -> np.ndarray:
-    """The rule of ``verdict_p10`` (version 3, before its power check) on each row of ``deltas``.
+def _p10_grades(deltas: np.ndarray, fmt_codes: np.ndarray, paper_fmt: np.ndarray, sigma,
+                twins: np.ndarray, crit: float = _Z_RULE) -> np.ndarray:
+    """The rule of ``verdict_p10`` (before its power check) on each row of ``deltas``.
 
     Args:
         deltas: (n_sim, n_pairs) FP − INT loss differences.
         fmt_codes: (n_pairs,) int — the (bits, format) group of each pair.
         paper_fmt: (n_groups,) bool — the group is the paper's own format at its width.
-        sigma: the seed σ of one run (0 drops the noise terms).
+        sigma: the seed σ of one run, a float or (n_sim,) — each replicate's own σ̂ (0 drops the noise terms).
         twins: (n_pairs,) int — the integer twin of each pair (``_mean_se``).
+        crit: the multiplier of the standard error: rule v4's t_{0.975, ν} (``P10_LEVEL``); 2 was v3's.
 
     Returns:
-        (n_sim,) object — ``reproduced`` (mean below −2 s.e.), ``partly`` (else the paper's own
-        format beyond −2 of its s.e. at some width) or ``not reproduced``.
+        (n_sim,) object — ``reproduced`` (mean below −crit s.e.), ``partly`` (else the paper's own
+        format beyond −crit of its s.e. at some width) or ``not reproduced``.
     """
+    sigma = np.asarray(sigma, dtype=float)
     mean = deltas.mean(axis=1)
-    beyond = mean < -_Z_RULE * _mean_se(twins, sigma)
+    beyond = mean < -crit * _mean_se(twins, sigma)
     paper_wins = np.zeros(len(deltas), dtype=bool)
     for g in np.flatnonzero(paper_fmt):
         cols = fmt_codes == g
-        paper_wins |= deltas[:, cols].mean(axis=1) < -_Z_RULE * _mean_se(twins[cols], sigma)
+        paper_wins |= deltas[:, cols].mean(axis=1) < -crit * _mean_se(twins[cols], sigma)
     return np.where(beyond, "reproduced", np.where(paper_wins, "partly", "not reproduced")).astype(object)
 
 
@@ -495,14 +657,60 @@ def _twins(t: pd.DataFrame) -> np.ndarray:
     return t.groupby(["size", "n_tokens", "seed", "bits"], sort=True).ngroup().to_numpy()
 
 
+def p10_noise(df: pd.DataFrame) -> tuple[float, int, int]:
+    """The seed σ P10 reads (rule v4): the base grid's pooled σ of one run's loss, as P1, P2, P3 and P6 read it.
+
+    ``noise.noise_model`` of the base grid's rows: Σ(k_i − 1)s_i² / Σ(k_i − 1) over the (N, D) cells trained
+    with ≥ 2 seeds, with its degrees of freedom (rule v3 took ``noise.noise_floor``'s largest single cell).
+
+    Returns:
+        (σ [nats/byte], degrees of freedom, seeded cells); (NaN, 0, 0) without base-grid rows or seeds.
+    """
+    base = df[df["experiment"] == "base_grid"] if "experiment" in df else df.iloc[0:0]
+    if not len(base):
+        return math.nan, 0, 0
+    nm = noise_model(base)
+    return float(nm.loss_sd), int(nm.loss_dof), int(nm.n_cells)
+
+
+def p10_pairs_for_power(per_pair_var: float, effect: float, dof: float, power: float = P10_TARGET_POWER,
+                        level: float = P10_LEVEL) -> float:
+    """The pairs at which rule v4 reads ``effect`` (a mean FP − INT difference) as reproduced with ``power``.
+
+    With n pairs the mean's standard error is sqrt(``per_pair_var``/n) (σ²·(n + Σm²)/n per pair, twins shared
+    as in the design); the rule reads mean/(σ̂·c) against −t_{(1+level)/2, ν}, and with σ̂ on ν degrees of
+    freedom of its own that ratio is noncentral t(ν, |effect|/s.e.). So n = per_pair_var·λ²/effect², λ the
+    noncentrality at which P(T > t) = ``power`` (``z + z_power`` as ν → ∞; the far tail is neglected).
+
+    Args:
+        per_pair_var: σ²·(n + Σm²)/n [nats²]. effect: the mean difference to detect [nats]. dof: ν (``math.inf``:
+            σ known). power: in (0, 1). level: the rule's two-sided level.
+
+    Returns:
+        Pairs (a float, rounded up); ``math.inf`` for a zero effect.
+    """
+    from scipy import optimize, stats
+
+    if not effect or not math.isfinite(effect):
+        return math.inf
+    crit = t_quantile(dof, level)
+    if math.isinf(dof):
+        lam = crit + float(stats.norm.ppf(power))
+    else:
+        lam = float(optimize.brentq(lambda x: stats.nct.sf(crit, dof, x) - power, 0.0, 100.0, xtol=1e-10))
+    return float(math.ceil(per_pair_var * lam ** 2 / effect ** 2))
+
+
 def p10_power(t: pd.DataFrame, predicted: np.ndarray, sigma: float, n_sim: int = P10_SIMULATIONS,
-              seed: int = 0) -> dict[str, float]:
+              seed: int = 0, dof: float = math.inf) -> dict[str, float]:
     """The P10 rule's power and false-positive rate on our design, by simulation.
 
     Each replicate redraws every run of the formats design: each floating-point run and each
     integer twin (one per (size, D, seed, P), shared by the formats of that width, as in the
     data) gets its own N(0, σ²) seed noise, around the paper's predicted difference
-    (``predicted``) or around no difference (the null). The same rule grades each replicate.
+    (``predicted``) or around no difference (the null). Each replicate also draws its own σ̂ =
+    σ·sqrt(χ²_ν/ν), ν = ``dof`` (the data's σ is estimated on ν degrees of freedom; ``math.inf``: σ
+    known), and the same rule (v4: t_{0.975, ν} standard errors) grades it with that σ̂.
 
     Returns:
         ``power`` (share graded reproduced under the paper's effect), ``power_partly`` (partly or
@@ -513,11 +721,13 @@ def p10_power(t: pd.DataFrame, predicted: np.ndarray, sigma: float, n_sim: int =
     groups = t.groupby(["bits", "fmt"], sort=True).ngroup().to_numpy()
     names = t.groupby(["bits", "fmt"], sort=True).size().index
     paper_fmt = np.array([f in set(PAPER_FP_FORMATS.values()) for _, f in names])
+    crit = t_quantile(dof, P10_LEVEL)
     rng = np.random.default_rng(seed)
     out = {"n_sim": float(n_sim)}
     for label, mu in (("power", np.asarray(predicted, float)), ("false", np.zeros(len(t)))):
         noise = rng.normal(0.0, sigma, (n_sim, len(t))) - rng.normal(0.0, sigma, (n_sim, twins.max() + 1))[:, twins]
-        g = _p10_grades(mu + noise, groups, paper_fmt, sigma, twins)
+        s_hat = sigma * np.sqrt(rng.chisquare(dof, n_sim) / dof) if math.isfinite(dof) else sigma
+        g = _p10_grades(mu + noise, groups, paper_fmt, s_hat, twins, crit)
         key = "power" if label == "power" else "false_positive"
         out[key] = float(np.mean(g == "reproduced"))
         out[f"{label}_partly"] = float(np.mean(g != "not reproduced"))
@@ -527,20 +737,22 @@ def p10_power(t: pd.DataFrame, predicted: np.ndarray, sigma: float, n_sim: int =
 def verdict_p10(df: pd.DataFrame, profile: str, fits: Mapping[str, dict] | None = None) -> Verdict:
     """P10: floating-point formats do slightly better than integer ones at equal bits.
 
-    Rule (version 3): over every (FP format, N, D) pair of the formats sweep with its integer twin
+    Rule (version 4): over every (FP format, N, D) pair of the formats sweep with its integer twin
     (same P_w, N, D, seed), the mean difference FP − INT against its noise: a pair differs by two
     single-seed runs, and formats of one width share their integer twin, so with the base grid's
-    seed σ the mean over n pairs has standard error ``σ·sqrt(n + Σm²)/n`` (``_mean_se``; m the
-    pairs sharing each twin; ``σ·sqrt(2/n)`` without sharing). First the power check: the paper's own FP and INT fits predict a difference
-    on our design (``paper_fp_int_effect``, with our Chinchilla A and α); if its mean is smaller
-    than two standard errors, our design cannot detect the paper's effect and the grade is
-    **inconclusive**, with the number of pairs that would give 80 % power. Otherwise:
-    **reproduced** if the mean difference is below −2 s.e.; **partly** if not, but the paper's own
-    format (``PAPER_FP_FORMATS``) is better beyond 2 s.e. of its own pairs at some bit width;
+    pooled seed σ (``p10_noise``: ``noise.noise_model``, the σ P1, P2, P3 and P6 read, on its ν degrees of
+    freedom) the mean over n pairs has standard error ``σ·sqrt(n + Σm²)/n`` (``_mean_se``; m the
+    pairs sharing each twin; ``σ·sqrt(2/n)`` without sharing), and the critical value is
+    t = t_{0.975, ν} (``P10_LEVEL``). First the power check: the paper's own FP and INT fits predict a
+    difference on our design (``paper_fp_int_effect``, with our Chinchilla A and α); if its mean is
+    smaller than t standard errors, our design cannot detect the paper's effect and the grade is
+    **inconclusive**, with the number of pairs that would give 80 % power (``p10_pairs_for_power``).
+    Otherwise: **reproduced** if the mean difference is below −t s.e.; **partly** if not, but the
+    paper's own format (``PAPER_FP_FORMATS``) is better beyond t of its own s.e. at some bit width;
     **not reproduced** otherwise. The share of pairs favouring FP is reported, not graded. The
-    power and false-positive rate of the rule on our design, by simulation (``p10_power``), are
-    reported beside the grade. Without seeds (σ NaN) or without a Chinchilla fit the power check
-    and the noise terms are dropped.
+    power and false-positive rate of the rule on our design, by simulation (``p10_power``, each
+    replicate with its own σ̂ on ν degrees of freedom), are reported beside the grade. Without seeds
+    (σ NaN) or without a Chinchilla fit the power check and the noise terms are dropped.
 
     (Version 1, written before the data, graded ≥ 1/2 of pairs favouring FP as partly. Version 2
     read the mean against its noise after our 8/15 pairs with a mean of −0.002 nats/byte inside a
@@ -548,7 +760,11 @@ def verdict_p10(df: pd.DataFrame, profile: str, fits: Mapping[str, dict] | None 
     power check — the paper's constants predict about −0.002 on our design, so a null here cannot
     contradict the paper — and drops the share leg: for an effect much smaller than one run's
     noise the share of winning pairs tends to about one half however many pairs are run, so that
-    leg made "reproduced" unreachable (the simulation in the tests shows it).)
+    leg made "reproduced" unreachable (the simulation in the tests shows it). Version 4, after a
+    referee and after the data: v3's σ was ``noise.noise_floor``'s, the largest single cell's seed SD
+    (0.031, a cell at D = 1M that the formats design, all at D = 2M, does not hold), with a normal 2;
+    v4 reads the pooled σ every other verdict reads, with the t-quantile of its degrees of freedom,
+    and simulates σ̂ on them; the grade stayed inconclusive.)
     """
     t = formats_table(df).dropna(subset=["delta"])
     sha = inputs_identity("P10", profile, frames={"rows": df},
@@ -560,55 +776,68 @@ def verdict_p10(df: pd.DataFrame, profile: str, fits: Mapping[str, dict] | None 
     wins = float((t["delta"] < 0).mean())
     mean = float(t["delta"].mean())
     by_fmt = t.groupby(["bits", "fmt"])["delta"].mean()
+    sigma, dof, cells = p10_noise(df)
+    seeded = math.isfinite(sigma) and dof > 0
+    sig = sigma if seeded else 0.0
+    crit = t_quantile(dof, P10_LEVEL) if seeded else _Z_RULE  # no σ: the noise terms are 0 and crit is moot
     base = df[df["experiment"] == "base_grid"]
-    floor = float(noise_floor(base).get("loss", math.nan)) if len(base) else math.nan
-    sig = floor if math.isfinite(floor) else 0.0
+    largest = float(noise_floor(base).get("loss", math.nan)) if len(base) else math.nan  # rule v3's σ, reported
     twins = _twins(t)
     se = _mean_se(twins, sig)
     groups = t.groupby(["bits", "fmt"], sort=True).ngroup().to_numpy()
     paper_fmt = np.array([f in set(PAPER_FP_FORMATS.values()) for _, f in by_fmt.index])
-    grade = str(_p10_grades(t["delta"].to_numpy(float)[None, :], groups, paper_fmt, sig, twins)[0])
+    grade = str(_p10_grades(t["delta"].to_numpy(float)[None, :], groups, paper_fmt, sig, twins, crit)[0])
     chin = ((fits or {}).get("chinchilla") or {}).get("params") if (fits or {}).get("chinchilla", {}).get(
         "status") == "ok" else None
     det = {"win_share": wins, "mean_delta": mean, "pairs": float(len(t)), "mean_delta_se": se,
            **{f"delta_{f}": float(d) for (b, f), d in by_fmt.items()}}
+    if seeded:
+        det.update({"sigma": sigma, "sigma_dof": float(dof), "sigma_cells": float(cells), "mean_delta_t": crit,
+                    "mean_delta_lo": mean - crit * se, "mean_delta_hi": mean + crit * se})
     power_txt = ""
     verdict = grade
     if chin is not None and sig > 0:  # the power check
         pred = paper_fp_int_effect(t, chin)
         pred_mean = float(pred.mean())
-        pw = p10_power(t, pred, sig)
+        pw = p10_power(t, pred, sig, dof=dof)
         per_pair = (se * len(t)) ** 2 / len(t)  # σ²·(n + Σm²)/n: the variance one pair adds, twins shared as here
-        n80 = math.ceil(per_pair * (_Z_RULE + _Z_POWER) ** 2 / pred_mean ** 2) if pred_mean else math.inf
+        n80 = p10_pairs_for_power(per_pair, pred_mean, dof)
         det.update({"paper_mean_delta": pred_mean, "power": pw["power"], "power_partly": pw["power_partly"],
                     "false_positive": pw["false_positive"], "false_partly": pw["false_partly"],
                     "pairs_for_80pct_power": float(n80)})
-        detectable = abs(pred_mean) >= _Z_RULE * se
+        detectable = abs(pred_mean) >= crit * se
         if not detectable:
             verdict = "inconclusive"
+        n80_txt = f"{int(n80):,}" if math.isfinite(n80) else "no number of"
         power_txt = (f"; the paper's FP and INT fits predict {pred_mean:+.4f} nats/byte on our pairs "
-                     f"({'beyond' if detectable else 'inside'} two standard errors): the rule's power is "
+                     f"({'beyond' if detectable else 'inside'} {crit:.2f} standard errors): the rule's power is "
                      f"{rate_text(pw)} (partly or better {rate_text(pw, 'power_partly')}), its false-positive rate "
                      f"{rate_text(pw, 'false_positive')} (partly or better {rate_text(pw, 'false_partly')}; 95 % "
-                     f"Monte Carlo intervals); about {n80:,} pairs "
-                     "would give 80 % power")
+                     f"Monte Carlo intervals; each simulated dataset draws its own σ̂ on {dof} degrees of freedom); "
+                     f"about {n80_txt} pairs would give 80 % power (noncentral t on the same {dof} degrees of "
+                     "freedom, twins shared as here)")
     ours = (f"floating point has the lower loss in {int((t['delta'] < 0).sum())}/{len(t)} (format, N, D) pairs; "
             f"mean loss difference FP − INT {mean:+.4f} nats/byte; by format: "
-            + ", ".join(f"{f} {d:+.4f}" for (b, f), d in by_fmt.items())
-            + (f"; seed noise floor {floor:.4f}" if math.isfinite(floor) else ""))
-    if math.isfinite(floor):
-        ours += (f"; standard error of the mean difference {se:.4f} (σ·sqrt(n + Σm²)/n over n = {len(t)} pairs, "
-                 "m pairs sharing each integer twin), so the mean is "
-                 + ("beyond" if abs(mean) > 2 * se else "inside") + " two standard errors")
-        far = [f for k, ((b, f), d) in enumerate(by_fmt.items()) if abs(d) > 2 * _mean_se(twins[groups == k], floor)]
-        ours += ("; no format's mean is beyond two of its standard errors" if not far else
-                 "; formats beyond two standard errors: " + ", ".join(far))
+            + ", ".join(f"{f} {d:+.4f}" for (b, f), d in by_fmt.items()))
+    if seeded:
+        ours += (f"; seed σ {sigma:.4f} nats/byte, pooled over the base grid's {cells} seeded cells on {dof} degrees "
+                 f"of freedom (t_0.975 = {crit:.2f}; the largest single cell's σ, "
+                 + (f"{largest:.4f}, " if math.isfinite(largest) else "")
+                 + "was rule v3's)"
+                 f"; standard error of the mean difference {se:.4f} (σ·sqrt(n + Σm²)/n over n = {len(t)} pairs, "
+                 f"m pairs sharing each integer twin), 95 % t-interval [{mean - crit * se:+.4f}, {mean + crit * se:+.4f}], "
+                 "so the mean is " + ("beyond" if abs(mean) > crit * se else "inside") + f" {crit:.2f} standard errors")
+        far = [f for k, ((b, f), d) in enumerate(by_fmt.items()) if abs(d) > crit * _mean_se(twins[groups == k], sig)]
+        ours += (f"; no format's mean is beyond {crit:.2f} of its standard errors" if not far else
+                 f"; formats beyond {crit:.2f} standard errors: " + ", ".join(far))
     ours += power_txt
     reason = ("The paper compares fitted γ_w (FP 2.81 vs INT 2.67) at 30M–220M parameters; we compare the "
               "runs directly, weight-only, at our scale"
-              + (f"; without the power check the rule would read {grade}" if verdict == "inconclusive" else ""))
-    if math.isfinite(floor):
-        det["noise_floor"] = floor
+              + (f"; without the power check the rule would read {grade}" if verdict == "inconclusive" else "")
+              + ("; rule v4 reads the pooled seed σ with its t-quantile, as P1, P2, P3 and P6 do (v3 took the largest "
+                 "single cell's σ and a normal 2)" if seeded else ""))
+    if math.isfinite(largest):
+        det["noise_floor"] = largest
     return Verdict("P10", verdict, CLAIMS["P10"]["paper"], ours, reason, profile, sha, det)
 
 
@@ -701,9 +930,15 @@ def compute_matched_summary(df: pd.DataFrame, profile: str) -> dict:
             "noise_floor": floor, "margin": margin, "near_best": near, "welch_p": welch}
 
 
-def qat_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -> dict[str, Verdict]:
-    """P4 and P10 from a profile's fits and rows."""
-    return {"P4": verdict_p4(fits, df, profile), "P10": verdict_p10(df, profile, fits)}
+def qat_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
+                 factorial: pd.DataFrame | None = None) -> dict[str, Verdict]:
+    """P4 and P10 from a profile's fits and rows; P4 also reports P5's factorial (``factorial``; None: the
+    profile's ``qat_factorial`` rows as P5 reads them, ``law_fits.load_p5_factorial``)."""
+    if factorial is None:
+        from .law_fits import load_p5_factorial
+
+        factorial = load_p5_factorial(profile)
+    return {"P4": verdict_p4(fits, df, profile, factorial=factorial), "P10": verdict_p10(df, profile, fits)}
 
 
 def refresh_qat_verdicts(profile: str = "cpu", write: bool = True) -> dict[str, Verdict]:

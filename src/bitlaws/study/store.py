@@ -41,6 +41,8 @@ from .._io import (  # frame_sha256 re-exported: the inputs' hash of fits and ve
     write_atomic,
 )
 from . import PROFILE_NAMES  # re-exported: the profiles whose rows the store holds
+# the experiment names load_runs accepts: the sweep's (declared per profile) and `python -m bitlaws train`'s
+from . import DECLARED_EXPERIMENTS, EXPERIMENT_NAMES, MANUAL_EXPERIMENT
 
 __all__ = [
     "COLUMNS",
@@ -784,6 +786,48 @@ def after_freeze(rows: pd.DataFrame, until: str | None) -> pd.Series:
     return stamps > until
 
 
+def _no_rows_message(profile, experiment, wanted, folder, absent, n_rows, other_versions, eval_version, n_late,
+                     freeze) -> str:
+    """:func:`load_runs`' FileNotFoundError where no row is left: which experiments no file holds (declared
+    but not run), and how many rows the evaluation version and the data freeze removed."""
+    what = "" if wanted is None else f" of experiment {experiment!r}" if isinstance(experiment, str) \
+        else f" of experiments {sorted(wanted, key=str)}"
+    why = []
+    if absent:
+
+        declared = DECLARED_EXPERIMENTS.get(profile, ())
+        run = [e for e in absent if e in declared]
+        other = [e for e in absent if e not in declared and e != MANUAL_EXPERIMENT]
+        if run:
+            why.append(f"no file holds {', '.join(map(repr, run))}, which bitlaws.study.sweep declares for {profile!r} "
+                       f"and has not run yet (`python -m bitlaws sweep --profile {profile} --experiments "
+                       f"{','.join(run)}` makes the rows)")
+        if other:
+            why.append(f"no file holds {', '.join(map(repr, other))}, for which {profile!r} declares no run "
+                       f"(bitlaws.study.sweep.declared_experiments({profile!r}) lists those it does)")
+        if MANUAL_EXPERIMENT in absent:
+            why.append(f"no file holds {MANUAL_EXPERIMENT!r} (the rows of `python -m bitlaws train`, copied in)")
+    if n_rows:
+        cut = []
+        if other_versions:
+            versions = sorted(other_versions, key=str)
+            at = " and ".join(f"{other_versions[v]} at version {v}" for v in versions)
+            n = sum(other_versions.values())
+            cut.append(f"{n} {'are' if n > 1 else 'is'} at evaluation versions other than {eval_version}, the "
+                       f"version read ({at}; eval_version={' or '.join(map(str, versions))} or 'all' reads "
+                       f"{'them' if n > 1 else 'it'}, the data freeze still applying)")
+        if n_late:
+            cut.append(f"{'the other ' if other_versions else ''}{n_late}"
+                       f"{', at version ' + str(eval_version) + ',' if eval_version != 'all' else ''} "
+                       f"{'were' if n_late > 1 else 'was'} written "
+                       f"after the data freeze {freeze} (only rows written at or before it are read: `until`, by "
+                       "default store.ROWS_READ_UNTIL; until='all' reads later ones)")
+        why.append(f"of the {n_rows} row{'s' if n_rows > 1 else ''} the files hold, {'; '.join(cut)}")
+    elif not absent:
+        why.append("the files hold none")
+    return f"no rows{what} for profile {profile!r} under {folder}: {'; '.join(why)}"
+
+
 def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
               root: str | os.PathLike | None = None, eval_version: int | str | None = None,
               until: str | None = None) -> pd.DataFrame:
@@ -803,8 +847,13 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
             profile's data freeze :data:`ROWS_READ_UNTIL`; ``"all"``: every row, later ones included.
 
     Raises:
-        ValueError: an unknown profile or evaluation version, or a bad `until` (the message lists the allowed ones).
-        FileNotFoundError: no observation CSV for `profile`; the message says how to make one.
+        ValueError: an unknown profile or evaluation version, or a bad `until` (the message lists the allowed
+            ones); or an `experiment` name that no file of the profile holds and ``bitlaws.study.sweep`` does not
+            declare (nor ``manual``, the rows of ``python -m bitlaws train``): the message names it and lists the
+            experiments the files hold and those the profile's sweep declares but has not run.
+        FileNotFoundError: no observation CSV for `profile` (the message says how to make one); or no row left
+            of the experiments asked for: a declared one not yet run (no file holds it), or rows that only other
+            evaluation versions or the data freeze hold (the message counts the rows each filter removed).
         StoreError: a damaged file (its path and line).
     """
     if profile not in PROFILE_NAMES:
@@ -823,24 +872,45 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
             f"no results for profile {profile!r} under {folder}; run `python -m bitlaws sweep --profile {profile}`"
         )
     wanted = None if experiment is None else ({experiment} if isinstance(experiment, str) else set(experiment))
+    present: set[str] = set()  # the experiments the files hold, before any filter
+    n_rows, other_versions, n_late = 0, {}, 0  # the rows asked for; those each filter removed
     frames = []
     for f in files:
         data = _read_locked_bytes(f) or b""
         _parse(f, data, None, None)  # a damaged file is refused, not half read
         part = pd.read_csv(io.BytesIO(data))  # parsed as ever: the inputs' hashes stay what they were
+        if "experiment" in part:
+            present.update(part["experiment"].dropna().astype(str))
         if wanted is not None:
             # Filter before concatenating: other experiments' files (e.g. kernel benchmarks) have
             # other columns, which would otherwise widen and retype this frame.
             if "experiment" not in part:
                 continue
             part = part[part["experiment"].isin(wanted)]
+        n_rows += len(part)
         if eval_version != "all" and "eval_version" in part:
-            part = part[part["eval_version"] == eval_version]
-        part = part[~after_freeze(part, freeze)]
+            other = part["eval_version"] != eval_version
+            for v, n in part.loc[other, "eval_version"].value_counts(dropna=False).items():
+                other_versions[v] = other_versions.get(v, 0) + int(n)
+            part = part[~other]
+        late = after_freeze(part, freeze)
+        n_late += int(late.sum())
+        part = part[~late]
         if len(part):
             frames.append(part)
+    absent = sorted(wanted - present, key=str) if wanted is not None else []
+    if absent:
+
+        unknown = [e for e in absent if e not in EXPERIMENT_NAMES and e != MANUAL_EXPERIMENT]
+        if unknown:
+            not_run = [e for e in DECLARED_EXPERIMENTS.get(profile, ()) if e not in present]
+            raise ValueError(
+                f"unknown experiment{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} for profile "
+                f"{profile!r}: no file under {folder} holds {'them' if len(unknown) > 1 else 'it'} and "
+                f"bitlaws.study.sweep declares no such experiment; allowed: the experiments the profile's files hold, "
+                f"{sorted(present)}" + (f", or those the sweep declares for {profile!r} and has not run yet, {not_run}"
+                                        if not_run else f" (the sweep declares no other for {profile!r})"))
     if not frames:
-        later = f" written at or before the data freeze {freeze} (store.ROWS_READ_UNTIL; until='all' reads later ones)" \
-            if freeze is not None else ""
-        raise FileNotFoundError(f"no rows of experiment {experiment!r} for profile {profile!r} under {folder}{later}")
+        raise FileNotFoundError(_no_rows_message(profile, experiment, wanted, folder, absent, n_rows, other_versions,
+                                                 eval_version, n_late, freeze))
     return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,164 @@
+"""P3's power: its rule run on datasets simulated on our design, with the instrument the verdict reads.
+
+Dataset k of a world draws the runs of our Chinchilla stage and of the P_w sweep (``power.p6_pstar_dataset``,
+generator ``default_rng([seed, k])``: the same noise as P6's P* leg's dataset k) from our Chinchilla constants
+and the world's weight curve: ``paper`` (Table 2's γ_w = 2.67, n_w = 0.30, f_w(4) = 0.70) or ``no_effect``
+(f_w ≡ 1: the null). Each is fitted on every run, bootstrapped as ``law_fits.pipeline_bootstrap`` does
+(resamples of runs, Chinchilla refitted in each, its ``chinchilla`` and ``neff_w`` stages: the ones f_w reads)
+and graded by ``law_fits.p3_decision``. The rows go to ``data/checks/<profile>/p3_power.csv``, one per dataset,
+appended as each finishes and keyed by ``law_fits.p3_sim_id`` (which names the training rows read), so a killed
+run resumes; ``law_fits.load_p3_power`` gives the verdict the rows made from the rows it reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..laws import fit as lf
+from ..laws import forms
+from . import law_fits as la
+from .noise import pooled_seed_variance
+
+__all__ = ["P3_NOISES", "P3_NULL_GAMMA", "P3_STAGES", "P3_WORLDS", "p3_power_rows", "p3_worlds", "write_p3_power"]
+
+P3_WORLDS = ("paper", "no_effect")
+P3_NOISES = ("seed", "residual")
+# γ_w [bits] of the null world: f_w(P) = 1 − e^(−P/0.05) is 1 to double precision at every P_w ≥ 2 we train.
+P3_NULL_GAMMA = 0.05
+P3_STAGES = ("chinchilla", "neff_w")  # the stages f_w(4) is read from (the others do not touch it)
+
+
+def p3_worlds() -> dict[str, dict[str, tuple[float, float]]]:
+    """World -> part -> (γ_x, n_x) the simulation generates from: ``paper`` (Table 2 for every part) and
+    ``no_effect`` (the same, with the weights' curve flat at 1: γ_w = ``P3_NULL_GAMMA``, n_w = 0). Only the
+    weights' curve is read (``P3_STAGES``)."""
+    p = forms.PAPER_CONSTANTS
+    paper = {x: (float(p[f"gamma_{x}"]), float(p[f"n_{x}"])) for x in ("w", "a", "kv")}
+    return {"paper": paper, "no_effect": {**paper, "w": (P3_NULL_GAMMA, 0.0)}}
+
+
+def p3_power_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise, worlds: Sequence[str],
+                  datasets: Sequence[int], *, n_boot: int = 100, seed: int = 0, seed_sd: float = 0.0,
+                  inputs_sha256: str = "", progress: bool = False, stage_sd: Mapping[str, float] | None = None):
+    """P3's rule on simulated datasets (yielded one row per dataset, so a caller stores each as it finishes).
+
+    Args:
+        frames: ``law_fits.stage_frames(df)`` of our rows (the design). chinchilla: the generating constants.
+        noise: ``noise.noise_model`` (one run's σ: ``noise.loss_sd``). worlds: names of :data:`P3_WORLDS`.
+        datasets: dataset indices k. n_boot: resamples per dataset (≥ 2). seed: the generator's seed.
+        seed_sd: σ_seed [nats], the part of one run's σ the runs of one (N, seed) share.
+        inputs_sha256: the training rows' hash, named in each row's key. progress: a progress bar.
+        stage_sd: per-frame σ [nats] instead of the seed noise (our fits' residual scatter,
+            ``compute_optimal.stage_residual_sd``); the rows' ``noise`` is then ``residual``.
+
+    Yields:
+        dicts with the columns of ``law_fits.P3_POWER_COLUMNS``: the point and the 95 % percentile interval
+        of f_w(4) over the resamples (with the Monte Carlo errors of its ends), leg (a)'s p-values on the
+        dataset's own pooled seed variance, and ``grade`` (``law_fits.p3_decision``).
+
+    Raises:
+        ValueError: an unknown world, ``n_boot`` < 2, or ``power.p6_pstar_dataset``'s errors.
+    """
+    from tqdm.auto import tqdm
+
+    from .._io import git_sha
+    from .power import NEFF_F_FLOOR, p6_pstar_dataset
+
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
+        raise ValueError(f"n_boot must be an int ≥ 2, got {n_boot!r}")
+    every = p3_worlds()
+    bad = [w for w in worlds if w not in every]
+    if bad:
+        raise ValueError(f"unknown world(s) {bad}; allowed: {list(P3_WORLDS)}")
+    label = "seed" if stage_sd is None else "residual"
+    stages = list(P3_STAGES)
+    for w, k in tqdm([(w, int(k)) for k in datasets for w in worlds], desc="P3 power", disable=not progress):
+        gamma, offset = every[w]["w"]
+        syn = p6_pstar_dataset(frames, chinchilla, every[w], noise, np.random.default_rng([seed, k]), seed_sd,
+                               NEFF_F_FLOOR, stage_sd)
+        chin = lf.fit_stage(lf.STAGES["chinchilla"], syn["chinchilla"])
+        neff = lf.fit_stage(lf.STAGES["neff_w"], syn["neff_w"], dict(chin.params))
+        starts = {"chinchilla": np.asarray(chin.theta, dtype=float)[None, :],
+                  "neff_w": np.asarray(neff.theta, dtype=float)[None, :]}
+        draws = [la._refit_draw(syn, stages, [], la._draw_picks(syn, stages, la.BOOT_SEED, i), starts)[0]
+                 for i in range(n_boot)]
+        draws = [d for d in draws if d is not None]
+        f4s = np.array([forms.precision_factor(4.0, d["gamma_w"], d["n_w"]) for d in draws], dtype=float)
+        f4s = f4s[np.isfinite(f4s)]
+        lo = hi = se_lo = se_hi = math.nan
+        if len(f4s) >= 2:
+            lo, hi = (float(v) for v in np.percentile(f4s, [2.5, 97.5]))
+            se_lo, se_hi = la._percentile_mc_se(f4s, (2.5, 97.5))
+        spread = la.within_cell_spread(syn["neff_w"], dict(chin.params), dict(neff.params))
+        tests = la.precision_tests(spread, *pooled_seed_variance(syn["chinchilla"]))
+        dec = la.p3_decision(tests["p_effect"], tests["p_lack_of_fit"], lo, hi, se_lo, se_hi)
+        yield {"sim_id": la.p3_sim_id(w, label, seed, k, seed_sd, n_boot, inputs_sha256), "world": w,
+               "noise": label, "rng": int(seed), "dataset": k, "seed_sd": float(seed_sd), "n_boot": int(n_boot),
+               "f_w_4_true": float(forms.precision_factor(4.0, gamma, offset)),
+               "f_w_4_point": float(forms.precision_factor(4.0, neff.params["gamma_w"], neff.params["n_w"])),
+               "low": lo, "high": hi, "low_mc_se": float(se_lo), "high_mc_se": float(se_hi),
+               "p_effect": float(tests["p_effect"]), "p_lack_of_fit": float(tests["p_lack_of_fit"]),
+               "grade": dec["grade"], "n_ok": len(draws), "sim_version": la.P3_POWER_SIM_VERSION,
+               "inputs_sha256": inputs_sha256, "git_sha": git_sha(),
+               "timestamp": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def write_p3_power(profile: str = "cpu", worlds: str | Sequence[str] | None = None, datasets=range(40),
+                   n_boot: int = 100, seed: int = 0, noise: str = "seed", root: str | os.PathLike | None = None,
+                   progress: bool = False) -> Path:
+    """Simulate P3's power on the profile's committed design and append one row per dataset to
+    ``<root>/checks/<profile>/p3_power.csv`` as each finishes (``store.append_rows``, keyed by ``sim_id``: a
+    rerun skips the datasets there, so a killed run resumes and two processes may write at once).
+
+    Args:
+        profile: a declared profile with its Chinchilla and ``neff_w`` fits, made from the rows read now.
+        worlds: names of :data:`P3_WORLDS` (default both; one name alone is one world). datasets: indices.
+        n_boot: resamples per dataset (the verdict's own bootstrap has 2000; fewer widen the Monte Carlo
+            error on the interval's ends, which the rule reads, so the power is if anything understated).
+        seed: the generator's seed. root: a ``data/`` folder. progress: a progress bar.
+        noise: ``seed`` (one run's σ, σ_seed of it shared per (N, seed), as P4's and P6's simulations) or
+            ``residual`` (each frame's runs at the RMS residual of our own fit on it, σ_seed 0).
+
+    Raises:
+        ValueError: an unknown world or noise, or the fits missing or made from other rows than the freeze
+            reads (run ``python -m bitlaws fit``).
+    """
+    from .._io import frame_sha256
+    from .compute_optimal import p6_seed_sd, stage_residual_sd
+    from .qat_design import _p4_sim_inputs
+    from .store import append_rows, load_runs, read_rows
+
+    if noise not in P3_NOISES:
+        raise ValueError(f"unknown noise {noise!r}; allowed: {', '.join(map(repr, P3_NOISES))}")
+    worlds = list(P3_WORLDS if worlds is None else [worlds] if isinstance(worlds, str) else worlds)
+    bad = [w for w in worlds if w not in P3_WORLDS]
+    if bad:
+        raise ValueError(f"unknown world(s) {bad}; allowed: {list(P3_WORLDS)}")
+    df = load_runs(profile, experiment=la.TRAINING_EXPERIMENTS, root=root)
+    fits = la.load_fits(profile, root)
+    chin = la.params_of(fits.get("chinchilla"))
+    if chin is None or la.params_of(fits.get("neff_w")) is None:
+        raise ValueError(f"write_p3_power needs the chinchilla and neff_w fits of {profile!r}; run "
+                         f"`python -m bitlaws fit --profile {profile}`")
+    if not la.fits_are_current(fits, df):
+        raise ValueError(f"the fits of {profile!r} were made from other training rows than the freeze reads now; "
+                         f"run `python -m bitlaws fit --profile {profile}` first (the simulation draws from them)")
+    inputs = _p4_sim_inputs(df)
+    stage_sd = stage_residual_sd(df, fits) if noise == "residual" else None
+    seed_sd = p6_seed_sd(inputs, noise)
+    path = la.p3_power_path(profile, root)
+    have = set(read_rows(path, la.P3_POWER_COLUMNS, "sim_id").get("sim_id", [])) if path.exists() else set()
+    frames, read = la.stage_frames(df), frame_sha256(df)
+    for w in worlds:
+        left = [int(k) for k in datasets if la.p3_sim_id(w, noise, seed, k, seed_sd, n_boot, read) not in have]
+        for row in p3_power_rows(frames, chin, inputs[0], [w], left, n_boot=n_boot, seed=seed, seed_sd=seed_sd,
+                                 inputs_sha256=read, progress=progress, stage_sd=stage_sd):
+            append_rows(path, [row], la.P3_POWER_COLUMNS, "sim_id")
+    return path

@@ -1,0 +1,153 @@
+"""P3's power simulation (bitlaws.study.p3_power): its worlds, the rule it runs on each simulated dataset (the
+verdict's own decision, law_fits.p3_decision), that the paper's effect is found and no effect is not, and the
+writer's resumable rows keyed by the training rows read."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import types
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bitlaws.laws import forms
+from bitlaws.study import law_fits as la
+from bitlaws.study import p3_power as pp
+
+PC = forms.PAPER_CONSTANTS
+SIZES = (2e5, 5e5, 1.2e6, 3e6)
+BUDGETS = (2e6, 5e6, 1.2e7, 3e7)
+
+
+def test_the_worlds_are_the_papers_weight_curve_and_a_flat_one():
+    w = pp.p3_worlds()
+    assert set(w) == set(pp.P3_WORLDS)
+    assert float(forms.precision_factor(4.0, *w["paper"]["w"])) == pytest.approx(la.PAPER_F_W_4, rel=1e-15)
+    flat = forms.precision_factor(np.arange(2.0, 9.0), *w["no_effect"]["w"])
+    assert np.all(flat == 1.0)  # e^(−P/0.05) < 2^−53 at every P ≥ 2: exactly no effect
+    assert w["no_effect"]["a"] == w["paper"]["a"] and w["no_effect"]["kv"] == w["paper"]["kv"]
+
+
+def _frames() -> dict[str, pd.DataFrame]:
+    """Our kind of design, small: a 4 × 4 (N, D) grid of high-precision runs (two cells with a second seed)
+    and P_w ∈ {3, 4, 6, 8} at each cell."""
+    rows = []
+    for n, d in itertools.product(SIZES, BUDGETS):
+        for bw, seed in [(16, 0), (3, 0), (4, 0), (6, 0), (8, 0)] + ([(16, 1)] if (n, d) in
+                                                                     ((SIZES[0], BUDGETS[0]), (SIZES[2], BUDGETS[2]))
+                                                                     else []):
+            run = f"run-{n:g}-{d:g}-{bw}-{seed}"
+            rows.append(dict(run_id=run, obs_id=run + "-none", experiment="base_grid" if bw == 16 else "qat_marginal",
+                             status="ok", n_params=n, n_tokens=d, bits_w=bw, bits_a=16, bits_kv=16, seed=seed,
+                             ptq_method="none", bits_post=16, loss_val=1.0, delta_ptq=0.0))
+    return la.stage_frames(pd.DataFrame(rows))
+
+
+@pytest.mark.slow
+def test_the_rule_finds_the_papers_effect_and_not_a_flat_curve():
+    """The paper's world shows the effect the rule looks for and the flat world does not; every row's grade is
+    law_fits.p3_decision of the row's own statistics, and its key names the rows read."""
+    noise = types.SimpleNamespace(loss_sd=0.01)
+    chin = {k: PC[k] for k in ("A", "B", "E", "alpha", "beta")}
+    rows = {r["world"]: r for r in pp.p3_power_rows(_frames(), chin, noise, ["paper", "no_effect"], [0], n_boot=12,
+                                                    seed_sd=0.001, inputs_sha256="f" * 64)}
+    paper, flat = rows["paper"], rows["no_effect"]
+    assert paper["f_w_4_true"] == pytest.approx(la.PAPER_F_W_4) and flat["f_w_4_true"] == 1.0
+    for r in (paper, flat):
+        dec = la.p3_decision(r["p_effect"], r["p_lack_of_fit"], r["low"], r["high"], r["low_mc_se"], r["high_mc_se"])
+        assert r["grade"] == dec["grade"]
+        assert r["sim_id"] == la.p3_sim_id(r["world"], "seed", 0, 0, 0.001, 12, "f" * 64)
+        assert r["sim_id"].endswith("@ffffffffffff") and r["noise"] == "seed" and r["n_ok"] >= 10
+        assert set(r) == set(la.P3_POWER_COLUMNS)
+    # the paper's effect is found and sized (leg (a)'s effect, an interval that excludes no effect, a point
+    # near the truth); a flat curve shows none, and the rule does not grade it reproduced
+    assert paper["p_effect"] < 0.05 and paper["high"] < la.P3_NO_EFFECT_F
+    assert abs(paper["f_w_4_point"] - la.PAPER_F_W_4) < 0.05
+    assert flat["p_effect"] > 0.05 and flat["high"] >= la.P3_NO_EFFECT_F and flat["grade"] != "reproduced"
+
+
+def test_bad_arguments_are_refused_with_what_is_allowed():
+    noise = types.SimpleNamespace(loss_sd=0.002)
+    with pytest.raises(ValueError, match=r"unknown world\(s\) \['ours'\]; allowed: \['paper', 'no_effect'\]"):
+        next(pp.p3_power_rows({}, {}, noise, ["ours"], [0]))
+    with pytest.raises(ValueError, match="n_boot must be an int ≥ 2"):
+        next(pp.p3_power_rows({}, {}, noise, ["paper"], [0], n_boot=1))
+    with pytest.raises(ValueError, match="unknown noise 'seed_upper'; allowed: 'seed', 'residual'"):
+        pp.write_p3_power("cpu", noise="seed_upper")
+    with pytest.raises(ValueError, match=r"unknown world\(s\) \['ours'\]"):
+        pp.write_p3_power("cpu", worlds="ours")
+
+
+@pytest.fixture
+def fake_inputs(monkeypatch):
+    """write_p3_power's readers stood in for: one training frame, current fits, a σ_seed of 0.004."""
+    from bitlaws.study import compute_optimal, qat_design, store
+
+    df = pd.DataFrame({"run_id": ["a"], "loss_val": [1.0]})
+    monkeypatch.setattr(store, "load_runs", lambda *a, **k: df)
+    monkeypatch.setattr(la, "load_fits", lambda *a, **k: {"chinchilla": {}, "neff_w": {}})
+    monkeypatch.setattr(la, "params_of", lambda rec: {"A": 1.0} if rec is not None else None)
+    monkeypatch.setattr(la, "fits_are_current", lambda fits, frame: True)
+    monkeypatch.setattr(la, "stage_frames", lambda frame: {})
+    monkeypatch.setattr(qat_design, "_p4_sim_inputs", lambda frame: (types.SimpleNamespace(loss_sd=0.01), {}, 0.004))
+    monkeypatch.setattr(compute_optimal, "stage_residual_sd", lambda frame, fits: {"chinchilla": 0.02})
+    made = []
+
+    def rows(frames, chin, noise, worlds, datasets, **kw):
+        for w, k in itertools.product(worlds, datasets):
+            made.append((w, k, kw["seed_sd"], kw["stage_sd"]))
+            yield {**dict.fromkeys(la.P3_POWER_COLUMNS, 0), "world": w, "dataset": k, "grade": "reproduced",
+                   "sim_id": la.p3_sim_id(w, "seed" if kw["stage_sd"] is None else "residual", kw["seed"], k,
+                                          kw["seed_sd"], kw["n_boot"], kw["inputs_sha256"])}
+
+    monkeypatch.setattr(pp, "p3_power_rows", rows)
+    return df, made
+
+
+def test_the_writer_appends_resumes_and_keys_rows_by_the_rows_read(tmp_path, fake_inputs):
+    from bitlaws._io import frame_sha256
+    from bitlaws.study.store import read_rows
+
+    df, made = fake_inputs
+    path = pp.write_p3_power("cpu", worlds="paper", datasets=range(2), root=tmp_path)
+    assert path == tmp_path / "checks" / "cpu" / "p3_power.csv"
+    pp.write_p3_power("cpu", worlds="paper", datasets=range(3), root=tmp_path)  # resumes: dataset 2 only
+    assert made == [("paper", 0, 0.004, None), ("paper", 1, 0.004, None), ("paper", 2, 0.004, None)]
+    tab = read_rows(path, la.P3_POWER_COLUMNS, "sim_id")
+    assert len(tab) == 3 and tab["sim_id"].str.endswith("@" + frame_sha256(df)[:12]).all()
+    pp.write_p3_power("cpu", worlds="no_effect", datasets=[0], noise="residual", root=tmp_path)
+    assert made[-1] == ("no_effect", 0, 0.0, {"chinchilla": 0.02})  # residual: σ_seed 0, each frame's own σ
+
+
+def test_the_writer_refuses_fits_of_other_rows(tmp_path, fake_inputs, monkeypatch):
+    monkeypatch.setattr(la, "fits_are_current", lambda fits, frame: False)
+    with pytest.raises(ValueError, match="made from other training rows than the freeze reads now; run "
+                                         "`python -m bitlaws fit --profile cpu` first"):
+        pp.write_p3_power("cpu", root=tmp_path)
+    assert not (tmp_path / "checks").exists()
+
+
+def test_the_verdict_reads_only_rows_of_its_training_rows_and_this_version(tmp_path):
+    from bitlaws._io import frame_sha256
+    from bitlaws.study.store import append_rows
+
+    df = pd.DataFrame({"run_id": ["a", "b"], "loss_val": [1.0, 2.0]})
+    assert la.load_p3_power("cpu", df, tmp_path)[0] is None
+    assert "not simulated yet" in la.load_p3_power("cpu", df, tmp_path)[1]
+    path = la.p3_power_path("cpu", tmp_path)
+    path.parent.mkdir(parents=True)
+    base = dict.fromkeys(la.P3_POWER_COLUMNS, 0)
+    rows = [{**base, "sim_id": f"x{i}", "world": "paper", "noise": "seed", "grade": g, "inputs_sha256": sha,
+             "sim_version": v}
+            for i, (g, sha, v) in enumerate([("reproduced", frame_sha256(df), la.P3_POWER_SIM_VERSION),
+                                             ("partly", frame_sha256(df), la.P3_POWER_SIM_VERSION),
+                                             ("reproduced", "0" * 64, la.P3_POWER_SIM_VERSION),
+                                             ("reproduced", frame_sha256(df), "0")])]
+    append_rows(path, rows, la.P3_POWER_COLUMNS, "sim_id")
+    tab, why = la.load_p3_power("cpu", df, tmp_path)
+    assert why == "" and sorted(tab["sim_id"]) == ["x0", "x1"]
+    s = la.p3_power_summary(tab)
+    assert s["power"] == 0.5 and s["n_sim"] == 2.0 and math.isnan(s["false_positive"])
+    assert "power 50% [" in la.p3_power_text(s) and "false-positive rate not simulated" in la.p3_power_text(s)
