@@ -240,6 +240,10 @@ def test_stale_steps_are_not_remade_while_declared_runs_are_untrained(root, call
     assert set(cascade.run_cascade("cpu", root, dry_run=True)["status"]) == {"current", "stale"}
     assert "a run without --dry-run would stop here: the freeze reads part of a sweep's runs" in capsys.readouterr().out
     assert calls == []
+    # selecting only current kinds has nothing to remake: no refusal, nothing run, no plan left behind
+    out = cascade.run_cascade("cpu", root, progress=False, only="p6_pstar,p3_power")
+    assert calls == [] and "ran" not in set(out["status"])
+    assert not (root / "checks" / "cpu" / cascade.PLAN_FILE).exists()
     cascade.run_cascade("cpu", root, progress=False, allow_untrained=True)
     assert [c[0] for c in calls] == ["write_p4_replicates", "cli"]
 
@@ -349,6 +353,8 @@ def test_dry_run_with_only_marks_the_others_not_selected(root, calls, capsys):
     _replicates(root, sha=OLD)
     assert main(["cascade", "--profile", "cpu", "--data-root", str(root), "--dry-run", "--only", "p6"]) == 2
     assert "unknown cascade step kind(s) ['p6']; allowed: fit," in capsys.readouterr().err
+    assert main(["cascade", "--profile", "cpu", "--data-root", str(root), "--dry-run", "--only", ""]) == 2
+    assert "only needs at least one kind of step" in capsys.readouterr().err
     tab = cascade.run_cascade("cpu", root, dry_run=True, progress=False, only="p4_replicates")
     assert calls == []
     assert dict(zip(tab["step"], tab["status"]))["p4_replicates"] == "stale"

@@ -493,14 +493,17 @@ def _p3_frame(gamma_w: float | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _p3_power_table(power: float, n: int = 20) -> pd.DataFrame:
+def _p3_power_table(power: float, n: int = 20, residual: float | None = None) -> pd.DataFrame:
     """P3 power rows (law_fits.P3_POWER_COLUMNS): the paper world at seed noise graded reproduced in a share
-    `power` of `n` datasets, the null world never."""
+    `power` of `n` datasets (at the residual scatter in a share `residual`, if given), the null world never."""
     from bitlaws.study import law_fits as la
 
     k = round(power * n)
     rows = [{"world": "paper", "noise": "seed", "dataset": i, "grade": "reproduced" if i < k else "partly"}
             for i in range(n)]
+    if residual is not None:
+        rows += [{"world": "paper", "noise": "residual", "dataset": i,
+                  "grade": "reproduced" if i < round(residual * n) else "partly"} for i in range(n)]
     rows += [{"world": "no_effect", "noise": "seed", "dataset": i, "grade": "not reproduced"} for i in range(n)]
     return pd.DataFrame(rows).reindex(columns=la.P3_POWER_COLUMNS)
 
@@ -544,6 +547,11 @@ def test_p3_rule_comes_out_both_ways(tmp_path, gamma_w, grade):
     low = la.verdict_p3(recs, "smoke", df, (_p3_power_table(0.4), ""))
     assert low.verdict == ("reproduced" if grade == "reproduced" else "inconclusive")
     assert "power 40% [" in low.reason and "false-positive rate 0% [" in low.reason
+    # the gate reads the smaller of the seed-noise and residual-scatter powers
+    mixed = la.verdict_p3(recs, "smoke", df, (_p3_power_table(0.9, residual=0.4), ""))
+    assert mixed.details["power"] == pytest.approx(0.4) and mixed.details["power_seed"] == pytest.approx(0.9)
+    assert mixed.verdict == ("reproduced" if grade == "reproduced" else "inconclusive")
+    assert "the gate reads the smaller power, 40%, below 50%" in mixed.reason
     assert v.details["seed_sigma"] == pytest.approx(0.01 / math.sqrt(2))
     if gamma_w is not None:
         assert v.details["f_w_4_lo"] <= la.PAPER_F_W_4 <= v.details["f_w_4_hi"]

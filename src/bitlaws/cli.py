@@ -603,24 +603,27 @@ def main(argv: list[str] | None = None) -> int:
     p_fit = sub.add_parser("fit", help="fit the scaling laws to a profile's runs; writes data/fits/<profile>_<stage>.json")
     p_cas = sub.add_parser("cascade", help="after the data freeze (store.ROWS_READ_UNTIL) moves: remake, in order, every "
                                            "table it feeds that is stale (fit, design-power, P4's replicates and pool, "
-                                           "P6's P* leg, verdicts), skipping the current ones (resumable)",
+                                           "P6's P* leg, P3's power, verdicts), skipping the current ones (resumable)",
                            description="Runs the steps of bitlaws.study.cascade.cascade_plan in order: python -m "
                                        "bitlaws fit, design-power, qat_design.write_p4_replicates and "
-                                       "write_p4_pool_power, compute_optimal.write_p6_pstar_power (with the arguments "
-                                       "of the stored tables) and verdicts; a step whose stored output was made from "
+                                       "write_p4_pool_power, compute_optimal.write_p6_pstar_power, "
+                                       "p3_power.write_p3_power (with the arguments of the stored tables) and "
+                                       "verdicts; a step whose stored output was made from "
                                        "the rows the freeze reads now is skipped. It first refuses a freeze that cuts "
                                        "a run in two or admits a run without all its planned rows, and remakes "
                                        "nothing while declared runs are untrained (--allow-untrained).")
     p_cas.add_argument("--dry-run", action="store_true",
-                       help="print each step with its status (current / stale) and why, and run nothing")
+                       help="print each step with its status (current / stale) and why, and run nothing (where every "
+                            "other step is current it runs `verdicts --check`, about two minutes, to tell the verdicts' "
+                            "status)")
     p_cas.add_argument("--only", default=None, metavar="KINDS",
                        help="run only these kinds of step, comma-separated (fit, design_power, p4_replicates, p4_pool, "
                             "p6_pstar, p3_power, verdicts); refused while a kind they read is stale. On two cores: "
                             "--only fit,design_power, then --only p4_replicates,p4_pool beside --only p6_pstar,p3_power, "
                             "then the whole cascade")
     p_cas.add_argument("--allow-untrained", action="store_true",
-                       help="remake stale steps although some declared runs have no row yet (refused by default: "
-                            "a half-trained batch)")
+                       help="remake stale steps although the freeze reads only part of a sweep's runs (some untrained, "
+                            "or trained after the freeze; refused by default: a half-trained batch)")
     p_quik = sub.add_parser("quik", help="QUIK / RTN / SmoothQuant / GPTQ on the committed checkpoints "
                                          "(data/runs/<profile>/quik_accuracy.csv, resumable), then Q1–Q3")
     p_quik.add_argument("--threads", type=_count(1), default=1)

@@ -713,8 +713,11 @@ def _only(only) -> tuple[str, ...] | None:
         return None
     kinds = tuple(dict.fromkeys(k.strip() for k in (only.split(",") if isinstance(only, str) else only) if k.strip()))
     bad = [k for k in kinds if k not in KINDS]
-    if bad or not kinds:
-        raise ValueError(f"unknown cascade step kind(s) {bad or list(only)!r}; allowed: {', '.join(KINDS)}")
+    if not kinds:
+        raise ValueError(f"only needs at least one kind of step (comma-separated); allowed: {', '.join(KINDS)}")
+    if bad:
+        raise ValueError(f"unknown cascade step kind(s) {bad!r}; allowed: {', '.join(KINDS)} (kinds, not the step "
+                         "names a dry run prints)")
     return kinds
 
 
@@ -757,7 +760,7 @@ def run_cascade(profile: str, root: str | os.PathLike | None = None, dry_run: bo
             others shown as ``not selected``; refused while a step of a kind they read (:data:`NEEDS`) is
             stale. The plan is kept for the cascade that runs the rest. On two cores the P4 steps and the P6
             steps may run side by side: ``only="fit,design_power"``, then ``only="p4_replicates,p4_pool"``
-            beside ``only="p6_pstar"`` (their writers never write one table), then the whole cascade.
+            beside ``only="p6_pstar,p3_power"`` (their writers never write one table), then the whole cascade.
 
     Returns:
         One row per step: ``step``, ``status`` (``current``: skipped; ``ran``; ``not selected``; with
@@ -780,17 +783,20 @@ def run_cascade(profile: str, root: str | os.PathLike | None = None, dry_run: bo
             + (f", {r.runs_after_freeze} trained after the freeze" if r.runs_after_freeze else "") + ")"
             for r in freeze.itertuples() if r.runs_admitted and (r.runs_untrained or r.runs_after_freeze)]
     data_arg = f" --data-root {root}" if root is not None else ""
+    until = os.environ.get("BITLAWS_UNTIL")  # the command line's --until reaches here (and the children) this way
+    until_arg = f" --until {until}" if until else ""
+    selected = {s.name: only is None or s.kind in only for s in steps}
+    to_run = [s for s in steps if selected[s.name] and not s.current]
     refusal = (f"refused, nothing was run: the freeze reads part of a sweep's runs, so a batch may be half done: "
                f"{'; '.join(half)}; train the rest (`python -m bitlaws sweep --profile {profile}{data_arg} --only "
                "new`) and move the freeze past the last, or pass --allow-untrained if those runs are meant to wait "
-               "(it trains nothing; the stale steps below then run: the fits and simulations take hours)"
-               ) if half and not allow_untrained and any(not s.current for s in steps) else ""
+               f"(it trains nothing; the {len(to_run)} stale step{'s' if len(to_run) != 1 else ''} selected would then "
+               "run: the fits and simulations take hours)") if half and not allow_untrained and to_run else ""
     missing, blocked = _blocked(steps, only) if only is not None else ([], "")
     if blocked:
         blocked = (f"refused, nothing was run: the steps selected ({', '.join(only)}) read the output of stale "
                    f"steps not selected: {blocked}; run those first (`python -m bitlaws cascade --profile "
-                   f"{profile}{data_arg} --only {','.join(missing)}`) or the whole cascade")
-    selected = {s.name: only is None or s.kind in only for s in steps}
+                   f"{profile}{data_arg}{until_arg} --only {','.join(missing)}`) or the whole cascade")
     if dry_run:
         for why in (refusal, blocked):
             if why:
@@ -806,7 +812,7 @@ def run_cascade(profile: str, root: str | os.PathLike | None = None, dry_run: bo
     if blocked:
         raise ValueError(blocked)
     status, seconds = {}, {}
-    if any(not s.current for s in steps) and not resumed:
+    if to_run and not resumed:
         _save_plan(folder, profile, rows.sha, specs)
     for i, s in enumerate(steps, start=1):
         if not selected[s.name]:
