@@ -1317,8 +1317,10 @@ def p3_power_summary(tab: pd.DataFrame) -> dict:
     """Per noise and world of :func:`load_p3_power`'s rows: ``n`` and the shares graded ``reproduced``,
     ``partly``, ``not reproduced`` and partly or better (``partly_or_better``), keyed ``[noise][world]``; plus
     ``power`` (paper world, seed noise, reproduced), ``false_positive`` (no-effect world, seed noise, reproduced),
-    ``false_partly`` (its partly or better), ``power_residual`` (paper world at the residual scatter) and
-    ``n_sim``; NaN where a group has no rows."""
+    ``false_partly`` (its partly or better), ``power_residual`` (paper world at the residual scatter),
+    ``power_gate`` (the smaller of ``power`` and ``power_residual``: what rule v4's gate reads), ``n_sim``,
+    ``n_null``, ``n_residual``, ``n_boot`` (median resamples per dataset), and per noise the paper world's
+    interval ``widths`` and fitted ``points`` of f_w(4) (arrays); NaN where a group has no rows."""
     out: dict = {}
     for (nz, w), g in tab.groupby([tab["noise"].astype(str), tab["world"].astype(str)], sort=False):
         grades = g["grade"].astype(str)
