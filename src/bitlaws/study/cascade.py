@@ -507,14 +507,13 @@ def _status(steps: list[Step], profile: str, root, folder: Path, rows: _Rows, ch
     from .store import read_rows
 
     tables: dict[str, pd.DataFrame | None] = {}
+    keyed = {"p6_pstar_power.csv": P6_PSTAR_COLUMNS, "p3_power.csv": P3_POWER_COLUMNS}  # row tables, keyed by sim_id
 
     def table(rel: str) -> pd.DataFrame | None:
         if rel not in tables:
-            p = folder / rel
-            tables[rel] = (read_rows(p, P6_PSTAR_COLUMNS, "sim_id") if p.exists() else pd.DataFrame()) \
-                if rel.endswith("p6_pstar_power.csv") else (read_rows(p, P3_POWER_COLUMNS, "sim_id") if p.exists()
-                                                              else pd.DataFrame()) \
-                if rel.endswith("p3_power.csv") else _read_csv(p)
+            p, columns = folder / rel, keyed.get(Path(rel).name)
+            tables[rel] = _read_csv(p) if columns is None else \
+                read_rows(p, columns, "sim_id") if p.exists() else pd.DataFrame()
         return tables[rel]
 
     out = []
