@@ -375,9 +375,13 @@ def test_p3_power_rows_are_replayed_per_world_and_noise_and_read_by_their_key(ro
                 "world": world, "noise": noise, "rng": 0, "dataset": k, "seed_sd": sd, "n_boot": 100,
                 "grade": "reproduced", "sim_version": P3_POWER_SIM_VERSION, "inputs_sha256": sha}
 
+    old_version = {**row("no_effect", "residual", 0), "sim_version": "0"}
     store.append_rows(path, [row("paper", "seed", k) for k in range(3)] + [row("no_effect", "seed", 0)]
-                      + [row("paper", "residual", k, OLD) for k in range(2)], P3_POWER_COLUMNS, "sim_id")
+                      + [row("paper", "residual", k, OLD) for k in range(2)] + [old_version], P3_POWER_COLUMNS,
+                      "sim_id")
     steps = {s.name: s for s in cascade.cascade_plan("cpu", root)}
+    # a row of another simulation version names a dataset to simulate again, and is not read as current
+    assert steps["p3_power.no_effect.residual"].why == "0 of its 1 datasets made from these rows"
     assert steps["p3_power.paper.seed"].kwargs == {"profile": "cpu", "worlds": "paper", "noise": "seed",
                                                    "datasets": (0, 1, 2), "n_boot": 100, "seed": 0, "root": str(root)}
     assert steps["p3_power.paper.seed"].current and steps["p3_power.no_effect.seed"].current
@@ -385,8 +389,9 @@ def test_p3_power_rows_are_replayed_per_world_and_noise_and_read_by_their_key(ro
     made = []
     monkeypatch.setattr(p3_power, "write_p3_power", lambda **kw: made.append(kw))
     cascade.run_cascade("cpu", root, progress=False, only="p3_power")
-    assert made == [{"profile": "cpu", "worlds": "paper", "noise": "residual", "datasets": (0, 1), "n_boot": 100,
-                     "seed": 0, "root": str(root), "progress": False}]
+    assert made == [{"profile": "cpu", "worlds": w, "noise": "residual", "datasets": ds, "n_boot": 100,
+                     "seed": 0, "root": str(root), "progress": False} for w, ds in (("paper", (0, 1)),
+                                                                                     ("no_effect", (0,)))]
     assert list(cascade.KINDS).index("p3_power") < list(cascade.KINDS).index("verdicts")
 
 

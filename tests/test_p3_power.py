@@ -31,12 +31,12 @@ def test_the_worlds_are_the_papers_weight_curve_and_a_flat_one():
 
 
 def _frames() -> dict[str, pd.DataFrame]:
-    """Our kind of design, small: a 4 × 4 (N, D) grid of high-precision runs (two cells with a second seed)
-    and P_w ∈ {3, 4, 6, 8} at each cell."""
+    """Our kind of design, small: a 4 × 4 (N, D) grid of high-precision runs (two cells of one size with a
+    second seed: what σ_e, leg (a)'s noise, needs) and P_w ∈ {3, 4, 6, 8} at each cell."""
     rows = []
     for n, d in itertools.product(SIZES, BUDGETS):
         for bw, seed in [(16, 0), (3, 0), (4, 0), (6, 0), (8, 0)] + ([(16, 1)] if (n, d) in
-                                                                     ((SIZES[0], BUDGETS[0]), (SIZES[2], BUDGETS[2]))
+                                                                     ((SIZES[0], BUDGETS[0]), (SIZES[0], BUDGETS[2]))
                                                                      else []):
             run = f"run-{n:g}-{d:g}-{bw}-{seed}"
             rows.append(dict(run_id=run, obs_id=run + "-none", experiment="base_grid" if bw == 16 else "qat_marginal",
@@ -64,6 +64,7 @@ def test_the_rule_finds_the_papers_effect_and_not_a_flat_curve():
     # the paper's effect is found and sized (leg (a)'s effect, an interval that excludes no effect, a point
     # near the truth); a flat curve shows none, and the rule does not grade it reproduced
     assert paper["p_effect"] < 0.05 and paper["high"] < la.P3_NO_EFFECT_F
+    assert math.isfinite(paper["p_lack_of_fit"])  # σ_e from the size with two seeded cells (rule v5)
     assert abs(paper["f_w_4_point"] - la.PAPER_F_W_4) < 0.05
     assert flat["p_effect"] > 0.05 and flat["high"] >= la.P3_NO_EFFECT_F and flat["grade"] != "reproduced"
 
@@ -151,3 +152,30 @@ def test_the_verdict_reads_only_rows_of_its_training_rows_and_this_version(tmp_p
     s = la.p3_power_summary(tab)
     assert s["power"] == 0.5 and s["n_sim"] == 2.0 and math.isnan(s["false_positive"])
     assert "power 50% [" in la.p3_power_text(s) and "false-positive rate not simulated" in la.p3_power_text(s)
+
+
+def test_leg_a_noise_is_the_part_a_run_has_alone():
+    """law_fits.p3_run_noise (rule v5) estimates σ_e², the noise left once a size's seed is removed, not the
+    pooled seed variance σ_seed² + σ_e²: on runs drawn with σ_seed = 0.03 and σ_e = 0.01 its mean over 400
+    datasets is σ_e² within 5 % (its standard error there is about 2.5 %), and the pooled one is 10 σ_e²."""
+    from bitlaws.study.noise import pooled_seed_variance
+
+    rng = np.random.default_rng(3)
+    cells = [(2e5, d) for d in BUDGETS] + [(1.2e6, d) for d in BUDGETS[:2]]
+    run_var, pooled, dofs = [], [], set()
+    for _ in range(400):
+        shared = {(n, s): 0.03 * rng.standard_normal() for n in (2e5, 1.2e6) for s in range(4)}
+        hp = pd.DataFrame([{"n_params": n, "n_tokens": d, "seed": s, "status": "ok", "ptq_method": "none",
+                            "loss_val": 3.0 + shared[(n, s)] + 0.01 * rng.standard_normal()}
+                           for n, d in cells for s in range(4)])
+        v, dof = la.p3_run_noise(hp)
+        run_var.append(v)
+        dofs.add(dof)
+        pooled.append(pooled_seed_variance(hp)[0])
+    assert dofs == {(4 - 1) * (4 - 1) + (2 - 1) * (4 - 1)}  # (cells − 1)(seeds − 1), summed over the two sizes
+    assert np.mean(run_var) == pytest.approx(0.01 ** 2, rel=0.05)
+    assert np.mean(pooled) == pytest.approx(0.03 ** 2 + 0.01 ** 2, rel=0.1)
+    one_cell = pd.DataFrame([{"n_params": n, "n_tokens": 2e6, "seed": s, "loss_val": 3.0 + 0.01 * s}
+                             for n in (2e5, 1.2e6) for s in range(3)])
+    v, dof = la.p3_run_noise(one_cell)  # one seeded cell per size: no σ_e to estimate
+    assert math.isnan(v) and dof == 0.0

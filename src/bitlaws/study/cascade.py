@@ -450,16 +450,16 @@ def _p6_status(tab: pd.DataFrame, kw: dict[str, Any], rows: _Rows) -> tuple[bool
 
 
 def _p3_kwargs(path: Path) -> list[dict[str, Any]]:
-    """One ``p3_power.write_p3_power`` call per (world, noise, rng, n_boot) of the stored rows of this
-    simulation version (any training rows), with the datasets there; none where the table is absent."""
-    from .law_fits import P3_POWER_COLUMNS, P3_POWER_SIM_VERSION
+    """One ``p3_power.write_p3_power`` call per (world, noise, rng, n_boot) of the stored rows (any training
+    rows, any simulation version: a new version replays the datasets the old one simulated, which
+    ``_p3_status`` then finds missing), with the datasets there; none where the table is absent."""
+    from .law_fits import P3_POWER_COLUMNS
     from .p3_power import P3_NOISES, P3_WORLDS
     from .store import read_rows
 
     if not path.exists():
         return []
     tab = read_rows(path, P3_POWER_COLUMNS, "sim_id")
-    tab = tab[tab["sim_version"].astype(str) == P3_POWER_SIM_VERSION]
     groups: dict[tuple, set[int]] = {}
     for r in tab.itertuples(index=False):
         groups.setdefault((str(r.world), str(r.noise), int(r.rng), int(r.n_boot)), set()).add(int(r.dataset))

@@ -208,7 +208,7 @@ CLAIMS: dict[str, dict[str, str | None]] = {
 # cannot pass for the stored verdict. Bump it with every change of a rule (and say why in the
 # rule's docstring). RULE_HISTORY says which changes came after the data were seen.
 RULE_VERSIONS: dict[str, str] = {
-    "P1": "2", "P2": "3", "P3": "4", "P4": "7", "P5": "11", "P6": "4", "P7": "2", "P8": "2",
+    "P1": "2", "P2": "3", "P3": "5", "P4": "7", "P5": "11", "P6": "4", "P7": "2", "P8": "2",
     "P9": "8", "P10": "4", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "3",
 }
 
@@ -262,7 +262,13 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "showed our f_w(4) interval is wider than every seed-noise dataset's, so the residual-scatter power "
             "(47 %) is read too and P3 reads inconclusive. The same referee found leg (a)'s lack-of-fit test "
             "lenient: its residuals are centred per (N, D, seed), which removes the seed-shared noise that the "
-            "pooled seed variance it is tested against still holds; not yet changed (open)")],
+            "pooled seed variance it is tested against still holds; changed in version 5"),
+           ("5", "2026-12-06, after the data, after the same referee (a change after the data, stricter)", "leg (a)'s "
+            "lack of fit tested against σ_e², the noise a run has alone within its size and seed (the residual mean "
+            "square of a two-way analysis of D cell × seed of the high-precision runs: law_fits.p3_run_noise), "
+            "which is what the centred residuals keep, instead of the pooled seed variance (σ_seed² + σ_e²); the "
+            "referee's recomputation gave p = 0.084 as graded in v4 and 0.004 against this variance. The power "
+            "simulation reads the same (P3_POWER_SIM_VERSION 2), so v4's power rows are not read")],
     "P4": [("1", "session 2, before the QAT sweeps ran", "the order of the fitted f_x(P) at P = 4–8 bits"),
            ("2", "2026-12-01, after the data (a change after the data)", "the order's probability over the pipeline "
             "bootstrap's draws (≥ 95 % to count) instead of the point fits, so the grade carries the fits' "

@@ -24,7 +24,6 @@ import pandas as pd
 from ..laws import fit as lf
 from ..laws import forms
 from . import law_fits as la
-from .noise import pooled_seed_variance
 
 __all__ = ["P3_NOISES", "P3_NULL_GAMMA", "P3_STAGES", "P3_WORLDS", "p3_power_rows", "p3_worlds", "write_p3_power"]
 
@@ -61,7 +60,7 @@ def p3_power_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
     Yields:
         dicts with the columns of ``law_fits.P3_POWER_COLUMNS``: the point and the 95 % percentile interval
         of f_w(4) over the resamples (with the Monte Carlo errors of its ends), leg (a)'s p-values on the
-        dataset's own pooled seed variance, and ``grade`` (``law_fits.p3_decision``).
+        dataset's own σ_e² (``law_fits.p3_run_noise``, rule v5), and ``grade`` (``law_fits.p3_decision``).
 
     Raises:
         ValueError: an unknown world, ``n_boot`` < 2, or ``power.p6_pstar_dataset``'s errors.
@@ -97,7 +96,7 @@ def p3_power_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
             lo, hi = (float(v) for v in np.percentile(f4s, [2.5, 97.5]))
             se_lo, se_hi = la._percentile_mc_se(f4s, (2.5, 97.5))
         spread = la.within_cell_spread(syn["neff_w"], dict(chin.params), dict(neff.params))
-        tests = la.precision_tests(spread, *pooled_seed_variance(syn["chinchilla"]))
+        tests = la.precision_tests(spread, *la.p3_run_noise(syn["chinchilla"]))
         dec = la.p3_decision(tests["p_effect"], tests["p_lack_of_fit"], lo, hi, se_lo, se_hi)
         yield {"sim_id": la.p3_sim_id(w, label, seed, k, seed_sd, n_boot, inputs_sha256), "world": w,
                "noise": label, "rng": int(seed), "dataset": k, "seed_sd": float(seed_sd), "n_boot": int(n_boot),

@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..laws import forms
 from .._io import frame_sha256
+from .noise import seed_block_anova
 from .power import N_SIM, mc_interval, p4_power, p5_factorial_power, p9_power
 
 __all__ = ["Candidate", "CANDIDATES", "candidate_frames", "seed_block_sd", "candidate_cells", "candidate_hours",
@@ -128,67 +129,11 @@ def candidate_frames(c: Candidate, committed_hp: pd.DataFrame | None = None) -> 
 
 
 def seed_block_sd(df: pd.DataFrame) -> dict[str, float]:
-    """σ_seed: the part of the seed noise that runs of one model size and seed share (the same
-    initialisation and data order), estimated from the committed high-precision runs.
-
-    At each size with ≥ 2 (N, D) cells trained with the same ≥ 2 seeds, a two-way analysis of
-    variance of the loss on D cell × seed (no interaction; the seeds common to those cells): the
-    seed mean square MS_s over the residual MS_e gives σ_seed² = (MS_s − MS_e)/C (C cells; 0 if
-    negative), and the F-test of the seed effect. Mean squares are pooled over such sizes. The
-    95 % interval is the exact one for σ_seed²/σ_e² (F = MS_s/MS_e ~ (1 + C·ρ)·F(S − 1, (C − 1)(S − 1))),
-    times MS_e. ``cross_size_corr`` is the mean correlation of seed deviations (a run's loss minus its
-    cell's mean) between seeded cells of different sizes, over their common seeds: the part shared
-    through the data order alone, which the simulations leave out when it is not positive.
-
-    Args:
-        df: training rows (``load_runs``); the high-precision ones are read (``stage_frames``).
-
-    Returns:
-        ``sd`` (σ_seed [nats]), ``lo``, ``hi`` (its 95 % interval), ``resid_sd`` (√MS_e), ``f``, ``p``,
-        ``dof_seed``, ``dof_resid``, ``n_cells``, ``n_sizes``, ``cross_size_corr``; NaN (``n_sizes`` 0)
-        where no size has two seeded cells.
-    """
-    from scipy import stats
-
+    """σ_seed of the committed high-precision runs: ``noise.seed_block_anova`` of
+    ``law_fits.stage_frames(df)['chinchilla']`` (``df``: training rows, ``load_runs``); its keys and NaNs."""
     from .law_fits import stage_frames
 
-    hp = stage_frames(df)["chinchilla"]
-    nan = math.nan
-    out = {"sd": nan, "lo": nan, "hi": nan, "resid_sd": nan, "f": nan, "p": nan, "dof_seed": 0.0, "dof_resid": 0.0,
-           "n_cells": 0.0, "n_sizes": 0.0, "cross_size_corr": nan}
-    if hp.empty:
-        return out
-    tab = hp.pivot_table(index=["n_params", "n_tokens"], columns="seed", values="loss_val", aggfunc="mean")
-    tab = tab[tab.notna().sum(axis=1) >= 2]
-    ss_s = ss_e = df_s = df_e = c_w = 0.0
-    n_cells = n_sizes = 0
-    for _, t in tab.groupby(level="n_params"):
-        t = t.dropna(axis=1)
-        if t.shape[0] < 2 or t.shape[1] < 2:
-            continue
-        y = t.to_numpy(float)
-        cc, ss = y.shape
-        r = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
-        ss_s += cc * float(((y.mean(0) - y.mean()) ** 2).sum())
-        ss_e += float((r ** 2).sum())
-        df_s, df_e = df_s + ss - 1, df_e + (cc - 1) * (ss - 1)
-        c_w += cc * (ss - 1)
-        n_cells, n_sizes = n_cells + cc, n_sizes + 1
-    dev = tab.sub(tab.mean(axis=1), axis=0)
-    corr = [dev.iloc[i].corr(dev.iloc[j]) for i in range(len(dev)) for j in range(i + 1, len(dev))
-            if dev.index[i][0] != dev.index[j][0] and (dev.iloc[i].notna() & dev.iloc[j].notna()).sum() >= 3]
-    out["cross_size_corr"] = float(np.nanmean(corr)) if corr else nan
-    if not n_sizes or df_e <= 0:
-        return out
-    c = c_w / df_s  # cells per seed degree of freedom (C at a single size)
-    ms_s, ms_e = ss_s / df_s, ss_e / df_e
-    f = ms_s / ms_e
-    rho_lo = (f / stats.f.ppf(0.975, df_s, df_e) - 1) / c
-    rho_hi = (f / stats.f.ppf(0.025, df_s, df_e) - 1) / c
-    return {**out, "sd": math.sqrt(max(0.0, (ms_s - ms_e) / c)), "lo": math.sqrt(max(0.0, rho_lo * ms_e)),
-            "hi": math.sqrt(max(0.0, rho_hi * ms_e)), "resid_sd": math.sqrt(ms_e), "f": f,
-            "p": float(stats.f.sf(f, df_s, df_e)), "dof_seed": df_s, "dof_resid": df_e, "n_cells": float(n_cells),
-            "n_sizes": float(n_sizes)}
+    return seed_block_anova(stage_frames(df)["chinchilla"])
 
 
 def candidate_cells(c: Candidate, eq2: dict[str, float]) -> pd.DataFrame:
