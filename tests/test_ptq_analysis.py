@@ -279,7 +279,7 @@ def test_p2_rule(known_fits):
     assert (f"for GPTQ (N = {NS[0]:,}, INT3; the set reaches the largest D trained" in v.reason) == at_edge
     # RTN has no turn-up here: its loss still falls at the largest D, which its set holds, printed as the edge
     assert v.details["rtn_argmin_at_edge"] == 1.0 and f"≥ {pa.tokens_text(DS[-1])} (the grid's edge)" in v.reason
-    assert "Eq. 13 with our fitted point constants" in v.ours and "(no interval:" in v.ours
+    assert "Eq. 13 with our fitted constants" in v.ours and "(no interval: no draws stored" in v.ours
 
 
 def test_argmin_set_text_marks_the_grids_edge():
@@ -329,6 +329,62 @@ def test_d_crit_bootstrap_refits_both_laws_on_the_same_drawn_runs():
     assert out["lo"] <= out["hi"] and out["lo"] == pytest.approx(float(pa.d_crit_eq13(NS[0], 3, CHIN, EQ2)), rel=1e-3)
     with pytest.raises(ValueError, match="n_boot"):
         pa.d_crit_bootstrap(df, "gptq", n_boot=0)
+
+
+def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_path, monkeypatch):
+    """write_d_crit_boot stores one row per (method, draw) keyed by the rows resampled; a killed run resumes with
+    the draws it lacks (draw i is the same whichever others are made); load_d_crit_boot reads only complete sets
+    made from the rows given; P2 prints Eq. 13's interval from them."""
+    from bitlaws.study.store import read_rows
+
+    df = make_frame({"gptq": eq2_delta(EQ2), "rtn": eq2_delta(EQ2)})
+    monkeypatch.setattr(pa, "load_runs", lambda profile, experiment=None, root=None: df)
+    monkeypatch.setattr(pa, "D_CRIT_N_BOOT", 3)
+    real, made = pa._d_crit_draw_rows, []
+
+    def killed(df_, method, draws, seed, progress):  # dies after its first draw of GPTQ
+        for row in real(df_, method, draws, seed, progress):
+            made.append((method, row["draw"]))
+            yield row
+            if method == "gptq":
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(pa, "_d_crit_draw_rows", killed)
+    with pytest.raises(KeyboardInterrupt):
+        pa.write_d_crit_boot("test", root=tmp_path)
+    assert pa.load_d_crit_boot("test", df, "gptq", tmp_path)[1].startswith("1 of 3 draws made (a killed run")
+    monkeypatch.setattr(pa, "_d_crit_draw_rows", lambda *a: (made.append((a[1], r["draw"])) or r for r in real(*a)))
+    path = pa.write_d_crit_boot("test", root=tmp_path)
+    assert path == tmp_path / "checks" / "test" / "d_crit_boot.csv"
+    assert made == [("gptq", 0.0), ("gptq", 1.0), ("gptq", 2.0), ("rtn", 0.0), ("rtn", 1.0), ("rtn", 2.0)]
+    pa.write_d_crit_boot("test", root=tmp_path)  # complete: nothing made again
+    assert len(made) == 6
+    tab = read_rows(path, pa.D_CRIT_BOOT_COLUMNS, "boot_id")
+    sha = pa.d_crit_rows_sha(df, "gptq")
+    assert len(tab) == 6 and f"gptq:0:1:3@{sha[:12]}" in set(tab["boot_id"])
+    boot, why = pa.load_d_crit_boot("test", df, "gptq", tmp_path)
+    fresh = pa.d_crit_bootstrap(df, "gptq", n_boot=3)
+    assert why == "" and np.allclose(boot[list(pa.D_CRIT_DRAW_KEYS)].to_numpy(float),
+                                     fresh[list(pa.D_CRIT_DRAW_KEYS)].to_numpy(float), rtol=1e-12)
+    # other rows: not read; the hash ignores columns other experiments add beside the rows
+    moved = df.assign(loss_val=df["loss_val"] + np.where(df["obs_id"] == df["obs_id"].iloc[0], 1e-3, 0.0))
+    assert pa.load_d_crit_boot("test", moved, "gptq", tmp_path) == (None, "draws made from other training rows; not "
+                                                                          "read")
+    assert pa.d_crit_rows_sha(df.assign(fmt_post="x", bits_post=df["bits_post"].astype(float)), "gptq") == sha
+    assert pa.d_crit_boot_is_current("test", df, tmp_path) == (True, "")
+    assert not pa.d_crit_boot_is_current("test", moved, tmp_path)[0]
+    with pytest.raises(ValueError, match="n_boot must be an int ≥ 2"):
+        pa.write_d_crit_boot("test", n_boot=1, root=tmp_path)
+    # P2 reads them: Eq. 13's point with its interval over the draws, in the text and the details
+    monkeypatch.setenv("BITLAWS_DATA", str(tmp_path))
+    v = pa.verdict_p2(df, "test", n_sim=10)
+    iv = pa.d_crit_interval(boot, NS[0], 3)
+    assert v.details["gptq_int3_d_crit_eq13_lo"] == pytest.approx(iv["lo"], rel=1e-12)
+    assert v.details["gptq_int3_d_crit_eq13_lo"] <= v.details["gptq_int3_d_crit_eq13"] * (1 + 1e-3)
+    assert f"[{pa.tokens_text(iv['lo'])}, {pa.tokens_text(iv['hi'])}]" in v.ours
+    assert "95 % over 3 paired bootstrap draws" in v.ours and "no interval" not in v.ours
+    table = pa.d_crit_table({m: pa.critical_data_sizes(df, m) for m in ("gptq", "rtn")}, boot=pa.d_crit_boots("test", df))
+    assert (table["Eq. 13, 95 %"] != "n/a").all()
 
 
 def test_p2_without_a_chinchilla_fit_says_its_power_was_not_computed(monkeypatch):

@@ -381,9 +381,11 @@ def _with_root(spec: dict[str, Any], profile: str, root: str | os.PathLike | Non
 def _fit_status(profile: str, folder: Path, rows: _Rows, argv: list[str]) -> tuple[bool, str]:
     """Whether ``python -m bitlaws fit`` would find nothing to redo: every stage record (``fits_are_current``),
     the pipeline bootstrap (its rows, draws asked for, P4 simulation version and no-P_a≤3 draws), the Eq. 2
-    fit of each other PTQ method (``ptq_fit_is_current``) and the joint fit made from these rows."""
+    fit of each other PTQ method (``ptq_fit_is_current``), the joint fit and Eq. 13's D_crit draws
+    (``ptq_degradation.d_crit_boot_is_current``) made from these rows."""
     from . import law_fits as lf
     from .power import P4_SIM_VERSION
+    from .ptq_degradation import d_crit_boot_is_current
 
     df, fits = rows.df, lf.load_fits(profile, folder)
     frames = lf.stage_frames(df)
@@ -403,11 +405,14 @@ def _fit_status(profile: str, folder: Path, rows: _Rows, argv: list[str]) -> tup
     stale += [f"ptq_{m}" for m in methods if not lf.ptq_fit_is_current(fits.get(f"ptq_{m}"), df, m)]
     if (fits.get("joint_all") or {}).get("input_sha256") != lf._sha(lf._joint_all_rows(df)):
         stale.append("joint_all")
+    d_ok, d_why = d_crit_boot_is_current(profile, df, folder)
+    if not d_ok:
+        stale.append(f"d_crit_boot: {d_why}")
     if stale:
         return False, f"made from other rows or missing: {', '.join(stale)}"
     n = (boot or {}).get("n_boot")
     return True, (f"every stage, table1, the pipeline bootstrap ({n} draws), "
-                  + "".join(f"ptq_{m}, " for m in methods) + "joint_all made from these rows")
+                  + "".join(f"ptq_{m}, " for m in methods) + "joint_all, d_crit_boot made from these rows")
 
 
 def _table_status(tab: pd.DataFrame | None, sha: str, what: str) -> tuple[bool, str]:

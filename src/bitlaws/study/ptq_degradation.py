@@ -75,6 +75,13 @@ __all__ = [
     "d_crit_draws",
     "d_crit_interval",
     "d_crit_bootstrap",
+    "D_CRIT_BOOT_COLUMNS",
+    "D_CRIT_N_BOOT",
+    "d_crit_rows_sha",
+    "d_crit_boot_path",
+    "write_d_crit_boot",
+    "load_d_crit_boot",
+    "d_crit_boot_is_current",
     "ARGMIN_SIM",
     "ARGMIN_FLAT",
     "ARGMIN_TRUTHS",
@@ -1099,8 +1106,10 @@ def d_crit_interval(draws, n_params: float, bits_post: float, level: float = 0.9
             "lo": float(np.quantile(used, a, method="lower")), "hi": float(np.quantile(used, 1 - a, method="higher"))}
 
 
-def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
-    """Paired bootstrap draws of the constants Eq. 13 reads, for ``d_crit_interval`` (not run by any verdict).
+def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, seed: int = 0,
+                     draws=None, progress: bool = False):
+    """Paired bootstrap draws of the constants Eq. 13 reads, for ``d_crit_interval`` (``write_d_crit_boot``
+    stores them for P2's verdict and chapter 01).
 
     Draw i resamples the high-precision runs (the ``chinchilla`` stage's run ids, ``default_rng([seed, i])``,
     with replacement) and refits, on the same drawn runs, Chinchilla (their unquantized rows) and Eq. 2 (their
@@ -1112,17 +1121,27 @@ def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, 
     Args:
         df: rows holding the base grid's high-precision runs and their PTQ rows. method: ``ptq_method``.
         n_boot: draws, an int ≥ 1. seed: the generator's first seed.
+        draws: the draw indices to make (default ``range(n_boot)``); draw i is the same whichever others are
+            made, so a caller may make them in pieces. progress: a progress bar.
 
     Returns:
-        One row per draw: ``draw`` and ``D_CRIT_DRAW_KEYS`` (plus ``alpha``), NaN where a fit failed.
+        One row per draw: ``draw`` and ``D_CRIT_DRAW_KEYS`` (plus ``alpha``), NaN where a fit failed; with
+        ``draws`` given, a generator of those rows (dicts), one as each draw finishes.
 
     Raises:
         ValueError: ``n_boot`` < 1; no high-precision runs or no PTQ rows of ``method``.
     """
-    from .law_fits import PIPELINE_REFINE
-
     if int(n_boot) < 1:
         raise ValueError(f"n_boot must be ≥ 1, got {n_boot}")
+    gen = _d_crit_draw_rows(df, method, range(int(n_boot)) if draws is None else draws, seed, progress)
+    return pd.DataFrame(list(gen)) if draws is None else gen
+
+
+def _d_crit_draw_rows(df: pd.DataFrame, method: str, draws, seed: int, progress: bool):
+    from tqdm.auto import tqdm
+
+    from .law_fits import PIPELINE_REFINE
+
     frames = stage_frames(df, method)
     chin_f, ptq_f = frames["chinchilla"].reset_index(drop=True), frames["ptq"].reset_index(drop=True)
     if not len(chin_f) or not len(ptq_f):
@@ -1130,8 +1149,7 @@ def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, 
     full = {"chinchilla": lf.fit_stage(lf.STAGES["chinchilla"], chin_f), "ptq": lf.fit_stage(lf.STAGES["ptq"], ptq_f)}
     runs = np.unique(chin_f["run_id"].astype(str).to_numpy())
     ids = {k: f["run_id"].astype(str).to_numpy() for k, f in (("chinchilla", chin_f), ("ptq", ptq_f))}
-    out = []
-    for i in range(int(n_boot)):
+    for i in tqdm([int(k) for k in draws], desc=f"D_crit bootstrap ({method})", disable=not progress):
         picks = np.random.default_rng([seed, i]).choice(runs, size=len(runs), replace=True)
         row: dict[str, float] = {"draw": float(i)}
         for name, frame in (("chinchilla", chin_f), ("ptq", ptq_f)):
@@ -1145,8 +1163,118 @@ def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, 
             if ok:
                 row.update({k: float(v) for k, v in res.params.items()})
         row.setdefault("beta", row.get("alpha", math.nan))
-        out.append({k: row.get(k, math.nan) for k in ("draw", *D_CRIT_DRAW_KEYS, "alpha")})
-    return pd.DataFrame(out)
+        yield {k: row.get(k, math.nan) for k in ("draw", *D_CRIT_DRAW_KEYS, "alpha")}
+
+
+# The stored draws (``write_d_crit_boot``): data/checks/<profile>/d_crit_boot.csv, one row per (method, draw),
+# keyed by ``boot_id`` = ``method:seed:draw:n_boot@sha12`` (sha12: ``d_crit_rows_sha`` of the rows resampled).
+D_CRIT_BOOT_CSV = "d_crit_boot.csv"
+D_CRIT_N_BOOT = 200
+D_CRIT_BOOT_COLUMNS = ["boot_id", "method", "seed", "draw", "n_boot", *D_CRIT_DRAW_KEYS, "alpha", "inputs_sha256",
+                       "git_sha", "timestamp"]
+# what the draws read of each row: the hash ignores columns other experiments add when frames are concatenated
+_D_CRIT_HASHED = ("obs_id", "run_id", "seed", "n_params", "n_tokens", "bits_post", "loss_val")
+
+
+def d_crit_rows_sha(df: pd.DataFrame, method: str) -> str:
+    """SHA-256 of the rows ``d_crit_bootstrap(df, method)`` resamples: the ``chinchilla`` and ``ptq`` stages of
+    ``law_fits.stage_frames`` (base-grid rows of ``df``), their columns ``_D_CRIT_HASHED`` as read (numbers as
+    float64), so the same rows give the same hash whatever other experiments were loaded beside them."""
+    import hashlib
+
+    from .._io import frame_sha256
+
+    base = df[df["experiment"] == "base_grid"] if "experiment" in df else df
+    frames = stage_frames(base, method)
+    parts = []
+    for name in ("chinchilla", "ptq"):
+        f = frames[name]
+        cols = [c for c in _D_CRIT_HASHED if c in f]
+        parts.append(frame_sha256(f[cols].astype({c: float for c in cols if c not in ("obs_id", "run_id")})))
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def d_crit_boot_path(profile: str, root=None) -> Path:
+    """``<root>/checks/<profile>/d_crit_boot.csv`` (root: the repository's ``data/`` by default)."""
+    return (Path(root) if root is not None else data_dir()) / "checks" / profile / D_CRIT_BOOT_CSV
+
+
+def _d_crit_boot_id(method: str, seed: int, draw: int, n_boot: int, sha: str) -> str:
+    return f"{method}:{int(seed)}:{int(draw)}:{int(n_boot)}@{sha[:12]}"
+
+
+def write_d_crit_boot(profile: str = BOOK_PROFILE, n_boot: int | None = None, seed: int = 0, root=None,
+                      progress: bool = False) -> Path:
+    """Make and store the paired bootstrap draws of Eq. 13's constants (``d_crit_bootstrap``) for every PTQ
+    method of the profile's base grid, one row per draw appended as it finishes (``store.append_rows``, keyed by
+    ``boot_id``), so a killed run resumes and the rows made from other training rows stay, unread.
+
+    Args:
+        profile: a declared profile with base-grid rows. n_boot: draws per method (an int ≥ 2; default
+            ``D_CRIT_N_BOOT``, what the verdict reads). seed: the generator's first seed. root: a ``data/``
+            folder. progress: a progress bar.
+
+    Returns:
+        The table's path.
+
+    Raises:
+        ValueError: ``n_boot`` < 2, or ``d_crit_bootstrap``'s errors. FileNotFoundError: no base-grid rows.
+    """
+    import datetime as dt
+
+    from .._io import git_sha
+    from .store import append_rows, read_rows
+
+    n_boot = D_CRIT_N_BOOT if n_boot is None else n_boot
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
+        raise ValueError(f"n_boot must be an int ≥ 2, got {n_boot!r}")
+    df = load_runs(profile, experiment="base_grid", root=root)
+    path = d_crit_boot_path(profile, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    have = set(read_rows(path, D_CRIT_BOOT_COLUMNS, "boot_id").get("boot_id", [])) if path.exists() else set()
+    for m in methods_present(df):
+        sha = d_crit_rows_sha(df, m)
+        left = [i for i in range(int(n_boot)) if _d_crit_boot_id(m, seed, i, n_boot, sha) not in have]
+        if not left:
+            continue
+        for row in d_crit_bootstrap(df, m, int(n_boot), seed, draws=left, progress=progress):
+            stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            append_rows(path, [{**row, "boot_id": _d_crit_boot_id(m, seed, row["draw"], n_boot, sha), "method": m,
+                                "seed": int(seed), "draw": int(row["draw"]), "n_boot": int(n_boot),
+                                "inputs_sha256": sha, "git_sha": git_sha(), "timestamp": stamp}],
+                        D_CRIT_BOOT_COLUMNS, "boot_id")
+    return path
+
+
+def load_d_crit_boot(profile: str, df: pd.DataFrame, method: str, root=None, n_boot: int | None = None,
+                     seed: int = 0) -> tuple[pd.DataFrame | None, str]:
+    """The stored draws of ``method`` made from the rows ``df`` (all ``n_boot`` of them, default
+    ``D_CRIT_N_BOOT``, generator ``seed``), or (None, why not): none stored, made from other rows, or
+    incomplete (a run killed part way)."""
+    from .store import read_rows
+
+    n_boot = D_CRIT_N_BOOT if n_boot is None else n_boot
+    path = d_crit_boot_path(profile, root)
+    if not path.exists():
+        return None, f"no draws stored (`{write_d_crit_boot.__module__}.write_d_crit_boot('{profile}')` makes them)"
+    tab = read_rows(path, D_CRIT_BOOT_COLUMNS, "boot_id")
+    tab = tab[(tab["method"].astype(str) == method) & (tab["seed"].astype(int) == int(seed))
+              & (tab["n_boot"].astype(int) == int(n_boot))]
+    mine = tab[tab["inputs_sha256"].astype(str) == d_crit_rows_sha(df, method)]
+    if mine.empty:
+        return None, ("draws made from other training rows; not read" if len(tab) else f"no {method} draws stored")
+    if mine["draw"].nunique() < int(n_boot):
+        return None, f"{mine['draw'].nunique()} of {n_boot} draws made (a killed run; `write_d_crit_boot` resumes it)"
+    return mine.sort_values("draw").reset_index(drop=True), ""
+
+
+def d_crit_boot_is_current(profile: str, df: pd.DataFrame, root=None) -> tuple[bool, str]:
+    """Whether every PTQ method of ``df``'s base grid has its stored draws (``load_d_crit_boot``), and what is
+    missing (the cascade's ``fit`` step makes them)."""
+    base = df[df["experiment"] == "base_grid"] if "experiment" in df else df
+    missing = [f"{m} ({why})" for m in methods_present(base) for why in [load_d_crit_boot(profile, base, m, root)[1]]
+               if why]
+    return not missing, ", ".join(missing)
 
 
 def critical_data_sizes(df: pd.DataFrame, method: str, chinchilla: dict[str, float] | None = None,
@@ -1606,7 +1734,8 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     the same D, and more D at the same passes, raise δ_PTQ at INT3 beyond the noise
     (``bitlaws.study.design_checks.repetition_evidence``; reported, not graded).
     RTN is reported as a replication. D_crit from Eq. 13 with our fitted constants
-    (``critical_data_sizes``) is reported, not graded; so are, per method, the 95 % set of the D at
+    (``critical_data_sizes``) is reported with its 95 % interval over paired bootstrap draws of the
+    Chinchilla and Eq. 2 constants (``write_d_crit_boot``, ``d_crit_interval``; derived), not graded; so are, per method, the 95 % set of the D at
     the minimum of the series with the largest rise (``p2_argmin_set``: a seed bootstrap) and the
     largest D/N in tokens of SmolLM2's BPE tokenizer on our text (``bpe_conversion``).
 
@@ -1659,18 +1788,33 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                 f"a threshold of {best['threshold']:.3f} ({int(best['k_best'])} and {int(best['k_max'])} seeds)")
         t = crit[m]
         small = t[(t["n_params"] == t["n_params"].min()) & t["bits_post"].isin([3, 4])].sort_values("bits_post")
-        eq13 = ", ".join(f"INT{int(r.bits_post)} {tokens_text(r.d_crit_eq13)} (D/N ≈ {r.d_crit_eq13_over_n:.0f})"
+        ivs, why_boot = d_crit_ci[m]
+        eq13 = ", ".join(f"INT{int(r.bits_post)} {tokens_text(r.d_crit_eq13)}"
+                         + (f" [{tokens_text(ivs[int(r.bits_post)]['lo'])}, {tokens_text(ivs[int(r.bits_post)]['hi'])}]"
+                            if ivs else "") + f" (D/N ≈ {r.d_crit_eq13_over_n:.0f})"
                          for r in small.itertuples() if math.isfinite(r.d_crit_eq13))
         pw, po = per[m]["power"], per[m]["power_ours"]
-        return (head + (f"; Eq. 13 with our fitted point constants at N = {int(t['n_params'].min()):,}: D_crit ≈ {eq13} "
-                        "(no interval: the committed fits keep no paired bootstrap draws of the Chinchilla and Eq. 2 "
-                        "constants; ``d_crit_bootstrap`` makes them for ``d_crit_interval``)"
-                        if eq13 else "; Eq. 13: no fit (too few points)")
+        boot_text = (f"95 % over {len(d_crit_boots_read[m])} paired bootstrap draws of the Chinchilla and Eq. 2 constants, both "
+                     "refitted on each resample of runs (derived, not graded)"
+                     + "".join(f"; at INT{b} {v['share_no_turn_up']:.0%} of the draws have γ_D ≤ 0, no turn-up"
+                               for b, v in sorted(ivs.items()) if v["share_no_turn_up"] > 0)
+                     if ivs else f"no interval: {why_boot}")
+        return (head + (f"; Eq. 13 with our fitted constants at N = {int(t['n_params'].min()):,}: D_crit ≈ {eq13} "
+                        f"({boot_text})" if eq13 else "; Eq. 13: no fit (too few points)")
                 + (f"; power {rate_text(pw)} with the paper's exponents ({rate_text(po)} if our Eq. 2 fit were "
                    f"true), false-positive rate {rate_text(pw, 'false_positive')} (95 % Monte Carlo intervals)"
                    if math.isfinite(pw["power"])
                    else f"; power not computed: {_P2_NO_POWER}"))
 
+    d_crit_ci, d_crit_boot, d_crit_boots_read = {}, {}, {}
+    for m in per:  # Eq. 13's D_crit at the smallest N with its paired-bootstrap interval (write_d_crit_boot)
+        boot, why = load_d_crit_boot(profile, df, m)
+        n_min = float(crit[m]["n_params"].min())
+        d_crit_ci[m] = ({b: d_crit_interval(boot, n_min, b) for b in (3, 4)} if boot is not None else {}, why)
+        if boot is not None:
+            d_crit_boots_read[m] = boot
+            # the draws' keys (method, seed, draw, rows' hash), not their refitted numbers (last bits differ)
+            d_crit_boot[f"d_crit_boot_{m}"] = boot[["boot_id"]]
     ours = ". ".join([describe(main)] + [describe(m) + " (replication)" for m in per if m != main])
     d_crit = float(critical_data_size(30e6, 3, PAPER_CONSTANTS))
     rising = [x for x in st["series"] if x["rising"]] or [p2_named_series(st)]
@@ -1749,6 +1893,10 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                 r = small.loc[b]
                 det.update({f"{m}_int{b}_d_crit_lo": r["d_crit_lo"], f"{m}_int{b}_d_crit_hi": r["d_crit_hi"],
                             f"{m}_int{b}_d_crit_eq13": r["d_crit_eq13"]})
+                iv = d_crit_ci[m][0].get(b)
+                if iv:  # Eq. 13's 95 % interval over the paired draws (inf: draws with no turn-up)
+                    det.update({f"{m}_int{b}_d_crit_eq13_lo": iv["lo"], f"{m}_int{b}_d_crit_eq13_hi": iv["hi"],
+                                f"{m}_int{b}_d_crit_eq13_no_turn_up": iv["share_no_turn_up"]})
             if b in best:
                 det.update({f"{m}_int{b}_rise": best[b]["rise"], f"{m}_int{b}_threshold": best[b]["threshold"]})
     for kind, e in (evidence or {}).items():
@@ -1757,6 +1905,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
             det.update({f"repetition_{kind}_pairs": float(len(e)),
                         f"repetition_{kind}_up": float((e["answer"] == "raises").sum())})
     frames = {"rows": df} if repetition is None else {"rows": df, "repetition": repetition}
+    frames.update(d_crit_boot)  # the draws behind Eq. 13's intervals, as read
     if bpe is not None:  # what the D/N conversion read
         frames["bpe"] = pd.DataFrame([{k: bpe[k] for k in ("tokenizer", "corpus", "eval_bytes", "eval_tokens",
                                                           "bytes_per_token")}])
@@ -1793,7 +1942,7 @@ def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[st
 # whose wording depends on the data, and the tables it shows, so the chapter's cells stay short.
 
 __all__ += ["coverage_facts", "committed_fits", "fit_status_markdown", "gptq_rtn_ratio_table", "eq2_table",
-            "D_CRIT_FORMATS", "d_crit_table", "paper_d_crit", "d_crit_facts", "chinchilla_sentence",
+            "D_CRIT_FORMATS", "d_crit_boots", "d_crit_table", "paper_d_crit", "d_crit_facts", "chinchilla_sentence",
             "verdict_table_markdown", "paper_vs_here_table", "training_time", "argmin_set_table", "ARGMIN_FORMATS",
             "p2_set_facts", "bpe_facts", "ARGMIN_SHARE_COLUMNS", "ARGMIN_SET_COLUMNS", "verdict_text_markdown",
             "exponent_estimates_markdown", "exponent_estimates_table", "local_d_slopes", "exponent_facts", "log_ticks",
@@ -1958,19 +2107,40 @@ def eq2_table(df: pd.DataFrame, eq2: dict[str, dict[str, float]], records: dict[
 D_CRIT_FORMATS = {"rise": "{:.4f}", "threshold": "{:.4f}", "Eq. 13 D/N": "{:.0f}", "d_best": "{:,}"}
 
 
-def d_crit_table(crit: dict[str, pd.DataFrame], bits=(3, 4)) -> pd.DataFrame:
+def d_crit_boots(profile: str, df: pd.DataFrame, root=None) -> dict[str, pd.DataFrame]:
+    """Method -> the stored paired draws of Eq. 13's constants made from ``df``'s base grid
+    (``load_d_crit_boot``), for the methods that have them."""
+    out = {}
+    for m in methods_present(df):
+        boot, _ = load_d_crit_boot(profile, df, m, root)
+        if boot is not None:
+            out[m] = boot
+    return out
+
+
+def d_crit_table(crit: dict[str, pd.DataFrame], bits=(3, 4), boot: dict[str, pd.DataFrame] | None = None
+                 ) -> pd.DataFrame:
     """The critical data sizes at `bits`, both estimates: from the rows (the bracket of
     ``post_ptq_rise``, or "> largest D (no turn-up)" without a turn-up beyond the noise floor) and Eq. 13
-    with our fits.
+    with our fits, with its 95 % interval over paired bootstrap draws where ``boot`` has them.
 
     Args:
         crit: method -> ``critical_data_sizes``.
+        boot: method -> its draws (``d_crit_boots``); a method without draws shows "n/a".
 
     Returns:
         Columns ``method`` (label), ``bits_post``, ``n_params``, ``d_best``, ``rise``, ``threshold``,
-        ``D_crit from the rows``, ``D_crit, Eq. 13 (ours)`` (``"n/a"`` without a fit), ``Eq. 13 D/N``;
-        sorted by method, P_post, N.
+        ``D_crit from the rows``, ``D_crit, Eq. 13 (ours)`` (``"n/a"`` without a fit), ``Eq. 13, 95 %``
+        (``d_crit_interval``; "∞" where draws have γ_D ≤ 0), ``Eq. 13 D/N``; sorted by method, P_post, N.
     """
+    boot = boot or {}
+
+    def interval(r) -> str:
+        if r["method"] not in boot:
+            return "n/a"
+        iv = d_crit_interval(boot[r["method"]], float(r["n_params"]), float(r["bits_post"]))
+        return f"{tokens_text(iv['lo'])} – {tokens_text(iv['hi'])}" if math.isfinite(iv["lo"]) else "n/a"
+
     def bracket(r) -> str:
         if not r["significant"]:
             return f"> {r['d_max'] / 1e6:.1f}M (no turn-up)"
@@ -1978,12 +2148,14 @@ def d_crit_table(crit: dict[str, pd.DataFrame], bits=(3, 4)) -> pd.DataFrame:
 
     dc = pd.concat(crit.values(), ignore_index=True)
     shown = dc[dc["bits_post"].isin(bits)].copy()
+    shown["Eq. 13, 95 %"] = shown.apply(interval, axis=1)
     shown["method"] = shown["method"].map(METHOD_LABELS)
     shown["D_crit from the rows"] = shown.apply(bracket, axis=1)
     shown["D_crit, Eq. 13 (ours)"] = shown["d_crit_eq13"].map(lambda d: f"{d / 1e6:.1f}M" if np.isfinite(d) else "n/a")
     shown["Eq. 13 D/N"] = shown["d_crit_eq13_over_n"]
     return shown[["method", "bits_post", "n_params", "d_best", "rise", "threshold", "D_crit from the rows",
-                  "D_crit, Eq. 13 (ours)", "Eq. 13 D/N"]].sort_values(["method", "bits_post", "n_params"])
+                  "D_crit, Eq. 13 (ours)", "Eq. 13, 95 %", "Eq. 13 D/N"]].sort_values(["method", "bits_post",
+                                                                                      "n_params"])
 
 
 def paper_d_crit(n_params: float = 30e6, bits=(3, 4)) -> dict[int, float]:
