@@ -375,7 +375,8 @@ def test_p3_power_rows_are_replayed_per_world_and_noise_and_read_by_their_key(ro
                 "world": world, "noise": noise, "rng": 0, "dataset": k, "seed_sd": sd, "n_boot": 100,
                 "grade": "reproduced", "sim_version": P3_POWER_SIM_VERSION, "inputs_sha256": sha}
 
-    old_version = {**row("no_effect", "residual", 0), "sim_version": "0"}
+    old_version = {**row("no_effect", "residual", 0), "sim_version": "1",  # keyed as version 1 keyed its rows
+                   "sim_id": p3_sim_id("no_effect", "residual", 0, 0, 0.0, 100, NOW, version="1")}
     store.append_rows(path, [row("paper", "seed", k) for k in range(3)] + [row("no_effect", "seed", 0)]
                       + [row("paper", "residual", k, OLD) for k in range(2)] + [old_version], P3_POWER_COLUMNS,
                       "sim_id")

@@ -122,6 +122,25 @@ def test_the_writer_appends_resumes_and_keys_rows_by_the_rows_read(tmp_path, fak
     assert made[-1] == ("no_effect", 0, 0.0, {"chinchilla": 0.02})  # residual: σ_seed 0, each frame's own σ
 
 
+def test_a_new_simulation_version_simulates_the_datasets_an_old_one_stored(tmp_path, fake_inputs):
+    """A row of simulation version 1 (keyed without a version) does not stand for the same dataset at the code's
+    version: the writer simulates it again, beside it, under a key that names the version."""
+    from bitlaws._io import frame_sha256
+    from bitlaws.study.store import append_rows, read_rows
+
+    df, made = fake_inputs
+    old = la.p3_sim_id("paper", "seed", 0, 0, 0.004, 100, frame_sha256(df), version="1")
+    assert old == f"paper:seed:0:0:0.004:100@{frame_sha256(df)[:12]}" and la.P3_POWER_SIM_VERSION != "1"
+    path = la.p3_power_path("cpu", tmp_path)
+    path.parent.mkdir(parents=True)
+    append_rows(path, [{**dict.fromkeys(la.P3_POWER_COLUMNS, 0), "sim_id": old, "sim_version": "1"}],
+                la.P3_POWER_COLUMNS, "sim_id")
+    pp.write_p3_power("cpu", worlds="paper", datasets=[0], root=tmp_path)
+    assert made == [("paper", 0, 0.004, None)]
+    new = la.p3_sim_id("paper", "seed", 0, 0, 0.004, 100, frame_sha256(df))
+    assert f":v{la.P3_POWER_SIM_VERSION}@" in new and set(read_rows(path, la.P3_POWER_COLUMNS, "sim_id")["sim_id"]) == {old, new}
+
+
 def test_the_writer_refuses_fits_of_other_rows(tmp_path, fake_inputs, monkeypatch):
     monkeypatch.setattr(la, "fits_are_current", lambda fits, frame: False)
     with pytest.raises(ValueError, match="made from other training rows than the freeze reads now; run "

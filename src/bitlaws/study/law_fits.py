@@ -1306,11 +1306,15 @@ P3_POWER_COLUMNS = ["sim_id", "world", "noise", "rng", "dataset", "seed_sd", "n_
 
 
 def p3_sim_id(world: str, noise: str, seed: int, dataset: int, seed_sd: float, n_boot: int,
-              inputs_sha256: str) -> str:
-    """The key of one row of ``p3_power.csv``: ``world:noise:rng:dataset:seed_sd:n_boot@sha12`` (σ_seed to 6
-    significant digits; ``sha12`` the first 12 hex digits of the training rows' hash, so datasets simulated
-    from other rows are other rows)."""
-    return f"{world}:{noise}:{int(seed)}:{int(dataset)}:{float(seed_sd):.6g}:{int(n_boot)}@{inputs_sha256[:12]}"
+              inputs_sha256: str, version: str | None = None) -> str:
+    """The key of one row of ``p3_power.csv``: ``world:noise:rng:dataset:seed_sd:n_boot:v<version>@sha12`` (σ_seed
+    to 6 significant digits; ``version`` the simulation's, default ``P3_POWER_SIM_VERSION``, left out at
+    version 1, whose rows were keyed before it was named; ``sha12`` the first 12 hex digits of the training
+    rows' hash), so a dataset simulated from other rows or by another version is another row."""
+    version = P3_POWER_SIM_VERSION if version is None else str(version)
+    tag = "" if version == "1" else f":v{version}"
+    return (f"{world}:{noise}:{int(seed)}:{int(dataset)}:{float(seed_sd):.6g}:{int(n_boot)}{tag}"
+            f"@{inputs_sha256[:12]}")
 
 
 def p3_power_path(profile: str, root: str | os.PathLike | None = None) -> Path:
