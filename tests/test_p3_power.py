@@ -23,7 +23,10 @@ BUDGETS = (2e6, 5e6, 1.2e7, 3e7)
 
 def test_the_worlds_are_the_papers_weight_curve_and_a_flat_one():
     w = pp.p3_worlds()
-    assert set(w) == set(pp.P3_WORLDS)
+    assert set(w) == {"paper", "no_effect"}  # "ours" only with our constants
+    mine = pp.p3_worlds({"gamma_w": 3.65, "n_w": -1.35})
+    assert set(mine) == set(pp.P3_WORLDS) and mine["ours"]["w"] == (3.65, -1.35)
+    assert mine["ours"]["a"] == mine["paper"]["a"]
     assert float(forms.precision_factor(4.0, *w["paper"]["w"])) == pytest.approx(la.PAPER_F_W_4, rel=1e-15)
     flat = forms.precision_factor(np.arange(2.0, 9.0), *w["no_effect"]["w"])
     assert np.all(flat == 1.0)  # e^(−P/0.05) < 2^−53 at every P ≥ 2: exactly no effect
@@ -71,14 +74,16 @@ def test_the_rule_finds_the_papers_effect_and_not_a_flat_curve():
 
 def test_bad_arguments_are_refused_with_what_is_allowed():
     noise = types.SimpleNamespace(loss_sd=0.002)
-    with pytest.raises(ValueError, match=r"unknown world\(s\) \['ours'\]; allowed: \['paper', 'no_effect'\]"):
-        next(pp.p3_power_rows({}, {}, noise, ["ours"], [0]))
+    with pytest.raises(ValueError, match=r"unknown world\(s\) \['mine'\]; allowed: \['paper', 'no_effect', 'ours'\]"):
+        next(pp.p3_power_rows({}, {}, noise, ["mine"], [0]))
     with pytest.raises(ValueError, match="n_boot must be an int ≥ 2"):
         next(pp.p3_power_rows({}, {}, noise, ["paper"], [0], n_boot=1))
+    with pytest.raises(ValueError, match="the world 'ours' needs our neff_w fit's constants"):
+        next(pp.p3_power_rows({}, {}, noise, ["ours"], [0]))
     with pytest.raises(ValueError, match="unknown noise 'seed_upper'; allowed: 'seed', 'residual'"):
         pp.write_p3_power("cpu", noise="seed_upper")
-    with pytest.raises(ValueError, match=r"unknown world\(s\) \['ours'\]"):
-        pp.write_p3_power("cpu", worlds="ours")
+    with pytest.raises(ValueError, match=r"unknown world\(s\) \['mine'\]"):
+        pp.write_p3_power("cpu", worlds="mine")
 
 
 @pytest.fixture
@@ -198,3 +203,27 @@ def test_leg_a_noise_is_the_part_a_run_has_alone():
                              for n in (2e5, 1.2e6) for s in range(3)])
     v, dof = la.p3_run_noise(one_cell)  # one seeded cell per size: no σ_e to estimate
     assert math.isnan(v) and dof == 0.0
+
+
+def test_the_summary_reads_each_leg_and_the_world_at_our_fit():
+    """p3_power_summary reads leg (a), leg (b) and the paper's value outside the interval from each row's own
+    statistics with law_fits.p3_decision; the world at our fit gives how often the rule passes a paper's value
+    that is wrong by what our data say, and how often it excludes it."""
+    def row(world, p_lof, low, high, grade, k):
+        return {"world": world, "noise": "seed", "dataset": k, "grade": grade, "p_effect": 0.01,
+                "p_lack_of_fit": p_lof, "low": low, "high": high, "low_mc_se": 0.001, "high_mc_se": 0.001,
+                "f_w_4_true": 0.91 if world == "ours" else la.PAPER_F_W_4, "n_boot": 100, "f_w_4_point": 0.7}
+
+    tab = pd.DataFrame([row("paper", 0.5, 0.60, 0.80, "reproduced", k) for k in range(6)]    # both legs
+                       + [row("paper", 0.01, 0.60, 0.80, "partly", k) for k in range(6, 8)]  # (a) fails
+                       + [row("paper", 0.5, 0.60, 0.995, "partly", k) for k in range(8, 10)]  # (b) reaches no effect
+                       + [row("ours", 0.5, 0.80, 0.97, "partly", k) for k in range(3)]       # 0.70 outside
+                       + [row("ours", 0.5, 0.65, 0.97, "reproduced", k) for k in range(3, 4)])
+    sm = la.p3_power_summary(tab)
+    assert sm["seed"]["paper"]["explains"] == pytest.approx(0.8) and sm["seed"]["paper"]["size_ok"] == pytest.approx(0.8)
+    assert sm["power"] == pytest.approx(0.6)
+    assert (sm["ours_reproduced"], sm["ours_outside"], sm["n_ours"]) == (0.25, 0.75, 4.0)
+    text = la.p3_power_text(sm)
+    assert "of the paper-world datasets, at seed noise leg (a) in 80% and leg (b) in 80% meet the rule" in text
+    assert "were our own fit the truth (f_w(4) = 0.91), the rule would grade the paper reproduced in 25% [" in text
+    assert "find the paper's value outside the interval in 75% [" in text

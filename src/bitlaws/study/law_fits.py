@@ -1343,8 +1343,13 @@ def load_p3_power(profile: str, df: pd.DataFrame, root: str | os.PathLike | None
 
 
 def p3_power_summary(tab: pd.DataFrame) -> dict:
-    """Per noise and world of :func:`load_p3_power`'s rows: ``n`` and the shares graded ``reproduced``,
-    ``partly``, ``not reproduced`` and partly or better (``partly_or_better``), keyed ``[noise][world]``; plus
+    """Per noise and world of :func:`load_p3_power`'s rows: ``n``, the shares graded ``reproduced``,
+    ``partly``, ``not reproduced`` and partly or better (``partly_or_better``), the shares meeting leg (a)
+    (``explains``) and leg (b) (``size_ok``) and finding the paper's value outside the interval (``outside``),
+    each leg read by :func:`p3_decision` from the row's statistics, and the world's ``f_w_4_true``, keyed
+    ``[noise][world]``; ``ours_reproduced``, ``ours_outside``, ``n_ours``, ``ours_f_w_4`` (the world at our own
+    fit, seed noise: how often the rule passes, and excludes, a paper's value that is wrong by what our data
+    say); plus
     ``power`` (paper world, seed noise, reproduced), ``false_positive`` (no-effect world, seed noise, reproduced),
     ``false_partly`` (its partly or better), ``power_residual`` (paper world at the residual scatter),
     ``power_gate`` (the smaller of ``power`` and ``power_residual``: what rule v4's gate reads), ``n_sim``,
@@ -1353,9 +1358,17 @@ def p3_power_summary(tab: pd.DataFrame) -> dict:
     out: dict = {}
     for (nz, w), g in tab.groupby([tab["noise"].astype(str), tab["world"].astype(str)], sort=False):
         grades = g["grade"].astype(str)
+        cols = ("p_effect", "p_lack_of_fit", "low", "high", "low_mc_se", "high_mc_se")
+        num = {c: pd.to_numeric(g[c], errors="coerce").to_numpy(float) for c in cols if c in g}
+        legs = [p3_decision(*(num[c][i] for c in cols)) for i in range(len(g))] if len(num) == len(cols) else []
         out.setdefault(nz, {})[w] = {"n": float(len(g)),
                                      **{k: float((grades == k).mean()) for k in ("reproduced", "partly", "not reproduced")},
-                                     "partly_or_better": float(grades.isin(["reproduced", "partly"]).mean())}
+                                     "partly_or_better": float(grades.isin(["reproduced", "partly"]).mean()),
+                                     # each leg, read from the row's statistics (NaN where a table lacks them)
+                                     **{k: float(np.mean([d[k] for d in legs])) if legs else math.nan
+                                        for k in ("explains", "size_ok", "outside")},
+                                     "f_w_4_true": float(pd.to_numeric(g["f_w_4_true"], errors="coerce").median())
+                                     if "f_w_4_true" in g else math.nan}
 
     def get(nz, w, k):
         return out.get(nz, {}).get(w, {}).get(k, math.nan)
@@ -1364,6 +1377,8 @@ def p3_power_summary(tab: pd.DataFrame) -> dict:
                false_partly=get("seed", "no_effect", "partly_or_better"),
                power_residual=get("residual", "paper", "reproduced"), n_sim=get("seed", "paper", "n"),
                n_null=get("seed", "no_effect", "n"), n_residual=get("residual", "paper", "n"),
+               ours_reproduced=get("seed", "ours", "reproduced"), ours_outside=get("seed", "ours", "outside"),
+               n_ours=get("seed", "ours", "n"), ours_f_w_4=get("seed", "ours", "f_w_4_true"),
                n_boot=float(pd.to_numeric(tab["n_boot"], errors="coerce").median()) if "n_boot" in tab else math.nan)
     # rule v4 gates on the smaller of the two powers: the seed-noise world is the paper's law with our seed
     # noise, the residual one scatters as our runs do about our fit; which our data resemble is not known
@@ -1395,6 +1410,17 @@ def p3_power_text(summary: Mapping | None, why: str = "", ours: Mapping[str, flo
     if math.isfinite(summary.get("power_residual", math.nan)):
         text += (f"; at our fits' residual scatter the power is "
                  f"{rate_text({'power': summary['power_residual'], 'n_sim': summary['n_residual']})}")
+    legs = [f"{name} leg (a) in {r['explains']:.0%} and leg (b) in {r['size_ok']:.0%}"
+            for nz, name in (("seed", "at seed noise"), ("residual", "at the residual scatter"))
+            for r in [summary.get(nz, {}).get("paper", {})] if math.isfinite(r.get("explains", math.nan))]
+    if legs:
+        text += "; of the paper-world datasets, " + ", ".join(f"{x}" for x in legs) + " meet the rule"
+    if math.isfinite(summary.get("ours_reproduced", math.nan)):
+        n_ours = {"n_sim": summary["n_ours"]}
+        text += (f"; were our own fit the truth (f_w(4) = {summary['ours_f_w_4']:.2f}), the rule would grade the "
+                 f"paper reproduced in {rate_text({**n_ours, 'power': summary['ours_reproduced']})} and find the "
+                 f"paper's value outside the interval in {rate_text({**n_ours, 'power': summary['ours_outside']})} "
+                 "of the datasets")
     text += " (95 % Monte Carlo intervals)"
     if ours and all(math.isfinite(ours.get(k, math.nan)) for k in ("width", "point")):
         parts = []
@@ -1447,7 +1473,9 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     absent; ``bitlaws.study.p3_power``), the smaller of the powers at seed noise and at our fits' residual
     scatter, since which of the two our runs resemble is not known (the reason sets our interval's width and
     point beside each world's); else, or with no power rows for these training rows, it reads *inconclusive*.
-    The false-positive rate (no weight effect) is reported beside it. (Its first draft, the same day, gated on
+    The false-positive rate (no weight effect) is reported beside it, with how often each leg is met in the
+    paper's world and, in a world at our own fit (``p3_power`` world ``ours``), how often the rule passes and
+    excludes the paper's value (reported, not gated). (Its first draft, the same day, gated on
     the seed-noise power alone; a referee showed that our interval is wider than every seed-noise one.)
 
     Rule (version 3): two statistics. (a) The N_eff form must explain the loss differences between

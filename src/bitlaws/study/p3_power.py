@@ -2,8 +2,9 @@
 
 Dataset k of a world draws the runs of our Chinchilla stage and of the P_w sweep (``power.p6_pstar_dataset``,
 generator ``default_rng([seed, k])``: the same noise as P6's P* leg's dataset k) from our Chinchilla constants
-and the world's weight curve: ``paper`` (Table 2's γ_w = 2.67, n_w = 0.30, f_w(4) = 0.70) or ``no_effect``
-(f_w ≡ 1: the null). Each is fitted on every run, bootstrapped as ``law_fits.pipeline_bootstrap`` does
+and the world's weight curve: ``paper`` (Table 2's γ_w = 2.67, n_w = 0.30, f_w(4) = 0.70), ``no_effect``
+(f_w ≡ 1: the null) or ``ours`` (our own fit's γ_w, n_w: a world where the paper's value is wrong by what
+our data say). Each is fitted on every run, bootstrapped as ``law_fits.pipeline_bootstrap`` does
 (resamples of runs, Chinchilla refitted in each, its ``chinchilla`` and ``neff_w`` stages: the ones f_w reads)
 and graded by ``law_fits.p3_decision``. The rows go to ``data/checks/<profile>/p3_power.csv``, one per dataset,
 appended as each finishes and keyed by ``law_fits.p3_sim_id`` (which names the training rows read), so a killed
@@ -27,25 +28,30 @@ from . import law_fits as la
 
 __all__ = ["P3_NOISES", "P3_NULL_GAMMA", "P3_STAGES", "P3_WORLDS", "p3_power_rows", "p3_worlds", "write_p3_power"]
 
-P3_WORLDS = ("paper", "no_effect")
+P3_WORLDS = ("paper", "no_effect", "ours")
 P3_NOISES = ("seed", "residual")
 # γ_w [bits] of the null world: f_w(P) = 1 − e^(−P/0.05) is 1 to double precision at every P_w ≥ 2 we train.
 P3_NULL_GAMMA = 0.05
 P3_STAGES = ("chinchilla", "neff_w")  # the stages f_w(4) is read from (the others do not touch it)
 
 
-def p3_worlds() -> dict[str, dict[str, tuple[float, float]]]:
-    """World -> part -> (γ_x, n_x) the simulation generates from: ``paper`` (Table 2 for every part) and
-    ``no_effect`` (the same, with the weights' curve flat at 1: γ_w = ``P3_NULL_GAMMA``, n_w = 0). Only the
+def p3_worlds(ours: Mapping[str, float] | None = None) -> dict[str, dict[str, tuple[float, float]]]:
+    """World -> part -> (γ_x, n_x) the simulation generates from: ``paper`` (Table 2 for every part),
+    ``no_effect`` (the same, with the weights' curve flat at 1: γ_w = ``P3_NULL_GAMMA``, n_w = 0) and, given
+    ``ours`` (our ``neff_w`` fit's ``gamma_w``, ``n_w``), ``ours`` (the same with our weights' curve). Only the
     weights' curve is read (``P3_STAGES``)."""
     p = forms.PAPER_CONSTANTS
     paper = {x: (float(p[f"gamma_{x}"]), float(p[f"n_{x}"])) for x in ("w", "a", "kv")}
-    return {"paper": paper, "no_effect": {**paper, "w": (P3_NULL_GAMMA, 0.0)}}
+    out = {"paper": paper, "no_effect": {**paper, "w": (P3_NULL_GAMMA, 0.0)}}
+    if ours is not None:
+        out["ours"] = {**paper, "w": (float(ours["gamma_w"]), float(ours["n_w"]))}
+    return out
 
 
 def p3_power_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise, worlds: Sequence[str],
                   datasets: Sequence[int], *, n_boot: int = 100, seed: int = 0, seed_sd: float = 0.0,
-                  inputs_sha256: str = "", progress: bool = False, stage_sd: Mapping[str, float] | None = None):
+                  inputs_sha256: str = "", progress: bool = False, stage_sd: Mapping[str, float] | None = None,
+                  ours: Mapping[str, float] | None = None):
     """P3's rule on simulated datasets (yielded one row per dataset, so a caller stores each as it finishes).
 
     Args:
@@ -56,6 +62,7 @@ def p3_power_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
         inputs_sha256: the training rows' hash, named in each row's key. progress: a progress bar.
         stage_sd: per-frame σ [nats] instead of the seed noise (our fits' residual scatter,
             ``compute_optimal.stage_residual_sd``); the rows' ``noise`` is then ``residual``.
+        ours: our ``neff_w`` fit's ``gamma_w``, ``n_w``, which the world ``ours`` needs.
 
     Yields:
         dicts with the columns of ``law_fits.P3_POWER_COLUMNS``: the point and the 95 % percentile interval
@@ -63,7 +70,8 @@ def p3_power_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
         dataset's own σ_e² (``law_fits.p3_run_noise``, rule v5), and ``grade`` (``law_fits.p3_decision``).
 
     Raises:
-        ValueError: an unknown world, ``n_boot`` < 2, or ``power.p6_pstar_dataset``'s errors.
+        ValueError: an unknown world, ``ours`` asked for without our constants, ``n_boot`` < 2, or
+            ``power.p6_pstar_dataset``'s errors.
     """
     from tqdm.auto import tqdm
 
@@ -72,10 +80,12 @@ def p3_power_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
 
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
         raise ValueError(f"n_boot must be an int ≥ 2, got {n_boot!r}")
-    every = p3_worlds()
-    bad = [w for w in worlds if w not in every]
+    every = p3_worlds(ours)
+    bad = [w for w in worlds if w not in P3_WORLDS]
     if bad:
         raise ValueError(f"unknown world(s) {bad}; allowed: {list(P3_WORLDS)}")
+    if "ours" in worlds and "ours" not in every:
+        raise ValueError("the world 'ours' needs our neff_w fit's constants: pass ours={'gamma_w': …, 'n_w': …}")
     label = "seed" if stage_sd is None else "residual"
     stages = list(P3_STAGES)
     for w, k in tqdm([(w, int(k)) for k in datasets for w in worlds], desc="P3 power", disable=not progress):
@@ -118,7 +128,7 @@ def write_p3_power(profile: str = "cpu", worlds: str | Sequence[str] | None = No
 
     Args:
         profile: a declared profile with its Chinchilla and ``neff_w`` fits, made from the rows read now.
-        worlds: names of :data:`P3_WORLDS` (default both; one name alone is one world). datasets: indices.
+        worlds: names of :data:`P3_WORLDS` (default all three; one name alone is one world). datasets: indices.
         n_boot: resamples per dataset (the verdict's own bootstrap has 2000; fewer widen the Monte Carlo
             error on the interval's ends, which the rule reads, so the power is if anything understated).
         seed: the generator's seed. root: a ``data/`` folder. progress: a progress bar.
@@ -158,6 +168,7 @@ def write_p3_power(profile: str = "cpu", worlds: str | Sequence[str] | None = No
     for w in worlds:
         left = [int(k) for k in datasets if la.p3_sim_id(w, noise, seed, k, seed_sd, n_boot, read) not in have]
         for row in p3_power_rows(frames, chin, inputs[0], [w], left, n_boot=n_boot, seed=seed, seed_sd=seed_sd,
-                                 inputs_sha256=read, progress=progress, stage_sd=stage_sd):
+                                 inputs_sha256=read, progress=progress, stage_sd=stage_sd,
+                                 ours=la.params_of(fits.get("neff_w"))):
             append_rows(path, [row], la.P3_POWER_COLUMNS, "sim_id")
     return path
