@@ -3,9 +3,10 @@
 2026-12-04, before any of its rows was read, after a referee's blind reading of v6 (the freeze extended to v7's
 critical value, power and design simulations, T's widened interval and its source, and the pre-registration); v8 on
 2026-12-04, before any of its rows was read, after a second referee's blind reading of v7 (the σ grid); v9 on
-2026-12-04, after the factorial was read, the verdict's wording only (no decision changed); v10 and v11 on
+2026-12-04, after the factorial was read, the verdict's wording only (no decision changed); v10, v11 and v12 on
 2026-12-06, changes to ``store.load_runs`` only (the data freeze; the refusal of an experiment name no file holds
-and no sweep declares), the rule and the rows it reads unchanged. The
+and no sweep declares; the refusal of an empty collection and a message naming both filters), the rule and the
+rows it reads unchanged. The
 freeze covers the rule, its statistics, its simulations, its data selection and evaluation version, the law
 that generates its simulated data (``forms.qat_loss`` and what it calls), the power gate, the factorial's
 training specification and the Chinchilla inputs it reads (registered constants). Any change fails here until
@@ -28,7 +29,8 @@ FROZEN = {"5": "29e5bfe945e2885f076698e191b0eaffd311f6793c79984a9a23d1c9aca997b5
           "7": "3fbbdf342b3177354d2a01657b516ce8af96bfaed63d9e8002c30faf9c8fc127",
           "8": "d16f850f394c8f05722a371cc40663912b21ab0765c5cf741f00688a7d9c7b35",
           "9": "06fd7ee2846d83fdaa0a78f1a6e4fe8645744936d56314b36c764dc542c74c37", "10": "bf66380f5b090f84a9dcdf566334977200b419b36e3a2394ac42ce61bf852351",
-          "11": "cd388c636abc854d05a4e80daefc7d1b0473daf0c0e5b76103b8282901a547a6"}
+          "11": "cd388c636abc854d05a4e80daefc7d1b0473daf0c0e5b76103b8282901a547a6",
+          "12": "28e2b6b17f6136f1dda485cc08a77b92720d6377e5aa9f793e5af59fee7474da"}
 
 
 def _factorial_spec() -> str:

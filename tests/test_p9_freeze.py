@@ -2,9 +2,10 @@
 2026-12-05 after 37 of the matched grid's 50 runs were committed and before any comparison of their δ was read;
 version 4 the same day after a blind referee's reading of v3, still before any comparison was read; version 5 the
 same day after a second blind referee's reading of v4, likewise before any comparison was read; version 6 the
-same day after the complete grid was read and graded, a change to the verdict's words only; versions 7 and 8 on
+same day after the complete grid was read and graded, a change to the verdict's words only; versions 7, 8 and 9 on
 2026-12-06, changes to ``store.load_runs`` only (the data freeze; the refusal of an experiment name no file holds and
-no sweep declares), the rule and the rows it reads unchanged.
+no sweep declares; the refusal of an empty collection and a message naming both filters), the rule and the rows it
+reads unchanged.
 The freeze covers the rule, its statistic, its data selection and evaluation version, its simulation, the noise
 model and detection floor it reads, the law of its simulated data, the verdict that reads it and the grid's
 training specification. Any change fails here until it is a new rule version: bump ``RULE_VERSIONS["P9"]``, add
@@ -20,7 +21,8 @@ from bitlaws.laws import forms
 from bitlaws.study import claims, law_fits, noise, p9_matched, store, sweep
 
 # version -> SHA-256 of that version's ``_frozen_text()``
-FROZEN = {"8": "41341e14f1c3fed6bdf5c750fc9b0e87611acc1f4e5fd626440d935bb67fb8a9", "7": "3692b4e14a749e8dbac57e3613bf41cceffa471a242d70f43971735213668393", "6": "18183e0b4ed0ae7226fd340d7b3769d24c8d73e32412a4b13c49bfe749c3dd01", "5": "4d8928ccab0956ac14a483480cf38b9f4478a23173c5709235facb87689d030a", "4": "d9f4126950060203b78d692a85941444159d10c0bb62d7f17b4128b7cbd7402e", "3": "92287fb0f1c6e746da4e704215019b2912aa05e87e735c4543b7ee9b003ceacf"}
+FROZEN = {"9": "2e25e888fe4879aef32b89b4a57ca2b57affe817e82ef5e52935e470a798c7e7",
+          "8": "41341e14f1c3fed6bdf5c750fc9b0e87611acc1f4e5fd626440d935bb67fb8a9", "7": "3692b4e14a749e8dbac57e3613bf41cceffa471a242d70f43971735213668393", "6": "18183e0b4ed0ae7226fd340d7b3769d24c8d73e32412a4b13c49bfe749c3dd01", "5": "4d8928ccab0956ac14a483480cf38b9f4478a23173c5709235facb87689d030a", "4": "d9f4126950060203b78d692a85941444159d10c0bb62d7f17b4128b7cbd7402e", "3": "92287fb0f1c6e746da4e704215019b2912aa05e87e735c4543b7ee9b003ceacf"}
 
 
 def _frozen_text() -> str:

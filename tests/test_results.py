@@ -408,6 +408,26 @@ def test_when_every_row_is_filtered_out_the_message_counts_what_each_filter_remo
                                                 r"reads it, the data freeze still applying\); the other 1, at version "
                                                 r"2, was written " + freeze):
         load_runs("cpu", "repetition", root=tmp_path)
+    # rows at another version and after the freeze: the message names both arguments at once, not one at a time
+    append_rows(folder / "lr_schedule.csv", [
+        row(s, 1.0, profile="cpu", experiment="lr_schedule", eval_version=1, timestamp=t)
+        for s, t in (("m1", "2026-12-07T00:00:00Z"), ("m2", "2026-12-07T00:00:00Z"), ("m3", "2026-12-01T00:00:00Z"))])
+    with pytest.raises(FileNotFoundError, match=r"3 are at evaluation versions other than 2, the version read \(3 at "
+                                                r"version 1; eval_version=1 or 'all' reads 1 of them; the other 2 were "
+                                                r"written after the data freeze too and need until='all' as well\)$"):
+        load_runs("cpu", "lr_schedule", root=tmp_path)
+    assert len(load_runs("cpu", "lr_schedule", root=tmp_path, eval_version=1)) == 1
+    assert len(load_runs("cpu", "lr_schedule", root=tmp_path, eval_version=1, until="all")) == 3
+    late_only = tmp_path / "late"
+    append_rows(late_only / "runs" / "cpu" / "lr_peak.csv", [
+        row(s, 1.0, profile="cpu", experiment="lr_peak", eval_version=1, timestamp="2026-12-07T00:00:00Z")
+        for s in ("a", "b")])
+    with pytest.raises(FileNotFoundError, match=r"\(2 at version 1; they were written after the data freeze too, so "
+                                                r"eval_version=1 or 'all' with until='all' reads them\)$"):
+        load_runs("cpu", "lr_peak", root=late_only)
+    assert len(load_runs("cpu", "lr_peak", root=late_only, eval_version=1, until="all")) == 2
+    with pytest.raises(ValueError, match="experiment is an empty collection for profile 'cpu': name at least one"):
+        load_runs("cpu", [], root=tmp_path)
     # the freeze alone, every version read: no version is named
     with pytest.raises(FileNotFoundError, match=r"of the 3 rows the files hold, 3 were written " + freeze):
         load_runs("cpu", "qat_seeds", root=tmp_path, eval_version="all")

@@ -208,8 +208,8 @@ CLAIMS: dict[str, dict[str, str | None]] = {
 # cannot pass for the stored verdict. Bump it with every change of a rule (and say why in the
 # rule's docstring). RULE_HISTORY says which changes came after the data were seen.
 RULE_VERSIONS: dict[str, str] = {
-    "P1": "2", "P2": "3", "P3": "5", "P4": "7", "P5": "11", "P6": "4", "P7": "2", "P8": "2",
-    "P9": "8", "P10": "4", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "3",
+    "P1": "2", "P2": "3", "P3": "5", "P4": "7", "P5": "12", "P6": "4", "P7": "2", "P8": "2",
+    "P9": "9", "P10": "4", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "3",
 }
 
 # Where each claim's rule is written: the verdict function, whose docstring states the rule.
@@ -427,7 +427,14 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "freeze), no longer narrows a list holding such a name silently to the names that exist, and counts the "
             "rows each filter (evaluation version, data freeze) removed when none is left; the rows it returns for "
             "valid names are unchanged, so P5 reads the same qat_factorial rows; versioned because the data "
-            "selection's code changed")],
+            "selection's code changed"),
+           ("12", "2026-12-06, after the factorial was read (no change to the rule, its statistics, simulations, data "
+            "selection or words)",
+            "store.load_runs, which the freeze digests, now refuses an empty experiment collection (a ValueError; it "
+            "gave a FileNotFoundError) and, when no row is left, says which rows at another evaluation version the "
+            "data freeze holds back as well, so its message names eval_version and until together instead of one "
+            "at a time; the rows it returns for valid arguments are unchanged, so P5 reads the same qat_factorial rows; "
+            "versioned because the data selection's code changed")],
     "P6": [("1", "session 2, before the compute-matched suite ran", "our P* in [6, 9] bits; the suite's lowest "
             "loss at 6 or 8 bits"),
            ("2", "session 3, after the suite's seeds (a change after the data)", "the suite's noise-resolved "
@@ -500,7 +507,14 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "freeze), no longer narrows a list holding such a name silently to the names that exist, and counts the "
             "rows each filter (evaluation version, data freeze) removed when none is left; the rows it returns for "
             "valid names are unchanged, so P9 reads the same qat_matched rows; versioned because the data "
-            "selection's code changed")],
+            "selection's code changed"),
+           ("9", "2026-12-06, after the grid was read (no change to the rule, its statistic, simulation, data "
+            "selection or words)",
+            "store.load_runs, which the freeze digests, now refuses an empty experiment collection (a ValueError; it "
+            "gave a FileNotFoundError) and, when no row is left, says which rows at another evaluation version the "
+            "data freeze holds back as well, so its message names eval_version and until together instead of one "
+            "at a time; the rows it returns for valid arguments are unchanged, so P9 reads the same qat_matched rows; "
+            "versioned because the data selection's code changed")],
     "P10": [("1", "session 2, before the formats sweep ran", "the share of FP/INT pairs favouring FP"),
             ("2", "session 3, after the data (a change after the data)", "the mean FP − INT difference against "
              "its standard error: 8/15 pairs at −0.002 ± 0.007 is a null result"),

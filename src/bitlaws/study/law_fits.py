@@ -1662,7 +1662,8 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     readings of v6 and v7; version 9, written after the factorial was read, changed only the verdict's wording;
     version 10 (2026-12-06) changed nothing here: ``store.load_runs`` gained the data freeze, and every factorial
     row predates it; nor did version 11 (2026-12-06): ``store.load_runs`` refuses an experiment name no file holds
-    and no sweep declares, and returns the same rows for valid ones;
+    and no sweep declares, and returns the same rows for valid ones; nor version 12 (2026-12-06): it refuses an
+    empty collection and its no-rows message names both filters;
     ``bitlaws.study.claims.rule_p5``, statistics ``bitlaws.study.power.p5_v6_statistics``
     with T's interval ``power.P5_T_INTERVAL_V7``): the seeded factorial (``p5_rows``: every (P_w, P_a, P_kv)
     in {4, 8, 16}³ at seeds 101–103, one (N, D), evaluation version 2), graded on the seeds whose 27 runs
@@ -2063,7 +2064,8 @@ def verdict_p9(fits: Mapping[str, dict], df: pd.DataFrame, profile: str, method:
     sizes" beside an interval over five) and δ_low/δ_hp carries its interval; no statistic, threshold, simulation,
     data selection or decision changed. Version 7 (2026-12-06) changed nothing here: ``store.load_runs`` gained the
     data freeze, and every matched-grid row predates it; nor did version 8 (2026-12-06): ``store.load_runs`` refuses
-    an experiment name no file holds and no sweep declares, and returns the same rows for valid ones. Until the grid
+    an experiment name no file holds and no sweep declares, and returns the same rows for valid ones; nor version 9
+    (2026-12-06): it refuses an empty collection and its no-rows message names both filters. Until the grid
     is complete P9 is graded by version 2, as follows.
 
     Rule (version 2, ``bitlaws.study.claims.rule_p9``; statistics ``bitlaws.study.power.p9_statistics``):

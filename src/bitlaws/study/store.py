@@ -787,9 +787,11 @@ def after_freeze(rows: pd.DataFrame, until: str | None) -> pd.Series:
 
 
 def _no_rows_message(profile, experiment, wanted, folder, absent, n_rows, other_versions, eval_version, n_late,
-                     freeze) -> str:
+                     freeze, other_late=None) -> str:
     """:func:`load_runs`' FileNotFoundError where no row is left: which experiments no file holds (declared
-    but not run), and how many rows the evaluation version and the data freeze removed."""
+    but not run), and how many rows the evaluation version and the data freeze removed; for the rows at other
+    versions, the arguments that read them (``until='all'`` too where the freeze holds them back as well:
+    ``other_late``, version -> rows)."""
     what = "" if wanted is None else f" of experiment {experiment!r}" if isinstance(experiment, str) \
         else f" of experiments {sorted(wanted, key=str)}"
     why = []
@@ -813,9 +815,16 @@ def _no_rows_message(profile, experiment, wanted, folder, absent, n_rows, other_
             versions = sorted(other_versions, key=str)
             at = " and ".join(f"{other_versions[v]} at version {v}" for v in versions)
             n = sum(other_versions.values())
+            late = sum((other_late or {}).values())
+            arg = f"eval_version={' or '.join(map(str, versions))} or 'all'"
+            them = "them" if n > 1 else "it"
+            reads = (f"{arg} reads {them}, the data freeze still applying" if not late else
+                     f"{'they were' if n > 1 else 'it was'} written after the data freeze too, so {arg} with "
+                     f"until='all' reads {them}" if late == n else
+                     f"{arg} reads {n - late} of them; the other {late} {'were' if late > 1 else 'was'} written after "
+                     "the data freeze too and need until='all' as well")
             cut.append(f"{n} {'are' if n > 1 else 'is'} at evaluation versions other than {eval_version}, the "
-                       f"version read ({at}; eval_version={' or '.join(map(str, versions))} or 'all' reads "
-                       f"{'them' if n > 1 else 'it'}, the data freeze still applying)")
+                       f"version read ({at}; {reads})")
         if n_late:
             cut.append(f"{'the other ' if other_versions else ''}{n_late}"
                        f"{', at version ' + str(eval_version) + ',' if eval_version != 'all' else ''} "
@@ -848,7 +857,7 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
 
     Raises:
         ValueError: an unknown profile or evaluation version, or a bad `until` (the message lists the allowed
-            ones); or an `experiment` name that no file of the profile holds and ``bitlaws.study.sweep`` does not
+            ones); an empty `experiment` collection; or an `experiment` name that no file of the profile holds and ``bitlaws.study.sweep`` does not
             declare (nor ``manual``, the rows of ``python -m bitlaws train``): the message names it and lists the
             experiments the files hold and those the profile's sweep declares but has not run.
         FileNotFoundError: no observation CSV for `profile` (the message says how to make one); or no row left
@@ -872,8 +881,11 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
             f"no results for profile {profile!r} under {folder}; run `python -m bitlaws sweep --profile {profile}`"
         )
     wanted = None if experiment is None else ({experiment} if isinstance(experiment, str) else set(experiment))
+    if wanted is not None and not wanted:
+        raise ValueError(f"experiment is an empty collection for profile {profile!r}: name at least one experiment, "
+                         "or pass None for every experiment")
     present: set[str] = set()  # the experiments the files hold, before any filter
-    n_rows, other_versions, n_late = 0, {}, 0  # the rows asked for; those each filter removed
+    n_rows, other_versions, other_late, n_late = 0, {}, {}, 0  # the rows asked for; those each filter removed
     frames = []
     for f in files:
         data = _read_locked_bytes(f) or b""
@@ -892,6 +904,9 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
             other = part["eval_version"] != eval_version
             for v, n in part.loc[other, "eval_version"].value_counts(dropna=False).items():
                 other_versions[v] = other_versions.get(v, 0) + int(n)
+            cut = part[other]  # of those, the ones the freeze would still hold back at their own version
+            for v, n in cut.loc[after_freeze(cut, freeze), "eval_version"].value_counts(dropna=False).items():
+                other_late[v] = other_late.get(v, 0) + int(n)
             part = part[~other]
         late = after_freeze(part, freeze)
         n_late += int(late.sum())
@@ -912,5 +927,5 @@ def load_runs(profile: str, experiment: str | Iterable[str] | None = None,
                                         if not_run else f" (the sweep declares no other for {profile!r})"))
     if not frames:
         raise FileNotFoundError(_no_rows_message(profile, experiment, wanted, folder, absent, n_rows, other_versions,
-                                                 eval_version, n_late, freeze))
+                                                 eval_version, n_late, freeze, other_late))
     return pd.concat(frames, ignore_index=True)
