@@ -498,12 +498,14 @@ def _p3_frame(gamma_w: float | None) -> pd.DataFrame:
 
 def _p3_power_table(power: float, n: int = 20, residual: float | None = None) -> pd.DataFrame:
     """P3 power rows (law_fits.P3_POWER_COLUMNS): the paper world at seed noise graded reproduced in a share
-    `power` of `n` datasets (at the residual scatter in a share `residual`, if given), the null world never."""
+    `power` of `n` datasets, at the residual scatter in a share `residual` (default `power`: the gate needs
+    both), the null world never."""
     from bitlaws.study import law_fits as la
 
     k = round(power * n)
     rows = [{"world": "paper", "noise": "seed", "dataset": i, "grade": "reproduced" if i < k else "partly"}
             for i in range(n)]
+    residual = power if residual is None else residual
     if residual is not None:
         rows += [{"world": "paper", "noise": "residual", "dataset": i,
                   "grade": "reproduced" if i < round(residual * n) else "partly"} for i in range(n)]
@@ -560,7 +562,8 @@ def test_p3_rule_comes_out_both_ways(tmp_path, gamma_w, grade):
     assert v.details["seed_sigma"] == pytest.approx(math.sqrt((0.01 ** 2 + 0.004 ** 2) / 4))
     # rule v5: leg (a)'s lack of fit reads σ_e, not the pooled σ (which v4 read; its p-value is reported)
     assert v.details["run_sigma"] == pytest.approx(0.003) and v.details["run_sigma_dof"] == 1.0
-    assert math.isfinite(v.details["p_lack_of_fit_pooled"]) and "σ_e = 0.0030 on 1 degrees" in v.ours
+    assert math.isfinite(v.details["p_lack_of_fit_pooled"]) and v.details["run_sigma_source"] == "D cell × seed"
+    assert "0.0030 on 1 degrees of freedom, from the high-precision runs' D cell × seed analysis" in v.ours
     if gamma_w is not None:
         assert v.details["f_w_4_lo"] <= la.PAPER_F_W_4 <= v.details["f_w_4_hi"]
         assert v.details["p_effect"] < 0.05 <= v.details["p_lack_of_fit"]

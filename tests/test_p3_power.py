@@ -187,12 +187,14 @@ def test_leg_a_noise_is_the_part_a_run_has_alone():
     rng = np.random.default_rng(3)
     cells = [(2e5, d) for d in BUDGETS] + [(1.2e6, d) for d in BUDGETS[:2]]
     run_var, pooled, dofs = [], [], set()
+    no_sweep = pd.DataFrame(columns=["n_params", "n_tokens", "bits_w", "seed", "loss_val"])
     for _ in range(400):
         shared = {(n, s): 0.03 * rng.standard_normal() for n in (2e5, 1.2e6) for s in range(4)}
         hp = pd.DataFrame([{"n_params": n, "n_tokens": d, "seed": s, "status": "ok", "ptq_method": "none",
                             "loss_val": 3.0 + shared[(n, s)] + 0.01 * rng.standard_normal()}
                            for n, d in cells for s in range(4)])
-        v, dof = la.p3_run_noise(hp)
+        v, dof, source = la.p3_run_noise(no_sweep, hp)  # no seeded P_w cell: the high-precision stand-in
+        assert source == "D cell × seed"
         run_var.append(v)
         dofs.add(dof)
         pooled.append(pooled_seed_variance(hp)[0])
@@ -201,8 +203,26 @@ def test_leg_a_noise_is_the_part_a_run_has_alone():
     assert np.mean(pooled) == pytest.approx(0.03 ** 2 + 0.01 ** 2, rel=0.1)
     one_cell = pd.DataFrame([{"n_params": n, "n_tokens": 2e6, "seed": s, "loss_val": 3.0 + 0.01 * s}
                              for n in (2e5, 1.2e6) for s in range(3)])
-    v, dof = la.p3_run_noise(one_cell)  # one seeded cell per size: no σ_e to estimate
-    assert math.isnan(v) and dof == 0.0
+    v, dof, source = la.p3_run_noise(no_sweep, one_cell)  # one seeded cell per size: no σ_e to estimate
+    assert math.isnan(v) and dof == 0.0 and source == "none"
+
+
+def test_leg_a_noise_comes_from_the_seeded_precision_cells_where_they_exist():
+    """law_fits.p3_precision_seed_anova is the two-way P_w × seed residual within each (N, D) cell, pooled (an exact
+    oracle: residuals with zero row and column means); where such cells exist p3_run_noise takes it before the
+    high-precision stand-in, since it measures what the centred residuals keep."""
+    seed_fx = np.array([0.02, -0.01, -0.01])  # shared by a seed's runs at every P_w: centring removes it
+    r = np.array([[1, -1, 0], [-1, 1, 0], [0, 0, 0]]) * 0.004  # rows P_w, columns seeds; zero row/column means
+    rows = [{"n_params": 2e5, "n_tokens": 2e6, "bits_w": b, "seed": s, "loss_val": 3.0 + 0.1 * i + seed_fx[s] + r[i, s]}
+            for i, b in enumerate((3, 4, 6)) for s in range(3)]
+    rows += [{"n_params": 5e5, "n_tokens": 2e6, "bits_w": b, "seed": 0, "loss_val": 2.9} for b in (3, 4, 6)]  # unseeded
+    sweep = pd.DataFrame(rows)
+    var, dof = la.p3_precision_seed_anova(sweep)
+    assert dof == 4.0 and var == pytest.approx(float((r ** 2).sum()) / 4, rel=1e-12)
+    hp = pd.DataFrame([{"n_params": 2e5, "n_tokens": d, "seed": s, "loss_val": 3.0 + 0.01 * s * (d > 3e6)}
+                       for d in (2e6, 4e6) for s in range(2)])
+    assert la.p3_run_noise(sweep, hp) == (pytest.approx(var, rel=1e-12), 4.0, "P_w × seed")
+    assert la.p3_run_noise(sweep[sweep["seed"] == 0], hp)[2] == "D cell × seed"
 
 
 def test_the_summary_reads_each_leg_and_the_world_at_our_fit():
@@ -224,6 +244,9 @@ def test_the_summary_reads_each_leg_and_the_world_at_our_fit():
     assert sm["power"] == pytest.approx(0.6)
     assert (sm["ours_reproduced"], sm["ours_outside"], sm["n_ours"]) == (0.25, 0.75, 4.0)
     text = la.p3_power_text(sm)
-    assert "of the paper-world datasets, at seed noise leg (a) in 80% and leg (b) in 80% meet the rule" in text
-    assert "were our own fit the truth (f_w(4) = 0.91), the rule would grade the paper reproduced in 25% [" in text
-    assert "find the paper's value outside the interval in 75% [" in text
+    assert "of the paper-world datasets, at seed noise leg (a) in 80% [" in text and "meet that leg" in text
+    assert "(where the law is true, 1 minus its size) and leg (b) in 80% [" in text
+    assert "in a world at our point fit (f_w(4) = 0.91) the rule grades the paper reproduced in 25% [" in text
+    assert "finds the paper's value outside the interval in 75% [" in text
+    # only the seed-noise power simulated: the gate, which reads the smaller of two, has nothing to read
+    assert math.isnan(sm["power_gate"]) and "one is not simulated for these rows" in text

@@ -361,7 +361,7 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     assert len(made) == 6
     tab = read_rows(path, pa.D_CRIT_BOOT_COLUMNS, "boot_id")
     sha = pa.d_crit_rows_sha(df, "gptq")
-    assert len(tab) == 6 and f"gptq:0:1:3@{sha[:12]}" in set(tab["boot_id"])
+    assert len(tab) == 6 and f"gptq:0:1:3:v{pa.D_CRIT_BOOT_VERSION}@{sha[:12]}" in set(tab["boot_id"])
     boot, why = pa.load_d_crit_boot("test", df, "gptq", tmp_path)
     fresh = pa.d_crit_bootstrap(df, "gptq", n_boot=3)
     assert why == "" and np.allclose(boot[list(pa.D_CRIT_DRAW_KEYS)].to_numpy(float),
@@ -385,6 +385,10 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     assert "95 % over 3 paired bootstrap draws" in v.ours and "no interval" not in v.ours
     table = pa.d_crit_table({m: pa.critical_data_sizes(df, m) for m in ("gptq", "rtn")}, boot=pa.d_crit_boots("test", df))
     assert (table["Eq. 13, 95 %"] != "n/a").all()
+    # the generating constants put D_crit at 17M (INT3) and 59M (INT4), past this grid's 8M: flagged, not read as
+    # a check the rows could make
+    assert "INT3 and INT4's interval lies wholly beyond the largest D trained (8.0M): an extrapolation" in v.ours
+    assert table["Eq. 13, 95 %"].str.endswith("(beyond the grid)").all()  # D_crit grows with N: every size's too
 
 
 def test_p2_without_a_chinchilla_fit_says_its_power_was_not_computed(monkeypatch):

@@ -263,12 +263,19 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "(47 %) is read too and P3 reads inconclusive. The same referee found leg (a)'s lack-of-fit test "
             "lenient: its residuals are centred per (N, D, seed), which removes the seed-shared noise that the "
             "pooled seed variance it is tested against still holds; changed in version 5"),
-           ("5", "2026-12-06, after the data, after the same referee (a change after the data, stricter)", "leg (a)'s "
-            "lack of fit tested against σ_e², the noise a run has alone within its size and seed (the residual mean "
-            "square of a two-way analysis of D cell × seed of the high-precision runs: law_fits.p3_run_noise), "
-            "which is what the centred residuals keep, instead of the pooled seed variance (σ_seed² + σ_e²); the "
-            "referee's recomputation gave p = 0.084 as graded in v4 and 0.004 against this variance. The power "
-            "simulation reads the same (P3_POWER_SIM_VERSION 2), so v4's power rows are not read")],
+           ("5", "2026-12-06, after the data, after the same referee (a change after the data, stricter on the "
+            "frozen rows)", "leg (a)'s lack of fit tested against σ_e², the noise a run does not share with its (N, "
+            "D, seed) at other P_w, which is all the centred residuals keep of the seed noise, instead of the pooled "
+            "seed variance (σ_seed² + σ_e²): law_fits.p3_run_noise estimates it from the seeded P_w cells (P_w × seed "
+            "residual) where they exist, else from the high-precision runs' D cell × seed residual as a stand-in (the "
+            "frozen rows: 0.0073 on 6 degrees of freedom, one size, at other D than the P_w sweep's, so it may be too "
+            "small or too large). On the frozen rows leg (a) then fails (p = 0.004; v4's test gave 0.084) and the "
+            "rule's own grade moves from partly to not reproduced; the gate keeps it inconclusive. The gate now "
+            "needs both powers simulated (a gate on whichever one exists would pass on the larger). The same day, "
+            "before a v5 verdict was stored, a third referee's reading moved the estimate's first choice to the "
+            "seeded P_w cells and corrected its description: the qat_seeds rows, written after the freeze and not "
+            "read by the rule, give about 0.011 there (p ≈ 0.01), a number the referee computed and this author has "
+            "seen. The power simulation reads the same (P3_POWER_SIM_VERSION 2), so v4's power rows are not read")],
     "P4": [("1", "session 2, before the QAT sweeps ran", "the order of the fitted f_x(P) at P = 4–8 bits"),
            ("2", "2026-12-01, after the data (a change after the data)", "the order's probability over the pipeline "
             "bootstrap's draws (≥ 95 % to count) instead of the point fits, so the grade carries the fits' "

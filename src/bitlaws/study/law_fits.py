@@ -1221,8 +1221,8 @@ def precision_tests(spread: Mapping[str, float], seed_var: float, seed_dof: int 
       matters, and the law's term captures it.
     * Lack of fit: the law's residual variance against a noise variance ``seed_var`` on ``seed_dof``
       degrees of freedom, F = (SS_law/ν) / s² on (ν, ν_seed); small p: the law misses structure beyond
-      the noise. P3's rule v5 passes :func:`p3_run_noise` (the noise a run has alone within its size and
-      seed, the only noise the centred residuals keep); v4 passed the pooled seed variance.
+      the noise. P3's rule v5 passes :func:`p3_run_noise` (the noise a run does not share with its (N, D, seed)
+      at other P_w, the only seed noise the centred residuals keep); v4 passed the pooled seed variance.
 
     Returns:
         ``f_effect``, ``p_effect``, ``f_lack_of_fit``, ``p_lack_of_fit``, ``dof_resid``, ``dof_seed``
@@ -1245,27 +1245,56 @@ def precision_tests(spread: Mapping[str, float], seed_var: float, seed_dof: int 
     return out
 
 
-def p3_run_noise(hp: pd.DataFrame) -> tuple[float, float]:
-    """Leg (a)'s noise variance in P3's rule v5: σ_e², the part of one run's seed noise it has alone, not
-    shared with the runs of its size and seed (``noise.seed_block_anova``'s MS_e, from a two-way analysis of
-    D cell × seed of the high-precision runs), and its degrees of freedom.
-
-    ``within_cell_spread`` centres data and law on each (N, D, seed) cell, which removes the noise a seed's
-    runs share; the pooled seed variance still holds it (σ² = σ_seed² + σ_e²), so testing the centred
-    residuals against σ² (rule v4) understates their lack of fit. Runs of one (N, D, seed) at several P_w
-    share even more than runs of one (N, seed) at several D, so σ_e² is if anything still too large: the
-    test stays lenient, by less.
+def p3_precision_seed_anova(sweep: pd.DataFrame) -> tuple[float, float]:
+    """The noise runs of one (N, D, seed) at several P_w do not share: in each (N, D) cell of the P_w sweep
+    trained at ≥ 2 P_w with ≥ 2 seeds common to them, the residual sum of squares of a two-way analysis of
+    P_w × seed (no interaction; the complete block of those seeds), pooled over cells.
 
     Args:
-        hp: high-precision runs (``n_params``, ``n_tokens``, ``seed``, ``loss_val``): the Chinchilla stage's
-            frame (``stage_frames(df)['chinchilla']``), in the verdict and in its power simulation alike.
+        sweep: the ``neff_w`` stage's rows (``n_params``, ``n_tokens``, ``bits_w``, ``seed``, ``loss_val``).
 
     Returns:
-        (σ_e² [nats²], degrees of freedom); (NaN, 0.0) where no size has two (N, D) cells with ≥ 2 common seeds.
+        (residual mean square [nats²], degrees of freedom Σ (p − 1)(s − 1)); (NaN, 0.0) where no cell has such a
+        block.
     """
+    ss = dof = 0.0
+    for _, g in sweep.groupby(["n_params", "n_tokens"]):
+        t = g.pivot_table(index="bits_w", columns="seed", values="loss_val", aggfunc="mean").dropna(axis=1)
+        if t.shape[0] < 2 or t.shape[1] < 2:
+            continue
+        y = t.to_numpy(float)
+        r = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
+        ss += float((r ** 2).sum())
+        dof += (y.shape[0] - 1) * (y.shape[1] - 1)
+    return (ss / dof, float(dof)) if dof > 0 else (math.nan, 0.0)
+
+
+def p3_run_noise(sweep: pd.DataFrame, hp: pd.DataFrame) -> tuple[float, float, str]:
+    """Leg (a)'s noise variance in P3's rule v5: σ_e², the noise a run does not share with the runs of its
+    (N, D, seed) at other P_w, which is all that ``within_cell_spread``'s centred residuals keep of the seed
+    noise (the pooled seed variance, rule v4's, also holds the part a seed's runs share).
+
+    Two estimates, the first that the rows allow: ``"P_w × seed"`` (:func:`p3_precision_seed_anova` on the
+    P_w sweep: the quantity itself, where seeded P_w cells exist); else ``"D cell × seed"``
+    (``noise.seed_block_anova``'s MS_e on the high-precision runs: what runs of one (N, seed) at several D do
+    not share, a stand-in measured at other D and sizes than the P_w sweep's, so it may be too large or too
+    small). The F-test against it assumes normal noise of one variance across N, D and P_w.
+
+    Args:
+        sweep: the ``neff_w`` stage's rows. hp: the Chinchilla stage's rows (``stage_frames(df)``), in the verdict
+            and in its power simulation alike.
+
+    Returns:
+        (σ_e² [nats²], degrees of freedom, which estimate); (NaN, 0.0, ``"none"``) where neither exists.
+    """
+    var, dof = p3_precision_seed_anova(sweep)
+    if dof > 0 and var > 0:
+        return var, dof, "P_w × seed"
     block = seed_block_anova(hp)
     sd = block["resid_sd"]
-    return (float(sd) ** 2, float(block["dof_resid"])) if math.isfinite(sd) and block["dof_resid"] > 0 else (math.nan, 0.0)
+    if math.isfinite(sd) and sd > 0 and block["dof_resid"] > 0:
+        return float(sd) ** 2, float(block["dof_resid"]), "D cell × seed"
+    return math.nan, 0.0, "none"
 
 
 def p3_decision(p_effect: float, p_lack_of_fit: float, lo: float, hi: float, se_lo: float = 0.0,
@@ -1347,12 +1376,12 @@ def p3_power_summary(tab: pd.DataFrame) -> dict:
     ``partly``, ``not reproduced`` and partly or better (``partly_or_better``), the shares meeting leg (a)
     (``explains``) and leg (b) (``size_ok``) and finding the paper's value outside the interval (``outside``),
     each leg read by :func:`p3_decision` from the row's statistics, and the world's ``f_w_4_true``, keyed
-    ``[noise][world]``; ``ours_reproduced``, ``ours_outside``, ``n_ours``, ``ours_f_w_4`` (the world at our own
-    fit, seed noise: how often the rule passes, and excludes, a paper's value that is wrong by what our data
-    say); plus
+    ``[noise][world]``; ``ours_reproduced``, ``ours_outside``, ``n_ours``, ``ours_f_w_4`` (the world at our point
+    fit, seed noise: how often the rule passes, and excludes, the paper's value there); plus
     ``power`` (paper world, seed noise, reproduced), ``false_positive`` (no-effect world, seed noise, reproduced),
     ``false_partly`` (its partly or better), ``power_residual`` (paper world at the residual scatter),
-    ``power_gate`` (the smaller of ``power`` and ``power_residual``: what rule v4's gate reads), ``n_sim``,
+    ``power_gate`` (the smaller of ``power`` and ``power_residual``, NaN unless both are simulated: what rule
+    v4's gate reads), ``n_sim``,
     ``n_null``, ``n_residual``, ``n_boot`` (median resamples per dataset), and per noise the paper world's
     interval ``widths`` and fitted ``points`` of f_w(4) (arrays); NaN where a group has no rows."""
     out: dict = {}
@@ -1382,8 +1411,9 @@ def p3_power_summary(tab: pd.DataFrame) -> dict:
                n_boot=float(pd.to_numeric(tab["n_boot"], errors="coerce").median()) if "n_boot" in tab else math.nan)
     # rule v4 gates on the smaller of the two powers: the seed-noise world is the paper's law with our seed
     # noise, the residual one scatters as our runs do about our fit; which our data resemble is not known
-    powers = [v for v in (out["power"], out["power_residual"]) if math.isfinite(v)]
-    out["power_gate"] = min(powers) if powers else math.nan
+    powers = (out["power"], out["power_residual"])
+    # both, or none: a gate on whichever one was simulated would pass on the larger (seed-noise) power alone
+    out["power_gate"] = min(powers) if all(math.isfinite(v) for v in powers) else math.nan
     for nz in ("seed", "residual"):
         g = tab[(tab["noise"].astype(str) == nz) & (tab["world"].astype(str) == "paper")]
         w = (g["high"].astype(float) - g["low"].astype(float)).to_numpy()
@@ -1410,17 +1440,18 @@ def p3_power_text(summary: Mapping | None, why: str = "", ours: Mapping[str, flo
     if math.isfinite(summary.get("power_residual", math.nan)):
         text += (f"; at our fits' residual scatter the power is "
                  f"{rate_text({'power': summary['power_residual'], 'n_sim': summary['n_residual']})}")
-    legs = [f"{name} leg (a) in {r['explains']:.0%} and leg (b) in {r['size_ok']:.0%}"
+    legs = [f"{name} leg (a) in {rate_text({'power': r['explains'], 'n_sim': r['n']})} (where the law is true, 1 "
+            f"minus its size) and leg (b) in {rate_text({'power': r['size_ok'], 'n_sim': r['n']})}"
             for nz, name in (("seed", "at seed noise"), ("residual", "at the residual scatter"))
             for r in [summary.get(nz, {}).get("paper", {})] if math.isfinite(r.get("explains", math.nan))]
     if legs:
-        text += "; of the paper-world datasets, " + ", ".join(f"{x}" for x in legs) + " meet the rule"
+        text += "; of the paper-world datasets, " + ", ".join(legs) + " meet that leg"
     if math.isfinite(summary.get("ours_reproduced", math.nan)):
         n_ours = {"n_sim": summary["n_ours"]}
-        text += (f"; were our own fit the truth (f_w(4) = {summary['ours_f_w_4']:.2f}), the rule would grade the "
-                 f"paper reproduced in {rate_text({**n_ours, 'power': summary['ours_reproduced']})} and find the "
-                 f"paper's value outside the interval in {rate_text({**n_ours, 'power': summary['ours_outside']})} "
-                 "of the datasets")
+        text += (f"; in a world at our point fit (f_w(4) = {summary['ours_f_w_4']:.2f}) the rule grades the paper "
+                 f"reproduced in {rate_text({**n_ours, 'power': summary['ours_reproduced']})} and finds the paper's "
+                 f"value outside the interval in {rate_text({**n_ours, 'power': summary['ours_outside']})} of the "
+                 "datasets")
     text += " (95 % Monte Carlo intervals)"
     if ours and all(math.isfinite(ours.get(k, math.nan)) for k in ("width", "point")):
         parts = []
@@ -1436,6 +1467,9 @@ def p3_power_text(summary: Mapping | None, why: str = "", ours: Mapping[str, flo
     if math.isfinite(summary.get("power_gate", math.nan)):
         text += (f"; the gate reads the smaller power, {summary['power_gate']:.0%}"
                  + (f", below {POWER_MIN:.0%}" if summary["power_gate"] < POWER_MIN else ""))
+    else:
+        text += ("; the gate reads the smaller of the two powers and one is not simulated for these rows, so a grade "
+                 "short of reproduced reads inconclusive")
     return text
 
 
@@ -1460,11 +1494,12 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                power: tuple[pd.DataFrame | None, str] | None = None) -> Verdict:
     """P3: low-precision training acts as fewer parameters (Eq. 3 on the P_w sweep).
 
-    Rule version 5 (2026-12-06, after the data, after a referee; stricter) keeps version 4 but tests leg (a)'s
-    lack of fit against σ_e², the noise a run has alone within its size and seed (:func:`p3_run_noise`), not
-    the pooled seed variance: the residuals are centred per (N, D, seed), which removes the seed-shared noise
-    the pooled variance still holds. The power simulation reads the same (``P3_POWER_SIM_VERSION`` 2); the
-    v4 test's p-value is reported beside it.
+    Rule version 5 (2026-12-06, after the data, after a referee; stricter on the frozen rows) keeps version 4
+    but tests leg (a)'s lack of fit against σ_e², the noise a run does not share with its (N, D, seed) at other
+    P_w (:func:`p3_run_noise`: from the seeded P_w cells where they exist, else the high-precision runs' D cell
+    × seed analysis as a stand-in), not the pooled seed variance: the residuals are centred per (N, D, seed),
+    which removes the seed-shared noise the pooled variance still holds. The power simulation reads the same
+    (``P3_POWER_SIM_VERSION`` 2); the v4 test's p-value is reported beside it. The gate needs both powers.
 
     Rule version 4 (2026-12-06, after the data, after a referee) keeps version 3's decision below and gates
     it by its power, as every other rule is gated (``claims.power_gate``): a grade short of reproduced stands
@@ -1474,7 +1509,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     scatter, since which of the two our runs resemble is not known (the reason sets our interval's width and
     point beside each world's); else, or with no power rows for these training rows, it reads *inconclusive*.
     The false-positive rate (no weight effect) is reported beside it, with how often each leg is met in the
-    paper's world and, in a world at our own fit (``p3_power`` world ``ours``), how often the rule passes and
+    paper's world and, in a world at our point fit (``p3_power`` world ``ours``), how often the rule passes and
     excludes the paper's value (reported, not gated). (Its first draft, the same day, gated on
     the seed-noise power alone; a referee showed that our interval is wider than every seed-noise one.)
 
@@ -1527,14 +1562,14 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     tests = {"p_effect": math.nan, "p_lack_of_fit": math.nan}
     chin = params_of(fits.get("chinchilla"))
     sigma = math.nan
-    sigma_e, run_dof, p_lof_pooled = math.nan, 0.0, math.nan
+    sigma_e, run_dof, p_lof_pooled, run_source = math.nan, 0.0, math.nan, "none"
     if df is not None and chin is not None:
         frames = stage_frames(df)
         spread = within_cell_spread(frames["neff_w"], chin, p)
         base = df[df["experiment"] == "base_grid"] if "experiment" in df else df
         seed_var, seed_dof = pooled_seed_variance(base) if len(base) else (math.nan, 0)
         sigma = math.sqrt(seed_var) if math.isfinite(seed_var) else math.nan
-        run_var, run_dof = p3_run_noise(frames["chinchilla"])  # v5: the noise the centred residuals keep
+        run_var, run_dof, run_source = p3_run_noise(frames["neff_w"], frames["chinchilla"])  # v5: what centring keeps
         sigma_e = math.sqrt(run_var) if math.isfinite(run_var) else math.nan
         tests = precision_tests(spread, run_var, run_dof)
         p_lof_pooled = precision_tests(spread, seed_var, seed_dof)["p_lack_of_fit"]  # v4's test, reported
@@ -1563,9 +1598,13 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                + ")"
                if math.isfinite(lo) else f" (paper {PAPER_F_W_4:.2f})")
             + f", f_w(8) = {f8:.2f}; between precisions at fixed (N, D) the losses vary by {spread['data_sd']:.4f} "
-              f"nats/byte and the law's residuals by {spread['resid_sd']:.4f} (the noise a run has alone within its "
-              f"size and seed σ_e = {sigma_e:.4f} on {run_dof:.0f} degrees of freedom; the pooled seed σ "
-              f"{sigma:.4f}); the precision term against a precision-blind law p = {tests['p_effect']:.1g}, the "
+              f"nats/byte and the law's residuals by {spread['resid_sd']:.4f} (σ_e, the noise a run does not share "
+              f"with its (N, D, seed) at other P_w, {sigma_e:.4f} on {run_dof:.0f} degrees of freedom, from "
+              + {"P_w × seed": "the seeded P_w cells (P_w × seed)",
+                 "D cell × seed": "the high-precision runs' D cell × seed analysis, a stand-in measured at other D "
+                                  "and sizes than the P_w sweep's",
+                 "none": "no seeded cells"}[run_source]
+              + f"; the pooled seed σ {sigma:.4f}); the precision term against a precision-blind law p = {tests['p_effect']:.1g}, the "
               f"law's lack of fit against σ_e p = {tests['p_lack_of_fit']:.2g} (against the pooled seed σ, rule "
               f"v4's test, p = {p_lof_pooled:.2g}); held-out R² (leave one size out, Chinchilla "
               f"refitted without it) {r2:.2f} ({r2_leaky:.2f} with Chinchilla fitted on every size, which leaks the "
@@ -1588,7 +1627,8 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
            "power_residual": summary["power_residual"] if summary else math.nan,
            "n_sim": summary["n_sim"] if summary else math.nan, "gamma_w": p["gamma_w"], "n_w": p["n_w"], "holdout_r2": r2, "within_data_sd": spread["data_sd"],
            "within_resid_sd": spread["resid_sd"], "within_r2": spread["r2"], "seed_sigma": sigma,
-           "run_sigma": sigma_e, "run_sigma_dof": run_dof, "p_lack_of_fit_pooled": p_lof_pooled,
+           "run_sigma": sigma_e, "run_sigma_dof": run_dof, "run_sigma_source": run_source,
+           "p_lack_of_fit_pooled": p_lof_pooled,
            "p_effect": tests["p_effect"], "p_lack_of_fit": tests["p_lack_of_fit"], "f_w_4": f4,
            "f_w_8": f8, "paper_f_w_4": PAPER_F_W_4}
     if math.isfinite(lo):

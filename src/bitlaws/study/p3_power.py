@@ -106,7 +106,7 @@ def p3_power_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
             lo, hi = (float(v) for v in np.percentile(f4s, [2.5, 97.5]))
             se_lo, se_hi = la._percentile_mc_se(f4s, (2.5, 97.5))
         spread = la.within_cell_spread(syn["neff_w"], dict(chin.params), dict(neff.params))
-        tests = la.precision_tests(spread, *la.p3_run_noise(syn["chinchilla"]))
+        tests = la.precision_tests(spread, *la.p3_run_noise(syn["neff_w"], syn["chinchilla"])[:2])
         dec = la.p3_decision(tests["p_effect"], tests["p_lack_of_fit"], lo, hi, se_lo, se_hi)
         yield {"sim_id": la.p3_sim_id(w, label, seed, k, seed_sd, n_boot, inputs_sha256), "world": w,
                "noise": label, "rng": int(seed), "dataset": k, "seed_sd": float(seed_sd), "n_boot": int(n_boot),

@@ -77,6 +77,7 @@ __all__ = [
     "d_crit_bootstrap",
     "D_CRIT_BOOT_COLUMNS",
     "D_CRIT_N_BOOT",
+    "D_CRIT_BOOT_VERSION",
     "d_crit_rows_sha",
     "d_crit_boot_path",
     "write_d_crit_boot",
@@ -1118,8 +1119,13 @@ def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, 
     bootstrap starts its fits. The committed fits' own bootstraps resample each stage on its own and keep no
     draws, so they cannot give D_crit, which combines the two, an interval.
 
+    The runs are resampled as independent, though runs of one (N, seed) share part of their noise (σ_seed,
+    ``noise.seed_block_anova``), and the interval is conditional on Eq. 2's form, so it is if anything too
+    narrow.
+
     Args:
-        df: rows holding the base grid's high-precision runs and their PTQ rows. method: ``ptq_method``.
+        df: rows holding the base grid's high-precision runs and their PTQ rows (rows of other experiments, where
+            a column ``experiment`` names them, are left out). method: ``ptq_method``.
         n_boot: draws, an int ≥ 1. seed: the generator's first seed.
         draws: the draw indices to make (default ``range(n_boot)``); draw i is the same whichever others are
             made, so a caller may make them in pieces. progress: a progress bar.
@@ -1142,7 +1148,8 @@ def _d_crit_draw_rows(df: pd.DataFrame, method: str, draws, seed: int, progress:
 
     from .law_fits import PIPELINE_REFINE
 
-    frames = stage_frames(df, method)
+    base = df[df["experiment"] == "base_grid"] if "experiment" in df else df  # the rows d_crit_rows_sha names
+    frames = stage_frames(base, method)
     chin_f, ptq_f = frames["chinchilla"].reset_index(drop=True), frames["ptq"].reset_index(drop=True)
     if not len(chin_f) or not len(ptq_f):
         raise ValueError(f"no high-precision runs with {method!r} rows to resample")
@@ -1167,11 +1174,13 @@ def _d_crit_draw_rows(df: pd.DataFrame, method: str, draws, seed: int, progress:
 
 
 # The stored draws (``write_d_crit_boot``): data/checks/<profile>/d_crit_boot.csv, one row per (method, draw),
-# keyed by ``boot_id`` = ``method:seed:draw:n_boot@sha12`` (sha12: ``d_crit_rows_sha`` of the rows resampled).
+# keyed by ``boot_id`` = ``method:seed:draw:n_boot:v<version>@sha12`` (sha12: ``d_crit_rows_sha`` of the rows
+# resampled).
 D_CRIT_BOOT_CSV = "d_crit_boot.csv"
 D_CRIT_N_BOOT = 200
-D_CRIT_BOOT_COLUMNS = ["boot_id", "method", "seed", "draw", "n_boot", *D_CRIT_DRAW_KEYS, "alpha", "inputs_sha256",
-                       "git_sha", "timestamp"]
+D_CRIT_BOOT_VERSION = "1"  # of the draws' code (resampling, fits): a new version's draws are other rows
+D_CRIT_BOOT_COLUMNS = ["boot_id", "method", "seed", "draw", "n_boot", *D_CRIT_DRAW_KEYS, "alpha", "boot_version",
+                       "inputs_sha256", "git_sha", "timestamp"]
 # what the draws read of each row: the hash ignores columns other experiments add when frames are concatenated
 _D_CRIT_HASHED = ("obs_id", "run_id", "seed", "n_params", "n_tokens", "bits_post", "loss_val")
 
@@ -1200,7 +1209,7 @@ def d_crit_boot_path(profile: str, root=None) -> Path:
 
 
 def _d_crit_boot_id(method: str, seed: int, draw: int, n_boot: int, sha: str) -> str:
-    return f"{method}:{int(seed)}:{int(draw)}:{int(n_boot)}@{sha[:12]}"
+    return f"{method}:{int(seed)}:{int(draw)}:{int(n_boot)}:v{D_CRIT_BOOT_VERSION}@{sha[:12]}"
 
 
 def write_d_crit_boot(profile: str = BOOK_PROFILE, n_boot: int | None = None, seed: int = 0, root=None,
@@ -1241,7 +1250,7 @@ def write_d_crit_boot(profile: str = BOOK_PROFILE, n_boot: int | None = None, se
             stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             append_rows(path, [{**row, "boot_id": _d_crit_boot_id(m, seed, row["draw"], n_boot, sha), "method": m,
                                 "seed": int(seed), "draw": int(row["draw"]), "n_boot": int(n_boot),
-                                "inputs_sha256": sha, "git_sha": git_sha(), "timestamp": stamp}],
+                                "boot_version": D_CRIT_BOOT_VERSION, "inputs_sha256": sha, "git_sha": git_sha(), "timestamp": stamp}],
                         D_CRIT_BOOT_COLUMNS, "boot_id")
     return path
 
@@ -1249,8 +1258,8 @@ def write_d_crit_boot(profile: str = BOOK_PROFILE, n_boot: int | None = None, se
 def load_d_crit_boot(profile: str, df: pd.DataFrame, method: str, root=None, n_boot: int | None = None,
                      seed: int = 0) -> tuple[pd.DataFrame | None, str]:
     """The stored draws of ``method`` made from the rows ``df`` (all ``n_boot`` of them, default
-    ``D_CRIT_N_BOOT``, generator ``seed``), or (None, why not): none stored, made from other rows, or
-    incomplete (a run killed part way)."""
+    ``D_CRIT_N_BOOT``, generator ``seed``), or (None, why not): none stored, made from other rows or by another
+    version of the draws' code (``D_CRIT_BOOT_VERSION``), or incomplete (a run killed part way)."""
     from .store import read_rows
 
     n_boot = D_CRIT_N_BOOT if n_boot is None else n_boot
@@ -1259,7 +1268,7 @@ def load_d_crit_boot(profile: str, df: pd.DataFrame, method: str, root=None, n_b
         return None, f"no draws stored (`{write_d_crit_boot.__module__}.write_d_crit_boot('{profile}')` makes them)"
     tab = read_rows(path, D_CRIT_BOOT_COLUMNS, "boot_id")
     tab = tab[(tab["method"].astype(str) == method) & (tab["seed"].astype(int) == int(seed))
-              & (tab["n_boot"].astype(int) == int(n_boot))]
+              & (tab["n_boot"].astype(int) == int(n_boot)) & (tab["boot_version"].astype(str) == D_CRIT_BOOT_VERSION)]
     mine = tab[tab["inputs_sha256"].astype(str) == d_crit_rows_sha(df, method)]
     if mine.empty:
         return None, ("draws made from other training rows; not read" if len(tab) else f"no {method} draws stored")
@@ -1794,8 +1803,13 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                             if ivs else "") + f" (D/N ≈ {r.d_crit_eq13_over_n:.0f})"
                          for r in small.itertuples() if math.isfinite(r.d_crit_eq13))
         pw, po = per[m]["power"], per[m]["power_ours"]
+        edge = float(df.loc[df["status"] == "ok", "n_tokens"].max())
+        beyond = [f"INT{b}" for b, v in sorted(ivs.items()) if v["lo"] > edge]
         boot_text = (f"95 % over {len(d_crit_boots_read[m])} paired bootstrap draws of the Chinchilla and Eq. 2 constants, both "
-                     "refitted on each resample of runs (derived, not graded)"
+                     "refitted on each resample of runs; conditional on Eq. 2's form, with runs resampled as "
+                     "independent though a seed's runs share noise, so if anything too narrow (derived, not graded)"
+                     + (f"; {' and '.join(beyond)}'s interval lies wholly beyond the largest D trained "
+                        f"({tokens_text(edge)}): an extrapolation the rows cannot check" if beyond else "")
                      + "".join(f"; at INT{b} {v['share_no_turn_up']:.0%} of the draws have γ_D ≤ 0, no turn-up"
                                for b, v in sorted(ivs.items()) if v["share_no_turn_up"] > 0)
                      if ivs else f"no interval: {why_boot}")
@@ -2131,7 +2145,8 @@ def d_crit_table(crit: dict[str, pd.DataFrame], bits=(3, 4), boot: dict[str, pd.
     Returns:
         Columns ``method`` (label), ``bits_post``, ``n_params``, ``d_best``, ``rise``, ``threshold``,
         ``D_crit from the rows``, ``D_crit, Eq. 13 (ours)`` (``"n/a"`` without a fit), ``Eq. 13, 95 %``
-        (``d_crit_interval``; "∞" where draws have γ_D ≤ 0), ``Eq. 13 D/N``; sorted by method, P_post, N.
+        (``d_crit_interval``; "∞" where draws have γ_D ≤ 0; "(beyond the grid)" where the whole interval lies
+        past the series' largest D), ``Eq. 13 D/N``; sorted by method, P_post, N.
     """
     boot = boot or {}
 
@@ -2139,7 +2154,10 @@ def d_crit_table(crit: dict[str, pd.DataFrame], bits=(3, 4), boot: dict[str, pd.
         if r["method"] not in boot:
             return "n/a"
         iv = d_crit_interval(boot[r["method"]], float(r["n_params"]), float(r["bits_post"]))
-        return f"{tokens_text(iv['lo'])} – {tokens_text(iv['hi'])}" if math.isfinite(iv["lo"]) else "n/a"
+        if not math.isfinite(iv["lo"]):
+            return "n/a"
+        return (f"{tokens_text(iv['lo'])} – {tokens_text(iv['hi'])}"
+                + (" (beyond the grid)" if iv["lo"] > float(r["d_max"]) else ""))
 
     def bracket(r) -> str:
         if not r["significant"]:
