@@ -261,7 +261,8 @@ def _rows(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], 
 
 
 _LEGEND = ("Ours: our value [its 95 % interval from the pipeline bootstrap]; P2's interval is the grid step "
-           "where the turn-up lies (its value is Eq. 13 on point constants, no interval of its own; "
+           "where the turn-up lies (its value is Eq. 13 on our fitted constants, whose own 95 % interval over paired "
+           "bootstrap draws of the Chinchilla and Eq. 2 constants the verdict's text gives; "
            "\"≥ … (the grid's edge)\": the 95 % set of the minimum's D holds the largest D trained, so no "
            "turn-up within the grid is not excluded), P5's a t-interval on the factorial's within-seed σ̂ (its paper value is the "
            "paper's law, κ = 1/T with T = A·N^−α from our Chinchilla fit at the factorial's N; κ < 0: the effects "
