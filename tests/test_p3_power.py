@@ -245,7 +245,8 @@ def test_the_summary_reads_each_leg_and_the_world_at_our_fit():
     assert (sm["ours_reproduced"], sm["ours_outside"], sm["n_ours"]) == (0.25, 0.75, 4.0)
     text = la.p3_power_text(sm)
     assert "of the paper-world datasets, at seed noise leg (a) in 80% [" in text and "meet that leg" in text
-    assert "(where the law is true, 1 minus its size) and leg (b) in 80% [" in text
+    assert "(1 minus its size: there the law is true and its σ_e estimates the simulated noise) and leg (b) in 80% [" \
+        in text
     assert "in a world at our point fit (f_w(4) = 0.91) the rule grades the paper reproduced in 25% [" in text
     assert "finds the paper's value outside the interval in 75% [" in text
     # only the seed-noise power simulated: the gate, which reads the smaller of two, has nothing to read

@@ -1440,9 +1440,11 @@ def p3_power_text(summary: Mapping | None, why: str = "", ours: Mapping[str, flo
     if math.isfinite(summary.get("power_residual", math.nan)):
         text += (f"; at our fits' residual scatter the power is "
                  f"{rate_text({'power': summary['power_residual'], 'n_sim': summary['n_residual']})}")
-    legs = [f"{name} leg (a) in {rate_text({'power': r['explains'], 'n_sim': r['n']})} (where the law is true, 1 "
-            f"minus its size) and leg (b) in {rate_text({'power': r['size_ok'], 'n_sim': r['n']})}"
-            for nz, name in (("seed", "at seed noise"), ("residual", "at the residual scatter"))
+    legs = [f"{name} leg (a) in {rate_text({'power': r['explains'], 'n_sim': r['n']})}{note} and leg (b) in "
+            f"{rate_text({'power': r['size_ok'], 'n_sim': r['n']})}"
+            for nz, name, note in (("seed", "at seed noise", " (1 minus its size: there the law is true and its "
+                                                              "σ_e estimates the simulated noise)"),
+                                   ("residual", "at the residual scatter", ""))
             for r in [summary.get(nz, {}).get("paper", {})] if math.isfinite(r.get("explains", math.nan))]
     if legs:
         text += "; of the paper-world datasets, " + ", ".join(legs) + " meet that leg"
@@ -1612,7 +1614,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
             + (f"; on the pipeline bootstrap's resamples the paired fit gives f_w(4) in "
                f"[{pipe_paired['f_4bits'][0]:.2f}, {pipe_paired['f_4bits'][1]:.2f}]" if pipe_paired else ""))
     reason = ("graded on (a) the precision term is significant (p < 0.05) and the law shows no lack of fit "
-              "against the noise a run has alone within its size and seed, σ_e (p ≥ 0.05): "
+              "against σ_e, the noise a run does not share with its (N, D, seed) at other P_w (p ≥ 0.05): "
               + ("met" if explains else "not met" if math.isfinite(sigma_e) else "no size with two seeded cells")
               + "; (b) the paper's f_w(4) inside our interval, which tells an effect from none: "
               + ("met" if size_ok else "unresolved (the interval holds the paper's value and no effect)" if unresolved
