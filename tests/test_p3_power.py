@@ -245,9 +245,14 @@ def test_the_summary_reads_each_leg_and_the_world_at_our_fit():
     assert (sm["ours_reproduced"], sm["ours_outside"], sm["n_ours"]) == (0.25, 0.75, 4.0)
     text = la.p3_power_text(sm)
     assert "of the paper-world datasets, at seed noise leg (a) in 80% [" in text and "meet that leg" in text
-    assert "(1 minus its size: there the law is true and its σ_e estimates the simulated noise) and leg (b) in 80% [" \
+    assert "(at most 1 minus its size: there the law is true and its σ_e estimates the simulated noise) and leg (b) " \
+           "in 80% [" in text
+    assert "in a world at our point fit (f_w(4) = 0.91), at seed noise, the rule grades the paper reproduced in 25% [" \
         in text
-    assert "in a world at our point fit (f_w(4) = 0.91) the rule grades the paper reproduced in 25% [" in text
     assert "finds the paper's value outside the interval in 75% [" in text
     # only the seed-noise power simulated: the gate, which reads the smaller of two, has nothing to read
     assert math.isnan(sm["power_gate"]) and "one is not simulated for these rows" in text
+    # with both, a gate power whose Monte Carlo interval straddles 50 % says the grade stands on its point estimate
+    both = la.p3_power_summary(pd.concat([tab, tab.assign(noise="residual")], ignore_index=True))
+    assert both["power_gate"] == pytest.approx(0.6) and "the gate reads the smaller power, 60%, whose Monte Carlo " \
+        "interval [31, 83] straddles 50%: the grade stands on its point estimate" in la.p3_power_text(both)

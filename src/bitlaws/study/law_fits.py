@@ -28,7 +28,8 @@ import pandas as pd
 from .._io import write_atomic
 from ..laws import fit as lf
 from ..laws import forms
-from .claims import CLAIMS, POWER_MIN, Verdict, finite_or_na, inputs_identity, power_gate, rate_text, store_verdicts
+from .claims import (CLAIMS, POWER_MIN, Verdict, finite_or_na, inputs_identity, mc_interval, power_gate, rate_text,
+                     store_verdicts)
 from .noise import pooled_seed_variance, seed_block_anova
 from .store import data_dir, frame_sha256, load_runs
 
@@ -1442,18 +1443,20 @@ def p3_power_text(summary: Mapping | None, why: str = "", ours: Mapping[str, flo
                  f"{rate_text({'power': summary['power_residual'], 'n_sim': summary['n_residual']})}")
     legs = [f"{name} leg (a) in {rate_text({'power': r['explains'], 'n_sim': r['n']})}{note} and leg (b) in "
             f"{rate_text({'power': r['size_ok'], 'n_sim': r['n']})}"
-            for nz, name, note in (("seed", "at seed noise", " (1 minus its size: there the law is true and its "
-                                                              "σ_e estimates the simulated noise)"),
-                                   ("residual", "at the residual scatter", ""))
+            for nz, name, note in (("seed", "at seed noise", " (at most 1 minus its size: there the law is true and "
+                                                              "its σ_e estimates the simulated noise)"),
+                                   ("residual", "at the residual scatter", " (the law is true there too: what leg "
+                                    "(a) misses is the stand-in σ_e, measured on the high-precision runs, falling "
+                                    "short of the P_w sweep's own scatter, as it may in our runs)"))
             for r in [summary.get(nz, {}).get("paper", {})] if math.isfinite(r.get("explains", math.nan))]
     if legs:
         text += "; of the paper-world datasets, " + ", ".join(legs) + " meet that leg"
     if math.isfinite(summary.get("ours_reproduced", math.nan)):
         n_ours = {"n_sim": summary["n_ours"]}
-        text += (f"; in a world at our point fit (f_w(4) = {summary['ours_f_w_4']:.2f}) the rule grades the paper "
+        text += (f"; in a world at our point fit (f_w(4) = {summary['ours_f_w_4']:.2f}), at seed noise, the rule grades the paper "
                  f"reproduced in {rate_text({**n_ours, 'power': summary['ours_reproduced']})} and finds the paper's "
                  f"value outside the interval in {rate_text({**n_ours, 'power': summary['ours_outside']})} of the "
-                 "datasets")
+                 "datasets, which our own wider interval did not")
     text += " (95 % Monte Carlo intervals)"
     if ours and all(math.isfinite(ours.get(k, math.nan)) for k in ("width", "point")):
         parts = []
@@ -1467,8 +1470,13 @@ def p3_power_text(summary: Mapping | None, why: str = "", ours: Mapping[str, flo
         if parts:
             text += "; " + "; ".join(parts)
     if math.isfinite(summary.get("power_gate", math.nan)):
-        text += (f"; the gate reads the smaller power, {summary['power_gate']:.0%}"
-                 + (f", below {POWER_MIN:.0%}" if summary["power_gate"] < POWER_MIN else ""))
+        g, n_g = summary["power_gate"], summary["n_sim"] if summary["power_gate"] == summary["power"] else \
+            summary["n_residual"]
+        lo, hi = mc_interval(g, n_g)
+        text += (f"; the gate reads the smaller power, {g:.0%}"
+                 + (f", below {POWER_MIN:.0%}" if g < POWER_MIN else "")
+                 + (f", whose Monte Carlo interval [{100 * lo:.0f}, {100 * hi:.0f}] straddles {POWER_MIN:.0%}: the "
+                    "grade stands on its point estimate" if lo < POWER_MIN <= hi else ""))
     else:
         text += ("; the gate reads the smaller of the two powers and one is not simulated for these rows, so a grade "
                  "short of reproduced reads inconclusive")
@@ -1623,11 +1631,14 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
               "seed) is reported, not graded. The held-out R² is not graded: a precision-blind Chinchilla fit of the "
               "same runs scores about as high, because most of the variation is across N and D; γ is in bits, so ours "
               "and the paper's can be set side by side; the rule's own grade: " + dec["grade"]
+              + " (rule v5 and its power simulation, version 2, were written after these data were seen; the rules "
+                "page gives the history)"
               + p3_power_text(summary, why, {"width": hi - lo, "point": f4}))
     det = {"rule_grade": dec["grade"], "power": pw, "power_seed": summary["power"] if summary else math.nan,
            "false_positive": summary["false_positive"] if summary else math.nan,
            "power_residual": summary["power_residual"] if summary else math.nan,
-           "n_sim": summary["n_sim"] if summary else math.nan, "gamma_w": p["gamma_w"], "n_w": p["n_w"], "holdout_r2": r2, "within_data_sd": spread["data_sd"],
+           "n_sim": summary["n_sim"] if summary else math.nan,
+           "n_sim_residual": summary["n_residual"] if summary else math.nan, "gamma_w": p["gamma_w"], "n_w": p["n_w"], "holdout_r2": r2, "within_data_sd": spread["data_sd"],
            "within_resid_sd": spread["resid_sd"], "within_r2": spread["r2"], "seed_sigma": sigma,
            "run_sigma": sigma_e, "run_sigma_dof": run_dof, "run_sigma_source": run_source,
            "p_lack_of_fit_pooled": p_lof_pooled,

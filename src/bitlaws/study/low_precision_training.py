@@ -834,7 +834,7 @@ def verdict_p10(df: pd.DataFrame, profile: str, fits: Mapping[str, dict] | None 
     reason = ("The paper compares fitted γ_w (FP 2.81 vs INT 2.67) at 30M–220M parameters; we compare the "
               "runs directly, weight-only, at our scale"
               + (f"; without the power check the rule would read {grade}" if verdict == "inconclusive" else "")
-              + ("; rule v4 reads the pooled seed σ with its t-quantile, as P1, P2, P3 and P6 do (v3 took the largest "
+              + ("; rule v4 reads the pooled seed σ with its t-quantile, as P1, P2 and P6 do (and P3 did to rule v4) (v3 took the largest "
                  "single cell's σ and a normal 2)" if seeded else ""))
     if math.isfinite(largest):
         det["noise_floor"] = largest

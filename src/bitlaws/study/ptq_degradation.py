@@ -1800,7 +1800,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         ivs, why_boot = d_crit_ci[m]
         eq13 = ", ".join(f"INT{int(r.bits_post)} {tokens_text(r.d_crit_eq13)}"
                          + (f" [{tokens_text(ivs[int(r.bits_post)]['lo'])}, {tokens_text(ivs[int(r.bits_post)]['hi'])}]"
-                            if ivs else "") + f" (D/N ≈ {r.d_crit_eq13_over_n:.0f})"
+                            if ivs else "") + f" (D/N ≈ {r.d_crit_eq13_over_n:.0f} bytes per parameter)"
                          for r in small.itertuples() if math.isfinite(r.d_crit_eq13))
         pw, po = per[m]["power"], per[m]["power_ours"]
         edge = float(df.loc[df["status"] == "ok", "n_tokens"].max())
