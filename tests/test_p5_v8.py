@@ -68,14 +68,14 @@ def _truth(form: str, consts=POINT, interaction: float | None = None) -> np.ndar
 
 def test_rule_p5_decisions():
     # v9 changed the verdict's words only, after the data; v8 is the decision registered before them
-    # v10 and v11 changed only store.load_runs (the data freeze; unknown experiment names refused), which the
-    # rule's freeze digests
-    assert claims.RULE_VERSIONS["P5"] == "11" and \
-        [v for v, *_ in claims.RULE_HISTORY["P5"][-4:]] == ["8", "9", "10", "11"]
-    assert "words only" in claims.RULE_HISTORY["P5"][-3][1] and "No statistic" in claims.RULE_HISTORY["P5"][-3][2]
-    for entry in claims.RULE_HISTORY["P5"][-2:]:
+    # v10, v11 and v12 changed only store.load_runs (the data freeze; unknown experiment names and empty collections
+    # refused; its no-rows message), which the rule's freeze digests
+    assert claims.RULE_VERSIONS["P5"] == "12" and \
+        [v for v, *_ in claims.RULE_HISTORY["P5"][-5:]] == ["8", "9", "10", "11", "12"]
+    assert "words only" in claims.RULE_HISTORY["P5"][-4][1] and "No statistic" in claims.RULE_HISTORY["P5"][-4][2]
+    for entry in claims.RULE_HISTORY["P5"][-3:]:
         assert "no change to the rule" in entry[1] and "load_runs" in entry[2]
-    when = claims.RULE_HISTORY["P5"][-4][1]
+    when = claims.RULE_HISTORY["P5"][-5][1]
     assert "2026-12-04" in when and "before any qat_factorial row was read" in when and "referee" in when
     r = claims.rule_p5
     assert r(3, 0.5, 0.03, 0.01) == "reproduced"
