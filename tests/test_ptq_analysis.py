@@ -373,6 +373,10 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     assert pa.d_crit_rows_sha(df.assign(fmt_post="x", bits_post=df["bits_post"].astype(float)), "gptq") == sha
     assert pa.d_crit_boot_is_current("test", df, tmp_path) == (True, "")
     assert not pa.d_crit_boot_is_current("test", moved, tmp_path)[0]
+    # every method from one read of the table: the same draws as one method at a time, the reason per method
+    both = pa.load_d_crit_boots("test", moved.assign(loss_val=df["loss_val"]), tmp_path)
+    assert sorted(both) == ["gptq", "rtn"] and both["gptq"][0].equals(boot) and both["rtn"][1] == ""
+    assert pa.load_d_crit_boots("test", df, tmp_path / "elsewhere")["gptq"][1].startswith("no draws stored")
     with pytest.raises(ValueError, match="n_boot must be an int ≥ 2"):
         pa.write_d_crit_boot("test", n_boot=1, root=tmp_path)
     # P2 reads them: Eq. 13's point with its interval over the draws, in the text and the details

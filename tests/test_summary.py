@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,6 +19,7 @@ from bitlaws.study.summary import (
     key_number,
     ledger_details_markdown,
     markdown_text,
+    quantity_text,
     readme_block,
     summary_markdown,
 )
@@ -45,27 +47,33 @@ def _unescaped_pipes(row: str) -> int:
     return len(re.findall(r"(?<!\\)\|", row))
 
 
-def test_key_number_reads_value_interval_and_paper_from_the_details():
+def test_key_number_reads_value_interval_and_paper_from_the_details(monkeypatch):
     v = _verdict("P6", {"ours_p_star": 6.2266, "ours_p_star_lo": 4.4107, "ours_p_star_hi": 8.3789,
                         "paper_p_star": 7.0021})
     assert key_number(v) == ("7.0", "6.2 [4.4, 8.4]")
     # ± two standard errors, minus signs as typeset
     v = _verdict("P10", {"mean_delta": -0.0019, "mean_delta_se": 0.0084, "paper_mean_delta": -0.0022})
     assert key_number(v) == ("−0.0022", "−0.0019 ± 0.0168")
-    # bytes in millions, tokens in billions; a grid interval open above
+    # bytes in millions, tokens in billions; P2's interval is Eq. 13's own (its bootstrap draws), not the grid's
     v = _verdict("P2", {"gptq_int3_d_crit_eq13": 9.45e6, "paper_d_crit_30m_int3": 1.64e10,
+                        "gptq_int3_d_crit_eq13_lo": 7.81e6, "gptq_int3_d_crit_eq13_hi": 1.079e7,
                         "gptq_int3_d_crit_lo": 4194304.0, "gptq_int3_d_crit_hi": "n/a"})
-    assert key_number(v) == ("16.4B", "9.4M [> 4.2M]")
+    assert key_number(v) == ("16.4B", "9.4M [7.8M, 10.8M]")
     # P10 rule v4: ± t standard errors where the verdict stores its t (2.09 · 0.0074 = 0.0155)
     v = _verdict("P10", {"mean_delta": -0.0041, "mean_delta_se": 0.0074, "mean_delta_t": 2.093,
                          "paper_mean_delta": -0.0026})
     assert key_number(v) == ("−0.0026", "−0.0041 ± 0.0155")
-    # a grid interval whose top is the largest D trained, where the minimum's 95 % set reaches it
+    # a grid interval whose top is the largest D trained, where the minimum's 95 % set reaches it (a headline
+    # reading the grid step, as P2's did before it read Eq. 13's own interval)
+    grid_headline = dataclasses.replace(HEADLINES["P2"], lo="gptq_int3_d_crit_lo", hi="gptq_int3_d_crit_hi",
+                                        interval="grid", hi_open="gptq_int3_d_crit_open")
+    monkeypatch.setitem(HEADLINES, "P2", grid_headline)
     grid = {"gptq_int3_d_crit_eq13": 9.47e6, "paper_d_crit_30m_int3": 1.64e10, "gptq_int3_d_crit_lo": 4194304.0,
             "gptq_int3_d_crit_hi": 16777216.0}
     assert key_number(_verdict("P2", {**grid, "gptq_int3_d_crit_open": 1.0}))[1] == \
         "9.5M [4.2M, ≥ 16.8M (the grid's edge)]"
     assert key_number(_verdict("P2", {**grid, "gptq_int3_d_crit_open": 0.0}))[1] == "9.5M [4.2M, 16.8M]"
+    monkeypatch.undo()
     # a paper constant typed from the paper, percentages with a sign
     # a paper range from two keys (P5: κ = 1/T over T's interval), ours with its interval
     assert key_number(_verdict("P5", {"kappa": -1.88, "kappa_lo": -3.24, "kappa_hi": -0.52, "kappa_paper_lo": 5.08,
@@ -179,3 +187,13 @@ def test_chapter_box_legend_names_each_claims_own_interval():
     # an inconclusive claim's power says what it is the power against (P9: one point of the paper's range)
     sure = box.split("**How sure.**", 1)[1]
     assert "the rule's power against the law at $C_w$ = 1, at the least favourable noise structure" in sure
+
+
+def test_quantity_text_fills_counts_from_the_details():
+    # P2's N is the smallest size the verdict read (26,784 parameters on cpu), printed compactly
+    text = quantity_text("P2", {"n_min": 26784.0})
+    assert "bytes at N = 26.8k" in text and "{" not in text
+    assert "bytes at N = —" in quantity_text("P2", None)  # a pending claim stores no N
+    assert quantity_text("P6", {}) == HEADLINES["P6"].quantity  # no placeholder: as typed
+    with pytest.raises(ValueError, match="no HEADLINES entry for 'P99'"):
+        quantity_text("P99", {})

@@ -391,7 +391,7 @@ def _cmd_fit(args) -> int:
 
 def _fit_d_crit(args) -> None:
     """Eq. 13's D_crit draws (P2): paired refits of Chinchilla and Eq. 2 per resample of the base grid's runs."""
-    from .study.ptq_degradation import d_crit_interval, load_d_crit_boot, methods_present, write_d_crit_boot
+    from .study.ptq_degradation import d_crit_interval, load_d_crit_boots, write_d_crit_boot
     from .study.store import load_runs
 
     try:
@@ -399,15 +399,14 @@ def _fit_d_crit(args) -> None:
     except FileNotFoundError:
         print("d_crit_boot: skipped — no base-grid rows")
         return
-    path = write_d_crit_boot(args.profile, root=args.data_root, progress=True)
-    for m in methods_present(df):
-        boot, why = load_d_crit_boot(args.profile, df, m, root=args.data_root)
+    path = write_d_crit_boot(args.profile, root=args.data_root, progress=True, rows=df)
+    for m, (boot, why) in load_d_crit_boots(args.profile, df, root=args.data_root).items():
         if boot is None:
             print(f"d_crit_boot {m}: {why}")
             continue
         n = float(df.loc[df["status"] == "ok", "n_params"].min())
         iv = d_crit_interval(boot, n, 3)
-        print(f"d_crit_boot {m}: D_crit(N = {n:,.0f}, INT3) 95 % [{iv['lo']:.3g}, {iv['hi']:.3g}] tokens over "
+        print(f"d_crit_boot {m}: D_crit(N = {n:,.0f}, INT3) 95 % [{iv['lo']:.3g}, {iv['hi']:.3g}] tokens (bytes) over "
               f"{iv['n_used']:.0f} of {iv['n_draws']:.0f} draws ({path.name})")
 
 

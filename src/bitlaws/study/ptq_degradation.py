@@ -82,6 +82,7 @@ __all__ = [
     "d_crit_boot_path",
     "write_d_crit_boot",
     "load_d_crit_boot",
+    "load_d_crit_boots",
     "d_crit_boot_is_current",
     "ARGMIN_SIM",
     "ARGMIN_FLAT",
@@ -1213,7 +1214,7 @@ def _d_crit_boot_id(method: str, seed: int, draw: int, n_boot: int, sha: str) ->
 
 
 def write_d_crit_boot(profile: str = BOOK_PROFILE, n_boot: int | None = None, seed: int = 0, root=None,
-                      progress: bool = False) -> Path:
+                      progress: bool = False, rows: pd.DataFrame | None = None) -> Path:
     """Make and store the paired bootstrap draws of Eq. 13's constants (``d_crit_bootstrap``) for every PTQ
     method of the profile's base grid, one row per draw appended as it finishes (``store.append_rows``, keyed by
     ``boot_id``), so a killed run resumes and the rows made from other training rows stay, unread.
@@ -1221,7 +1222,8 @@ def write_d_crit_boot(profile: str = BOOK_PROFILE, n_boot: int | None = None, se
     Args:
         profile: a declared profile with base-grid rows. n_boot: draws per method (an int ≥ 2; default
             ``D_CRIT_N_BOOT``, what the verdict reads). seed: the generator's first seed. root: a ``data/``
-            folder. progress: a progress bar.
+            folder. progress: a progress bar. rows: the profile's base-grid rows as ``store.load_runs`` read
+            them, where the caller holds them already (default: read here).
 
     Returns:
         The table's path.
@@ -1237,7 +1239,7 @@ def write_d_crit_boot(profile: str = BOOK_PROFILE, n_boot: int | None = None, se
     n_boot = D_CRIT_N_BOOT if n_boot is None else n_boot
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
         raise ValueError(f"n_boot must be an int ≥ 2, got {n_boot!r}")
-    df = load_runs(profile, experiment="base_grid", root=root)
+    df = load_runs(profile, experiment="base_grid", root=root) if rows is None else rows
     path = d_crit_boot_path(profile, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     have = set(read_rows(path, D_CRIT_BOOT_COLUMNS, "boot_id").get("boot_id", [])) if path.exists() else set()
@@ -1255,34 +1257,59 @@ def write_d_crit_boot(profile: str = BOOK_PROFILE, n_boot: int | None = None, se
     return path
 
 
-def load_d_crit_boot(profile: str, df: pd.DataFrame, method: str, root=None, n_boot: int | None = None,
-                     seed: int = 0) -> tuple[pd.DataFrame | None, str]:
-    """The stored draws of ``method`` made from the rows ``df`` (all ``n_boot`` of them, default
-    ``D_CRIT_N_BOOT``, generator ``seed``), or (None, why not): none stored, made from other rows or by another
-    version of the draws' code (``D_CRIT_BOOT_VERSION``), or incomplete (a run killed part way)."""
+def load_d_crit_boots(profile: str, df: pd.DataFrame, root=None, methods=None, n_boot: int | None = None,
+                      seed: int = 0) -> dict[str, tuple[pd.DataFrame | None, str]]:
+    """Method -> (the stored draws made from the rows ``df``, "") or (None, why not), the table read once.
+
+    Args:
+        profile: the profile whose ``checks/`` folder holds ``d_crit_boot.csv``.
+        df: training rows; their base grid (``experiment == "base_grid"`` where that column exists) is what
+            the draws must have been made from (``d_crit_rows_sha``).
+        root: a ``data/`` folder (default: the repository's).
+        methods: the PTQ methods to read (default: every method of ``df``'s base grid).
+        n_boot: the draws a complete set holds (default ``D_CRIT_N_BOOT``). seed: the generator's first seed.
+
+    Returns:
+        For each method, ``(draws sorted by draw, "")``, or ``(None, why)``: none stored, made from other rows
+        or by another version of the draws' code (``D_CRIT_BOOT_VERSION``), or incomplete (a run killed part way).
+    """
     from .store import read_rows
 
     n_boot = D_CRIT_N_BOOT if n_boot is None else n_boot
+    base = df[df["experiment"] == "base_grid"] if "experiment" in df else df
+    methods = methods_present(base) if methods is None else list(methods)
     path = d_crit_boot_path(profile, root)
     if not path.exists():
-        return None, f"no draws stored (`{write_d_crit_boot.__module__}.write_d_crit_boot('{profile}')` makes them)"
+        why = f"no draws stored (`{write_d_crit_boot.__module__}.write_d_crit_boot('{profile}')` makes them)"
+        return {m: (None, why) for m in methods}
     tab = read_rows(path, D_CRIT_BOOT_COLUMNS, "boot_id")
-    tab = tab[(tab["method"].astype(str) == method) & (tab["seed"].astype(int) == int(seed))
-              & (tab["n_boot"].astype(int) == int(n_boot)) & (tab["boot_version"].astype(str) == D_CRIT_BOOT_VERSION)]
-    mine = tab[tab["inputs_sha256"].astype(str) == d_crit_rows_sha(df, method)]
-    if mine.empty:
-        return None, ("draws made from other training rows; not read" if len(tab) else f"no {method} draws stored")
-    if mine["draw"].nunique() < int(n_boot):
-        return None, f"{mine['draw'].nunique()} of {n_boot} draws made (a killed run; `write_d_crit_boot` resumes it)"
-    return mine.sort_values("draw").reset_index(drop=True), ""
+    tab = tab[(tab["seed"].astype(int) == int(seed)) & (tab["n_boot"].astype(int) == int(n_boot))
+              & (tab["boot_version"].astype(str) == D_CRIT_BOOT_VERSION)]
+    out: dict[str, tuple[pd.DataFrame | None, str]] = {}
+    for method in methods:
+        of_method = tab[tab["method"].astype(str) == method]
+        mine = of_method[of_method["inputs_sha256"].astype(str) == d_crit_rows_sha(base, method)]
+        if mine.empty:
+            out[method] = (None, "draws made from other training rows; not read" if len(of_method)
+                           else f"no {method} draws stored")
+        elif mine["draw"].nunique() < int(n_boot):
+            out[method] = (None, f"{mine['draw'].nunique()} of {n_boot} draws made (a killed run; "
+                                 "`write_d_crit_boot` resumes it)")
+        else:
+            out[method] = (mine.sort_values("draw").reset_index(drop=True), "")
+    return out
+
+
+def load_d_crit_boot(profile: str, df: pd.DataFrame, method: str, root=None, n_boot: int | None = None,
+                     seed: int = 0) -> tuple[pd.DataFrame | None, str]:
+    """``load_d_crit_boots`` for one method: its stored draws made from the rows ``df``, or (None, why not)."""
+    return load_d_crit_boots(profile, df, root, [method], n_boot, seed)[method]
 
 
 def d_crit_boot_is_current(profile: str, df: pd.DataFrame, root=None) -> tuple[bool, str]:
-    """Whether every PTQ method of ``df``'s base grid has its stored draws (``load_d_crit_boot``), and what is
+    """Whether every PTQ method of ``df``'s base grid has its stored draws (``load_d_crit_boots``), and what is
     missing (the cascade's ``fit`` step makes them)."""
-    base = df[df["experiment"] == "base_grid"] if "experiment" in df else df
-    missing = [f"{m} ({why})" for m in methods_present(base) for why in [load_d_crit_boot(profile, base, m, root)[1]]
-               if why]
+    missing = [f"{m} ({why})" for m, (_, why) in load_d_crit_boots(profile, df, root).items() if why]
     return not missing, ", ".join(missing)
 
 
@@ -1821,8 +1848,9 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                    else f"; power not computed: {_P2_NO_POWER}"))
 
     d_crit_ci, d_crit_boot, d_crit_boots_read = {}, {}, {}
+    stored = load_d_crit_boots(profile, df, methods=per)
     for m in per:  # Eq. 13's D_crit at the smallest N with its paired-bootstrap interval (write_d_crit_boot)
-        boot, why = load_d_crit_boot(profile, df, m)
+        boot, why = stored[m]
         n_min = float(crit[m]["n_params"].min())
         d_crit_ci[m] = ({b: d_crit_interval(boot, n_min, b) for b in (3, 4)} if boot is not None else {}, why)
         if boot is not None:
@@ -2123,13 +2151,8 @@ D_CRIT_FORMATS = {"rise": "{:.4f}", "threshold": "{:.4f}", "Eq. 13 D/N": "{:.0f}
 
 def d_crit_boots(profile: str, df: pd.DataFrame, root=None) -> dict[str, pd.DataFrame]:
     """Method -> the stored paired draws of Eq. 13's constants made from ``df``'s base grid
-    (``load_d_crit_boot``), for the methods that have them."""
-    out = {}
-    for m in methods_present(df):
-        boot, _ = load_d_crit_boot(profile, df, m, root)
-        if boot is not None:
-            out[m] = boot
-    return out
+    (``load_d_crit_boots``), for the methods that have them."""
+    return {m: boot for m, (boot, _) in load_d_crit_boots(profile, df, root).items() if boot is not None}
 
 
 def d_crit_table(crit: dict[str, pd.DataFrame], bits=(3, 4), boot: dict[str, pd.DataFrame] | None = None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from typing import Any
 
-__all__ = ["Headline", "HEADLINES", "CHAPTERS", "key_number", "summary_markdown", "ledger_details_markdown",
+__all__ = ["Headline", "HEADLINES", "CHAPTERS", "key_number", "quantity_text", "summary_markdown", "ledger_details_markdown",
            "readme_block", "chapter_summary_markdown", "chapter_claims", "chapter_verdicts_markdown"]
 
 
@@ -29,7 +29,8 @@ class Headline:
 
     Args:
         short: the claim in a few words.
-        quantity: what the number is (symbol, unit).
+        quantity: what the number is (symbol, unit); ``{key}`` names a count in ``details`` (a number of
+            parameters), printed compactly (``26.8k``) by :func:`quantity_text`.
         ours: the key in the verdict's ``details`` that holds our value.
         paper: the key in ``details`` that holds the paper's value, or a float: the paper's own
             constant (cited in the comment where it is typed), or a string shown as is.
@@ -76,10 +77,16 @@ class Headline:
 HEADLINES: dict[str, Headline] = {
     "P1": Headline("PTQ hurts more with more data", "γ_D of Eq. 2 (GPTQ)", "gptq_eq2_gamma_d",
                    paper=0.51, lo="gptq_gamma_d_lo", hi="gptq_gamma_d_hi"),  # Kumar et al. Eq. 2 fit
-    "P2": Headline("Overtraining makes the quantized model worse", "D_crit, INT3, smallest N",
-                   "gptq_int3_d_crit_eq13", paper="paper_d_crit_30m_int3", lo="gptq_int3_d_crit_lo",
-                   hi="gptq_int3_d_crit_hi", interval="grid", fmt="M", hi_open="gptq_int3_d_crit_open"),
-    "P3": Headline("Low-precision training = fewer parameters", "f_w(4) = N_eff/N", "f_w_4",
+    # P2: Eq. 13 on our fitted constants with its own 95 % interval (paired bootstrap draws of the Chinchilla and
+    # Eq. 2 constants, ptq_degradation.write_d_crit_boot); the grid step of the observed turn-up is in the text.
+    "P2": Headline("Overtraining makes the quantized model worse",
+                   "Eq. 13's D_crit, GPTQ INT3, smallest N (ours: bytes at N = {n_min}; paper: tokens at N = 30M)",
+                   "gptq_int3_d_crit_eq13", paper="paper_d_crit_30m_int3", lo="gptq_int3_d_crit_eq13_lo",
+                   hi="gptq_int3_d_crit_eq13_hi", fmt="M"),
+    # P3: the grade reads two legs (the N_eff form's lack of fit at fixed (N, D), and f_w(4) against the paper's);
+    # the key number is leg (b)'s, and the quantity says the grade may rest on the other.
+    "P3": Headline("Low-precision training = fewer parameters",
+                   "f_w(4) = N_eff/N (the grade also tests the N_eff form's fit at fixed N, D: see why)", "f_w_4",
                    paper="paper_f_w_4", lo="f_w_4_lo", hi="f_w_4_hi"),
     "P4": Headline("Activations most sensitive, KV cache least", "f_a(4) (the most sensitive)", "f_a_4",
                    paper="paper_f_a_4"),
@@ -181,6 +188,36 @@ def _number(details: Mapping[str, float | str], key: str | None) -> float | None
     return None
 
 
+def _count(x: float) -> str:
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{unit}"
+    return f"{x:.0f}"
+
+
+def quantity_text(claim_id: str, details: Mapping[str, Any] | None) -> str:
+    """A headline's quantity with each ``{key}`` filled from the verdict's details (``—`` where not stored).
+
+    Args:
+        claim_id: a claim with a ``HEADLINES`` entry.
+        details: the verdict's ``details`` (or None: a pending claim).
+
+    Returns:
+        The text, e.g. ``"… (ours: bytes at N = 26.8k; …)"``.
+
+    Raises:
+        ValueError: if the claim has no ``HEADLINES`` entry.
+    """
+    if claim_id not in HEADLINES:
+        raise ValueError(f"no HEADLINES entry for {claim_id!r}; it has {', '.join(HEADLINES)}")
+
+    def fill(m: re.Match) -> str:
+        value = _number(details or {}, m.group(1))
+        return "—" if value is None else _count(value)
+
+    return re.sub(r"\{(\w+)\}", fill, HEADLINES[claim_id].quantity)
+
+
 def key_number(verdict: Any) -> tuple[str, str]:
     """The claim's key number, the paper's and ours (with its interval), as two strings.
 
@@ -252,7 +289,8 @@ def _rows(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], 
         verdict = verdicts[claim_id]
         h = HEADLINES[claim_id]
         paper, ours = key_number(verdict)
-        cells = [f"**{claim_id}**"] + [_esc(c) for c in (h.short, h.quantity, paper, ours)]
+        quantity = quantity_text(claim_id, getattr(verdict, "details", None))
+        cells = [f"**{claim_id}**"] + [_esc(c) for c in (h.short, quantity, paper, ours)]
         cells.append(f"**{verdict.verdict}**")
         if with_chapter:
             cells.append(_chapter_link(claims[claim_id], prefix))
@@ -260,11 +298,11 @@ def _rows(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], 
     return lines
 
 
-_LEGEND = ("Ours: our value [its 95 % interval from the pipeline bootstrap]; P2's interval is the grid step "
-           "where the turn-up lies (its value is Eq. 13 on our fitted constants, whose own 95 % interval over paired "
-           "bootstrap draws of the Chinchilla and Eq. 2 constants the verdict's text gives; "
-           "\"≥ … (the grid's edge)\": the 95 % set of the minimum's D holds the largest D trained, so no "
-           "turn-up within the grid is not excluded), P5's a t-interval on the factorial's within-seed σ̂ (its paper value is the "
+_LEGEND = ("Ours: our value [its 95 % interval from the pipeline bootstrap]; P2's value is Eq. 13 on our fitted "
+           "constants and its interval the 95 % range over paired bootstrap draws of the Chinchilla and Eq. 2 "
+           "constants (conditional on Eq. 2's form; the grid step where the observed turn-up lies is in the "
+           "verdict's text); P3's key number is f_w(4), one of the rule's two legs (its reason says which leg "
+           "decided the grade); P5's a t-interval on the factorial's within-seed σ̂ (its paper value is the "
            "paper's law, κ = 1/T with T = A·N^−α from our Chinchilla fit at the factorial's N; κ < 0: the effects "
            "add up to less than their sum), P9's a t-interval over the model sizes of the matched grid (its paper "
            "value is Eq. 9 over Eq. 2 on the same units at C_w = 1, Eq. 10's case, and in brackets over C_w from 0.5 "
@@ -394,7 +432,7 @@ def chapter_verdicts_markdown(verdicts: Mapping[str, Any], claim_ids) -> str:
         key = "—"
         if c in HEADLINES and isinstance(getattr(v, "details", None), Mapping):
             paper, ours = key_number(v)
-            key = f"{HEADLINES[c].quantity}: {paper} / {ours}"
+            key = f"{quantity_text(c, v.details)}: {paper} / {ours}"
         rows.append(f"| {c} | {_esc(v.paper or '—')} | {_esc(key)} | **{v.verdict}** |")
         ours, why = _lines(v.ours), _lines(v.reason)
         if len(ours) > 1 or len(why) > 1:
