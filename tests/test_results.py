@@ -455,3 +455,21 @@ def test_the_committed_sweep_rows_all_sit_at_or_before_cpus_freeze_or_are_counte
         runs_read = set(read.loc[read["experiment"] == e, "run_id"])
         assert cov["runs_after_freeze"] == len(runs_late - runs_read), e
         assert cov["runs_trained"] == len(runs_read), e
+
+
+def test_read_current_rows_keeps_only_this_version_made_from_these_rows(tmp_path):
+    from bitlaws.study.store import append_rows, read_current_rows
+
+    cols = ["sim_id", "x", "sim_version", "inputs_sha256"]
+    path = tmp_path / "sim.csv"
+    make = "mod.write_sim('cpu')"
+    assert read_current_rows(path, cols, "sim_id", "2", "h1", make) == (None, f"not simulated yet (`{make}`)")
+    append_rows(path, [{"sim_id": "a", "x": 1.0, "sim_version": "1", "inputs_sha256": "h1"}], cols, "sim_id")
+    assert read_current_rows(path, cols, "sim_id", "2", "h1", make)[1] == \
+        "simulated by another version of the simulation; not read"
+    append_rows(path, [{"sim_id": "b", "x": 2.0, "sim_version": "2", "inputs_sha256": "h0"},
+                       {"sim_id": "c", "x": 3.0, "sim_version": "2", "inputs_sha256": "h1"}], cols, "sim_id")
+    tab, why = read_current_rows(path, cols, "sim_id", "2", "h1", make)
+    assert why == "" and list(tab["sim_id"]) == ["c"] and list(tab.index) == [0] and float(tab["x"].iloc[0]) == 3.0
+    assert read_current_rows(path, cols, "sim_id", "2", "h9", make)[1].startswith(
+        "simulated from other training rows than these; not read")

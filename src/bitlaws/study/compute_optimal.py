@@ -335,18 +335,13 @@ def load_p6_pstar_power(profile: str, df: pd.DataFrame, root: str | os.PathLike 
     from .._io import frame_sha256
     from .boot_check import P6_PSTAR_COLUMNS
     from .power import NEFF_F_FLOOR, P6_PSTAR_SIM_VERSION
-    from .store import read_rows
+    from .store import read_current_rows
 
     path = _p6_pstar_path(profile, root)
-    if not path.exists():
-        return None, f"not simulated yet (`bitlaws.study.compute_optimal.write_p6_pstar_power('{profile}')`)"
-    tab = read_rows(path, P6_PSTAR_COLUMNS, "sim_id")
-    tab = tab[tab["sim_version"] == P6_PSTAR_SIM_VERSION]
-    if tab.empty:
-        return None, "simulated by another version of the simulation; not read"
-    tab = tab[tab["inputs_sha256"] == frame_sha256(df)]
-    if tab.empty:
-        return None, "simulated from other training rows than these; not read"
+    tab, why = read_current_rows(path, P6_PSTAR_COLUMNS, "sim_id", P6_PSTAR_SIM_VERSION,
+                                 frame_sha256(df), f"bitlaws.study.compute_optimal.write_p6_pstar_power('{profile}')")
+    if tab is None:
+        return None, why
     if not variants:  # the floor the simulation version names, and σ_seed as estimated
         tab = tab[(tab["floor"].astype(float) == NEFF_F_FLOOR) & tab["noise"].astype(str).isin(["seed", "residual"])]
         n_sd = tab[tab["noise"].astype(str) == "seed"].groupby("world")["seed_sd"].nunique()

@@ -1356,20 +1356,10 @@ def load_p3_power(profile: str, df: pd.DataFrame, root: str | os.PathLike | None
                   ) -> tuple[pd.DataFrame | None, str]:
     """The stored P3 power datasets (``bitlaws.study.p3_power.write_p3_power``) made from the training rows
     ``df`` by this simulation version, or (None, why not): absent, another version, or other rows."""
-    from .store import read_rows
+    from .store import read_current_rows
 
-    path = p3_power_path(profile, root)
-    if not path.exists():
-        return None, f"not simulated yet (`bitlaws.study.p3_power.write_p3_power('{profile}')`)"
-    tab = read_rows(path, P3_POWER_COLUMNS, "sim_id")
-    tab = tab[tab["sim_version"].astype(str) == P3_POWER_SIM_VERSION]
-    if tab.empty:
-        return None, "simulated by another version of the simulation; not read"
-    tab = tab[tab["inputs_sha256"] == frame_sha256(df)]
-    if tab.empty:
-        return None, ("simulated from other training rows than these; not read (`bitlaws.study.p3_power."
-                      f"write_p3_power('{profile}')` simulates them again)")
-    return tab.reset_index(drop=True), ""
+    return read_current_rows(p3_power_path(profile, root), P3_POWER_COLUMNS, "sim_id", P3_POWER_SIM_VERSION,
+                             frame_sha256(df), f"bitlaws.study.p3_power.write_p3_power('{profile}')")
 
 
 def p3_power_summary(tab: pd.DataFrame) -> dict:

@@ -52,6 +52,7 @@ __all__ = [
     "provenance",
     "append_rows",
     "read_rows",
+    "read_current_rows",
     "format_float",
     "probe_writable",
     "probe_csv",
@@ -401,6 +402,37 @@ def read_rows(path: str | os.PathLike, columns: Sequence[str] | None = None,
         return pd.DataFrame()
     header, _ = _parse(path, data, columns, key)
     return _frame(header, data)
+
+
+def read_current_rows(path: str | os.PathLike, columns: Sequence[str], key: str, version: str,
+                      inputs_sha256: str, make: str, version_column: str = "sim_version"
+                      ) -> tuple[pd.DataFrame | None, str]:
+    """The rows of a stored simulation made by this code version from these training rows, or (None, why not).
+
+    Args:
+        path: the table (one row per simulated dataset, ``append_rows``). columns, key: as :func:`read_rows`.
+        version: the code version a row must name in ``version_column``. inputs_sha256: the hash of the
+            training rows (``_io.frame_sha256``) a row must name in ``inputs_sha256``.
+        make: the call that makes the rows, named in the reason when none is stored.
+
+    Returns:
+        ``(rows, "")`` with a fresh index, or ``(None, why)``: the file is absent ("not simulated yet"), holds
+        no row of this version ("another version of the simulation"), or none made from these rows.
+
+    Raises:
+        StoreError: a damaged file (:func:`read_rows`).
+    """
+    path = Path(path)
+    if not path.exists():
+        return None, f"not simulated yet (`{make}`)"
+    tab = read_rows(path, columns, key)
+    tab = tab[tab[version_column].astype(str) == str(version)]
+    if tab.empty:
+        return None, "simulated by another version of the simulation; not read"
+    tab = tab[tab["inputs_sha256"].astype(str) == inputs_sha256]
+    if tab.empty:
+        return None, f"simulated from other training rows than these; not read (`{make}` simulates them again)"
+    return tab.reset_index(drop=True), ""
 
 
 def _write_all(fd: int, data: bytes) -> None:
