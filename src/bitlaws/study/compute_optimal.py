@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -236,6 +237,43 @@ def stage_residual_sd(df: pd.DataFrame, fits: Mapping[str, dict]) -> dict[str, f
 P6_PSTAR_NOISES = ("seed", "seed_upper", "residual")
 
 
+def simulation_design(profile: str, root: str | os.PathLike | None, caller: str, noise: str,
+                      needs: Sequence[str] = ()) -> dict[str, Any]:
+    """What a power simulation on the profile's committed design reads (P3's and P6's writers): the training
+    rows the freeze admits, their fits, checked present and current, and the noise inputs.
+
+    Args:
+        profile: a declared profile. root: a ``data/`` folder. caller: the writer's name, for the errors.
+        noise: ``residual`` adds each stage's residual σ (:func:`stage_residual_sd`); any other, None.
+        needs: fits needed beside ``chinchilla`` (``neff_w`` …).
+
+    Returns:
+        ``df`` (the rows), ``fits``, ``chin`` (the Chinchilla constants), ``inputs`` (``qat_design._p4_sim_inputs``),
+        ``stage_sd`` (or None), ``frames`` (``law_fits.stage_frames``) and ``read`` (the rows' SHA-256, named in
+        every simulated row's key).
+
+    Raises:
+        ValueError: a needed fit missing, or the fits made from other training rows than the freeze reads
+            (both: run ``python -m bitlaws fit``).
+    """
+    from .. import _io
+    from . import law_fits as la
+    from . import qat_design, store
+
+    df = store.load_runs(profile, experiment=la.TRAINING_EXPERIMENTS, root=root)
+    fits = la.load_fits(profile, root)
+    missing = [s for s in ("chinchilla", *needs) if la.params_of(fits.get(s)) is None]
+    if missing:
+        raise ValueError(f"{caller} needs the {', '.join(missing)} fit(s) of {profile!r}; run "
+                         f"`python -m bitlaws fit --profile {profile}`")
+    if not la.fits_are_current(fits, df):  # the rows' key names the training rows, not the fits: they must agree
+        raise ValueError(f"the fits of {profile!r} were made from other training rows than the freeze reads now; "
+                         f"run `python -m bitlaws fit --profile {profile}` first (the simulation draws from them)")
+    return {"df": df, "fits": fits, "chin": la.params_of(fits["chinchilla"]), "inputs": qat_design._p4_sim_inputs(df),
+            "stage_sd": stage_residual_sd(df, fits) if noise == "residual" else None,
+            "frames": la.stage_frames(df), "read": _io.frame_sha256(df)}
+
+
 def p6_seed_sd(inputs: tuple, noise: str) -> float:
     """σ_seed [nats] the P* leg simulates under ``noise`` when no ``seed_sd`` is given, from
     ``qat_design._p4_sim_inputs``' tuple: ``seed`` the point estimate; ``seed_upper`` its 95 % upper end
@@ -284,37 +322,24 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
         raise ValueError(f"floor must be a number in (0, 1), got {floor!r}")
     if isinstance(worlds, str):
         worlds = [worlds]
-    from .._io import frame_sha256
     from .boot_check import P6_PSTAR_COLUMNS, p6_pstar_rows, p6_pstar_sim_id
-    from .law_fits import TRAINING_EXPERIMENTS, load_fits, stage_frames
     from .power import NEFF_F_FLOOR, P6_PSTAR_WORLDS, p6_pstar_worlds
-    from .qat_design import _p4_sim_inputs
-    from .store import append_rows, load_runs, read_rows
+    from .store import append_rows, read_rows
 
     worlds = list(P6_PSTAR_WORLDS if worlds is None else worlds)
     bad = [w for w in worlds if w not in P6_PSTAR_WORLDS]
     if bad:
         raise ValueError(f"unknown world(s) {bad}; allowed: {list(P6_PSTAR_WORLDS)}")
-    df = load_runs(profile, experiment=TRAINING_EXPERIMENTS, root=root)
-    fits = load_fits(profile, root)
-    chin, (ours, missing) = params_of(fits.get("chinchilla")), _ours_params(fits)
-    if chin is None or ours is None:
-        raise ValueError(f"write_p6_pstar_power needs the chinchilla and marginal N_eff fits of {profile!r} "
-                         f"(missing: {missing or ['chinchilla']}); run `python -m bitlaws fit --profile {profile}`")
-    from .law_fits import fits_are_current
-
-    if not fits_are_current(fits, df):  # the rows' key names the training rows, not the fits: they must agree
-        raise ValueError(f"the fits of {profile!r} were made from other training rows than the freeze reads now; "
-                         f"run `python -m bitlaws fit --profile {profile}` first (the simulation draws from them)")
-    inputs = _p4_sim_inputs(df)
+    design = simulation_design(profile, root, "write_p6_pstar_power", noise, ("neff_w", "neff_a", "neff_kv"))
+    chin, inputs, stage_sd = design["chin"], design["inputs"], design["stage_sd"]
+    ours = _ours_params(design["fits"])[0]
     seed_noise = inputs[0]
-    stage_sd = stage_residual_sd(df, fits) if noise == "residual" else None
     seed_sd = p6_seed_sd(inputs, noise) if noise != "seed" or seed_sd is None else float(seed_sd)
     floor = NEFF_F_FLOOR if floor is None else float(floor)
     path = _p6_pstar_path(profile, root)
     have = set(read_rows(path, P6_PSTAR_COLUMNS, "sim_id").get("sim_id", [])) if path.exists() else set()
     every = p6_pstar_worlds(ours)
-    frames, read = stage_frames(df), frame_sha256(df)
+    frames, read = design["frames"], design["read"]
     for w in worlds:
         left = [k for k in datasets
                 if p6_pstar_sim_id(w, seed, k, seed_sd, floor, n_boot, stage_sd is not None, noise, read) not in have]

@@ -139,10 +139,8 @@ def write_p3_power(profile: str = "cpu", worlds: str | Sequence[str] | None = No
         ValueError: an unknown world or noise, or the fits missing or made from other rows than the freeze
             reads (run ``python -m bitlaws fit``).
     """
-    from .._io import frame_sha256
-    from .compute_optimal import p6_seed_sd, stage_residual_sd
-    from .qat_design import _p4_sim_inputs
-    from .store import append_rows, load_runs, read_rows
+    from .compute_optimal import p6_seed_sd, simulation_design
+    from .store import append_rows, read_rows
 
     if noise not in P3_NOISES:
         raise ValueError(f"unknown noise {noise!r}; allowed: {', '.join(map(repr, P3_NOISES))}")
@@ -150,25 +148,16 @@ def write_p3_power(profile: str = "cpu", worlds: str | Sequence[str] | None = No
     bad = [w for w in worlds if w not in P3_WORLDS]
     if bad:
         raise ValueError(f"unknown world(s) {bad}; allowed: {list(P3_WORLDS)}")
-    df = load_runs(profile, experiment=la.TRAINING_EXPERIMENTS, root=root)
-    fits = la.load_fits(profile, root)
-    chin = la.params_of(fits.get("chinchilla"))
-    if chin is None or la.params_of(fits.get("neff_w")) is None:
-        raise ValueError(f"write_p3_power needs the chinchilla and neff_w fits of {profile!r}; run "
-                         f"`python -m bitlaws fit --profile {profile}`")
-    if not la.fits_are_current(fits, df):
-        raise ValueError(f"the fits of {profile!r} were made from other training rows than the freeze reads now; "
-                         f"run `python -m bitlaws fit --profile {profile}` first (the simulation draws from them)")
-    inputs = _p4_sim_inputs(df)
-    stage_sd = stage_residual_sd(df, fits) if noise == "residual" else None
+    design = simulation_design(profile, root, "write_p3_power", noise, ("neff_w",))
+    chin, inputs, stage_sd = design["chin"], design["inputs"], design["stage_sd"]
     seed_sd = p6_seed_sd(inputs, noise)
     path = la.p3_power_path(profile, root)
     have = set(read_rows(path, la.P3_POWER_COLUMNS, "sim_id").get("sim_id", [])) if path.exists() else set()
-    frames, read = la.stage_frames(df), frame_sha256(df)
+    frames, read = design["frames"], design["read"]
     for w in worlds:
         left = [int(k) for k in datasets if la.p3_sim_id(w, noise, seed, k, seed_sd, n_boot, read) not in have]
         for row in p3_power_rows(frames, chin, inputs[0], [w], left, n_boot=n_boot, seed=seed, seed_sd=seed_sd,
                                  inputs_sha256=read, progress=progress, stage_sd=stage_sd,
-                                 ours=la.params_of(fits.get("neff_w"))):
+                                 ours=la.params_of(design["fits"].get("neff_w"))):
             append_rows(path, [row], la.P3_POWER_COLUMNS, "sim_id")
     return path
