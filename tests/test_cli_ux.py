@@ -422,3 +422,28 @@ def test_until_on_the_command_line_reads_a_fresh_folders_rows_and_refuses_a_bad_
     assert next(r for r in seen if r["experiment"] == "base_grid")["runs_trained"] == 1
     assert _exit_code(["coverage", "--profile", "cpu", "--data-root", str(tmp_path), "--until", "noon"]) == 2
     assert "bad until='noon'" in capsys.readouterr().err
+
+
+def test_verdicts_refuses_to_write_from_stale_tables_and_names_them(tmp_path, monkeypatch, capsys):
+    from bitlaws.study import cascade
+
+    monkeypatch.delenv("BITLAWS_DATA", raising=False)
+    _fake_verdicts(monkeypatch, [])
+    root = tmp_path / "data"
+    root.mkdir()
+    steps = [cascade.Step("fit", "fit", cascade.CLI, current=False, why="cpu_chinchilla.json: other rows"),
+             cascade.Step("p3_power.paper", "p3_power", "x.y", current=True, why="ok"),
+             cascade.Step("verdicts", "verdicts", cascade.CLI, current=False, why="not checked")]
+    monkeypatch.setattr(cascade, "cascade_plan", lambda profile, root=None, check_verdicts=True: steps)
+    assert main(["verdicts", "--data-root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "1 table(s) the verdicts read were made from other training rows" in err
+    assert "fit (cpu_chinchilla.json: other rows)" in err and "p3_power" not in err and "cascade --profile cpu" in err
+    assert not (root / "verdicts.json").exists()  # nothing written
+    assert main(["verdicts", "--allow-stale", "--data-root", str(root)]) == 0
+    assert (root / "verdicts.json").is_file()
+    capsys.readouterr()
+    assert main(["verdicts", "--check", "--data-root", str(root)]) == 0  # a check reads, and says what is stale
+    assert "stale input: fit (cpu_chinchilla.json: other rows)" in capsys.readouterr().err
+    steps[0] = cascade.Step("fit", "fit", cascade.CLI, current=True, why="ok")
+    assert main(["verdicts", "--data-root", str(root)]) == 0  # every table current: written

@@ -479,6 +479,18 @@ def _cmd_export(args) -> int:
     return 0
 
 
+def _stale_inputs(profile: str, root: Path | None) -> list[str]:
+    """The cascade's steps before the verdicts whose stored output was made from other training rows than the
+    data freeze admits, as "name (why)"; none where the profile has no training rows there."""
+    from .study.cascade import cascade_plan
+
+    try:
+        steps = cascade_plan(profile, root, check_verdicts=False)
+    except FileNotFoundError:  # no training rows: the verdicts are pending, nothing upstream to be stale
+        return []
+    return [f"{s.name} ({s.why})" for s in steps if s.kind != "verdicts" and not s.current]
+
+
 def _cmd_verdicts(args) -> int:
     from .study import ledger
     from .study.ptq_degradation import BOOK_PROFILE
@@ -495,6 +507,15 @@ def _cmd_verdicts(args) -> int:
                                 "with the verdicts stored there (run `verdicts` without --check to write them)")
     from .study.store import data_dir_set_to
 
+    stale = _stale_inputs(args.profile, root)
+    writes = not args.check and args.profile == BOOK_PROFILE  # other profiles' verdicts are printed only
+    if stale and writes and not args.allow_stale:
+        raise ValueError(f"verdicts: {len(stale)} table(s) the verdicts read were made from other training rows than "
+                         f"the data freeze admits: {'; '.join(stale)}. Run `python -m bitlaws cascade --profile "
+                         f"{args.profile}` (it remakes them in order, then the verdicts), or pass --allow-stale to "
+                         "write verdicts from the stale tables anyway")
+    for line in stale if not writes else []:
+        print(f"stale input: {line}", file=sys.stderr)
     with data_dir_set_to(root):  # the rows and fits of --data-root, read by every verdict function
         new = ledger.compute_verdicts(args.profile)
     if args.check:
@@ -602,6 +623,10 @@ def main(argv: list[str] | None = None) -> int:
                             "(grades and identities exactly, numbers within bitlaws.study.claims.DETAIL_RTOL)")
     p_ver.add_argument("--json", action="store_true",
                        help="with --check: print {claim: {verdict, inputs_sha256}} as JSON instead of one line per claim")
+    p_ver.add_argument("--allow-stale", action="store_true",
+                       help="write the verdicts even where a fit or power table they read was made from other "
+                            "training rows than the data freeze admits (default: refuse, naming the stale steps; "
+                            "`python -m bitlaws cascade` remakes them, then the verdicts)")
     p_exp = sub.add_parser("export-checkpoints", help="copy a profile's seed-0 models to data/checkpoints/ in bf16")
     p_mig = sub.add_parser("migrate-store", help="bring observation CSVs to the current schema: add the columns "
                                                  "added since a file was written (fmt_post, eval_version) and, in "
