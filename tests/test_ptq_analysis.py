@@ -230,6 +230,8 @@ def test_p1_is_judged_on_gptq_with_rtn_as_replication(known_fits):
     m = re.search(r"\(no current bootstrap of this fit; the log-linear regression on the resolved cells "
                   r"\(t-interval\): ([0-9.]+) \[([0-9.]+), ([0-9.]+)\]\)", v.ours)
     assert m and (m.group(2), m.group(3)) == (f"{lo:.2f}", f"{hi:.2f}"), v.ours
+    # the ledger's point is that estimator's too (not the Huber fit's beside the regression's interval)
+    assert f"{v.details['gptq_gamma_d_point']:.2f}" == m.group(1) and lo <= v.details["gptq_gamma_d_point"] <= hi
     assert lo <= float(m.group(1)) <= hi  # a t-interval holds its own point
 
     v = pa.verdict_p1(make_frame({"rtn": good}), "test", n_sim=10)
@@ -805,6 +807,7 @@ def test_p1_on_the_committed_rows_sets_both_gamma_d_estimators_side_by_side():
     huber, lo, hi, ll, ll_lo, ll_hi = map(float, m.groups())
     assert (f"{lo:.2f}", f"{hi:.2f}") == (f"{v.details['gptq_gamma_d_lo']:.2f}", f"{v.details['gptq_gamma_d_hi']:.2f}")
     assert ll_lo <= ll <= ll_hi and f"{huber:.2f}" == f"{v.details['gptq_eq2_gamma_d']:.2f}"
+    assert v.details["gptq_gamma_d_point"] == v.details["gptq_eq2_gamma_d"]  # the bootstrap is current: Huber's
     # γ_N and γ_post carry their intervals from the committed fits' bootstrap (read here from the records
     # themselves), and a γ_post interval that excludes the paper's 0.59 is named in the reason
     import json

@@ -1613,6 +1613,9 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
                     f"{m}_eq2_gamma_d": e["gamma_D"], f"{m}_eq2_gamma_n": e["gamma_N"],
                     f"{m}_eq2_gamma_post": e["gamma_post"], f"{m}_eq2_r2": e["r2"], f"{m}_eq2_points": e["n_points"],
                     f"{m}_gamma_d_lo": s_["gamma_d_lo"], f"{m}_gamma_d_hi": s_["gamma_d_hi"],
+                    # the point of the estimator whose interval that is (the Huber fit's where its bootstrap is
+                    # current, else the log-linear regression's): the ledger sets these three side by side
+                    f"{m}_gamma_d_point": e["gamma_D"] if t["ci"] is not None else s_["gamma_d"],
                     **{f"{m}_{k.lower()}_{end}": (t["ci_other"][k][i] if t["ci_other"][k] is not None else math.nan)
                        for k in ("gamma_N", "gamma_post") for i, end in enumerate(("lo", "hi"))},
                     f"{m}_gamma_d_gap": e["gamma_D"] - PAPER_EQ2["gamma_d"],
