@@ -75,6 +75,8 @@ def test_coverage_facts_on_a_known_grid(frame):
     # one seeded cell, three seeds, the pre-PTQ losses offset by 0, 1, 2 × JITTER: σ = JITTER
     assert (f["cov_floor_cells"], f["cov_seeds_min"], f["cov_seeds_max"]) == (1, 3, 3)
     assert f["cov_floor_loss"] == pytest.approx(JITTER, rel=1e-6)
+    # the pooled σ the verdicts read: with one seeded cell it is that cell's, on k − 1 = 2 degrees of freedom
+    assert f["cov_pooled_loss"] == pytest.approx(JITTER, rel=1e-6) and f["cov_pooled_dof"] == 2
     assert f["cov_floor_delta3"] == "GPTQ 0.0000, RTN 0.0000"
     # glue stores what it is given: Python scalars only, never NumPy's (their repr is not a number)
     assert all(type(v) in (int, float, str) for v in f.values())

@@ -2016,7 +2016,9 @@ def coverage_facts(df: pd.DataFrame, profile: str, eval_version: int, cov: dict 
         ok), ``cov_rtn_bits``/``cov_gptq_bits`` (declared P_post), ``cov_rtn_rows``/``cov_gptq_rows``,
         ``cov_gptq_setup`` (``gptq_setup``), the noise floor of ``verdict_method(df)``:
         ``cov_floor_cells``, ``cov_seeds_min``/``cov_seeds_max`` (seeds per seeded cell; ``"n/a"``
-        without one), ``cov_floor_loss`` (σ of the pre-PTQ loss, nats) and ``cov_floor_delta3`` (σ of
+        without one), ``cov_floor_loss`` (the largest cell's σ of the pre-PTQ loss, nats), ``cov_pooled_loss`` and
+        ``cov_pooled_dof`` (that σ pooled over the seeded cells, as the verdicts read it, and its degrees of
+        freedom) and ``cov_floor_delta3`` (the largest cell's σ of
         δ_PTQ at INT3 per method, e.g. ``"GPTQ 0.0040, RTN 0.0051"``).
     """
     cov = coverage(profile) if cov is None else cov
@@ -2027,6 +2029,7 @@ def coverage_facts(df: pd.DataFrame, profile: str, eval_version: int, cov: dict 
     seeds = ok[ok["ptq_method"] == "none"].groupby(["n_params", "n_tokens"])["seed"].nunique()
     seeds = seeds[seeds > 1]
     dn = ok["n_tokens"] / ok["n_params"]
+    pooled = noise_model(df, verdict_method(df))
     return {
         "cov_profile": profile, "cov_eval_version": int(eval_version),
         "cov_runs_done": int(cov["runs_done_by_eval_version"][eval_version]),
@@ -2042,6 +2045,8 @@ def coverage_facts(df: pd.DataFrame, profile: str, eval_version: int, cov: dict 
         "cov_seeds_min": int(seeds.min()) if len(seeds) else "n/a",
         "cov_seeds_max": int(seeds.max()) if len(seeds) else "n/a",
         "cov_floor_loss": float(floors[verdict_method(df)]["loss"]),
+        # what the verdicts read: the σ pooled over the seeded cells (noise.noise_model), with its dof
+        "cov_pooled_loss": float(pooled.loss_sd), "cov_pooled_dof": int(pooled.loss_dof),
         "cov_floor_delta3": ", ".join(f"{METHOD_LABELS[m]} {floors[m].get('delta_3', math.nan):.4f}" for m in methods),
     }
 
