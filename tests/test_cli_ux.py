@@ -447,3 +447,13 @@ def test_verdicts_refuses_to_write_from_stale_tables_and_names_them(tmp_path, mo
     assert "stale input: fit (cpu_chinchilla.json: other rows)" in capsys.readouterr().err
     steps[0] = cascade.Step("fit", "fit", cascade.CLI, current=True, why="ok")
     assert main(["verdicts", "--data-root", str(root)]) == 0  # every table current: written
+
+
+def test_no_command_and_a_missing_file_are_named_for_what_they_are(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main([])
+    assert "arguments are required: COMMAND" in capsys.readouterr().err  # not argparse's internal dest name
+    missing = tmp_path / "nope.csv"
+    assert main(["migrate-store", str(missing), "--data-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"migrate-store: no such file: {missing}" in err and "Traceback" not in err

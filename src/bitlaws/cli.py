@@ -342,6 +342,11 @@ def _cmd_migrate(args) -> int:
         with f.open(encoding="utf-8") as fh:
             return old_schema <= set(fh.readline().rstrip("\n").split(","))
 
+    absent = [f for f in args.files if not Path(f).is_file()]
+    if absent:
+        raise FileNotFoundError(f"migrate-store: no such file: {', '.join(absent)}; give observation CSVs of a "
+                                f"sweep (e.g. {root / 'runs' / args.profile / 'base_grid.csv'}), or no file to "
+                                f"migrate every one of --profile {args.profile}")
     files = [Path(f) for f in args.files] or sorted(
         f for f in (root / "runs" / args.profile).glob("*.csv") if not f.name.endswith("_curves.csv")
         and is_observation_file(f))
@@ -606,7 +611,8 @@ def main(argv: list[str] | None = None) -> int:
     # the module docstring, as plain text (no reStructuredText literals) for --help
     parser = _Parser(prog="python -m bitlaws", description=__doc__.replace("``", "").replace("::", ":"),
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND",
+                                title="commands")
     p_train = sub.add_parser("train", help="train one model, then RTN it; dotted --model./--train./--ptq. overrides",
                              epilog=_train_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     p_train.add_argument("--out", default="runs", help="folder for the checkpoint, config JSON and rows CSV")
@@ -673,7 +679,7 @@ def main(argv: list[str] | None = None) -> int:
                             "or trained after the freeze; refused by default: a half-trained batch)")
     p_quik = sub.add_parser("quik", help="QUIK / RTN / SmoothQuant / GPTQ on the committed checkpoints "
                                          "(data/runs/<profile>/quik_accuracy.csv, resumable), then Q1–Q3")
-    p_quik.add_argument("--threads", type=_count(1), default=1)
+    p_quik.add_argument("--threads", type=_count(1), default=1, help="torch threads, ≥ 1 (default 1)")
     p_quik.add_argument("--limit", type=_count(0), default=None, help="at most this many new rows")
     p_fit.add_argument("--boot", type=_count(1), default=None,
                        help="bootstrap resamples per stage, ≥ 1 (default 20 smoke, 200 cpu)")
@@ -694,9 +700,10 @@ def main(argv: list[str] | None = None) -> int:
                             "(default: the repository's data freeze, store.ROWS_READ_UNTIL; give 'all' for a "
                             "--data-root of your own, e.g. a retraining from scratch, whose rows are all newer)")
     p_exp.add_argument("--run-root", default=None, help="training checkpoints (default: runs/ beside data/)")
-    p_sweep.add_argument("--executor", default="local", help="local | submitit-local | slurm")
-    p_sweep.add_argument("--workers", type=_count(1), default=1)
-    p_sweep.add_argument("--threads", type=_count(1), default=1)
+    p_sweep.add_argument("--executor", default="local",
+                         help="where runs train: local (this machine's processes), submitit-local or slurm")
+    p_sweep.add_argument("--workers", type=_count(1), default=1, help="runs trained at once, ≥ 1 (default 1)")
+    p_sweep.add_argument("--threads", type=_count(1), default=1, help="torch threads per run, ≥ 1 (default 1)")
     p_sweep.add_argument("--run-root", default=None, help="checkpoint folder (default: <repo>/runs)")
     p_sweep.add_argument("--limit", type=_count(0), default=None, help="at most this many runs (≥ 0)")
     p_sweep.add_argument("--only", choices=("new", "re-evaluate"), default=None,
