@@ -20,6 +20,7 @@ from bitlaws.study.summary import (
     ledger_details_markdown,
     markdown_text,
     quantity_text,
+    with_subscripts,
     readme_block,
     summary_markdown,
 )
@@ -162,6 +163,9 @@ def test_inline_code_in_the_store_renders_as_one_code_span():
     assert markdown_text(text) == ("σ from `design_checks.repetition_evidence` and `a|b` at p \\< 0.05 \\* 2, "
                                    "a stray \\` tick")
     assert markdown_text(text, table=True).count("`a\\|b`") == 1  # GitHub's tables need the pipe escaped
+    # a subscript in plain text renders as one (its content escaped); inside a code span it stays as written
+    assert markdown_text("± t_{0.975, ν}·σ and `f_{x}` and z_{a*b}") == \
+        "± t<sub>0.975, ν</sub>·σ and `f_{x}` and z<sub>a\\*b</sub>"
     verdicts = _full({"P2": _verdict("P2", {}, reason=text)})
     details = ledger_details_markdown(verdicts, CLAIMS)
     assert "`design_checks.repetition_evidence`" in details and "``" not in details.replace("`" * 3, "")
@@ -197,3 +201,8 @@ def test_quantity_text_fills_counts_from_the_details():
     assert quantity_text("P6", {}) == HEADLINES["P6"].quantity  # no placeholder: as typed
     with pytest.raises(ValueError, match="no HEADLINES entry for 'P99'"):
         quantity_text("P99", {})
+
+
+def test_hand_written_markdown_keeps_its_emphasis_and_gains_subscripts():
+    text = "**reproduced** when ± t_{0.975, ν}·σ₀ clears it; ``x_{y}`` stays, p < 0.05"
+    assert with_subscripts(text) == "**reproduced** when ± t<sub>0.975, ν</sub>·σ₀ clears it; ``x_{y}`` stays, p < 0.05"

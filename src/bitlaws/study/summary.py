@@ -19,7 +19,7 @@ from pathlib import Path
 
 from typing import Any
 
-__all__ = ["Headline", "HEADLINES", "CHAPTERS", "key_number", "quantity_text", "summary_markdown", "ledger_details_markdown",
+__all__ = ["Headline", "HEADLINES", "CHAPTERS", "key_number", "quantity_text", "with_subscripts", "summary_markdown", "ledger_details_markdown",
            "readme_block", "chapter_summary_markdown", "chapter_claims", "chapter_verdicts_markdown"]
 
 
@@ -351,6 +351,7 @@ def _check(verdicts: Mapping[str, Any], claims: Mapping[str, Any]) -> None:
 
 # Inline code in the store's text: reStructuredText's ``x`` (docstring style) or Markdown's `x`.
 _CODE = re.compile(r"``([^`]+)``|`([^`]+)`")
+_SUBSCRIPT = re.compile(r"(\w)_\{([^{}`]+)\}")  # x_{…} in the store's plain text (outside code spans)
 
 
 def markdown_text(text: str, table: bool = False) -> str:
@@ -359,12 +360,20 @@ def markdown_text(text: str, table: bool = False) -> str:
     Inline code (````x```` or ```x```) becomes one Markdown code span, ```x```, left as it is
     (a ``|`` in it escaped where `table` is set, as GitHub's tables need); everywhere else the
     characters that Markdown would read (:data:`_MARKDOWN_SPECIALS`: cell separators, emphasis,
-    strikethrough, math, raw HTML, a stray backtick) are escaped with a backslash.
+    strikethrough, math, raw HTML, a stray backtick) are escaped with a backslash, and a subscript written
+    ``x_{…}`` becomes ``x<sub>…</sub>`` (the one HTML it emits), so no TeX-like text reaches the page.
     """
     flat = " ".join(text.split())
 
-    def plain(part: str) -> str:
+    def escaped(part: str) -> str:
         return "".join("\\" + char if char in _MARKDOWN_SPECIALS else char for char in part)
+
+    def plain(part: str) -> str:  # a subscript written t_{0.975, ν} renders as one: t<sub>0.975, ν</sub>
+        out, at = [], 0
+        for m in _SUBSCRIPT.finditer(part):
+            out += [escaped(part[at:m.start() + 1]), f"<sub>{escaped(m.group(2))}</sub>"]
+            at = m.end()
+        return "".join(out) + escaped(part[at:])
 
     out, pos = [], 0
     for m in _CODE.finditer(flat):
@@ -372,6 +381,16 @@ def markdown_text(text: str, table: bool = False) -> str:
         out += [plain(flat[pos:m.start()]), "`" + (code.replace("|", "\\|") if table else code) + "`"]
         pos = m.end()
     return "".join(out) + plain(flat[pos:])
+
+
+def with_subscripts(text: str) -> str:
+    """Markdown written by hand (the rules' texts, which use its emphasis) with each ``x_{…}`` outside code spans
+    as ``x<sub>…</sub>``, so a page without MathJax shows no TeX-like text; nothing else changes."""
+    out, pos = [], 0
+    for m in _CODE.finditer(text):
+        out += [_SUBSCRIPT.sub(r"\1<sub>\2</sub>", text[pos:m.start()]), m.group(0)]
+        pos = m.end()
+    return "".join(out) + _SUBSCRIPT.sub(r"\1<sub>\2</sub>", text[pos:])
 
 
 def _esc(text: str) -> str:
