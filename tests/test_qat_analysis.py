@@ -56,6 +56,32 @@ def test_marginal_table_measures_against_the_same_cells_baseline():
     assert emp.loc[8, "kv"] == pytest.approx(0.0125)
 
 
+def test_seeded_marginal_table_averages_each_seeds_delta_against_its_own_twin():
+    # seed 0 in qat_marginal against the base grid; seeds 1 and 2 in qat_seeds, seed 1's twin in the base
+    # grid and seed 2's in qat_seeds (each high-precision loss differs, so a wrong twin shows)
+    hp = {0: 2.0, 1: 2.1, 2: 1.9}
+    shift = {0: 0.010, 1: 0.014, 2: 0.018}  # δ_train of the weights at 4 bits, per seed: mean 0.014, sd 0.004
+    rows = [row("base_grid", "s", 1000, 10_000, hp[0]), row("base_grid", "s", 1000, 10_000, hp[1], seed=1),
+            row("qat_seeds", "s", 1000, 10_000, hp[2], seed=2),
+            row("qat_marginal", "s", 1000, 10_000, hp[0] + shift[0], bits_w=4, fmt_w="int4"),
+            row("qat_marginal", "s", 1000, 10_000, hp[0] + 0.2, bits_a=4, fmt_a="int4")]  # one seed: left out
+    rows += [row("qat_seeds", "s", 1000, 10_000, hp[k] + shift[k], bits_w=4, fmt_w="int4", seed=k) for k in (1, 2)]
+    t = qa.seeded_marginal_table(pd.DataFrame(rows))
+    assert len(t) == 1 and (t.loc[0, "part"], t.loc[0, "bits"], t.loc[0, "seeds"]) == ("w", 4, 3)
+    assert t.loc[0, "delta_mean"] == pytest.approx(0.014, abs=1e-12)
+    assert t.loc[0, "delta_sd"] == pytest.approx(0.004, abs=1e-12)
+    assert qa.seeded_marginal_table(frame()).empty  # one seed everywhere: no seeded cell
+    f = qa.seeded_facts(t)  # mean 0.014 over sd 0.004/√3: t = 6.06 > t_{0.975, 2} = 4.30, resolved
+    assert (f["seeded_sizes"], f["seeded_budgets"], f["seeded_seeds"], f["seeded_rows"], f["seeded_resolved"]) == \
+        ("s", "{10,000}", 3, 1, 1)
+    assert f["seeded_sd_median"] == pytest.approx(0.004) and f["seeded_mean_median"] == pytest.approx(0.014)
+    assert f["seeded_reach"] == "the weights up to 4 bits"
+    f = qa.seeded_facts(t.assign(delta_sd=0.006))  # t = 4.04 < 4.30: not resolved
+    assert f["seeded_resolved"] == 0 and f["seeded_reach"] == "the weights at no P"
+    with pytest.raises(ValueError, match="two or more seeds"):
+        qa.seeded_facts(t.iloc[:0])
+
+
 def _fits(gw, nw, ga, na, gkv, nkv):
     return {"neff_w": {"status": "ok", "params": {"gamma_w": gw, "n_w": nw}},
             "neff_a": {"status": "ok", "params": {"gamma_a": ga, "n_a": na}},
@@ -456,6 +482,25 @@ def test_marginal_figure_draws_each_parts_loss_increase():
     lines = axes[1].get_lines()
     assert np.allclose(lines[0].get_xdata(), [4, 8]) and np.allclose(lines[0].get_ydata(), [0.2, 0.1])
     assert [ln.get_label() for ln in lines[:2]] == ["N = 1K", "N = 3K"]
+
+
+def test_seeded_marginal_figure_draws_each_cells_seed_mean_with_its_spread():
+    import matplotlib
+
+    matplotlib.use("agg")
+    from bitlaws.study import figures
+
+    seeded = pd.DataFrame({"size": ["s", "s"], "n_params": [1000, 1000], "n_tokens": [10_000, 10_000],
+                           "part": ["w", "w"], "bits": [4, 8], "seeds": [3, 3], "delta_mean": [0.014, 0.002],
+                           "delta_sd": [0.004, 0.001]})
+    fig = figures.training.seeded_marginal_figure(seeded, (4, 8))
+    bars = fig.axes[0].containers  # the weights' panel: one error-bar series, its means and ± one sd
+    assert len(bars) == 1 and np.allclose(bars[0].lines[0].get_ydata(), [0.014, 0.002])
+    segments = bars[0].lines[2][0].get_segments()
+    assert np.allclose([seg[:, 1] for seg in segments], [[0.010, 0.018], [0.001, 0.003]])
+    assert bars[0].get_label() == "N = 1K (3 seeds)" and not fig.axes[1].containers
+    with pytest.raises(ValueError, match="two or more seeds"):
+        figures.training.seeded_marginal_figure(seeded.iloc[:0], (4, 8))
 
 
 def test_compute_matched_figure_draws_seed_means_with_their_standard_errors():

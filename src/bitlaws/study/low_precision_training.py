@@ -30,7 +30,8 @@ from .store import data_dir, load_runs
 from .sweep import PROFILES, coverage, declared_experiments
 
 __all__ = ["PARTS", "SENSITIVITY_BITS", "P4_DROPPED_VERSION", "p4_dropped_draws", "p4_dropped_is_current",
-           "training_rows", "marginal_table", "fitted_factors",
+           "training_rows", "marginal_table", "seeded_marginal_table", "seeded_facts",
+           "fitted_factors",
            "paper_factors", "empirical_order", "factor_intervals", "verdict_p4", "formats_table", "verdict_p10",
            "PAPER_FP_WEIGHT", "paper_fp_int_effect", "p10_power", "p10_noise", "p10_pairs_for_power", "P10_LEVEL",
            "factorial_effects",
@@ -86,6 +87,78 @@ def marginal_table(df: pd.DataFrame) -> pd.DataFrame:
     cols = ["size", "n_params", "n_tokens", "seed", "part", "bits", "fmt", "status", "loss_val"]
     out = _with_hp(t[cols], df)
     return out.sort_values(["n_params", "n_tokens", "part", "bits"]).reset_index(drop=True)
+
+
+def seeded_marginal_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The marginal sweep where it is seeded: seed 0 (``qat_marginal``) and the others (``qat_seeds``), each
+    run's δ_train against the high-precision run of its own size, D and seed (the base grid's, else the twin
+    ``qat_seeds`` trains), averaged over the seeds of each cell.
+
+    Args:
+        df: observation rows holding ``base_grid``, ``qat_marginal`` and ``qat_seeds`` (other experiments
+            are ignored).
+
+    Returns:
+        One row per (size, n_params, n_tokens, part, bits) with ≥ 2 seeds ok: ``seeds`` (how many),
+        ``delta_mean`` and ``delta_sd`` (nats/byte: the mean of δ_train over the seeds and their standard
+        deviation, ddof 1), sorted; empty (those columns) where no cell has two seeds.
+    """
+    keys = ["size", "n_params", "n_tokens", "part", "bits"]
+    cols = keys + ["seeds", "delta_mean", "delta_sd"]
+    t = training_rows(df[df["experiment"].isin(["qat_marginal", "qat_seeds"])])
+    hp = training_rows(df[df["experiment"].isin(["base_grid", "qat_seeds"])])
+    hp = hp[(hp["part"] == "hp") & (hp["status"] == "ok")]
+    by = ["size", "n_tokens", "seed"]
+    hp = hp[by + ["loss_val"]].drop_duplicates(by).rename(columns={"loss_val": "loss_hp"})
+    runs = t[t["part"].isin(PARTS) & (t["status"] == "ok")].merge(hp, on=by, how="inner")
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    runs = runs.assign(delta=runs["loss_val"] - runs["loss_hp"])
+    out = runs.groupby(keys).agg(seeds=("seed", "nunique"), delta_mean=("delta", "mean"),
+                                 delta_sd=("delta", "std")).reset_index()
+    out = out[out["seeds"] >= 2]
+    return out[cols].sort_values(["n_params", "n_tokens", "part", "bits"]).reset_index(drop=True)
+
+
+def seeded_facts(seeded: pd.DataFrame) -> dict[str, str | int | float]:
+    """What the chapter's prose says of :func:`seeded_marginal_table`, ready to glue.
+
+    Returns:
+        ``seeded_sizes`` (``"n27k, n83k"``), ``seeded_budgets`` (``"{1,048,576, 2,097,152}"``, bytes),
+        ``seeded_seeds`` (the fewest seeds of a row, an int), ``seeded_rows``, ``seeded_sd_median`` and
+        ``seeded_mean_median`` (nats/byte: the median seed standard deviation, and the median |mean δ_train|)
+        ``seeded_resolved`` (rows whose mean's 95 % t-interval, t_{0.975, k−1}·sd/√k, excludes zero) and
+        ``seeded_reach`` (per part, the largest P at which that interval excludes zero in at least half of
+        the (N, D) cells, e.g. ``"the activations up to 5 bits, the KV cache up to 4, the weights up to 3"``;
+        "at no P" for a part resolved nowhere).
+
+    Raises:
+        ValueError: an empty table.
+    """
+    from scipy import stats
+
+    if seeded.empty:
+        raise ValueError("seeded_facts needs cells with two or more seeds (qat_seeds' rows); none given")
+    k = seeded["seeds"].to_numpy(float)
+    half = stats.t.ppf(0.975, k - 1) * seeded["delta_sd"].to_numpy(float) / np.sqrt(k)
+    resolved = pd.Series(np.abs(seeded["delta_mean"].to_numpy(float)) > half, index=seeded.index)
+    share = resolved.groupby([seeded["part"], seeded["bits"]]).mean()
+    reach = []
+    for part, name in (("a", "the activations"), ("kv", "the KV cache"), ("w", "the weights")):
+        if part in share.index.get_level_values(0):
+            top = [int(b) for b, v in share[part].items() if v >= 0.5]
+            reach.append((max(top) if top else None, name))
+    words = [f"{name} " + (f"up to {b}" if b is not None else "at no P") for b, name in
+             sorted(reach, key=lambda x: -1 if x[0] is None else x[0], reverse=True)]
+    if words and reach and words[0].endswith(tuple("0123456789")):
+        words[0] += " bits"
+    order = seeded.drop_duplicates("size").sort_values("n_params")["size"]
+    return {"seeded_sizes": ", ".join(order), "seeded_budgets": "{" + ", ".join(
+                f"{int(d):,}" for d in sorted(seeded["n_tokens"].unique())) + "}",
+            "seeded_seeds": int(k.min()), "seeded_rows": int(len(seeded)),
+            "seeded_sd_median": float(seeded["delta_sd"].median()),
+            "seeded_mean_median": float(seeded["delta_mean"].abs().median()),
+            "seeded_resolved": int(resolved.sum()), "seeded_reach": ", ".join(words)}
 
 
 def fitted_factors(fits: Mapping[str, dict], bits=SENSITIVITY_BITS) -> pd.DataFrame | None:
@@ -960,7 +1033,7 @@ def refresh_qat_verdicts(profile: str = "cpu", write: bool = True) -> dict[str, 
 # What chapter 02 says in words: the coverage note, the sweep's facts for its prose, the verdict
 # lines, the compute-matched reading and the "Paper vs here" table (the chapter displays them).
 
-QAT_EXPERIMENTS = ("qat_marginal", "qat_joint", "qat_formats", "compute_matched")
+QAT_EXPERIMENTS = ("qat_marginal", "qat_seeds", "qat_joint", "qat_formats", "compute_matched")
 _PART_LABELS = {"w": "weights", "a": "activations", "kv": "KV cache"}
 
 

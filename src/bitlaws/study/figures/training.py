@@ -6,7 +6,7 @@ import math
 
 from .style import COLORS, human, size_color
 
-__all__ = ["marginal_figure", "sensitivity_figure", "formats_figure", "compute_matched_figure"]
+__all__ = ["marginal_figure", "seeded_marginal_figure", "sensitivity_figure", "formats_figure", "compute_matched_figure"]
 
 _PART_NAMES = {"w": "weights", "a": "activations", "kv": "KV cache"}
 
@@ -42,6 +42,48 @@ def marginal_figure(marginal, bits):
         ax.set_xlabel(f"$P_\\mathrm{{{part}}}$ [bits] ({_PART_NAMES[part]})")
         ax.set_xticks(list(bits))
     axes[0].set_ylabel("$L - L_\\mathrm{high}$ [nats/byte]")
+    axes[0].legend(fontsize=8)
+    return fig
+
+
+def seeded_marginal_figure(seeded, bits):
+    """The marginal sweep where it is seeded: the mean loss increase over the seeds of each (N, D) against
+    P, with a bar of ± one standard deviation over those seeds (the seed noise the fits and rules read).
+    One panel per part, one colour per model size, solid for the largest D and dashed for the others.
+
+    Args:
+        seeded: :func:`bitlaws.study.low_precision_training.seeded_marginal_table` (``part``, ``n_params``,
+            ``n_tokens``, ``bits``, ``seeds``, ``delta_mean``, ``delta_sd`` in nats/byte). bits: the x ticks.
+
+    Returns:
+        The matplotlib figure (three panels sharing y).
+
+    Raises:
+        ValueError: an empty table (no cell with two seeds).
+    """
+    import matplotlib.pyplot as plt
+
+    if seeded.empty:
+        raise ValueError("seeded_marginal_figure needs cells with two or more seeds (qat_seeds' rows); none given")
+    sizes, budgets = sorted(seeded["n_params"].unique()), sorted(seeded["n_tokens"].unique())
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), sharey=True)
+    for ax, part in zip(axes, _PART_NAMES):
+        for i, n in enumerate(sizes):
+            labelled = False
+            for j, d in enumerate(budgets):
+                s = seeded[(seeded["part"] == part) & (seeded["n_params"] == n)
+                           & (seeded["n_tokens"] == d)].sort_values("bits")
+                if len(s):
+                    shift = 0.06 * (i - (len(sizes) - 1) / 2) + 0.02 * j  # bars side by side, not on top
+                    ax.errorbar(s["bits"] + shift, s["delta_mean"], yerr=s["delta_sd"], marker="o", ms=3,
+                                capsize=2, lw=1, color=size_color(i, len(sizes)),
+                                ls="-" if d == budgets[-1] else "--",
+                                label=None if labelled else f"N = {human(n)} ({int(s['seeds'].min())} seeds)")
+                    labelled = True
+        ax.axhline(0, color="0.5", lw=0.8, ls=":")
+        ax.set_xlabel(f"$P_\\mathrm{{{part}}}$ [bits] ({_PART_NAMES[part]})")
+        ax.set_xticks(list(bits))
+    axes[0].set_ylabel("mean $L - L_\\mathrm{high}$ [nats/byte]")
     axes[0].legend(fontsize=8)
     return fig
 
