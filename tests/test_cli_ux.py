@@ -452,7 +452,7 @@ def test_verdicts_refuses_to_write_from_stale_tables_and_names_them(tmp_path, mo
 def test_no_command_and_a_missing_file_are_named_for_what_they_are(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([])
-    assert "arguments are required: COMMAND" in capsys.readouterr().err  # not argparse's internal dest name
+    assert "arguments are required: command" in capsys.readouterr().err  # what it is, not an abbreviation
     missing = tmp_path / "nope.csv"
     assert main(["migrate-store", str(missing), "--data-root", str(tmp_path)]) == 2
     err = capsys.readouterr().err

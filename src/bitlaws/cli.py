@@ -596,13 +596,13 @@ def _check_data_root(args) -> None:
     """A given ``--data-root`` must be an existing folder; only ``sweep`` starts a new one (README:
     retrain into a fresh folder). Raises FileNotFoundError (none there) or ValueError (a file), naming it."""
     root = getattr(args, "data_root", None)
-    if root is None or args.cmd == "sweep":
+    if root is None or args.command == "sweep":
         return
     path = Path(root)
     if path.exists() and not path.is_dir():
         raise ValueError(f"--data-root {path} is a file, not a folder")
     if not path.exists():
-        raise FileNotFoundError(f"--data-root {path}: no such folder ({args.cmd} reads a data/ folder: give an "
+        raise FileNotFoundError(f"--data-root {path}: no such folder ({args.command} reads a data/ folder: give an "
                                 "existing one, or leave the option out for the repository's data/; only "
                                 "`sweep` makes a new one)")
 
@@ -611,8 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     # the module docstring, as plain text (no reStructuredText literals) for --help
     parser = _Parser(prog="python -m bitlaws", description=__doc__.replace("``", "").replace("::", ":"),
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND",
-                                title="commands")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p_train = sub.add_parser("train", help="train one model, then RTN it; dotted --model./--train./--ptq. overrides",
                              epilog=_train_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     p_train.add_argument("--out", default="runs", help="folder for the checkpoint, config JSON and rows CSV")
@@ -730,7 +729,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--quiet", action="store_true", help="no progress bars")
     args, rest = parser.parse_known_args(argv)
     try:
-        if args.cmd == "train":
+        if args.command == "train":
             return _cmd_train(args, _split_overrides(rest))
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -743,7 +742,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"sweep": _cmd_sweep, "estimate": _cmd_estimate, "coverage": _cmd_coverage, "verdicts": _cmd_verdicts,
                 "export-checkpoints": _cmd_export, "fit": _cmd_fit, "quik": _cmd_quik,
                 "migrate-store": _cmd_migrate, "design-power": _cmd_design_power,
-                "export-hf": _cmd_export_hf, "cascade": _cmd_cascade}[args.cmd](args)
+                "export-hf": _cmd_export_hf, "cascade": _cmd_cascade}[args.command](args)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -756,7 +755,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as exc:  # a write fault (read-only folder, a file where a folder should be, disk full)
         where = f" {exc.filename}" if exc.filename else ""
-        kept = " (finished runs are kept)" if args.cmd in ("train", "sweep", "quik") else ""
+        kept = " (finished runs are kept)" if args.command in ("train", "sweep", "quik") else ""
         print(f"error: cannot write{where}: {exc.strerror or exc}; choose a writable folder and rerun{kept}",
               file=sys.stderr)
         return 2
