@@ -256,3 +256,7 @@ def test_the_summary_reads_each_leg_and_the_world_at_our_fit():
     both = la.p3_power_summary(pd.concat([tab, tab.assign(noise="residual")], ignore_index=True))
     assert both["power_gate"] == pytest.approx(0.6) and "the gate reads the smaller power, 60%, whose Monte Carlo " \
         "interval [31, 83] straddles 50%: the grade stands on its point estimate" in la.p3_power_text(both)
+    # the residual world's note follows where σ_e comes from: the stand-in, or the seeded P_w cells
+    assert "what leg (a) misses is the stand-in σ_e" in la.p3_power_text(both, ours={"source": "D cell × seed"})
+    seeded = la.p3_power_text(both, ours={"source": "P_w × seed"})
+    assert "σ_e is estimated from the seeded P_w cells as in our data" in seeded and "stand-in" not in seeded

@@ -1417,10 +1417,17 @@ def p3_power_text(summary: Mapping | None, why: str = "", ours: Mapping[str, flo
     """The clause of P3's reason on its power (:func:`p3_power_summary`), or why there is none; with ``ours``
     (``width``, ``point``: our f_w(4) interval's width and point) the share of each noise's simulated paper-world
     datasets whose interval is at least as wide and whose point at least as high, so a reader sees which noise
-    our data resemble."""
+    our data resemble; ``ours["source"]`` (``p3_run_noise``'s third value) says where leg (a)'s σ_e comes from,
+    which the note on the residual world's leg-(a) rate follows."""
     if summary is None or not math.isfinite(summary.get("power", math.nan)):
         return (f"; its power is not simulated for these training rows ({why or 'no rows'}), so a grade short of "
                 "reproduced reads inconclusive")
+    # leg (a)'s σ_e in a simulated dataset comes from where our data's comes from: the seeded P_w cells where the
+    # design has them (then the residual world's rate is 1 minus the test's size), else the stand-in
+    residual_note = (" (the law is true there too, and σ_e is estimated from the seeded P_w cells as in our data: "
+                     "at most 1 minus its size)" if (ours or {}).get("source") == "P_w × seed" else
+                     " (the law is true there too: what leg (a) misses is the stand-in σ_e, measured on the "
+                     "high-precision runs, falling short of the P_w sweep's own scatter, as it may in our runs)")
     text = (f"; power {rate_text({'power': summary['power'], 'n_sim': summary['n_sim']})} (the rule's reproduced on "
             "datasets simulated from the paper's γ_w, n_w on our design, Chinchilla ours, seed noise, "
             + (f"{summary['n_boot']:.0f} resamples each" if math.isfinite(summary.get("n_boot", math.nan))
@@ -1435,9 +1442,7 @@ def p3_power_text(summary: Mapping | None, why: str = "", ours: Mapping[str, flo
             f"{rate_text({'power': r['size_ok'], 'n_sim': r['n']})}"
             for nz, name, note in (("seed", "at seed noise", " (at most 1 minus its size: there the law is true and "
                                                               "its σ_e estimates the simulated noise)"),
-                                   ("residual", "at the residual scatter", " (the law is true there too: what leg "
-                                    "(a) misses is the stand-in σ_e, measured on the high-precision runs, falling "
-                                    "short of the P_w sweep's own scatter, as it may in our runs)"))
+                                   ("residual", "at the residual scatter", residual_note))
             for r in [summary.get(nz, {}).get("paper", {})] if math.isfinite(r.get("explains", math.nan))]
     if legs:
         text += "; of the paper-world datasets, " + ", ".join(legs) + " meet that leg"
@@ -1623,7 +1628,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
               "and the paper's can be set side by side; the rule's own grade: " + dec["grade"]
               + " (rule v5 and its power simulation, version 2, were written after these data were seen; the rules "
                 "page gives the history)"
-              + p3_power_text(summary, why, {"width": hi - lo, "point": f4}))
+              + p3_power_text(summary, why, {"width": hi - lo, "point": f4, "source": run_source}))
     det = {"rule_grade": dec["grade"], "power": pw, "power_seed": summary["power"] if summary else math.nan,
            "false_positive": summary["false_positive"] if summary else math.nan,
            "power_residual": summary["power_residual"] if summary else math.nan,
