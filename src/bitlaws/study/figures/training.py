@@ -11,6 +11,17 @@ __all__ = ["marginal_figure", "seeded_marginal_figure", "sensitivity_figure", "f
 _PART_NAMES = {"w": "weights", "a": "activations", "kv": "KV cache"}
 
 
+def _finish_part_panels(fig, axes, bits, ylabel: str):
+    """The three part panels' zero line, P axis and ticks, the shared y label and the legend; ``fig``."""
+    for ax, part in zip(axes, _PART_NAMES):
+        ax.axhline(0, color="0.5", lw=0.8, ls=":")
+        ax.set_xlabel(f"$P_\\mathrm{{{part}}}$ [bits] ({_PART_NAMES[part]})")
+        ax.set_xticks(list(bits))
+    axes[0].set_ylabel(ylabel)
+    axes[0].legend(fontsize=8)
+    return fig
+
+
 def marginal_figure(marginal, bits):
     """The paper's Fig. 3–4 at our scale: loss increase over the high-precision run of the same N and
     D when only the weights, only the activations or only the KV cache train at P bits; one panel
@@ -38,12 +49,7 @@ def marginal_figure(marginal, bits):
                     ax.plot(s["bits"], s["delta_train"], marker="o", ms=3, color=size_color(i, len(sizes)),
                             ls="-" if d == budgets[-1] else "--", label=None if labelled else f"N = {human(n)}")
                     labelled = True
-        ax.axhline(0, color="0.5", lw=0.8, ls=":")
-        ax.set_xlabel(f"$P_\\mathrm{{{part}}}$ [bits] ({_PART_NAMES[part]})")
-        ax.set_xticks(list(bits))
-    axes[0].set_ylabel("$L - L_\\mathrm{high}$ [nats/byte]")
-    axes[0].legend(fontsize=8)
-    return fig
+    return _finish_part_panels(fig, axes, bits, "$L - L_\\mathrm{high}$ [nats/byte]")
 
 
 def seeded_marginal_figure(seeded, bits):
@@ -80,12 +86,7 @@ def seeded_marginal_figure(seeded, bits):
                                 ls="-" if d == budgets[-1] else "--",
                                 label=None if labelled else f"N = {human(n)} ({int(s['seeds'].min())} seeds)")
                     labelled = True
-        ax.axhline(0, color="0.5", lw=0.8, ls=":")
-        ax.set_xlabel(f"$P_\\mathrm{{{part}}}$ [bits] ({_PART_NAMES[part]})")
-        ax.set_xticks(list(bits))
-    axes[0].set_ylabel("mean $L - L_\\mathrm{high}$ [nats/byte]")
-    axes[0].legend(fontsize=8)
-    return fig
+    return _finish_part_panels(fig, axes, bits, "mean $L - L_\\mathrm{high}$ [nats/byte]")
 
 
 def sensitivity_figure(ours, paper):
