@@ -80,6 +80,9 @@ def test_seeded_marginal_table_averages_each_seeds_delta_against_its_own_twin():
     assert f["seeded_resolved"] == 0 and f["seeded_reach"] == "the weights at no P"
     with pytest.raises(ValueError, match="two or more seeds"):
         qa.seeded_facts(t.iloc[:0])
+    text = qa.seeded_markdown(t, "cpu")
+    assert "mean of 3 seeds" in text and "the seeds resolve the weights up to 4 bits" in text
+    assert "No seeded cell is among the `cpu` rows" in qa.seeded_markdown(t.iloc[:0], "cpu")
 
 
 def _fits(gw, nw, ga, na, gkv, nkv):
@@ -499,8 +502,9 @@ def test_seeded_marginal_figure_draws_each_cells_seed_mean_with_its_spread():
     segments = bars[0].lines[2][0].get_segments()
     assert np.allclose([seg[:, 1] for seg in segments], [[0.010, 0.018], [0.001, 0.003]])
     assert bars[0].get_label() == "N = 1K (3 seeds)" and not fig.axes[1].containers
-    with pytest.raises(ValueError, match="two or more seeds"):
-        figures.training.seeded_marginal_figure(seeded.iloc[:0], (4, 8))
+    empty = figures.training.seeded_marginal_figure(seeded.iloc[:0], (4, 8))  # says so, draws no point
+    assert [t.get_text() for t in empty.axes[0].texts] == ["no seeded cell among\nthe rows read"]
+    assert not any(ax.containers or ax.get_lines() for ax in empty.axes)
 
 
 def test_compute_matched_figure_draws_seed_means_with_their_standard_errors():

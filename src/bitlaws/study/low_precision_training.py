@@ -30,7 +30,7 @@ from .store import data_dir, load_runs
 from .sweep import PROFILES, coverage, declared_experiments
 
 __all__ = ["PARTS", "SENSITIVITY_BITS", "P4_DROPPED_VERSION", "p4_dropped_draws", "p4_dropped_is_current",
-           "training_rows", "marginal_table", "seeded_marginal_table", "seeded_facts",
+           "training_rows", "marginal_table", "seeded_marginal_table", "seeded_facts", "seeded_markdown",
            "fitted_factors",
            "paper_factors", "empirical_order", "factor_intervals", "verdict_p4", "formats_table", "verdict_p10",
            "PAPER_FP_WEIGHT", "paper_fp_int_effect", "p10_power", "p10_noise", "p10_pairs_for_power", "P10_LEVEL",
@@ -159,6 +159,25 @@ def seeded_facts(seeded: pd.DataFrame) -> dict[str, str | int | float]:
             "seeded_sd_median": float(seeded["delta_sd"].median()),
             "seeded_mean_median": float(seeded["delta_mean"].abs().median()),
             "seeded_resolved": int(resolved.sum()), "seeded_reach": ", ".join(words)}
+
+
+def seeded_markdown(seeded: pd.DataFrame, profile: str) -> str:
+    """The chapter's paragraph on the seeded marginal sweep (:func:`seeded_facts` in words), or, with no seeded
+    cell among the rows read, why the section is empty (the sweep not declared, not trained, or its rows after
+    the data freeze, ``store.ROWS_READ_UNTIL``)."""
+    if seeded.empty:
+        return (f"No seeded cell is among the `{profile}` rows this chapter reads: `qat_seeds` is not declared, "
+                "not trained, or its rows were written after the data freeze and wait for the cascade that "
+                "reads them (`python -m bitlaws coverage` counts them). The figure below is left empty.")
+    f = seeded_facts(seeded)
+    return (f"At sizes {f['seeded_sizes']} and D ∈ {f['seeded_budgets']} bytes, each point is the mean of "
+            f"{f['seeded_seeds']} seeds and its bar ± one standard deviation over them. Over the "
+            f"{f['seeded_rows']} (N, D, part, P) points the median standard deviation is "
+            f"{f['seeded_sd_median']:.4f} nats/byte against a median |mean| of {f['seeded_mean_median']:.4f}; the "
+            f"mean's 95 % t-interval excludes zero at {f['seeded_resolved']} of them. Counting a P as resolved "
+            f"where that holds in at least half of the (N, D) cells, the seeds resolve {f['seeded_reach']}; above "
+            "those precisions a single point is within the seed noise, which is why the fits over every run, "
+            "rather than single points, carry the comparison of the parts.")
 
 
 def fitted_factors(fits: Mapping[str, dict], bits=SENSITIVITY_BITS) -> pd.DataFrame | None:

@@ -62,15 +62,18 @@ def seeded_marginal_figure(seeded, bits):
             ``n_tokens``, ``bits``, ``seeds``, ``delta_mean``, ``delta_sd`` in nats/byte). bits: the x ticks.
 
     Returns:
-        The matplotlib figure (three panels sharing y).
-
-    Raises:
-        ValueError: an empty table (no cell with two seeds).
+        The matplotlib figure (three panels sharing y); with an empty table (no cell with two seeds among the
+        rows read), the panels say so and hold no point.
     """
     import matplotlib.pyplot as plt
 
     if seeded.empty:
-        raise ValueError("seeded_marginal_figure needs cells with two or more seeds (qat_seeds' rows); none given")
+        fig, axes = plt.subplots(1, 3, figsize=(11, 2.4), sharey=True)
+        for ax, part in zip(axes, _PART_NAMES):
+            ax.text(0.5, 0.5, "no seeded cell among\nthe rows read", ha="center", va="center", transform=ax.transAxes)
+            ax.set_xlabel(f"$P_\\mathrm{{{part}}}$ [bits] ({_PART_NAMES[part]})")
+            ax.set_xticks(list(bits))
+        return fig
     sizes, budgets = sorted(seeded["n_params"].unique()), sorted(seeded["n_tokens"].unique())
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), sharey=True)
     for ax, part in zip(axes, _PART_NAMES):
