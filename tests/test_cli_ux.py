@@ -448,6 +448,16 @@ def test_verdicts_refuses_to_write_from_stale_tables_and_names_them(tmp_path, mo
     steps[0] = cascade.Step("fit", "fit", cascade.CLI, current=True, why="ok")
     assert main(["verdicts", "--data-root", str(root)]) == 0  # every table current: written
 
+    def refused(profile, root=None, check_verdicts=True):
+        raise ValueError("the freeze cuts run r1 in two")
+
+    monkeypatch.setattr(cascade, "cascade_plan", refused)  # a plan the cascade refuses: a check says so and reads
+    capsys.readouterr()
+    assert main(["verdicts", "--check", "--data-root", str(root)]) == 0
+    assert "stale input: the cascade's plan could not be read (the freeze cuts run r1 in two)" in capsys.readouterr().err
+    assert main(["verdicts", "--data-root", str(root)]) == 2  # and a write stops, naming it
+    assert "the freeze cuts run r1 in two" in capsys.readouterr().err
+
 
 def test_no_command_and_a_missing_file_are_named_for_what_they_are(tmp_path, capsys):
     with pytest.raises(SystemExit):

@@ -73,11 +73,17 @@ def test_seeded_marginal_table_averages_each_seeds_delta_against_its_own_twin():
     assert qa.seeded_marginal_table(frame()).empty  # one seed everywhere: no seeded cell
     f = qa.seeded_facts(t)  # mean 0.014 over sd 0.004/√3: t = 6.06 > t_{0.975, 2} = 4.30, resolved
     assert (f["seeded_sizes"], f["seeded_budgets"], f["seeded_seeds"], f["seeded_rows"], f["seeded_resolved"]) == \
-        ("s", "{10,000}", 3, 1, 1)
+        ("s", "{10,000}", "3", 1, 1)
     assert f["seeded_sd_median"] == pytest.approx(0.004) and f["seeded_mean_median"] == pytest.approx(0.014)
     assert f["seeded_reach"] == "the weights up to 4 bits"
     f = qa.seeded_facts(t.assign(delta_sd=0.006))  # t = 4.04 < 4.30: not resolved
     assert f["seeded_resolved"] == 0 and f["seeded_reach"] == "the weights at no P"
+    # one-sided: a resolved gain (a negative mean) is not a cost; the reach runs from the lowest P up
+    three = pd.concat([t.assign(bits=b, delta_mean=m) for b, m in ((3, 0.02), (4, -0.014), (5, 0.014))],
+                      ignore_index=True)
+    f = qa.seeded_facts(three)
+    assert f["seeded_resolved"] == 2 and f["seeded_reach"] == "the weights up to 3 bits"
+    assert qa.seeded_facts(three.assign(seeds=[2, 3, 3]))["seeded_seeds"] == "2–3"
     with pytest.raises(ValueError, match="two or more seeds"):
         qa.seeded_facts(t.iloc[:0])
     text = qa.seeded_markdown(t, "cpu")

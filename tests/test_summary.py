@@ -196,8 +196,8 @@ def test_chapter_box_legend_names_each_claims_own_interval():
 def test_quantity_text_fills_counts_from_the_details():
     # P2's N is the smallest size the verdict read (26,784 parameters on cpu), printed compactly
     text = quantity_text("P2", {"n_min": 26784.0})
-    assert "bytes at N = 26.8k" in text and "{" not in text
-    assert "bytes at N = —" in quantity_text("P2", None)  # a pending claim stores no N
+    assert "bytes, N = 26.8k" in text and "{" not in text
+    assert "bytes, N = —" in quantity_text("P2", None)  # a pending claim stores no N
     assert quantity_text("P6", {}) == HEADLINES["P6"].quantity  # no placeholder: as typed
     with pytest.raises(ValueError, match="no HEADLINES entry for 'P99'"):
         quantity_text("P99", {})

@@ -512,14 +512,20 @@ def _cmd_verdicts(args) -> int:
                                 "with the verdicts stored there (run `verdicts` without --check to write them)")
     from .study.store import data_dir_set_to
 
-    stale = _stale_inputs(args.profile, root)
     writes = not args.check and args.profile == BOOK_PROFILE  # other profiles' verdicts are printed only
+    if writes and not args.allow_stale:
+        stale = _stale_inputs(args.profile, root)  # a freeze or plan the cascade refuses stops the write too
+    else:  # a check, another profile or --allow-stale: what is stale is said, never a reason to stop
+        try:
+            stale = _stale_inputs(args.profile, root)
+        except ValueError as exc:
+            stale = [f"the cascade's plan could not be read ({exc})"]
     if stale and writes and not args.allow_stale:
         raise ValueError(f"verdicts: {len(stale)} table(s) the verdicts read were made from other training rows than "
                          f"the data freeze admits: {'; '.join(stale)}. Run `python -m bitlaws cascade --profile "
                          f"{args.profile}` (it remakes them in order, then the verdicts), or pass --allow-stale to "
                          "write verdicts from the stale tables anyway")
-    for line in stale if not writes else []:
+    for line in stale if not writes or args.allow_stale else []:
         print(f"stale input: {line}", file=sys.stderr)
     with data_dir_set_to(root):  # the rows and fits of --data-root, read by every verdict function
         new = ledger.compute_verdicts(args.profile)

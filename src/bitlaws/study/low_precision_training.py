@@ -109,7 +109,8 @@ def seeded_marginal_table(df: pd.DataFrame) -> pd.DataFrame:
     hp = training_rows(df[df["experiment"].isin(["base_grid", "qat_seeds"])])
     hp = hp[(hp["part"] == "hp") & (hp["status"] == "ok")]
     by = ["size", "n_tokens", "seed"]
-    hp = hp[by + ["loss_val"]].drop_duplicates(by).rename(columns={"loss_val": "loss_hp"})
+    hp = hp.assign(_grid=(hp["experiment"] != "base_grid").astype(int)).sort_values(by + ["_grid"])
+    hp = hp[by + ["loss_val"]].drop_duplicates(by).rename(columns={"loss_val": "loss_hp"})  # the base grid's first
     runs = t[t["part"].isin(PARTS) & (t["status"] == "ok")].merge(hp, on=by, how="inner")
     if runs.empty:
         return pd.DataFrame(columns=cols)
@@ -125,12 +126,13 @@ def seeded_facts(seeded: pd.DataFrame) -> dict[str, str | int | float]:
 
     Returns:
         ``seeded_sizes`` (``"n27k, n83k"``), ``seeded_budgets`` (``"{1,048,576, 2,097,152}"``, bytes),
-        ``seeded_seeds`` (the fewest seeds of a row, an int), ``seeded_rows``, ``seeded_sd_median`` and
-        ``seeded_mean_median`` (nats/byte: the median seed standard deviation, and the median |mean δ_train|)
-        ``seeded_resolved`` (rows whose mean's 95 % t-interval, t_{0.975, k−1}·sd/√k, excludes zero) and
-        ``seeded_reach`` (per part, the largest P at which that interval excludes zero in at least half of
-        the (N, D) cells, e.g. ``"the activations up to 5 bits, the KV cache up to 4, the weights up to 3"``;
-        "at no P" for a part resolved nowhere).
+        ``seeded_seeds`` (the seeds of a row, ``"3"`` or ``"2–3"``), ``seeded_rows``, ``seeded_sd_median`` and
+        ``seeded_mean_median`` (nats/byte: the median seed standard deviation, and the median |mean δ_train|),
+        ``seeded_resolved`` (rows whose mean lies above the half-width of its 95 % t-interval,
+        t_{0.975, k−1}·sd/√k: a cost resolved above zero, one-sided, each row tested alone, uncorrected) and
+        ``seeded_reach`` (per part, the run of P from the lowest up at which at least half of the (N, D) cells
+        are so resolved, e.g. ``"the activations up to 5 bits, the KV cache up to 4, the weights up to 3"``;
+        "at no P" where the lowest P is not).
 
     Raises:
         ValueError: an empty table.
@@ -141,13 +143,17 @@ def seeded_facts(seeded: pd.DataFrame) -> dict[str, str | int | float]:
         raise ValueError("seeded_facts needs cells with two or more seeds (qat_seeds' rows); none given")
     k = seeded["seeds"].to_numpy(float)
     half = stats.t.ppf(0.975, k - 1) * seeded["delta_sd"].to_numpy(float) / np.sqrt(k)
-    resolved = pd.Series(np.abs(seeded["delta_mean"].to_numpy(float)) > half, index=seeded.index)
+    resolved = pd.Series(seeded["delta_mean"].to_numpy(float) > half, index=seeded.index)  # a cost, not a gain
     share = resolved.groupby([seeded["part"], seeded["bits"]]).mean()
     reach = []
     for part, name in (("a", "the activations"), ("kv", "the KV cache"), ("w", "the weights")):
         if part in share.index.get_level_values(0):
-            top = [int(b) for b, v in share[part].items() if v >= 0.5]
-            reach.append((max(top) if top else None, name))
+            top = None
+            for b, v in sorted(share[part].items()):  # from the lowest P up, while it stays resolved
+                if v < 0.5:
+                    break
+                top = int(b)
+            reach.append((top, name))
     words = [f"{name} " + (f"up to {b}" if b is not None else "at no P") for b, name in
              sorted(reach, key=lambda x: -1 if x[0] is None else x[0], reverse=True)]
     if words and reach and words[0].endswith(tuple("0123456789")):
@@ -155,7 +161,8 @@ def seeded_facts(seeded: pd.DataFrame) -> dict[str, str | int | float]:
     order = seeded.drop_duplicates("size").sort_values("n_params")["size"]
     return {"seeded_sizes": ", ".join(order), "seeded_budgets": "{" + ", ".join(
                 f"{int(d):,}" for d in sorted(seeded["n_tokens"].unique())) + "}",
-            "seeded_seeds": int(k.min()), "seeded_rows": int(len(seeded)),
+            "seeded_seeds": f"{int(k.min())}" if k.min() == k.max() else f"{int(k.min())}–{int(k.max())}",
+            "seeded_rows": int(len(seeded)),
             "seeded_sd_median": float(seeded["delta_sd"].median()),
             "seeded_mean_median": float(seeded["delta_mean"].abs().median()),
             "seeded_resolved": int(resolved.sum()), "seeded_reach": ", ".join(words)}
@@ -174,10 +181,12 @@ def seeded_markdown(seeded: pd.DataFrame, profile: str) -> str:
             f"{f['seeded_seeds']} seeds and its bar ± one standard deviation over them. Over the "
             f"{f['seeded_rows']} (N, D, part, P) points the median standard deviation is "
             f"{f['seeded_sd_median']:.4f} nats/byte against a median |mean| of {f['seeded_mean_median']:.4f}; the "
-            f"mean's 95 % t-interval excludes zero at {f['seeded_resolved']} of them. Counting a P as resolved "
-            f"where that holds in at least half of the (N, D) cells, the seeds resolve {f['seeded_reach']}; above "
-            "those precisions a single point is within the seed noise, which is why the fits over every run, "
-            "rather than single points, carry the comparison of the parts.")
+            f"mean lies above its 95 % t-interval's half-width (t on k − 1 degrees of freedom, about 2.5 standard "
+            f"deviations at 3 seeds; each point alone, uncorrected) at {f['seeded_resolved']} of them. Counting a P "
+            f"as resolved where that holds in at least half of the (N, D) cells, from the lowest P up, the seeds "
+            f"resolve {f['seeded_reach']}; above those precisions one cell's few seeds do not separate the cost "
+            "from the seed noise, which is why the fits over every run, which pool the noise, carry the comparison "
+            "of the parts.")
 
 
 def fitted_factors(fits: Mapping[str, dict], bits=SENSITIVITY_BITS) -> pd.DataFrame | None:
