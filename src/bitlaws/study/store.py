@@ -98,8 +98,9 @@ EVAL_VERSION_READ = {"cpu": 2, "gpu": 2, "smoke": 2}
 # later are committed as they finish but wait, unread, until every declared run of the batch is in and the
 # whole cascade is refitted at once (then the entry moves forward). So a partly trained batch never mixes
 # into one table with a complete one, and a clean clone's fits stay current with the rows they read.
-# cpu's freeze: after every row committed by 2026-12-06 05:33Z (the evaluation-version-2 refit's inputs).
-ROWS_READ_UNTIL: dict[str, str | None] = {"cpu": "2026-12-06T08:00:00Z", "gpu": None, "smoke": None}
+# cpu's freeze: after every declared run's last row (2026-12-06 20:41:43Z: qat_seeds and base_grid's seed runs);
+# the previous one, 2026-12-06T08:00:00Z, held the evaluation-version-2 refit's inputs.
+ROWS_READ_UNTIL: dict[str, str | None] = {"cpu": "2026-12-06T21:00:00Z", "gpu": None, "smoke": None}
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 # Columns added to the observation schema after rows were committed, with what an older row holds.
 SCHEMA_ADDED = {"fmt_post": "the PTQ format of fmt_w before the column", "eval_version": "1"}
