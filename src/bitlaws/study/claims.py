@@ -1385,6 +1385,9 @@ def store_verdicts(new: Mapping[str, Verdict], data_root: str | os.PathLike[str]
     The store is ``<data_root>/verdicts.json``; claims that agree with their stored verdict keep it
     (``merge_verdicts``). The README's ledger is rewritten only when ``data_root`` is the
     repository's own ``data/`` folder: a copy of the data elsewhere never changes the README.
+    Its callers are the command line's ``verdicts`` (which first refuses while a table the training claims read
+    was made from other rows than the data freeze admits) and ``quik`` (Q1–Q4, which read no such table); the
+    chapters' verdict functions compute and write nothing.
 
     Args:
         new: claim id -> recomputed verdict.

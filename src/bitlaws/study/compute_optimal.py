@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..laws import forms, optimal
-from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, store_verdicts
+from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity
 from .figures.style import human
 from .law_fits import PIPELINE_STAGES, current_fits, params_of, pipeline_boot_is_current
 from .low_precision_training import compute_matched_summary, compute_matched_table
@@ -36,7 +36,7 @@ from .sweep import PROFILES
 
 __all__ = ["BRUTE_FORCE_RESOLUTION_BITS", "paper_analysis", "ours_analysis", "ours_constants", "optimal_draws",
            "interval", "verdict_p6",
-           "verdict_p7", "verdict_p8", "optimal_verdicts", "refresh_optimal_verdicts",
+           "verdict_p7", "verdict_p8", "optimal_verdicts",
            # the chapter's tables and sentences
            "P_STAR_COMPUTES", "PAPER_SUITE", "constants_note", "brute_force_p_star", "p_star_table", "n_d_star_curves",
            "growth_exponent_table", "fixed_n_curves", "D_CRIT_COLUMNS", "critical_data_table",
@@ -815,21 +815,6 @@ def optimal_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str) -
     pstar = load_p6_pstar_power(profile, df)
     return {"P6": verdict_p6(fits, profile, paper, suite, df, draws, pstar), "P7": verdict_p7(fits, profile, paper, draws),
             "P8": verdict_p8(fits, profile, paper, draws)}
-
-
-def refresh_optimal_verdicts(profile: str = "cpu", write: bool = True, refit: bool = True) -> dict[str, Verdict]:
-    """Recompute P6–P8 from the committed rows and fits (refitting stale fits in memory with
-    ``refit``); with ``write``, merge them into ``data/verdicts.json`` and the README's ledger
-    (``bitlaws.study.claims.store_verdicts``; only the book's profile should be written).
-
-    Raises:
-        FileNotFoundError: no observations for ``profile``.
-    """
-    df, fits = current_fits(profile, write, refit)
-    new = optimal_verdicts(fits, df, profile)
-    if write:
-        store_verdicts(new, data_dir())
-    return new
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,8 +28,7 @@ import pandas as pd
 from .._io import write_atomic
 from ..laws import fit as lf
 from ..laws import forms
-from .claims import (CLAIMS, POWER_MIN, Verdict, finite_or_na, inputs_identity, mc_interval, power_gate, rate_text,
-                     store_verdicts)
+from .claims import (CLAIMS, POWER_MIN, Verdict, finite_or_na, inputs_identity, mc_interval, power_gate, rate_text)
 from .noise import pooled_seed_variance, seed_block_anova
 from .store import data_dir, frame_sha256, load_runs
 
@@ -53,7 +52,6 @@ __all__ = [
     "p9_matched_facts",
     "p9_matched_markdown",
     "law_verdicts",
-    "refresh_law_verdicts",
     "current_fits",
     "ptq_fit_path",
     "fit_ptq_method",
@@ -2398,41 +2396,15 @@ def law_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
             "P9": verdict_p9(fits, df, profile)}
 
 
-def current_fits(profile: str, write: bool = True, refit: bool = True) -> tuple[pd.DataFrame, dict[str, dict]]:
-    """A profile's training rows and its fit records, refitted first (written with ``write``) when
-    ``refit`` and any record was made from other rows than the committed ones."""
+def current_fits(profile: str, refit: bool = True) -> tuple[pd.DataFrame, dict[str, dict]]:
+    """A profile's training rows and its fit records, refitted in memory first (nothing is written) when
+    ``refit`` and any record was made from other rows than the ones the freeze admits; ``python -m bitlaws
+    fit`` (or ``cascade``) writes fits."""
     df = load_runs(profile, experiment=TRAINING_EXPERIMENTS)
     fits = load_fits(profile)
     if refit and not fits_are_current(fits, df):
-        fits = run_fits(profile, write=write, frame=df)
+        fits = run_fits(profile, write=False, frame=df)
     return df, fits
-
-
-def refresh_law_verdicts(profile: str = "cpu", write: bool = True, refit: bool = True) -> dict[str, Verdict]:
-    """Recompute P3, P5 and P9; with ``write``, merge them into ``data/verdicts.json`` and the README's
-    ledger (``bitlaws.study.claims.store_verdicts``).
-
-    The fits are read from ``data/fits``; if any is missing or was fitted on other rows than the
-    committed ones (its ``input_sha256`` differs), ``run_fits`` refits first (when ``refit``; the
-    new fit files are written only with ``write``). Only the book's profile (``cpu``) should be
-    written, as for ``bitlaws.study.ptq_degradation.refresh_verdicts``.
-
-    Args:
-        profile: the profile whose runs and fits give the verdicts.
-        write: store the verdicts (and refitted fits) and rewrite the README's ledger table.
-        refit: refit stale fits (else use them as they are).
-
-    Returns:
-        claim id -> verdict, for the three claims.
-
-    Raises:
-        FileNotFoundError: no observations for ``profile``.
-    """
-    df, fits = current_fits(profile, write, refit)
-    new = law_verdicts(fits, df, profile)
-    if write:
-        store_verdicts(new, data_dir())
-    return new
 
 
 # ---------------------------------------------------------------------------------------------

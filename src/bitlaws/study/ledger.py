@@ -5,25 +5,23 @@ P6–P8, Q1–Q3) on ``data/runs/<profile>`` and ``data/fits``, and Q4 on ``data
 rows where they exist, without writing anything; ``check_verdicts``
 sets the result against ``data/verdicts.json`` with ``bitlaws.study.claims.verdict_differences``
 (grades and identities exactly, numbers within ``DETAIL_RTOL``), which is what a reader's machine
-must reproduce; ``refresh_verdicts`` stores them through the one refresh path,
-``bitlaws.study.claims.store_verdicts``. Without GPU benchmark rows Q4 is left as stored (pending).
+must reproduce. Nothing here writes: ``python -m bitlaws verdicts`` stores them (``claims.store_verdicts``)
+after checking that no table they read is stale (``cascade``). Without GPU benchmark rows Q4 is left as stored (pending).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-from .claims import Verdict, load_verdicts, store_verdicts, verdict_differences
+from .claims import Verdict, load_verdicts, verdict_differences
 from .compute_optimal import optimal_verdicts
 from .law_fits import current_fits, law_verdicts
 from .low_precision_training import qat_verdicts
-from .ptq_degradation import refresh_verdicts as refresh_ptq
+from .ptq_degradation import ptq_verdicts
 from .quik_accuracy import refresh_quik_verdicts
 from .quik_kernels import load_benchmark, load_replicates, verdict_q4
-from .store import data_dir
 
-__all__ = ["compute_verdicts", "check_verdicts", "refresh_verdicts"]
+__all__ = ["compute_verdicts", "check_verdicts"]
 
 
 def compute_verdicts(profile: str = "cpu", refit: bool = True) -> dict[str, Verdict]:
@@ -40,8 +38,8 @@ def compute_verdicts(profile: str = "cpu", refit: bool = True) -> dict[str, Verd
         FileNotFoundError: no training rows for ``profile``.
     """
     out: dict[str, Verdict] = {}
-    out.update(refresh_ptq(profile=profile, write=False))
-    df, fits = current_fits(profile, write=False, refit=refit)  # the training rows and fits, read once
+    out.update(ptq_verdicts(profile))
+    df, fits = current_fits(profile, refit=refit)  # the training rows and fits, read once
     out.update(law_verdicts(fits, df, profile))
     out.update(optimal_verdicts(fits, df, profile))
     out.update(qat_verdicts(fits, df, profile))
@@ -73,20 +71,3 @@ def check_verdicts(profile: str = "cpu", path: str | os.PathLike[str] | None = N
     for claim_id, verdict in new.items():
         out.extend(verdict_differences(stored[claim_id], verdict))
     return out
-
-
-def refresh_verdicts(profile: str = "cpu", data_root: str | os.PathLike[str] | None = None) -> dict[str, Verdict]:
-    """Recompute every verdict and merge it into the store (and the README's ledger when
-    ``data_root`` is the repository's ``data/``): ``bitlaws.study.claims.store_verdicts``.
-
-    Args:
-        profile: the profile to recompute.
-        data_root: the ``data/`` folder whose ``verdicts.json`` is written (default
-            ``bitlaws.study.store.data_dir()``).
-
-    Returns:
-        The recomputed verdicts, claim id -> verdict.
-    """
-    new = compute_verdicts(profile)
-    store_verdicts(new, Path(data_root) if data_root is not None else data_dir())
-    return new

@@ -20,13 +20,12 @@ import pandas as pd
 
 from ..formats import PAPER_FP_FORMATS
 from ..laws import forms
-from .claims import (CLAIMS, P4_VARIANTS, Verdict, inputs_identity, power_gate, rate_text, rule_p4, rule_p4_variants,
-                     store_verdicts)
+from .claims import (CLAIMS, P4_VARIANTS, Verdict, inputs_identity, power_gate, rate_text, rule_p4, rule_p4_variants)
 from .law_fits import (P4_DROPPED_VERSION, TRAINING_EXPERIMENTS, ci_text, load_fits, p4_dropped_draws,  # noqa: F401
                        p4_dropped_is_current, record_on_bound, stage_frames)
 from .noise import noise_floor, noise_model, t_quantile
 from .power import p6_suite_resolution
-from .store import data_dir, load_runs
+from .store import load_runs
 from .sweep import PROFILES, coverage, declared_experiments
 
 __all__ = ["PARTS", "SENSITIVITY_BITS", "P4_DROPPED_VERSION", "p4_dropped_draws", "p4_dropped_is_current",
@@ -35,7 +34,7 @@ __all__ = ["PARTS", "SENSITIVITY_BITS", "P4_DROPPED_VERSION", "p4_dropped_draws"
            "paper_factors", "empirical_order", "factor_intervals", "verdict_p4", "formats_table", "verdict_p10",
            "PAPER_FP_WEIGHT", "paper_fp_int_effect", "p10_power", "p10_noise", "p10_pairs_for_power", "P10_LEVEL",
            "factorial_effects",
-           "compute_matched_table", "compute_matched_summary", "qat_verdicts", "refresh_qat_verdicts",
+           "compute_matched_table", "compute_matched_summary", "qat_verdicts",
            "QAT_EXPERIMENTS", "qat_coverage", "coverage_markdown", "sweep_facts", "verdict_markdown",
            "empirical_order_table", "compute_matched_text", "paper_vs_here", "claims_markdown"]
 
@@ -1040,21 +1039,6 @@ def qat_verdicts(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
 
         factorial = load_p5_factorial(profile)
     return {"P4": verdict_p4(fits, df, profile, factorial=factorial), "P10": verdict_p10(df, profile, fits)}
-
-
-def refresh_qat_verdicts(profile: str = "cpu", write: bool = True) -> dict[str, Verdict]:
-    """Recompute P4 and P10 from the committed rows and fits; with ``write``, merge them into
-    ``data/verdicts.json`` and the README's ledger (``bitlaws.study.claims.store_verdicts``; only the
-    book's profile should be written).
-
-    Raises:
-        FileNotFoundError: no observations for ``profile``.
-    """
-    df = load_runs(profile, experiment=TRAINING_EXPERIMENTS)
-    new = qat_verdicts(load_fits(profile), df, profile)
-    if write:
-        store_verdicts(new, data_dir())
-    return new
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from ..laws import fit as lf
 from ..laws.forms import PAPER_CONSTANTS
 from ..laws.optimal import critical_data_size
 from ..ptq.gptq import GPTQConfig
-from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, rate_text, store_verdicts
+from .claims import CLAIMS, Verdict, finite_or_na, inputs_identity, rate_text
 from .design_checks import tokens_text
 from .law_fits import load_fits, ptq_fit_is_current, ptq_fit_path, stage_frames
 from .noise import noise_floor, noise_model
@@ -107,7 +107,7 @@ __all__ = [
     "method_trends",
     "verdict_p1",
     "verdict_p2",
-    "refresh_verdicts",
+    "ptq_verdicts",
 ]
 
 NOISE_K = 2.0
@@ -1973,19 +1973,15 @@ def repetition_rows(profile: str) -> pd.DataFrame | None:
     return confound_rows(profile, "repetition")
 
 
-def refresh_verdicts(profile: str = BOOK_PROFILE, write: bool = True) -> dict[str, Verdict]:
-    """Recompute P1 and P2 from ``data/runs/<profile>``; with `write`, merge them into
-    ``data/verdicts.json`` and the README's ledger (``bitlaws.study.claims.store_verdicts``; only the
-    book's profile should be written).
+def ptq_verdicts(profile: str = BOOK_PROFILE) -> dict[str, Verdict]:
+    """P1 and P2 recomputed from ``data/runs/<profile>``; nothing is written (``python -m bitlaws verdicts``
+    stores the ledger, and refuses while a table it reads was made from other rows than the freeze admits).
 
     Raises:
         FileNotFoundError: no results for `profile`.
     """
     df = load_runs(profile, experiment="base_grid")
-    new = {"P1": verdict_p1(df, profile), "P2": verdict_p2(df, profile, repetition=repetition_rows(profile))}
-    if write:
-        store_verdicts(new, data_dir())
-    return new
+    return {"P1": verdict_p1(df, profile), "P2": verdict_p2(df, profile, repetition=repetition_rows(profile))}
 
 
 # ---------------------------------------------------------------------------------------------------
