@@ -513,13 +513,12 @@ def _cmd_verdicts(args) -> int:
     from .study.store import data_dir_set_to
 
     writes = not args.check and args.profile == BOOK_PROFILE  # other profiles' verdicts are printed only
-    if writes and not args.allow_stale:
-        stale = _stale_inputs(args.profile, root)  # a freeze or plan the cascade refuses stops the write too
-    else:  # a check, another profile or --allow-stale: what is stale is said, never a reason to stop
-        try:
-            stale = _stale_inputs(args.profile, root)
-        except ValueError as exc:
-            stale = [f"the cascade's plan could not be read ({exc})"]
+    try:
+        stale = _stale_inputs(args.profile, root)
+    except ValueError as exc:  # a freeze or plan the cascade refuses stops a guarded write too
+        if writes and not args.allow_stale:
+            raise
+        stale = [f"the cascade's plan could not be read ({exc})"]  # a check, another profile, --allow-stale: said
     if stale and writes and not args.allow_stale:
         raise ValueError(f"verdicts: {len(stale)} table(s) the verdicts read were made from other training rows than "
                          f"the data freeze admits: {'; '.join(stale)}. Run `python -m bitlaws cascade --profile "
