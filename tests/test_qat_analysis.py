@@ -70,6 +70,7 @@ def test_seeded_marginal_table_averages_each_seeds_delta_against_its_own_twin():
     assert len(t) == 1 and (t.loc[0, "part"], t.loc[0, "bits"], t.loc[0, "seeds"]) == ("w", 4, 3)
     assert t.loc[0, "delta_mean"] == pytest.approx(0.014, abs=1e-12)
     assert t.loc[0, "delta_sd"] == pytest.approx(0.004, abs=1e-12)
+    assert t.loc[0, "delta_half"] == pytest.approx(4.302653 * 0.004 / 3 ** 0.5, rel=1e-6)  # t_{0.975, 2} · sd/√3
     assert qa.seeded_marginal_table(frame()).empty  # one seed everywhere: no seeded cell
     f = qa.seeded_facts(t)  # mean 0.014 over sd 0.004/√3: t = 6.06 > t_{0.975, 2} = 4.30, resolved
     assert (f["seeded_sizes"], f["seeded_budgets"], f["seeded_seeds"], f["seeded_rows"], f["seeded_resolved"]) == \
@@ -89,6 +90,22 @@ def test_seeded_marginal_table_averages_each_seeds_delta_against_its_own_twin():
     text = qa.seeded_markdown(t, "cpu")
     assert "mean of 3 seeds" in text and "the seeds resolve the weights up to 4 bits" in text
     assert "No seeded cell is among the `cpu` rows" in qa.seeded_markdown(t.iloc[:0], "cpu")
+
+
+def test_seeded_facts_pool_the_seed_noise_over_points_and_say_both_counts():
+    # two points of 3 seeds at sd 0.003 and 0.009: pooled σ² = (2·0.003² + 2·0.009²)/4 = 4.5e-5, σ = 0.006708 on
+    # 4 degrees of freedom (t_{0.975, 4} = 2.776), so a pooled half-width 2.776·0.006708/√3 = 0.01075
+    t = pd.DataFrame({"size": ["s", "s"], "n_params": [1000, 1000], "n_tokens": [10_000, 10_000],
+                      "part": ["w", "w"], "bits": [3, 4], "seeds": [3, 3], "delta_mean": [0.012, 0.011],
+                      "delta_sd": [0.003, 0.009]})
+    f = qa.seeded_facts(t)
+    assert f["seeded_pooled_sd"] == pytest.approx(0.0045 ** 0.5 / 10, rel=1e-12) and f["seeded_pooled_dof"] == 4
+    # own sd: 0.012 > 4.303·0.003/√3 = 0.00745 (resolved), 0.011 < 4.303·0.009/√3 = 0.02236 (not)
+    assert (f["seeded_resolved"], f["seeded_reach"]) == (1, "the weights up to 3 bits")
+    # pooled: both means clear 0.01075
+    assert (f["seeded_resolved_pooled"], f["seeded_reach_pooled"]) == (2, "the weights up to 4 bits")
+    text = qa.seeded_markdown(t, "cpu")
+    assert "σ = 0.0067 nats/byte on 4 degrees of freedom" in text and "2 points are resolved" in text
 
 
 def _fits(gw, nw, ga, na, gkv, nkv):
@@ -493,7 +510,7 @@ def test_marginal_figure_draws_each_parts_loss_increase():
     assert [ln.get_label() for ln in lines[:2]] == ["N = 1K", "N = 3K"]
 
 
-def test_seeded_marginal_figure_draws_each_cells_seed_mean_with_its_spread():
+def test_seeded_marginal_figure_draws_each_cells_seed_mean_with_its_t_interval():
     import matplotlib
 
     matplotlib.use("agg")
@@ -501,12 +518,12 @@ def test_seeded_marginal_figure_draws_each_cells_seed_mean_with_its_spread():
 
     seeded = pd.DataFrame({"size": ["s", "s"], "n_params": [1000, 1000], "n_tokens": [10_000, 10_000],
                            "part": ["w", "w"], "bits": [4, 8], "seeds": [3, 3], "delta_mean": [0.014, 0.002],
-                           "delta_sd": [0.004, 0.001]})
+                           "delta_sd": [0.004, 0.001], "delta_half": [0.006, 0.0015]})
     fig = figures.training.seeded_marginal_figure(seeded, (4, 8))
-    bars = fig.axes[0].containers  # the weights' panel: one error-bar series, its means and ± one sd
+    bars = fig.axes[0].containers  # the weights' panel: one error-bar series, its means and t half-widths
     assert len(bars) == 1 and np.allclose(bars[0].lines[0].get_ydata(), [0.014, 0.002])
     segments = bars[0].lines[2][0].get_segments()
-    assert np.allclose([seg[:, 1] for seg in segments], [[0.010, 0.018], [0.001, 0.003]])
+    assert np.allclose([seg[:, 1] for seg in segments], [[0.008, 0.020], [0.0005, 0.0035]])
     assert bars[0].get_label() == "N = 1K (3 seeds)" and not fig.axes[1].containers
     empty = figures.training.seeded_marginal_figure(seeded.iloc[:0], (4, 8))  # says so, draws no point
     assert [t.get_text() for t in empty.axes[0].texts] == ["no seeded cell among\nthe rows read"]

@@ -98,12 +98,15 @@ def seeded_marginal_table(df: pd.DataFrame) -> pd.DataFrame:
             are ignored).
 
     Returns:
-        One row per (size, n_params, n_tokens, part, bits) with ≥ 2 seeds ok: ``seeds`` (how many),
+        One row per (size, n_params, n_tokens, part, bits) with ≥ 2 seeds ok: ``seeds`` (k, how many),
         ``delta_mean`` and ``delta_sd`` (nats/byte: the mean of δ_train over the seeds and their standard
-        deviation, ddof 1), sorted; empty (those columns) where no cell has two seeds.
+        deviation, ddof 1) and ``delta_half`` (nats/byte: the half-width of the mean's 95 % t-interval,
+        t_{0.975, k−1}·sd/√k), sorted; empty (those columns) where no cell has two seeds.
     """
+    from scipy import stats
+
     keys = ["size", "n_params", "n_tokens", "part", "bits"]
-    cols = keys + ["seeds", "delta_mean", "delta_sd"]
+    cols = keys + ["seeds", "delta_mean", "delta_sd", "delta_half"]
     t = training_rows(df[df["experiment"].isin(["qat_marginal", "qat_seeds"])])
     hp = training_rows(df[df["experiment"].isin(["base_grid", "qat_seeds"])])
     hp = hp[(hp["part"] == "hp") & (hp["status"] == "ok")]
@@ -117,32 +120,15 @@ def seeded_marginal_table(df: pd.DataFrame) -> pd.DataFrame:
     out = runs.groupby(keys).agg(seeds=("seed", "nunique"), delta_mean=("delta", "mean"),
                                  delta_sd=("delta", "std")).reset_index()
     out = out[out["seeds"] >= 2]
+    k = out["seeds"].to_numpy(float)
+    out = out.assign(delta_half=stats.t.ppf(0.975, k - 1) * out["delta_sd"].to_numpy(float) / np.sqrt(k))
     return out[cols].sort_values(["n_params", "n_tokens", "part", "bits"]).reset_index(drop=True)
 
 
-def seeded_facts(seeded: pd.DataFrame) -> dict[str, str | int | float]:
-    """What the chapter's prose says of :func:`seeded_marginal_table`, ready to glue.
-
-    Returns:
-        ``seeded_sizes`` (``"n27k, n83k"``), ``seeded_budgets`` (``"{1,048,576, 2,097,152}"``, bytes),
-        ``seeded_seeds`` (the seeds of a row, ``"3"`` or ``"2–3"``), ``seeded_rows``, ``seeded_sd_median`` and
-        ``seeded_mean_median`` (nats/byte: the median seed standard deviation, and the median |mean δ_train|),
-        ``seeded_resolved`` (rows whose mean lies above the half-width of its 95 % t-interval,
-        t_{0.975, k−1}·sd/√k: a cost resolved above zero, one-sided, each row tested alone, uncorrected) and
-        ``seeded_reach`` (per part, the run of P from the lowest up at which at least half of the (N, D) cells
-        are so resolved, e.g. ``"the activations up to 5 bits, the KV cache up to 4, the weights up to 3"``;
-        "at no P" where the lowest P is not).
-
-    Raises:
-        ValueError: an empty table.
-    """
-    from scipy import stats
-
-    if seeded.empty:
-        raise ValueError("seeded_facts needs cells with two or more seeds (qat_seeds' rows); none given")
-    k = seeded["seeds"].to_numpy(float)
-    half = stats.t.ppf(0.975, k - 1) * seeded["delta_sd"].to_numpy(float) / np.sqrt(k)
-    resolved = pd.Series(seeded["delta_mean"].to_numpy(float) > half, index=seeded.index)  # a cost, not a gain
+def _reach(resolved: pd.Series, seeded: pd.DataFrame) -> str:
+    """Per part, the run of P from the lowest up at which at least half of the (N, D) cells are resolved, in
+    words (``"the activations up to 5 bits, the KV cache up to 4, the weights up to 3"``; "at no P" where the
+    lowest P is not)."""
     share = resolved.groupby([seeded["part"], seeded["bits"]]).mean()
     reach = []
     for part, name in (("a", "the activations"), ("kv", "the KV cache"), ("w", "the weights")):
@@ -155,8 +141,44 @@ def seeded_facts(seeded: pd.DataFrame) -> dict[str, str | int | float]:
             reach.append((top, name))
     words = [f"{name} " + (f"up to {b}" if b is not None else "at no P") for b, name in
              sorted(reach, key=lambda x: -1 if x[0] is None else x[0], reverse=True)]
-    if words and reach and words[0].endswith(tuple("0123456789")):
+    if words and words[0].endswith(tuple("0123456789")):
         words[0] += " bits"
+    return ", ".join(words)
+
+
+def seeded_facts(seeded: pd.DataFrame) -> dict[str, str | int | float]:
+    """What the chapter's prose says of :func:`seeded_marginal_table`, ready to glue.
+
+    A point's cost is resolved where its mean lies above a 95 % t half-width (one-sided, each point tested
+    alone, uncorrected), read two ways: with its own seeds' sd (``delta_half``: t on k − 1 degrees of freedom,
+    which assumes nothing across points but is wide at 3 seeds), and with the seed σ pooled over every point,
+    σ² = Σ(k_i − 1)·sd_i² / Σ(k_i − 1), t_{0.975, Σ(k_i − 1)}·σ/√k (narrower, and it assumes one variance
+    for every cell and P).
+
+    Returns:
+        ``seeded_sizes`` (``"n27k, n83k"``), ``seeded_budgets`` (``"{1,048,576, 2,097,152}"``, bytes),
+        ``seeded_seeds`` (the seeds of a row, ``"3"`` or ``"2–3"``), ``seeded_rows``, ``seeded_sd_median`` and
+        ``seeded_mean_median`` (nats/byte: the median seed standard deviation, and the median |mean δ_train|),
+        ``seeded_resolved`` and ``seeded_reach`` (own sd: how many rows are resolved, and per part the run of P
+        from the lowest up at which at least half of the (N, D) cells are, e.g. ``"the activations up to 5
+        bits, the KV cache up to 4, the weights up to 3"``; "at no P" where the lowest P is not),
+        ``seeded_pooled_sd`` (nats/byte) and ``seeded_pooled_dof``, ``seeded_resolved_pooled`` and
+        ``seeded_reach_pooled`` (the same, with the pooled σ).
+
+    Raises:
+        ValueError: an empty table.
+    """
+    from scipy import stats
+
+    if seeded.empty:
+        raise ValueError("seeded_facts needs cells with two or more seeds (qat_seeds' rows); none given")
+    k = seeded["seeds"].to_numpy(float)
+    sd, mean = seeded["delta_sd"].to_numpy(float), seeded["delta_mean"].to_numpy(float)
+    half = stats.t.ppf(0.975, k - 1) * sd / np.sqrt(k)
+    resolved = pd.Series(mean > half, index=seeded.index)  # a cost, not a gain
+    dof = float((k - 1).sum())
+    pooled = float(np.sqrt(((k - 1) * sd ** 2).sum() / dof))
+    resolved_pooled = pd.Series(mean > stats.t.ppf(0.975, dof) * pooled / np.sqrt(k), index=seeded.index)
     order = seeded.drop_duplicates("size").sort_values("n_params")["size"]
     return {"seeded_sizes": ", ".join(order), "seeded_budgets": "{" + ", ".join(
                 f"{int(d):,}" for d in sorted(seeded["n_tokens"].unique())) + "}",
@@ -164,7 +186,10 @@ def seeded_facts(seeded: pd.DataFrame) -> dict[str, str | int | float]:
             "seeded_rows": int(len(seeded)),
             "seeded_sd_median": float(seeded["delta_sd"].median()),
             "seeded_mean_median": float(seeded["delta_mean"].abs().median()),
-            "seeded_resolved": int(resolved.sum()), "seeded_reach": ", ".join(words)}
+            "seeded_resolved": int(resolved.sum()), "seeded_reach": _reach(resolved, seeded),
+            "seeded_pooled_sd": pooled, "seeded_pooled_dof": int(dof),
+            "seeded_resolved_pooled": int(resolved_pooled.sum()),
+            "seeded_reach_pooled": _reach(resolved_pooled, seeded)}
 
 
 def seeded_markdown(seeded: pd.DataFrame, profile: str) -> str:
@@ -177,15 +202,18 @@ def seeded_markdown(seeded: pd.DataFrame, profile: str) -> str:
                 "reads them (`python -m bitlaws coverage` counts them). The figure below is left empty.")
     f = seeded_facts(seeded)
     return (f"At sizes {f['seeded_sizes']} and D ∈ {f['seeded_budgets']} bytes, each point is the mean of "
-            f"{f['seeded_seeds']} seeds and its bar ± one standard deviation over them. Over the "
-            f"{f['seeded_rows']} (N, D, part, P) points the median standard deviation is "
-            f"{f['seeded_sd_median']:.4f} nats/byte against a median |mean| of {f['seeded_mean_median']:.4f}; the "
-            f"mean lies above its 95 % t-interval's half-width (t on k − 1 degrees of freedom, about 2.5 standard "
-            f"deviations at 3 seeds; each point alone, uncorrected) at {f['seeded_resolved']} of them. Counting a P "
-            f"as resolved where that holds in at least half of the (N, D) cells, from the lowest P up, the seeds "
-            f"resolve {f['seeded_reach']}; above those precisions one cell's few seeds do not separate the cost "
-            "from the seed noise, which is why the fits over every run, which pool the noise, carry the comparison "
-            "of the parts.")
+            f"{f['seeded_seeds']} seeds and its bar the 95 % t-interval of that mean. Over the "
+            f"{f['seeded_rows']} (N, D, part, P) points the median standard deviation over seeds is "
+            f"{f['seeded_sd_median']:.4f} nats/byte against a median |mean| of {f['seeded_mean_median']:.4f}. The "
+            f"mean lies above its interval's half-width (t on k − 1 degrees of freedom, about 2.5 standard "
+            f"deviations at 3 seeds; each point alone, one-sided, uncorrected) at {f['seeded_resolved']} of them. "
+            f"Counting a P as resolved where that holds in at least half of the (N, D) cells, from the lowest P up, "
+            f"the seeds resolve {f['seeded_reach']}. Pooling the seed noise over every point instead (σ = "
+            f"{f['seeded_pooled_sd']:.4f} nats/byte on {f['seeded_pooled_dof']} degrees of freedom, which assumes one "
+            f"variance for every cell and P), {f['seeded_resolved_pooled']} points are resolved and the seeds "
+            f"resolve {f['seeded_reach_pooled']}. Above those precisions one cell's few seeds do not separate the "
+            "cost from the seed noise, which is why the fits over every run, which pool the noise, carry the "
+            "comparison of the parts.")
 
 
 def fitted_factors(fits: Mapping[str, dict], bits=SENSITIVITY_BITS) -> pd.DataFrame | None:

@@ -11,14 +11,17 @@ __all__ = ["marginal_figure", "seeded_marginal_figure", "sensitivity_figure", "f
 _PART_NAMES = {"w": "weights", "a": "activations", "kv": "KV cache"}
 
 
-def _finish_part_panels(fig, axes, bits, ylabel: str):
-    """The three part panels' zero line, P axis and ticks, the shared y label and the legend; ``fig``."""
+def _finish_part_panels(fig, axes, bits, ylabel: str | None):
+    """The three part panels' P axis and ticks; with a ``ylabel`` (panels holding data) also the zero line, the
+    shared y label and the legend; ``fig``."""
     for ax, part in zip(axes, _PART_NAMES):
-        ax.axhline(0, color="0.5", lw=0.8, ls=":")
+        if ylabel is not None:
+            ax.axhline(0, color="0.5", lw=0.8, ls=":")
         ax.set_xlabel(f"$P_\\mathrm{{{part}}}$ [bits] ({_PART_NAMES[part]})")
         ax.set_xticks(list(bits))
-    axes[0].set_ylabel(ylabel)
-    axes[0].legend(fontsize=8)
+    if ylabel is not None:
+        axes[0].set_ylabel(ylabel)
+        axes[0].legend(fontsize=8)
     return fig
 
 
@@ -54,12 +57,12 @@ def marginal_figure(marginal, bits):
 
 def seeded_marginal_figure(seeded, bits):
     """The marginal sweep where it is seeded: the mean loss increase over the seeds of each (N, D) against
-    P, with a bar of ± one standard deviation over those seeds (the seed noise the fits and rules read).
+    P, with a bar of the mean's 95 % t-interval over those seeds (the interval the chapter's count reads).
     One panel per part, one colour per model size, solid for the largest D and dashed for the others.
 
     Args:
         seeded: :func:`bitlaws.study.low_precision_training.seeded_marginal_table` (``part``, ``n_params``,
-            ``n_tokens``, ``bits``, ``seeds``, ``delta_mean``, ``delta_sd`` in nats/byte). bits: the x ticks.
+            ``n_tokens``, ``bits``, ``seeds``, ``delta_mean``, ``delta_half`` in nats/byte). bits: the x ticks.
 
     Returns:
         The matplotlib figure (three panels sharing y); with an empty table (no cell with two seeds among the
@@ -69,11 +72,9 @@ def seeded_marginal_figure(seeded, bits):
 
     if seeded.empty:
         fig, axes = plt.subplots(1, 3, figsize=(11, 2.4), sharey=True)
-        for ax, part in zip(axes, _PART_NAMES):
+        for ax in axes:
             ax.text(0.5, 0.5, "no seeded cell among\nthe rows read", ha="center", va="center", transform=ax.transAxes)
-            ax.set_xlabel(f"$P_\\mathrm{{{part}}}$ [bits] ({_PART_NAMES[part]})")
-            ax.set_xticks(list(bits))
-        return fig
+        return _finish_part_panels(fig, axes, bits, None)
     sizes, budgets = sorted(seeded["n_params"].unique()), sorted(seeded["n_tokens"].unique())
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), sharey=True)
     for ax, part in zip(axes, _PART_NAMES):
@@ -84,7 +85,7 @@ def seeded_marginal_figure(seeded, bits):
                            & (seeded["n_tokens"] == d)].sort_values("bits")
                 if len(s):
                     shift = 0.06 * (i - (len(sizes) - 1) / 2) + 0.02 * j  # bars side by side, not on top
-                    ax.errorbar(s["bits"] + shift, s["delta_mean"], yerr=s["delta_sd"], marker="o", ms=3,
+                    ax.errorbar(s["bits"] + shift, s["delta_mean"], yerr=s["delta_half"], marker="o", ms=3,
                                 capsize=2, lw=1, color=size_color(i, len(sizes)),
                                 ls="-" if d == budgets[-1] else "--",
                                 label=None if labelled else f"N = {human(n)} ({int(s['seeds'].min())} seeds)")
