@@ -319,6 +319,32 @@ def test_d_crit_interval_reads_eq13_per_paired_draw():
     assert pa.d_crit_draws([one], NS[0], 3)[0] == pytest.approx(float(pa.d_crit_eq13(NS[0], 3, CHIN, EQ2)))
 
 
+def test_d_crit_shape_is_eq13s_n_exponent_and_factor_per_bit_free_of_units():
+    # Eq. 13: D_crit = [β·B·N^γ_N·e^(P/γ_post)/(γ_D·C_T)]^(1/(γ_D+β)), so ∂log D_crit/∂log N = γ_N/(γ_D+β) and
+    # D_crit(P+1)/D_crit(P) = e^(1/(γ_post·(γ_D+β))); with γ_D = β = 0.5, γ_N = 0.5, γ_post = 0.5: 0.5 and e²
+    c = {"B": 3.0, "beta": 0.5, "C_T": 0.2, "gamma_D": 0.5, "gamma_N": 0.5, "gamma_post": 0.5}
+    s = pa.d_crit_shape(c)
+    assert s["n_exponent"] == pytest.approx(0.5) and s["per_bit"] == pytest.approx(math.e ** 2)
+    # the same numbers from Eq. 13 itself, and unchanged when N and D change units (B and C_T absorb them)
+    d = lambda n, p, cc: float(pa.d_crit_draws([cc], n, p)[0])  # noqa: E731
+    assert math.log(d(2e5, 3, c) / d(1e5, 3, c)) / math.log(2) == pytest.approx(s["n_exponent"], rel=1e-9)
+    assert d(1e5, 4, c) / d(1e5, 3, c) == pytest.approx(s["per_bit"], rel=1e-9)
+    # the paper's Table 2: 0.3439/(0.5068 + 0.4965) and e^(1/(0.5907·1.0033))
+    paper = pa.d_crit_shape(PAPER_CONSTANTS)
+    assert paper["n_exponent"] == pytest.approx(0.3439 / 1.0033) and paper["per_bit"] == pytest.approx(
+        math.exp(1 / (0.5907 * 1.0033)))
+    assert math.isnan(pa.d_crit_shape({**c, "gamma_D": -0.6})["n_exponent"])  # γ_D + β ≤ 0: no finite D_crit
+    assert pa.d_crit_shape({k: v for k, v in c.items() if k != "beta"} | {"alpha": 0.5}) == s  # tied exponent
+    # over draws: percentile ends as order statistics (γ_N = 0.01·i over 40 draws, γ_D + β = 1)
+    draws = pd.DataFrame({**c, "gamma_N": 0.01 * np.arange(1.0, 41.0)})
+    iv = pa.d_crit_shape_interval(draws)
+    assert (iv["n_exponent_lo"], iv["n_exponent_hi"], iv["n_used"]) == pytest.approx((0.01, 0.40, 40.0))
+    assert iv["per_bit_lo"] == iv["per_bit_hi"] == pytest.approx(math.e ** 2)
+    assert math.isnan(pa.d_crit_shape_interval(draws.iloc[:1])["per_bit_lo"])
+    with pytest.raises(ValueError, match="level"):
+        pa.d_crit_shape_interval(draws, level=0.0)
+
+
 def test_d_crit_bootstrap_refits_both_laws_on_the_same_drawn_runs():
     # rows made from known Chinchilla and Eq. 2 constants (seed jitter 1e-5): every paired draw recovers them,
     # so D_crit's interval is tight around Eq. 13 on the generating constants
@@ -395,6 +421,12 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     # a check the rows could make
     assert "INT3 and INT4's interval lies wholly beyond the largest D trained (8.0M): an extrapolation" in v.ours
     assert table["Eq. 13, 95 %"].str.endswith("(beyond the grid)").all()  # D_crit grows with N: every size's too
+    # the unit-free shape: the point from the fitted constants, its ends over the same draws, the paper's beside
+    shape, ends = pa.d_crit_shape({**CHIN, **EQ2}), pa.d_crit_shape_interval(boot)
+    assert v.details["gptq_d_crit_per_bit_lo"] == pytest.approx(ends["per_bit_lo"], rel=1e-12)
+    assert v.details["paper_d_crit_n_exponent"] == pytest.approx(pa.d_crit_shape(PAPER_CONSTANTS)["n_exponent"])
+    assert (f"D_crit ∝ N^{shape['n_exponent']:.2f} [{ends['n_exponent_lo']:.2f}, {ends['n_exponent_hi']:.2f}] "
+            "(paper 0.34)") in v.ours and "per bit of P_post (paper ×5.4; derived)" in v.ours
 
 
 def test_p2_without_a_chinchilla_fit_says_its_power_was_not_computed(monkeypatch):

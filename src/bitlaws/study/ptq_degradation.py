@@ -74,6 +74,8 @@ __all__ = [
     "D_CRIT_DRAW_KEYS",
     "d_crit_draws",
     "d_crit_interval",
+    "d_crit_shape",
+    "d_crit_shape_interval",
     "d_crit_bootstrap",
     "D_CRIT_BOOT_COLUMNS",
     "D_CRIT_N_BOOT",
@@ -1078,6 +1080,54 @@ def d_crit_draws(draws, n_params: float, bits_post: float) -> np.ndarray:
     return out
 
 
+def d_crit_shape(constants) -> dict[str, float]:
+    """How Eq. 13's D_crit scales, in numbers free of the units of N and D (so bytes here and tokens in the paper
+    compare): D_crit ∝ N^(γ_N/(γ_D+β)), and grows by e^(1/(γ_post·(γ_D+β))) per bit of P_post.
+
+    Args:
+        constants: a mapping with ``beta`` (or ``alpha``, the tied exponent), ``gamma_D``, ``gamma_N`` and
+            ``gamma_post`` (Chinchilla's and Eq. 2's; e.g. ``bitlaws.laws.forms.PAPER_CONSTANTS`` or one draw).
+
+    Returns:
+        ``n_exponent`` (γ_N/(γ_D+β)) and ``per_bit`` (the factor per bit); NaN where a constant is missing or
+        not finite, or γ_D + β ≤ 0 or γ_post ≤ 0 (no finite D_crit).
+    """
+    beta = float(constants.get("beta", math.nan))
+    beta = beta if math.isfinite(beta) else float(constants.get("alpha", math.nan))
+    g_d, g_n, g_p = (float(constants.get(k, math.nan)) for k in ("gamma_D", "gamma_N", "gamma_post"))
+    if not all(math.isfinite(v) for v in (beta, g_d, g_n, g_p)) or g_d + beta <= 0 or g_p <= 0:
+        return {"n_exponent": math.nan, "per_bit": math.nan}
+    return {"n_exponent": g_n / (g_d + beta), "per_bit": math.exp(1.0 / (g_p * (g_d + beta)))}
+
+
+def d_crit_shape_interval(draws, level: float = 0.95) -> dict[str, float]:
+    """:func:`d_crit_shape` over paired bootstrap draws: each quantity's median and percentile interval.
+
+    Args:
+        draws: as ``d_crit_draws`` (a DataFrame or a sequence of mappings). level: in (0, 1).
+
+    Returns:
+        ``{q}_median``, ``{q}_lo``, ``{q}_hi`` for q in ``n_exponent``, ``per_bit``, and ``n_used`` (draws with
+        both finite); NaN with fewer than two.
+
+    Raises:
+        ValueError: ``level`` not in (0, 1).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    rows = draws.to_dict("records") if isinstance(draws, pd.DataFrame) else list(draws)
+    vals = np.array([[d["n_exponent"], d["per_bit"]] for d in map(d_crit_shape, rows)], float).reshape(-1, 2)
+    vals = vals[np.isfinite(vals).all(axis=1)]
+    out: dict[str, float] = {"n_used": float(len(vals))}
+    a = (1.0 - level) / 2
+    for j, q in enumerate(("n_exponent", "per_bit")):
+        ok = len(vals) >= 2
+        out.update({f"{q}_median": float(np.quantile(vals[:, j], 0.5)) if ok else math.nan,
+                    f"{q}_lo": float(np.quantile(vals[:, j], a, method="lower")) if ok else math.nan,
+                    f"{q}_hi": float(np.quantile(vals[:, j], 1 - a, method="higher")) if ok else math.nan})
+    return out
+
+
 def d_crit_interval(draws, n_params: float, bits_post: float, level: float = 0.95) -> dict[str, float]:
     """Eq. 13's D_crit with its percentile interval over paired bootstrap draws (``d_crit_draws``).
 
@@ -1849,14 +1899,22 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                      + "".join(f"; at INT{b} {v['share_no_turn_up']:.0%} of the draws have γ_D ≤ 0, no turn-up"
                                for b, v in sorted(ivs.items()) if v["share_no_turn_up"] > 0)
                      if ivs else f"no interval: {why_boot}")
+        shape, paper_shape = d_crit_shape({"beta": chin.get("beta", math.nan), **eq2[m]}), d_crit_shape(PAPER_CONSTANTS)
+        iv = d_crit_shapes.get(m)
+        shape_text = ("; free of units, so the two studies compare: D_crit ∝ N^"
+                      f"{shape['n_exponent']:.2f}" + (f" [{iv['n_exponent_lo']:.2f}, {iv['n_exponent_hi']:.2f}]" if iv else "")
+                      + f" (paper {paper_shape['n_exponent']:.2f}) and grows ×{shape['per_bit']:.1f}"
+                      + (f" [{iv['per_bit_lo']:.1f}, {iv['per_bit_hi']:.1f}]" if iv else "")
+                      + f" per bit of P_post (paper ×{paper_shape['per_bit']:.1f}; derived)"
+                      if math.isfinite(shape["n_exponent"]) else "")
         return (head + (f"; Eq. 13 with our fitted constants at N = {int(t['n_params'].min()):,}: D_crit ≈ {eq13} "
-                        f"({boot_text})" if eq13 else "; Eq. 13: no fit (too few points)")
+                        f"({boot_text}){shape_text}" if eq13 else "; Eq. 13: no fit (too few points)")
                 + (f"; power {rate_text(pw)} with the paper's exponents ({rate_text(po)} if our Eq. 2 fit were "
                    f"true), false-positive rate {rate_text(pw, 'false_positive')} (95 % Monte Carlo intervals)"
                    if math.isfinite(pw["power"])
                    else f"; power not computed: {_P2_NO_POWER}"))
 
-    d_crit_ci, d_crit_boot, d_crit_boots_read = {}, {}, {}
+    d_crit_ci, d_crit_boot, d_crit_boots_read, d_crit_shapes = {}, {}, {}, {}
     stored = load_d_crit_boots(profile, df, methods=per)
     for m in per:  # Eq. 13's D_crit at the smallest N with its paired-bootstrap interval (write_d_crit_boot)
         boot, why = stored[m]
@@ -1864,6 +1922,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         d_crit_ci[m] = ({b: d_crit_interval(boot, n_min, b) for b in (3, 4)} if boot is not None else {}, why)
         if boot is not None:
             d_crit_boots_read[m] = boot
+            d_crit_shapes[m] = d_crit_shape_interval(boot)  # N's exponent and the factor per bit, unit-free
             # the draws' keys (method, seed, draw, rows' hash), not their refitted numbers (last bits differ)
             d_crit_boot[f"d_crit_boot_{m}"] = boot[["boot_id"]]
     ours = ". ".join([describe(main)] + [describe(m) + " (replication)" for m in per if m != main])
@@ -1896,7 +1955,8 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     det: dict[str, float | str] = {"method": main, "max_d_over_n": dn_max, "n_min": float(st["series"][0]["n_params"]
                                    if st["series"] else math.nan), "paper_d_crit_30m_int3": d_crit,
                                    "rule_grade": st["grade"], "noise_dof": float(v["noise"].loss_dof),
-                                   "train_split_tokens": split, "n_sim": float(n_sim)}
+                                   "train_split_tokens": split, "n_sim": float(n_sim),
+                                   **{f"paper_d_crit_{q}": v for q, v in d_crit_shape(PAPER_CONSTANTS).items()}}
     det["n_min"] = float(min(x["n_params"] for x in st["series"]))
     det.update({"argmin_n_boot": float(ARGMIN_BOOT), "argmin_level": ARGMIN_LEVEL, "argmin_draw": ARGMIN_DRAW,
                 "argmin_cal_n_sim": float(n_cal), "argmin_flat": ARGMIN_FLAT,
@@ -1937,6 +1997,11 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                     f"{m}_smallest_n_rising": float(s_["n_rising_smallest"]), f"{m}_grade": s_["grade"],
                     f"{m}_power": pw["power"], f"{m}_false_positive": pw["false_positive"],
                     f"{m}_power_ours": po["power"]})
+        shape = d_crit_shape({"beta": chin.get("beta", math.nan), **eq2[m]})
+        det.update({f"{m}_d_crit_n_exponent": shape["n_exponent"], f"{m}_d_crit_per_bit": shape["per_bit"]})
+        for q in ("n_exponent", "per_bit") if m in d_crit_shapes else ():
+            det.update({f"{m}_d_crit_{q}_lo": d_crit_shapes[m][f"{q}_lo"],
+                        f"{m}_d_crit_{q}_hi": d_crit_shapes[m][f"{q}_hi"]})
         small = t[t["n_params"] == t["n_params"].min()].set_index("bits_post")
         best = {x["bits_post"]: x for x in s_["series"] if x["n_params"] == int(t["n_params"].min())}
         for b in (3, 4):
