@@ -63,12 +63,14 @@ def training_rows(df: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
-def _with_hp(rows: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
-    """`rows` with ``loss_hp``: the high-precision run of the same size, budget and seed (base grid)."""
-    base = training_rows(df[df["experiment"] == "base_grid"])
+def _with_hp(rows: pd.DataFrame, df: pd.DataFrame, twins: tuple[str, ...] = ()) -> pd.DataFrame:
+    """`rows` with ``loss_hp`` (NaN where none) and ``delta_train``: the high-precision run of the same size,
+    budget and seed, the base grid's, else one the experiments `twins` train beside their quantized runs."""
+    base = training_rows(df[df["experiment"].isin(("base_grid",) + tuple(twins))])
     base = base[(base["part"] == "hp") & (base["status"] == "ok")]
     key = ["size", "n_tokens", "seed"]
-    hp = base[key + ["loss_val"]].drop_duplicates(key).rename(columns={"loss_val": "loss_hp"})
+    base = base.assign(_twin=(base["experiment"] != "base_grid").astype(int)).sort_values(key + ["_twin"])
+    hp = base[key + ["loss_val"]].drop_duplicates(key).rename(columns={"loss_val": "loss_hp"})  # the base grid's first
     out = rows.merge(hp, on=key, how="left")
     out["delta_train"] = out["loss_val"] - out["loss_hp"]
     return out
@@ -108,17 +110,12 @@ def seeded_marginal_table(df: pd.DataFrame) -> pd.DataFrame:
     keys = ["size", "n_params", "n_tokens", "part", "bits"]
     cols = keys + ["seeds", "delta_mean", "delta_sd", "delta_half"]
     t = training_rows(df[df["experiment"].isin(["qat_marginal", "qat_seeds"])])
-    hp = training_rows(df[df["experiment"].isin(["base_grid", "qat_seeds"])])
-    hp = hp[(hp["part"] == "hp") & (hp["status"] == "ok")]
-    by = ["size", "n_tokens", "seed"]
-    hp = hp.assign(_grid=(hp["experiment"] != "base_grid").astype(int)).sort_values(by + ["_grid"])
-    hp = hp[by + ["loss_val"]].drop_duplicates(by).rename(columns={"loss_val": "loss_hp"})  # the base grid's first
-    runs = t[t["part"].isin(PARTS) & (t["status"] == "ok")].merge(hp, on=by, how="inner")
+    runs = _with_hp(t[t["part"].isin(PARTS) & (t["status"] == "ok")], df, twins=("qat_seeds",))
+    runs = runs.dropna(subset=["loss_hp"])
     if runs.empty:
         return pd.DataFrame(columns=cols)
-    runs = runs.assign(delta=runs["loss_val"] - runs["loss_hp"])
-    out = runs.groupby(keys).agg(seeds=("seed", "nunique"), delta_mean=("delta", "mean"),
-                                 delta_sd=("delta", "std")).reset_index()
+    out = runs.groupby(keys).agg(seeds=("seed", "nunique"), delta_mean=("delta_train", "mean"),
+                                 delta_sd=("delta_train", "std")).reset_index()
     out = out[out["seeds"] >= 2]
     k = out["seeds"].to_numpy(float)
     out = out.assign(delta_half=stats.t.ppf(0.975, k - 1) * out["delta_sd"].to_numpy(float) / np.sqrt(k))
