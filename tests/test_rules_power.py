@@ -132,6 +132,12 @@ def test_p1_rule_reproduces_on_paper_data_and_not_on_null():
     assert null["grade"] == "not reproduced" and null["with_d"]["resolved"] < claims.P1_MIN_RESOLVED
     # the directions hold but γ_D = 1.0 is not the paper's: partly
     assert power.p1_statistics(_p1_tab({**paper, "gamma_D": 1.0, "C_T": 1e-3}, 3), NOISE)["grade"] == "partly"
+    # the interval the rule reads: the Eq. 2 fit's own where given and finite (ci_own), else the regression's
+    assert not s["ci_own"] and (s["gamma_d_lo"], s["gamma_d_hi"]) == (s["gamma_d_ll_lo"], s["gamma_d_ll_hi"])
+    own = power.p1_statistics(_p1_tab(paper, 3), NOISE, (0.4, 0.6))
+    assert own["ci_own"] and (own["gamma_d_lo"], own["gamma_d_hi"]) == (0.4, 0.6) and own["paper_inside"]
+    bad = power.p1_statistics(_p1_tab(paper, 3), NOISE, (0.4, math.nan))
+    assert not bad["ci_own"] and bad["gamma_d_lo"] == s["gamma_d_lo"]
 
 
 def test_p1_power_both_ways():

@@ -322,7 +322,8 @@ def p1_statistics(tab: pd.DataFrame, noise: NoiseModel, gamma_d_ci: tuple[float,
     Returns:
         ``with_d``, ``with_n``, ``with_bits`` (dicts: ``resolved, agree, against, unresolved``),
         ``fracs`` (agree / resolved per direction, NaN with none resolved), ``gamma_d``,
-        ``gamma_d_lo``, ``gamma_d_hi``, ``ci_source``, ``gamma_d_ll_lo``, ``gamma_d_ll_hi`` (the log-linear
+        ``gamma_d_lo``, ``gamma_d_hi``, ``ci_source``, ``ci_own`` (True where that interval is ``gamma_d_ci``, the
+        Eq. 2 fit's own: given and finite), ``gamma_d_ll_lo``, ``gamma_d_ll_hi`` (the log-linear
         regression's own t-interval, whichever interval the rule reads), ``paper_inside``, ``grade``.
     """
     return _p1_stats(tab["delta_ptq"].to_numpy(float), _p1_design(tab, bits), noise, gamma_d_ci)
@@ -344,12 +345,13 @@ def _p1_stats(delta: np.ndarray, design: dict, noise: NoiseModel, gamma_d_ci=Non
     g, lo, hi = _loglinear_gamma_d(design["x"][use], delta[use])
     ll_lo, ll_hi = lo, hi
     source = "log-linear regression on the resolved cells (t-interval)"
-    if gamma_d_ci is not None and all(math.isfinite(v) for v in gamma_d_ci):
+    own = gamma_d_ci is not None and all(math.isfinite(v) for v in gamma_d_ci)  # the Eq. 2 fit's own interval
+    if own:
         lo, hi = gamma_d_ci
         source = "the Eq. 2 fit's bootstrap over training runs"
     paper = forms.PAPER_CONSTANTS["gamma_D"]
     inside = bool(math.isfinite(lo) and lo <= paper <= hi)
-    return {**out, "fracs": fracs, "gamma_d": g, "gamma_d_lo": lo, "gamma_d_hi": hi, "ci_source": source,
+    return {**out, "fracs": fracs, "gamma_d": g, "gamma_d_lo": lo, "gamma_d_hi": hi, "ci_source": source, "ci_own": own,
             "gamma_d_ll_lo": ll_lo, "gamma_d_ll_hi": ll_hi,
             "paper_inside": inside, "grade": rule_p1(fracs, counts, inside), "threshold_t": t}
 

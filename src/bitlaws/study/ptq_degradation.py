@@ -1552,12 +1552,6 @@ def _gamma_d_ci(df: pd.DataFrame, profile: str, method: str) -> tuple[float, flo
     return _eq2_ci(df, profile, method, "gamma_D")
 
 
-def _own_ci(ci) -> bool:
-    """Whether P1's γ_D interval is the Eq. 2 fit's own bootstrap (current and finite), as ``power._p1_stats``
-    decides; else the log-linear regression's stands in, with its own point."""
-    return ci is not None and all(math.isfinite(v) for v in ci)
-
-
 def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verdict:
     """Verdict on P1 from the base-grid rows, GPTQ carrying it and RTN replicating.
 
@@ -1618,7 +1612,7 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
         e, st = t["eq2"], t["stats"]
         # the point beside the interval is its own estimator's: the Huber fit's where its bootstrap is current,
         # else the log-linear regression's, which is named, never the Huber point beside another's interval
-        own = _own_ci(t["ci"])
+        own = st["ci_own"]  # power._p1_stats: the Eq. 2 fit's bootstrap interval is current and finite
         gd = (f"γ_D = {e['gamma_D']:.2f} [{st['gamma_d_lo']:.2f}, {st['gamma_d_hi']:.2f}] (the log-linear "
               f"regression on the resolved cells, reported beside it: {st['gamma_d']:.2f} [{st['gamma_d_ll_lo']:.2f}, "
               f"{st['gamma_d_ll_hi']:.2f}])" if own else
@@ -1671,7 +1665,7 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
                     f"{m}_gamma_d_lo": s_["gamma_d_lo"], f"{m}_gamma_d_hi": s_["gamma_d_hi"],
                     # the point of the estimator whose interval that is (the Huber fit's where its bootstrap is
                     # current, else the log-linear regression's): the ledger sets these three side by side
-                    f"{m}_gamma_d_point": e["gamma_D"] if _own_ci(t["ci"]) else s_["gamma_d"],
+                    f"{m}_gamma_d_point": e["gamma_D"] if s_["ci_own"] else s_["gamma_d"],
                     **{f"{m}_{k.lower()}_{end}": (t["ci_other"][k][i] if t["ci_other"][k] is not None else math.nan)
                        for k in ("gamma_N", "gamma_post") for i, end in enumerate(("lo", "hi"))},
                     f"{m}_gamma_d_gap": e["gamma_D"] - PAPER_EQ2["gamma_d"],
