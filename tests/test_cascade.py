@@ -93,6 +93,7 @@ def root(tmp_path, monkeypatch):
     monkeypatch.setattr(cascade, "check_freeze", lambda profile, root=None: pd.DataFrame(
         columns=["experiment", "runs_planned", "runs_admitted", "runs_after_freeze", "runs_untrained", "freeze"]))
     monkeypatch.setattr(cascade, "_Rows", FakeRows)
+    monkeypatch.setattr(cascade, "_book_data", lambda: tmp_path)  # only this root's tables give the steps
     monkeypatch.setattr(cascade, "_fit_status", lambda *a: (True, "fits made from these rows"))
     monkeypatch.setattr(cascade, "_verdicts_status", lambda *a: (True, "verdicts --check: all agree"))
     return tmp_path
@@ -470,6 +471,21 @@ def test_the_real_tables_replay_the_calls_that_made_them():
     assert {(c["worlds"], c["noise"], c.get("floor", NEFF_F_FLOOR)): c["datasets"] for c in p6_calls} == groups
     assert len(p6_calls) == len(groups) and all("seed_sd" not in c for c in p6_calls)
     assert [n for n, s in steps.items() if not s.current] == ["verdicts"]  # not checked here: the slow test does
+
+
+def test_a_data_root_without_the_tables_replays_the_books_design(tmp_path):
+    # a retraining from scratch in a folder of one's own: no power table yet, so each step takes the arguments
+    # of the repository's own table (else the cascade would make no simulation and the verdicts read none)
+    own, empty = cascade._derive("cpu", REPO / "data"), cascade._derive("cpu", tmp_path)
+    strip = lambda specs: [(s["name"], s["kind"], s["call"], s["kwargs"], s["output"]) for s in specs  # noqa: E731
+                           if s["kind"] not in ("fit", "verdicts")]
+    assert strip(empty) == strip(own)
+    assert {s["kind"] for s in empty} == set(cascade.KINDS)
+    # a folder with its own table replays that one, not the book's
+    (tmp_path / "runs" / "cpu").mkdir(parents=True)
+    _replicates(tmp_path)
+    mine = {s["name"]: s["kwargs"] for s in cascade._derive("cpu", tmp_path)}
+    assert mine["p4_replicates"] == {"seeds": (1, 3), "rngs": (0, 1, 2), "n_sim": 50}
 
 
 @pytest.mark.slow

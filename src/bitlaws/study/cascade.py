@@ -312,11 +312,27 @@ def _p6_kwargs(tab: pd.DataFrame, design: pd.DataFrame | None) -> list[dict[str,
             for (nz, w, rng, nb, fl, sd), ds in sorted(groups.items(), key=lambda kv: order(kv[0]))]
 
 
+def _book_data() -> Path:
+    """The repository's own ``data/`` folder, whose tables give the book's design (``_derive``)."""
+    from .claims import repo_root
+
+    return repo_root() / "data"
+
+
 def _derive(profile: str, folder: Path) -> list[dict[str, Any]]:
-    """The steps as (name, kind, call, replay kwargs without the data root, output), from the stored tables."""
+    """The steps as (name, kind, call, replay kwargs without the data root, output), from the stored tables.
+
+    A table the data folder lacks (a retraining from scratch in a ``--data-root`` of one's own) gives its steps
+    the arguments of the repository's own table of the profile (``repo_root()/data``, the book's design), so the
+    cascade makes every simulation the verdicts read there too; none where neither holds it."""
     from .boot_check import P6_PSTAR_COLUMNS
     from .law_fits import N_BOOT, PIPELINE_N_BOOT, fits_path, load_fits
     from .store import read_rows
+
+    own = _book_data()
+
+    def source(path: Path) -> Path:  # where a step's arguments are read: the folder's table, else the book's
+        return path if path.exists() else own / path.relative_to(folder)
 
     out: list[dict[str, Any]] = []
     fits = load_fits(profile, folder)
@@ -330,7 +346,7 @@ def _derive(profile: str, folder: Path) -> list[dict[str, Any]]:
     out.append({"name": "fit", "kind": "fit", "call": CLI, "kwargs": {"argv": argv},
                 "output": str(fits_path(profile, "*", folder).relative_to(folder))})
     design_path = folder / "runs" / profile / "qat_design_power.csv"
-    design = _read_csv(design_path)
+    design = _read_csv(source(design_path))
     groups = _design_args(design)
     for i, (n_sim, claims) in enumerate(groups, start=1):
         argv = ["design-power", "--profile", profile] + ([] if n_sim is None else ["--n-sim", str(n_sim)]) \
@@ -338,18 +354,18 @@ def _derive(profile: str, folder: Path) -> list[dict[str, Any]]:
         out.append({"name": "design_power" + (f".{i}" if len(groups) > 1 else ""), "kind": "design_power",
                     "call": CLI, "kwargs": {"argv": argv}, "output": str(design_path.relative_to(folder))})
     rep_path = folder / "runs" / profile / "qat_design_p4_replicates.csv"
-    rep = _read_csv(rep_path)
+    rep = _read_csv(source(rep_path))
     if rep is not None and len(rep):
         out.append({"name": "p4_replicates", "kind": "p4_replicates", "call": f"{_QD}.write_p4_replicates",
-                    "kwargs": _replicate_kwargs(rep, rep_path), "output": str(rep_path.relative_to(folder))})
+                    "kwargs": _replicate_kwargs(rep, source(rep_path)), "output": str(rep_path.relative_to(folder))})
     pool_path = folder / "checks" / profile / "p4_pool_power.csv"
-    pool = _read_csv(pool_path)
+    pool = _read_csv(source(pool_path))
     calls = _pool_kwargs(pool, design) if pool is not None and len(pool) else []
     for i, kw in enumerate(calls, start=1):
         out.append({"name": f"p4_pool.{i}", "kind": "p4_pool", "call": f"{_QD}.write_p4_pool_power", "kwargs": kw,
                     "output": str(pool_path.relative_to(folder))})
     p6_path = folder / "checks" / profile / "p6_pstar_power.csv"
-    p6 = read_rows(p6_path, P6_PSTAR_COLUMNS, "sim_id") if p6_path.exists() else pd.DataFrame()
+    p6 = read_rows(source(p6_path), P6_PSTAR_COLUMNS, "sim_id") if source(p6_path).exists() else pd.DataFrame()
     for kw in (_p6_kwargs(p6, design) if len(p6) else []):
         name = f"p6_pstar.{kw['worlds']}.{kw['noise']}" + (f".floor{kw['floor']:g}" if "floor" in kw else "")
         taken = {o["name"] for o in out}
@@ -358,7 +374,7 @@ def _derive(profile: str, folder: Path) -> list[dict[str, Any]]:
         out.append({"name": name, "kind": "p6_pstar", "call": f"{_CO}.write_p6_pstar_power", "kwargs": kw,
                     "output": str(p6_path.relative_to(folder))})
     p3_path = folder / "checks" / profile / "p3_power.csv"
-    for kw in _p3_kwargs(p3_path):
+    for kw in _p3_kwargs(source(p3_path)):
         out.append({"name": f"p3_power.{kw['worlds']}.{kw['noise']}", "kind": "p3_power",
                     "call": "bitlaws.study.p3_power.write_p3_power", "kwargs": kw,
                     "output": str(p3_path.relative_to(folder))})
