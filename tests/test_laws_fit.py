@@ -779,15 +779,15 @@ def test_verdicts_markdown_tabulates_the_claims_and_their_reasons():
          "P5": Verdict("P5", "pending", "product of marginals", "", "no joint runs", "", "", {})}
     assert lfs.verdicts_markdown(v, ("P3", "P5")).splitlines() == [
         "| claim | the paper | key number: paper / ours | verdict |", "|---|---|---|---|",
-        "| P3 | f_w(4) = 0.70 | lack-of-fit p of the N_eff form at fixed N, D (leg a; f_w(4), leg b, in why): "
-        "fits: p ≥ 0.05 / — | **partly** |",
+        "| P3 | f_w(4) = 0.70 | f_w(4) = N_eff/N with 4-bit weights (leg b; leg a, the N_eff form's lack of fit, in "
+        "why): — / — | **partly** |",
         "| P5 | product of marginals | κ = 1/T (0 = add, \\< 0 = less than add): — / — | **pending** |", "",
         "**P3, partly.** *Here:* 0.96. *Why:* outside the interval.", "",
         "**P5, pending.** *Here:* — *Why:* no joint runs."]
     # a stored verdict's key number is read from its details, as the ledger reads it
     v["P3"] = Verdict("P3", "partly", "x", "y", "z", "cpu", "", {"f_w_4": 0.9612, "f_w_4_lo": 0.9, "f_w_4_hi": 1.0,
                                                         "paper_f_w_4": 0.696, "p_lack_of_fit": 0.0041})
-    assert "in why): fits: p ≥ 0.05 / 0.0041 |" in lfs.verdicts_markdown(v, ("P3",))
+    assert "in why): 0.70 / 0.96 [0.90, 1.00] |" in lfs.verdicts_markdown(v, ("P3",))
 
 
 def test_chinchilla_and_ptq_figures_draw_the_rows_and_the_fits():

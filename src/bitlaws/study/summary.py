@@ -91,8 +91,8 @@ HEADLINES: dict[str, Headline] = {
     # against the paper's; an unresolved leg counts as not met (law_fits.p3_decision). The row shows leg (a)'s p,
     # which is what decides while (b) is unresolved; f_w(4) with its interval is in the reason.
     "P3": Headline("Low-precision training = fewer parameters",
-                   "lack-of-fit p of the N_eff form at fixed N, D (leg a; f_w(4), leg b, in why)",
-                   "p_lack_of_fit", paper="fits: p ≥ 0.05", fmt=".2g"),
+                   "f_w(4) = N_eff/N with 4-bit weights (leg b; leg a, the N_eff form's lack of fit, in why)",
+                   "f_w_4", paper="paper_f_w_4", lo="f_w_4_lo", hi="f_w_4_hi"),
     "P4": Headline("Activations most sensitive, KV cache least", "f_a(4) (the most sensitive)", "f_a_4",
                    paper="paper_f_a_4"),
     # P5 (rule v8, the seeded factorial): κ = 1/T, how strongly the parts' effects compound (0: they add); the
@@ -308,9 +308,8 @@ _LEGEND = ("Ours: our value [its 95 % interval from the pipeline bootstrap]; P2'
            "constants (conditional on Eq. 2's form, with runs resampled as independent though a seed's runs share "
            "noise, so if anything too narrow; the two sides are each study's own Eq. 13, not one quantity: the reason "
            "sets the unit-free ones side by side, N's exponent in D_crit and its growth per bit of P_post; the "
-           "grade reads the observed turn-up, whose grid step is in the verdict's text); P3's key number is leg (a)'s "
-           "p, the lack of fit that decides while leg (b), f_w(4) against the paper's, is unresolved (the rule counts "
-           "an unresolved leg as not met; both legs are in the reason); P5's a t-interval on the factorial's within-seed σ̂ (its paper value is the "
+           "grade reads the observed turn-up, whose grid step is in the verdict's text); P3's key number is leg (b), "
+           "f_w(4) against the paper's (leg (a), the N_eff form's lack of fit at fixed N, D, is in the reason; the rule counts an unresolved leg as not met); P5's a t-interval on the factorial's within-seed σ̂ (its paper value is the "
            "paper's law, κ = 1/T with T = A·N^−α from our Chinchilla fit at the factorial's N; κ < 0: the effects "
            "add up to less than their sum), P9's a t-interval over the model sizes of the matched grid (its paper "
            "value is Eq. 9 over Eq. 2 on the same units at C_w = 1, Eq. 10's case, and in brackets over C_w from 0.5 "
