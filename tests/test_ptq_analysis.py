@@ -426,7 +426,12 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     assert v.details["gptq_d_crit_per_bit_lo"] == pytest.approx(ends["per_bit_lo"], rel=1e-12)
     assert v.details["paper_d_crit_n_exponent"] == pytest.approx(pa.d_crit_shape(PAPER_CONSTANTS)["n_exponent"])
     assert (f"D_crit ∝ N^{shape['n_exponent']:.2f} [{ends['n_exponent_lo']:.2f}, {ends['n_exponent_hi']:.2f}] "
-            "(paper 0.34)") in v.ours and "per bit of P_post (paper ×5.4; derived)" in v.ours
+            "(the paper's GPTQ constants, Table 2: 0.34)") in v.ours
+    assert "per bit of P_post (paper ×5.4, from its γ_post, b aside; derived)" in v.ours
+    # the paper's law at our smallest N, beside its 30M figure (D_crit/N falls with N)
+    n0 = min(NS)
+    assert f"at our smallest N = {n0:,.0f} at {float(pa.critical_data_size(n0, 3, PAPER_CONSTANTS)):.3g} tokens" \
+        in v.reason
 
 
 def test_p2_without_a_chinchilla_fit_says_its_power_was_not_computed(monkeypatch):

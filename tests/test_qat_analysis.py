@@ -92,20 +92,24 @@ def test_seeded_marginal_table_averages_each_seeds_delta_against_its_own_twin():
     assert "No seeded cell is among the `cpu` rows" in qa.seeded_markdown(t.iloc[:0], "cpu")
 
 
-def test_seeded_facts_pool_the_seed_noise_over_points_and_say_both_counts():
-    # two points of 3 seeds at sd 0.003 and 0.009: pooled σ² = (2·0.003² + 2·0.009²)/4 = 4.5e-5, σ = 0.006708 on
-    # 4 degrees of freedom (t_{0.975, 4} = 2.776), so a pooled half-width 2.776·0.006708/√3 = 0.01075
-    t = pd.DataFrame({"size": ["s", "s"], "n_params": [1000, 1000], "n_tokens": [10_000, 10_000],
-                      "part": ["w", "w"], "bits": [3, 4], "seeds": [3, 3], "delta_mean": [0.012, 0.011],
-                      "delta_sd": [0.003, 0.009]})
+def test_seeded_facts_pool_the_seed_noise_within_each_p_and_say_both_counts():
+    # at 4 bits two cells of 3 seeds at sd 0.003 and 0.009: σ_4² = (2·0.003² + 2·0.009²)/4 = 4.5e-5, σ_4 = 0.006708
+    # on 4 degrees of freedom (t_{0.975, 4} = 2.776), a pooled half-width 2.776·0.006708/√3 = 0.01075; at 8 bits one
+    # cell at sd 0.001, its own σ
+    t = pd.DataFrame({"size": ["s", "s", "s"], "n_params": [1000] * 3, "n_tokens": [10_000, 20_000, 10_000],
+                      "part": ["w"] * 3, "bits": [4, 4, 8], "seeds": [3, 3, 3], "delta_mean": [0.012, 0.011, 0.0005],
+                      "delta_sd": [0.003, 0.009, 0.001]})
     f = qa.seeded_facts(t)
-    assert f["seeded_pooled_sd"] == pytest.approx(0.0045 ** 0.5 / 10, rel=1e-12) and f["seeded_pooled_dof"] == 4
-    # own sd: 0.012 > 4.303·0.003/√3 = 0.00745 (resolved), 0.011 < 4.303·0.009/√3 = 0.02236 (not)
-    assert (f["seeded_resolved"], f["seeded_reach"]) == (1, "the weights up to 3 bits")
-    # pooled: both means clear 0.01075
+    assert f["seeded_pooled_hi"] == pytest.approx(0.0045 ** 0.5 / 10, rel=1e-12) and f["seeded_pooled_hi_bits"] == 4
+    assert (f["seeded_pooled_lo"], f["seeded_pooled_lo_bits"], f["seeded_pooled_dof"]) == (pytest.approx(0.001), 8, 2)
+    # own sd: 0.012 > 4.303·0.003/√3 = 0.00745 (resolved), 0.011 < 4.303·0.009/√3 = 0.02236 (not); half the cells at
+    # 4 bits is enough for the reach; 8 bits: 0.0005 < 4.303·0.001/√3
+    assert (f["seeded_resolved"], f["seeded_reach"]) == (1, "the weights up to 4 bits")
+    # pooled within 4 bits: both means clear 0.01075
     assert (f["seeded_resolved_pooled"], f["seeded_reach_pooled"]) == (2, "the weights up to 4 bits")
     text = qa.seeded_markdown(t, "cpu")
-    assert "σ = 0.0067 nats/byte on 4 degrees of freedom" in text and "2 points are resolved" in text
+    assert "σ_P runs from 0.0067 nats/byte at 4 bits to 0.0010 at 8, on at least 2 degrees of freedom" in text
+    assert "2 points are resolved" in text
 
 
 def _fits(gw, nw, ga, na, gkv, nkv):

@@ -604,7 +604,7 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     det = {"paper_p_star": paper["p_star"], "paper_p_star_no_offsets": paper["p_star_no_offsets"],
            "paper_p_star_spread_bound": paper["p_star_spread_bound"]}
     suite_txt, suite_ok = "no compute-matched suite yet", None
-    suite_consistent, suite_power_txt = None, ""
+    suite_consistent, suite_power_txt, flips = None, "", {}
     if suite and suite.get("complete"):
         best = float(suite["best_bits"])
         near_set = {float(b) for b in (suite.get("near_best") or [best])}
@@ -709,7 +709,10 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
                     "boot_dropped": float(draws.attrs.get("dropped", 0)),
                     "boot_share_in_band": float(((draws["p_star"] >= 6) & (draws["p_star"] <= 9)).mean())})
     where = ("lies inside" if inside else "lies outside" if disjoint else "straddles")
-    shown = ("the suite resolves its minimum to 6–8 bits" if shown_ok else
+    shown = ("the suite resolves its minimum to 6–8 bits"
+             + (f" (with one σ pooled over its members; Welch's per-member variances would not resolve "
+                f"{', '.join(f'{b:g}' for b in sorted(flips))} bits from the best at 5 %)" if flips else "")
+             if shown_ok else
              "the suite is consistent with a 6–8-bit minimum but does not resolve it from the members "
              "outside that range" if shown_consistent else "the suite's noise-resolved minimum lies outside 6–8 bits")
     legs = (f"Our P* interval {where} 6–9 bits{pstar_leg}"

@@ -1597,7 +1597,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                + ("inside" if inside else "outside" if outside else
                   f"at the interval's end within its Monte Carlo error (ends ± {se_lo:.3f}, ± {se_hi:.3f}): "
                   "unresolved")
-               + (f"; the interval also reaches {P3_NO_EFFECT_F:g}, no effect" if contains and not size_ok else "")
+               + (f"; the interval also reaches {P3_NO_EFFECT_F:g}, no effect" if hi >= P3_NO_EFFECT_F else "")
                + ")"
                if math.isfinite(lo) else f" (paper {PAPER_F_W_4:.2f})")
             + f", f_w(8) = {f8:.2f}; between precisions at fixed (N, D) the losses vary by {spread['data_sd']:.4f} "
@@ -1624,8 +1624,12 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
               "seed) is reported, not graded. The held-out R² is not graded: a precision-blind Chinchilla fit of the "
               "same runs scores about as high, because most of the variation is across N and D; γ is in bits, so ours "
               "and the paper's can be set side by side; the rule's own grade: " + dec["grade"]
-              + " (rule v5 and its power simulation, version 2, were written after these data were seen; the rules "
-                "page gives the history)"
+              + " (rule v5 and its power simulation, version 2, were written on 2026-12-06 after the rows of the "
+                "freeze before this one were seen, and before the seeded P_w rows (qat_seeds) were read, which now "
+                "give σ_e"
+                + (("; rule v4's test of leg (a), against the pooled seed σ, would " + ("be met" if p_lof_pooled >= 0.05
+                    else "fail too") + f" here (p = {p_lof_pooled:.2g})") if math.isfinite(p_lof_pooled) else "")
+                + "; the rules page gives the history)"
               + p3_power_text(summary, why, {"width": hi - lo, "point": f4, "source": run_source}))
     det = {"rule_grade": dec["grade"], "power": pw, "power_seed": summary["power"] if summary else math.nan,
            "false_positive": summary["false_positive"] if summary else math.nan,

@@ -148,9 +148,11 @@ def seeded_facts(seeded: pd.DataFrame) -> dict[str, str | int | float]:
 
     A point's cost is resolved where its mean lies above a 95 % t half-width (one-sided, each point tested
     alone, uncorrected), read two ways: with its own seeds' sd (``delta_half``: t on k − 1 degrees of freedom,
-    which assumes nothing across points but is wide at 3 seeds), and with the seed σ pooled over every point,
-    σ² = Σ(k_i − 1)·sd_i² / Σ(k_i − 1), t_{0.975, Σ(k_i − 1)}·σ/√k (narrower, and it assumes one variance
-    for every cell and P).
+    which assumes nothing across points but is wide at 3 seeds), and with the seed σ pooled within each P over
+    the points of that P, σ_P² = Σ(k_i − 1)·sd_i² / Σ(k_i − 1), t_{0.975, Σ(k_i − 1)}·σ_P/√k (narrower; one
+    σ for every P would not hold: the seed sd falls with P, a run near high precision nearly cancelling against
+    its own seed's twin; the degrees of freedom are fewer in effect, since the points of one size, D and seed
+    share that twin).
 
     Returns:
         ``seeded_sizes`` (``"n27k, n83k"``), ``seeded_budgets`` (``"{1,048,576, 2,097,152}"``, bytes),
@@ -159,8 +161,10 @@ def seeded_facts(seeded: pd.DataFrame) -> dict[str, str | int | float]:
         ``seeded_resolved`` and ``seeded_reach`` (own sd: how many rows are resolved, and per part the run of P
         from the lowest up at which at least half of the (N, D) cells are, e.g. ``"the activations up to 5
         bits, the KV cache up to 4, the weights up to 3"``; "at no P" where the lowest P is not),
-        ``seeded_pooled_sd`` (nats/byte) and ``seeded_pooled_dof``, ``seeded_resolved_pooled`` and
-        ``seeded_reach_pooled`` (the same, with the pooled σ).
+        ``seeded_pooled_lo`` and ``seeded_pooled_hi`` (nats/byte: the smallest and largest σ_P),
+        ``seeded_pooled_lo_bits`` and ``seeded_pooled_hi_bits`` (their P), ``seeded_pooled_dof`` (the fewest
+        degrees of freedom of a σ_P), ``seeded_resolved_pooled`` and ``seeded_reach_pooled`` (the same counts,
+        with σ_P).
 
     Raises:
         ValueError: an empty table.
@@ -173,9 +177,12 @@ def seeded_facts(seeded: pd.DataFrame) -> dict[str, str | int | float]:
     sd, mean = seeded["delta_sd"].to_numpy(float), seeded["delta_mean"].to_numpy(float)
     half = stats.t.ppf(0.975, k - 1) * sd / np.sqrt(k)
     resolved = pd.Series(mean > half, index=seeded.index)  # a cost, not a gain
-    dof = float((k - 1).sum())
-    pooled = float(np.sqrt(((k - 1) * sd ** 2).sum() / dof))
-    resolved_pooled = pd.Series(mean > stats.t.ppf(0.975, dof) * pooled / np.sqrt(k), index=seeded.index)
+    by_p = pd.DataFrame({"bits": seeded["bits"].to_numpy(), "ss": (k - 1) * sd ** 2, "dof": k - 1})
+    per_p = by_p.groupby("bits")[["ss", "dof"]].sum()
+    per_p["sigma"] = np.sqrt(per_p["ss"] / per_p["dof"])
+    sigma_p = per_p["sigma"].reindex(seeded["bits"]).to_numpy(float)
+    dof_p = per_p["dof"].reindex(seeded["bits"]).to_numpy(float)
+    resolved_pooled = pd.Series(mean > stats.t.ppf(0.975, dof_p) * sigma_p / np.sqrt(k), index=seeded.index)
     order = seeded.drop_duplicates("size").sort_values("n_params")["size"]
     return {"seeded_sizes": ", ".join(order), "seeded_budgets": "{" + ", ".join(
                 f"{int(d):,}" for d in sorted(seeded["n_tokens"].unique())) + "}",
@@ -184,7 +191,9 @@ def seeded_facts(seeded: pd.DataFrame) -> dict[str, str | int | float]:
             "seeded_sd_median": float(seeded["delta_sd"].median()),
             "seeded_mean_median": float(seeded["delta_mean"].abs().median()),
             "seeded_resolved": int(resolved.sum()), "seeded_reach": _reach(resolved, seeded),
-            "seeded_pooled_sd": pooled, "seeded_pooled_dof": int(dof),
+            "seeded_pooled_lo": float(per_p["sigma"].min()), "seeded_pooled_hi": float(per_p["sigma"].max()),
+            "seeded_pooled_lo_bits": int(per_p["sigma"].idxmin()), "seeded_pooled_hi_bits": int(per_p["sigma"].idxmax()),
+            "seeded_pooled_dof": int(per_p["dof"].min()),
             "seeded_resolved_pooled": int(resolved_pooled.sum()),
             "seeded_reach_pooled": _reach(resolved_pooled, seeded)}
 
@@ -205,10 +214,12 @@ def seeded_markdown(seeded: pd.DataFrame, profile: str) -> str:
             f"mean lies above its interval's half-width (t on k − 1 degrees of freedom, about 2.5 standard "
             f"deviations at 3 seeds; each point alone, one-sided, uncorrected) at {f['seeded_resolved']} of them. "
             f"Counting a P as resolved where that holds in at least half of the (N, D) cells, from the lowest P up, "
-            f"the seeds resolve {f['seeded_reach']}. Pooling the seed noise over every point instead (σ = "
-            f"{f['seeded_pooled_sd']:.4f} nats/byte on {f['seeded_pooled_dof']} degrees of freedom, which assumes one "
-            f"variance for every cell and P), {f['seeded_resolved_pooled']} points are resolved and the seeds "
-            f"resolve {f['seeded_reach_pooled']}. Above those precisions one cell's few seeds do not separate the "
+            f"the seeds resolve {f['seeded_reach']}. Pooling the seed noise within each P instead (one σ for "
+            f"every P would not hold: σ_P runs from {f['seeded_pooled_hi']:.4f} nats/byte at "
+            f"{f['seeded_pooled_hi_bits']} bits to {f['seeded_pooled_lo']:.4f} at {f['seeded_pooled_lo_bits']}, on at "
+            f"least {f['seeded_pooled_dof']} degrees of freedom each, fewer in effect, since the points of one size, D "
+            f"and seed share their high-precision twin), {f['seeded_resolved_pooled']} points are resolved and the "
+            f"seeds resolve {f['seeded_reach_pooled']}. Above those precisions one cell's few seeds do not separate the "
             "cost from the seed noise, which is why the fits over every run, which pool the noise, carry the "
             "comparison of the parts.")
 

@@ -1895,11 +1895,13 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                      if ivs else f"no interval: {why_boot}")
         shape, paper_shape = d_crit_shape({"beta": chin.get("beta", math.nan), **eq2[m]}), d_crit_shape(PAPER_CONSTANTS)
         iv = d_crit_shapes.get(m)
-        shape_text = ("; free of units, so the two studies compare: D_crit ∝ N^"
+        shape_text = ("; free of units (not of scale: our N is 1000× smaller, trained on bytes, with repeated data): "
+                      "D_crit ∝ N^"
                       f"{shape['n_exponent']:.2f}" + (f" [{iv['n_exponent_lo']:.2f}, {iv['n_exponent_hi']:.2f}]" if iv else "")
-                      + f" (paper {paper_shape['n_exponent']:.2f}) and grows ×{shape['per_bit']:.1f}"
+                      + f" (the paper's GPTQ constants, Table 2: {paper_shape['n_exponent']:.2f}) and grows "
+                      f"×{shape['per_bit']:.1f}"
                       + (f" [{iv['per_bit_lo']:.1f}, {iv['per_bit_hi']:.1f}]" if iv else "")
-                      + f" per bit of P_post (paper ×{paper_shape['per_bit']:.1f}; derived)"
+                      + f" per bit of P_post (paper ×{paper_shape['per_bit']:.1f}, from its γ_post, b aside; derived)"
                       if math.isfinite(shape["n_exponent"]) else "")
         return (head + (f"; Eq. 13 with our fitted constants at N = {int(t['n_params'].min()):,}: D_crit ≈ {eq13} "
                         f"({boot_text}){shape_text}" if eq13 else "; Eq. 13: no fit (too few points)")
@@ -1921,6 +1923,8 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
             d_crit_boot[f"d_crit_boot_{m}"] = boot[["boot_id"]]
     ours = ". ".join([describe(main)] + [describe(m) + " (replication)" for m in per if m != main])
     d_crit = float(critical_data_size(30e6, 3, PAPER_CONSTANTS))
+    n_min_all = float(min(x["n_params"] for x in st["series"])) if st["series"] else math.nan
+    d_crit_ours_n = float(critical_data_size(n_min_all, 3, PAPER_CONSTANTS)) if math.isfinite(n_min_all) else math.nan
     rising = [x for x in st["series"] if x["rising"]] or [p2_named_series(st)]
     passes = ", ".join(f"{x['d_best'] / split:.2f}–{x['d_max'] / split:.2f}" for x in rising[:2]) \
         if math.isfinite(split) else "n/a"
@@ -1945,7 +1949,9 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
               + power_text
               + f"Our largest D/N is ≈ {dn_max:.0f} bytes per parameter ({_bpe_text(bpe, dn_max)}); with Table 2's "
               "constants (Eq. 13) the paper's INT3 turn-up for N = 30M comes at D_crit ≈ "
-              f"{d_crit / 1e9:.1f}B tokens, D/N ≈ {d_crit / 30e6:.0f}")
+              f"{d_crit / 1e9:.1f}B tokens, D/N ≈ {d_crit / 30e6:.0f}, and at our smallest N = {n_min_all:,.0f} at "
+              f"{d_crit_ours_n:.3g} tokens, D/N ≈ {d_crit_ours_n / n_min_all:,.0f} (D_crit/N falls with N, so the "
+              "30M figure is not the one to set beside ours)")
     det: dict[str, float | str] = {"method": main, "max_d_over_n": dn_max, "n_min": float(st["series"][0]["n_params"]
                                    if st["series"] else math.nan), "paper_d_crit_30m_int3": d_crit,
                                    "rule_grade": st["grade"], "noise_dof": float(v["noise"].loss_dof),

@@ -88,13 +88,13 @@ HEADLINES: dict[str, Headline] = {
                    "gptq_int3_d_crit_eq13", paper="paper_d_crit_30m_int3", lo="gptq_int3_d_crit_eq13_lo",
                    hi="gptq_int3_d_crit_eq13_hi", fmt="M"),
     # P3: the grade reads two legs, (a) the N_eff form's lack of fit at fixed (N, D) against σ_e and (b) f_w(4)
-    # against the paper's; an unresolved leg counts as not met (law_fits.p3_decision). The row shows leg (a)'s p,
-    # which is what decides while (b) is unresolved; f_w(4) with its interval is in the reason.
+    # against the paper's; an unresolved leg counts as not met (law_fits.p3_decision). The row shows leg (b), f_w(4)
+    # with its interval against the paper's; leg (a)'s lack-of-fit p is in the reason.
     "P3": Headline("Low-precision training = fewer parameters",
                    "f_w(4) = N_eff/N with 4-bit weights (leg b; leg a, the N_eff form's lack of fit, in why)",
                    "f_w_4", paper="paper_f_w_4", lo="f_w_4_lo", hi="f_w_4_hi"),
     "P4": Headline("Activations most sensitive, KV cache least", "f_a(4) (the most sensitive)", "f_a_4",
-                   paper="paper_f_a_4"),
+                   paper="paper_f_a_4", lo="f_a_4_lo", hi="f_a_4_hi"),
     # P5 (rule v8, the seeded factorial): κ = 1/T, how strongly the parts' effects compound (0: they add); the
     # paper's law at our N gives κ over T's registered interval; ours is κ̂ with its 95 % t-interval.
     "P5": Headline("Precision effects multiply", "κ = 1/T (0 = add, < 0 = less than add)", "kappa",
