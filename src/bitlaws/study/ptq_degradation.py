@@ -1483,7 +1483,8 @@ def exponent_estimates(df: pd.DataFrame, method: str, profile: str) -> dict[str,
     - ``slope``: ``fit_gamma_post``, γ_post only.
 
     Args:
-        df: observation rows (chapter 01's base grid or chapter 03's training sweeps).
+        df: observation rows (chapter 01's base grid or chapter 03's training sweeps); only the runs with a row
+            of ``method`` are read, so both give the same estimates.
         method: ``ptq_method``. profile: the profile whose committed fit may give ``fit`` its interval.
 
     Returns:
@@ -1497,6 +1498,9 @@ def exponent_estimates(df: pd.DataFrame, method: str, profile: str) -> dict[str,
     from .power import p1_statistics
 
     hp = high_precision_rows(df)
+    # the runs quantized with `method`: a sweep's high-precision twin that no PTQ reads (qat_seeds') would add seeds
+    # to the noise floor's cells without a δ, so chapter 03's frame would read another floor than chapter 01's
+    hp = hp[hp["run_id"].isin(set(hp.loc[hp["ptq_method"] == method, "run_id"]))]
     tab, floor, noise = ptq_table(hp, method), _required_floor(hp, method), noise_model(hp, method)
     nan = math.nan
 
