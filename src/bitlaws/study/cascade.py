@@ -354,10 +354,11 @@ def _derive(profile: str, folder: Path) -> list[dict[str, Any]]:
         out.append({"name": "design_power" + (f".{i}" if len(groups) > 1 else ""), "kind": "design_power",
                     "call": CLI, "kwargs": {"argv": argv}, "output": str(design_path.relative_to(folder))})
     rep_path = folder / "runs" / profile / "qat_design_p4_replicates.csv"
-    rep = _read_csv(source(rep_path))
+    rep_source = source(rep_path)
+    rep = _read_csv(rep_source)
     if rep is not None and len(rep):
         out.append({"name": "p4_replicates", "kind": "p4_replicates", "call": f"{_QD}.write_p4_replicates",
-                    "kwargs": _replicate_kwargs(rep, source(rep_path)), "output": str(rep_path.relative_to(folder))})
+                    "kwargs": _replicate_kwargs(rep, rep_source), "output": str(rep_path.relative_to(folder))})
     pool_path = folder / "checks" / profile / "p4_pool_power.csv"
     pool = _read_csv(source(pool_path))
     calls = _pool_kwargs(pool, design) if pool is not None and len(pool) else []
@@ -365,7 +366,8 @@ def _derive(profile: str, folder: Path) -> list[dict[str, Any]]:
         out.append({"name": f"p4_pool.{i}", "kind": "p4_pool", "call": f"{_QD}.write_p4_pool_power", "kwargs": kw,
                     "output": str(pool_path.relative_to(folder))})
     p6_path = folder / "checks" / profile / "p6_pstar_power.csv"
-    p6 = read_rows(source(p6_path), P6_PSTAR_COLUMNS, "sim_id") if source(p6_path).exists() else pd.DataFrame()
+    p6_source = source(p6_path)
+    p6 = read_rows(p6_source, P6_PSTAR_COLUMNS, "sim_id") if p6_source.exists() else pd.DataFrame()
     for kw in (_p6_kwargs(p6, design) if len(p6) else []):
         name = f"p6_pstar.{kw['worlds']}.{kw['noise']}" + (f".floor{kw['floor']:g}" if "floor" in kw else "")
         taken = {o["name"] for o in out}

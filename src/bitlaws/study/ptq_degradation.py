@@ -1080,6 +1080,19 @@ def d_crit_draws(draws, n_params: float, bits_post: float) -> np.ndarray:
     return out
 
 
+def _percentile_ends(values: np.ndarray, level: float) -> tuple[float, float]:
+    """The ends of a percentile interval as order statistics (numpy's ``lower`` and ``higher`` methods: an ``inf``
+    draw makes the upper end infinite rather than an interpolation with it).
+
+    Raises:
+        ValueError: ``level`` not in (0, 1).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    a = (1.0 - level) / 2
+    return float(np.quantile(values, a, method="lower")), float(np.quantile(values, 1 - a, method="higher"))
+
+
 def d_crit_shape(constants) -> dict[str, float]:
     """How Eq. 13's D_crit scales, in numbers free of the units of N and D (so bytes here and tokens in the paper
     compare): D_crit ∝ N^(γ_N/(γ_D+β)), and grows by e^(1/(γ_post·(γ_D+β))) per bit of P_post.
@@ -1113,18 +1126,15 @@ def d_crit_shape_interval(draws, level: float = 0.95) -> dict[str, float]:
     Raises:
         ValueError: ``level`` not in (0, 1).
     """
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+    _percentile_ends(np.zeros(1), level)  # the level's check, before any draw is read
     rows = draws.to_dict("records") if isinstance(draws, pd.DataFrame) else list(draws)
     vals = np.array([[d["n_exponent"], d["per_bit"]] for d in map(d_crit_shape, rows)], float).reshape(-1, 2)
     vals = vals[np.isfinite(vals).all(axis=1)]
     out: dict[str, float] = {"n_used": float(len(vals))}
-    a = (1.0 - level) / 2
     for j, q in enumerate(("n_exponent", "per_bit")):
-        ok = len(vals) >= 2
-        out.update({f"{q}_median": float(np.quantile(vals[:, j], 0.5)) if ok else math.nan,
-                    f"{q}_lo": float(np.quantile(vals[:, j], a, method="lower")) if ok else math.nan,
-                    f"{q}_hi": float(np.quantile(vals[:, j], 1 - a, method="higher")) if ok else math.nan})
+        lo, hi = _percentile_ends(vals[:, j], level) if len(vals) >= 2 else (math.nan, math.nan)
+        out.update({f"{q}_median": float(np.quantile(vals[:, j], 0.5)) if len(vals) >= 2 else math.nan,
+                    f"{q}_lo": lo, f"{q}_hi": hi})
     return out
 
 
@@ -1145,17 +1155,15 @@ def d_crit_interval(draws, n_params: float, bits_post: float, level: float = 0.9
     Raises:
         ValueError: ``level`` not in (0, 1).
     """
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+    _percentile_ends(np.zeros(1), level)  # the level's check, before any draw is computed
     v = d_crit_draws(draws, n_params, bits_post)
     used = v[~np.isnan(v)]
     out = {"n_draws": float(len(v)), "n_used": float(len(used)),
            "share_no_turn_up": float(np.isinf(used).mean()) if len(used) else math.nan}
     if len(used) < 2:
         return {**out, "median": math.nan, "lo": math.nan, "hi": math.nan}
-    a = (1.0 - level) / 2
-    return {**out, "median": float(np.quantile(used, 0.5, method="lower")),
-            "lo": float(np.quantile(used, a, method="lower")), "hi": float(np.quantile(used, 1 - a, method="higher"))}
+    lo, hi = _percentile_ends(used, level)
+    return {**out, "median": float(np.quantile(used, 0.5, method="lower")), "lo": lo, "hi": hi}
 
 
 def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, seed: int = 0,
@@ -1897,8 +1905,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                      + "".join(f"; at INT{b} {v['share_no_turn_up']:.0%} of the draws have γ_D ≤ 0, no turn-up"
                                for b, v in sorted(ivs.items()) if v["share_no_turn_up"] > 0)
                      if ivs else f"no interval: {why_boot}")
-        shape, paper_shape = d_crit_shape({"beta": chin.get("beta", math.nan), **eq2[m]}), d_crit_shape(PAPER_CONSTANTS)
-        iv = d_crit_shapes.get(m)
+        shape, iv = shape_points[m], d_crit_shapes.get(m)
         shape_text = ("; free of units (not of scale: our N is 1000× smaller, trained on bytes, with repeated data): "
                       "D_crit ∝ N^"
                       f"{shape['n_exponent']:.2f}" + (f" [{iv['n_exponent_lo']:.2f}, {iv['n_exponent_hi']:.2f}]" if iv else "")
@@ -1915,6 +1922,9 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                    else f"; power not computed: {_P2_NO_POWER}"))
 
     d_crit_ci, d_crit_boot, d_crit_boots_read, d_crit_shapes = {}, {}, {}, {}
+    # Eq. 13's unit-free shape: ours from the fitted constants (interval over the draws below), the paper's Table 2
+    shape_points = {m: d_crit_shape({"beta": chin.get("beta", math.nan), **eq2[m]}) for m in per}
+    paper_shape = d_crit_shape(PAPER_CONSTANTS)
     stored = load_d_crit_boots(profile, df, methods=per)
     for m in per:  # Eq. 13's D_crit at the smallest N with its paired-bootstrap interval (write_d_crit_boot)
         boot, why = stored[m]
@@ -1960,7 +1970,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                                    if st["series"] else math.nan), "paper_d_crit_30m_int3": d_crit,
                                    "rule_grade": st["grade"], "noise_dof": float(v["noise"].loss_dof),
                                    "train_split_tokens": split, "n_sim": float(n_sim),
-                                   **{f"paper_d_crit_{q}": v for q, v in d_crit_shape(PAPER_CONSTANTS).items()}}
+                                   **{f"paper_d_crit_{q}": v for q, v in paper_shape.items()}}
     det["n_min"] = float(min(x["n_params"] for x in st["series"]))
     det.update({"argmin_n_boot": float(ARGMIN_BOOT), "argmin_level": ARGMIN_LEVEL, "argmin_draw": ARGMIN_DRAW,
                 "argmin_cal_n_sim": float(n_cal), "argmin_flat": ARGMIN_FLAT,
@@ -2001,7 +2011,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                     f"{m}_smallest_n_rising": float(s_["n_rising_smallest"]), f"{m}_grade": s_["grade"],
                     f"{m}_power": pw["power"], f"{m}_false_positive": pw["false_positive"],
                     f"{m}_power_ours": po["power"]})
-        shape = d_crit_shape({"beta": chin.get("beta", math.nan), **eq2[m]})
+        shape = shape_points[m]
         det.update({f"{m}_d_crit_n_exponent": shape["n_exponent"], f"{m}_d_crit_per_bit": shape["per_bit"]})
         for q in ("n_exponent", "per_bit") if m in d_crit_shapes else ():
             det.update({f"{m}_d_crit_{q}_lo": d_crit_shapes[m][f"{q}_lo"],
