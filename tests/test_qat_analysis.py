@@ -92,6 +92,32 @@ def test_seeded_marginal_table_averages_each_seeds_delta_against_its_own_twin():
     assert "No seeded cell is among the `cpu` rows" in qa.seeded_markdown(t.iloc[:0], "cpu")
 
 
+def test_part_gap_pairs_parts_within_a_seed_and_reads_cells_as_the_sample():
+    # two cells × two seeds; each seed's high-precision twin differs (it cancels in δ_kv − δ_w); the gaps per
+    # (cell, seed): cell s 0.010, 0.020 (mean 0.015), cell m 0.030, 0.050 (mean 0.040): over the cells' means
+    # gap 0.0275, sd 0.017678, se 0.0125 on 1 dof, t_{0.975, 1} = 12.706
+    hp = {("s", 0): 2.0, ("s", 1): 2.1, ("m", 0): 1.8, ("m", 1): 1.7}
+    gaps = {("s", 0): 0.010, ("s", 1): 0.020, ("m", 0): 0.030, ("m", 1): 0.050}
+    rows = []
+    for (size, seed), h in hp.items():
+        n = {"s": 1000, "m": 3000}[size]
+        exp = "qat_marginal" if seed == 0 else "qat_seeds"
+        rows.append(row("base_grid" if seed == 0 else "qat_seeds", size, n, 10_000, h, seed=seed))
+        rows.append(row(exp, size, n, 10_000, h + 0.05, bits_w=4, fmt_w="int4", seed=seed))
+        rows.append(row(exp, size, n, 10_000, h + 0.05 + gaps[(size, seed)], bits_kv=4, fmt_kv="int4", seed=seed))
+    runs = qa.marginal_seed_runs(pd.DataFrame(rows))
+    assert len(runs) == 8 and runs["delta_train"].min() == pytest.approx(0.05)  # each against its own twin
+    g = qa.part_gap(runs, "kv", "w", 4)
+    assert g["gap"] == pytest.approx(0.0275, abs=1e-12) and g["se"] == pytest.approx(0.0125, abs=1e-12)
+    assert (g["dof"], g["cells"], g["seeds_min"], g["seeds_max"]) == (1, 2, 2, 2)
+    assert g["hi"] - g["gap"] == pytest.approx(12.7062047 * 0.0125, rel=1e-7)
+    assert qa.part_gap(runs, "w", "kv", 4)["gap"] == pytest.approx(-0.0275, abs=1e-12)  # antisymmetric
+    assert qa.part_gap(runs, "kv", "w", 8) is None  # no run at 8 bits
+    assert qa.part_gap(runs[runs["size"] == "s"], "kv", "w", 4) is None  # one cell: no interval
+    with pytest.raises(ValueError, match="parts must be among"):
+        qa.part_gap(runs, "kv", "weights", 4)
+
+
 def test_seeded_facts_pool_the_seed_noise_within_each_p_and_say_both_counts():
     # at 4 bits two cells of 3 seeds at sd 0.003 and 0.009: σ_4² = (2·0.003² + 2·0.009²)/4 = 4.5e-5, σ_4 = 0.006708
     # on 4 degrees of freedom (t_{0.975, 4} = 2.776), a pooled half-width 2.776·0.006708/√3 = 0.01075; at 8 bits one
@@ -138,6 +164,9 @@ def test_p4_rule():
     swapped = _fits(c["gamma_kv"], c["n_kv"], c["gamma_a"], c["n_a"], c["gamma_w"], c["n_w"])
     v = qa.verdict_p4(swapped, df, "cpu")
     assert v.verdict == "partly" and "below the weights' at every width from 4 to 8 bits" in v.reason
+    # the measured gap, over the frame's two cells of one seed: δ_kv − δ_w = 0.10/4 − 0.30/4 in both, no spread
+    assert "δ_kv − δ_w at 4 bits is -0.050 [-0.050, -0.050] nats/byte (2 (N, D) cells of 1 seed," in v.reason
+    assert "the weights cost more" in v.reason
     assert "4: f_a < f_w < f_kv" not in v.ours and "f_a < f_kv < f_w" in v.ours
     # the weights' curve crossing the KV cache's inside 4–8 bits is named as a crossing
     crossing = _fits(0.6, 6.58, 3.0, 1.3, 2.0, -1.0)  # f_w and f_kv meet near 6.5 bits; f_a lowest throughout
