@@ -425,8 +425,9 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     shape, ends = pa.d_crit_shape({**CHIN, **EQ2}), pa.d_crit_shape_interval(boot)
     assert v.details["gptq_d_crit_per_bit_lo"] == pytest.approx(ends["per_bit_lo"], rel=1e-12)
     assert v.details["paper_d_crit_n_exponent"] == pytest.approx(pa.d_crit_shape(PAPER_CONSTANTS)["n_exponent"])
-    assert (f"D_crit ∝ N^{shape['n_exponent']:.2f} [{ends['n_exponent_lo']:.2f}, {ends['n_exponent_hi']:.2f}] "
-            "(the paper's GPTQ constants, Table 2: 0.34)") in v.ours
+    assert v.details["gptq_d_crit_n_exponent_median"] == pytest.approx(ends["n_exponent_median"], rel=1e-12)
+    assert (f"D_crit ∝ N^{shape['n_exponent']:.2f} [{ends['n_exponent_lo']:.2f}, {ends['n_exponent_hi']:.2f}; "
+            f"the draws' median {ends['n_exponent_median']:.2f}] (the paper's GPTQ constants, Table 2: 0.34)") in v.ours
     assert "per bit of P_post (paper ×5.4, from its γ_post, b aside; derived)" in v.ours
     # the paper's law at our smallest N, beside its 30M figure (D_crit/N falls with N)
     n0 = min(NS)

@@ -1908,10 +1908,14 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         shape, iv = shape_points[m], d_crit_shapes.get(m)
         shape_text = ("; free of units (not of scale: our N is 1000× smaller, trained on bytes, with repeated data): "
                       "D_crit ∝ N^"
-                      f"{shape['n_exponent']:.2f}" + (f" [{iv['n_exponent_lo']:.2f}, {iv['n_exponent_hi']:.2f}]" if iv else "")
+                      f"{shape['n_exponent']:.2f}" + (f" [{iv['n_exponent_lo']:.2f}, {iv['n_exponent_hi']:.2f}; "
+                                                      f"the draws' median {iv['n_exponent_median']:.2f}]" if iv else "")
                       + f" (the paper's GPTQ constants, Table 2: {paper_shape['n_exponent']:.2f}) and grows "
                       f"×{shape['per_bit']:.1f}"
-                      + (f" [{iv['per_bit_lo']:.1f}, {iv['per_bit_hi']:.1f}]" if iv else "")
+                      + (f" [{iv['per_bit_lo']:.1f}, {iv['per_bit_hi']:.1f}; median {iv['per_bit_median']:.1f}]"
+                         if iv else "")
+                      + ("; percentile intervals, whose ends and median show the draws' skew (a point near one end "
+                         "is not at the centre of what the resamples give)" if iv else "")
                       + f" per bit of P_post (paper ×{paper_shape['per_bit']:.1f}, from its γ_post, b aside; derived)"
                       if math.isfinite(shape["n_exponent"]) else "")
         return (head + (f"; Eq. 13 with our fitted constants at N = {int(t['n_params'].min()):,}: D_crit ≈ {eq13} "
@@ -2014,8 +2018,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         shape = shape_points[m]
         det.update({f"{m}_d_crit_n_exponent": shape["n_exponent"], f"{m}_d_crit_per_bit": shape["per_bit"]})
         for q in ("n_exponent", "per_bit") if m in d_crit_shapes else ():
-            det.update({f"{m}_d_crit_{q}_lo": d_crit_shapes[m][f"{q}_lo"],
-                        f"{m}_d_crit_{q}_hi": d_crit_shapes[m][f"{q}_hi"]})
+            det.update({f"{m}_d_crit_{q}_{e}": d_crit_shapes[m][f"{q}_{e}"] for e in ("lo", "hi", "median")})
         small = t[t["n_params"] == t["n_params"].min()].set_index("bits_post")
         best = {x["bits_post"]: x for x in s_["series"] if x["n_params"] == int(t["n_params"].min())}
         for b in (3, 4):
