@@ -436,6 +436,17 @@ def test_run_fits_writes_every_stage_with_its_input_hash(tmp_path):
     assert la.fits_are_current(la.load_fits("smoke", tmp_path), df)
     one_run_less = df.drop(index=df.index[df["ptq_method"] == "none"][0])
     assert not la.fits_are_current(la.load_fits("smoke", tmp_path), one_run_less)
+    # the fitting code's version: every record carries it; a record of another version, or one from before the
+    # field (read as version 1) once the version is raised, is stale though its rows are the same
+    fits = la.load_fits("smoke", tmp_path)
+    assert {r["fit_version"] for r in fits.values()} == {la.FIT_VERSION}
+    chin_sha = frame_sha256(la.stage_frames(df)["chinchilla"])
+    assert la.record_is_current(fits["chinchilla"], chin_sha)
+    assert not la.record_is_current({**fits["chinchilla"], "fit_version": la.FIT_VERSION + 1}, chin_sha)
+    old = {k: v for k, v in fits["chinchilla"].items() if k != "fit_version"}
+    assert la.fit_version_of(old) == 1 and la.fit_version_of(None) == 0
+    assert la.record_is_current(old, chin_sha) == (la.FIT_VERSION == 1)
+    assert not la.fits_are_current({**fits, "chinchilla": {**fits["chinchilla"], "fit_version": 0}}, df)
 
 
 @pytest.mark.slow

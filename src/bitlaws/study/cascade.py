@@ -407,8 +407,8 @@ def _fit_status(profile: str, folder: Path, rows: _Rows, argv: list[str]) -> tup
 
     df, fits = rows.df, lf.load_fits(profile, folder)
     frames = lf.stage_frames(df)
-    stale = [s for s in lf.FIT_ORDER if (fits.get(s) or {}).get("input_sha256") != lf._sha(frames[s])]
-    if (fits.get("table1") or {}).get("input_sha256") != lf._sha(frames["neff_w"]):
+    stale = [s for s in lf.FIT_ORDER if not lf.record_is_current(fits.get(s), lf._sha(frames[s]))]
+    if not lf.record_is_current(fits.get("table1"), lf._sha(frames["neff_w"])):
         stale.append("table1")
     boot = fits.get("pipeline_boot")
     want = int(argv[argv.index("--pipeline-boot") + 1]) if "--pipeline-boot" in argv else \
@@ -421,13 +421,13 @@ def _fit_status(profile: str, folder: Path, rows: _Rows, argv: list[str]) -> tup
         stale.append("pipeline_boot (P4 simulation)")
     methods = sorted(set(df["ptq_method"].dropna().astype(str)) - {"none", "rtn"}) if "ptq_method" in df else []
     stale += [f"ptq_{m}" for m in methods if not lf.ptq_fit_is_current(fits.get(f"ptq_{m}"), df, m)]
-    if (fits.get("joint_all") or {}).get("input_sha256") != lf._sha(lf._joint_all_rows(df)):
+    if not lf.record_is_current(fits.get("joint_all"), lf._sha(lf._joint_all_rows(df))):
         stale.append("joint_all")
     d_ok, d_why = d_crit_boot_is_current(profile, df, folder)
     if not d_ok:
         stale.append(f"d_crit_boot: {d_why}")
     if stale:
-        return False, f"made from other rows or missing: {', '.join(stale)}"
+        return False, f"made from other rows, by another fit version (now {lf.FIT_VERSION}), or missing: {', '.join(stale)}"
     n = (boot or {}).get("n_boot")
     return True, (f"every stage, table1, the pipeline bootstrap ({n} draws), "
                   + "".join(f"ptq_{m}, " for m in methods) + "joint_all, d_crit_boot made from these rows")

@@ -791,6 +791,7 @@ def inputs_identity(
         "records": {
             name: None if rec is None else [rec.get("status"), rec.get("input_sha256"), rec.get("n_boot"),
                                             rec.get("boot_seed")]
+            + ([rec["fit_version"]] if "fit_version" in rec else [])  # records before the field hash as they did
             for name, rec in (records or {}).items()
         },
         "constants": constants,

@@ -42,6 +42,9 @@ __all__ = [
     "fits_path",
     "params_of",
     "fits_are_current",
+    "FIT_VERSION",
+    "fit_version_of",
+    "record_is_current",
     "table1_ranking",
     "verdict_p3",
     "verdict_p5",
@@ -231,6 +234,23 @@ def stage_frames(df: pd.DataFrame, method: str = "rtn") -> dict[str, pd.DataFram
 def _sha(frame: pd.DataFrame) -> str:
 
     return frame_sha256(frame)
+
+
+# The version of the fitting code a record was made with: raise it when a change to the fits (a stage's
+# form, bounds, starts, loss, the bootstrap's method) would give other constants from the same rows, so
+# that every record made before reads as stale (``record_is_current``) and ``python -m bitlaws fit`` and the
+# cascade redo it. Records written before the field existed (2026-12-07) read as version 1.
+FIT_VERSION = 1
+
+
+def fit_version_of(record: Mapping | None) -> int:
+    """The ``fit_version`` a fit record was made with (1 where the record predates the field); 0 for none."""
+    return int(record.get("fit_version", 1)) if record else 0
+
+
+def record_is_current(record: Mapping | None, sha: str) -> bool:
+    """True if a fit record exists, was fitted on rows hashing to ``sha`` and by this ``FIT_VERSION``."""
+    return bool(record) and record.get("input_sha256") == sha and fit_version_of(record) == FIT_VERSION
 
 
 # --- fits ----------------------------------------------------------------------------------------
@@ -498,6 +518,8 @@ def run_fits(profile: str = "cpu", n_boot: int | None = None, *, method: str = "
         r2, mse = lf.r2_mse(frames["neff_joint"]["loss_val"].to_numpy(float), pred)
         joint["product_of_marginals"] = {"r2": r2, "mse": mse}
     records["table1"] = _table1(profile, frames["neff_w"], params_of(records.get("chinchilla")))
+    for rec in records.values():
+        rec["fit_version"] = FIT_VERSION
     if write:
         for name, rec in records.items():
             _write_json(fits_path(profile, name, root), rec)
@@ -557,13 +579,13 @@ def load_fits(profile: str = "cpu", root: str | os.PathLike | None = None) -> di
 
 
 def fits_are_current(fits: Mapping[str, dict], df: pd.DataFrame, method: str = "rtn") -> bool:
-    """True if every stage's record exists and was fitted on exactly the rows ``df`` gives it now."""
+    """True if every stage's record exists and was fitted on exactly the rows ``df`` gives it now, by this
+    ``FIT_VERSION`` of the fitting code (``record_is_current``)."""
     frames = stage_frames(df, method)
     for name in FIT_ORDER:
-        rec = fits.get(name)
-        if rec is None or rec.get("input_sha256") != _sha(frames[name]):
+        if not record_is_current(fits.get(name), _sha(frames[name])):
             return False
-    return "table1" in fits and fits["table1"].get("input_sha256") == _sha(frames["neff_w"])
+    return record_is_current(fits.get("table1"), _sha(frames["neff_w"]))
 
 
 # --- the nested bootstrap of the staged pipeline --------------------------------------------------
@@ -664,13 +686,14 @@ def _full_sample_starts(frames: Mapping[str, pd.DataFrame], stages) -> dict[str,
 
 
 def _reusable_draws(path: Path, base: Mapping, status: str = "ok") -> dict | None:
-    """The draws of an earlier record at ``path`` made from the same rows, seed, stages and method, else None
+    """The draws of an earlier record at ``path`` made from the same rows, seed, stages, method and fit version, else None
     (``status``: ``ok`` for a finished record, ``partial`` for a checkpoint, ``_partial_path``)."""
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    same = all(old.get(k) == base[k] for k in ("input_sha256", "boot_seed", "stages", "method"))
+    same = all(old.get(k) == base[k] for k in ("input_sha256", "boot_seed", "stages", "method")) \
+        and fit_version_of(old) == base.get("fit_version", FIT_VERSION)
     return old if same and old.get("status") == status and "draw_ids" in old else None
 
 
@@ -765,7 +788,7 @@ def pipeline_bootstrap(profile: str = "cpu", n_boot: int | None = None, *,
     base = {"profile": profile, "stage": "pipeline_boot", "stages": stages, "paired_stages": paired,
             "input_sha256": {s: _sha(frames[s]) for s in (*PIPELINE_STAGES, *PAIRED_STAGES)},
             "boot_seed": BOOT_SEED, "method": PIPELINE_METHOD + (PIPELINE_BOUND_METHOD if bound_refit else ""),
-            "n_boot": int(n_boot),
+            "n_boot": int(n_boot), "fit_version": FIT_VERSION,
             "equation": "Eqs. 3–4 on Chinchilla, every stage refitted per resample of runs"}
     path = fits_path(profile, "pipeline_boot", root)
     if "chinchilla" not in stages or len(stages) < 2:
@@ -842,8 +865,9 @@ def pipeline_bound_shares(record: Mapping | None) -> dict[str, dict[str, float]]
 
 
 def pipeline_boot_is_current(record: Mapping | None, df: pd.DataFrame) -> bool:
-    """True if a ``pipeline_bootstrap`` record was made from exactly the rows ``df`` gives its stages now."""
-    if not record:
+    """True if a ``pipeline_bootstrap`` record was made from exactly the rows ``df`` gives its stages now, by
+    this ``FIT_VERSION``."""
+    if not record or fit_version_of(record) != FIT_VERSION:
         return False
     frames = stage_frames(df)
     sha = record.get("input_sha256") or {}
@@ -979,7 +1003,7 @@ def joint_all_markdown(rec: Mapping | None, df: pd.DataFrame) -> str:
     if not rec or rec.get("status") != "ok":
         why = (rec or {}).get("reason") or "no record yet"
         return f"The joint fit of every constant has not been made ({why}; `python -m bitlaws fit` makes it)."
-    stale = rec.get("input_sha256") != _sha(_joint_all_rows(df))
+    stale = not record_is_current(rec, _sha(_joint_all_rows(df)))
     t = joint_all_table(rec)
     big = [f"{k} {r.staged:.3g} → {r.joint:.3g}" for k, r in t.head(3).iterrows()]
     excess = rec["objective_staged"] / rec["objective"] - 1 if rec["objective"] > 0 else math.nan
@@ -1028,7 +1052,7 @@ def joint_all_fit(profile: str = "cpu", *, root: str | os.PathLike | None = None
     rows = _joint_all_rows(df)
     stage = lf.STAGES["joint_all"]
     base = {"profile": profile, "stage": "joint_all", "equation": stage.equation, "input_sha256": _sha(rows),
-            "n_points": int(len(rows))}
+            "n_points": int(len(rows)), "fit_version": FIT_VERSION}
     staged = {}
     for s_ in PIPELINE_STAGES:
         p = params_of(fits.get(s_))
@@ -1113,7 +1137,7 @@ def fit_ptq_method(profile: str = "cpu", method: str = "gptq", n_boot: int | Non
                     rows=rows)
     else:
         rec = _fit_one(profile, "ptq", frame_s, None, n_boot, rows)
-    rec.update(method=method, input_sha256=_ptq_rows_sha(frame_s),
+    rec.update(method=method, input_sha256=_ptq_rows_sha(frame_s), fit_version=FIT_VERSION,
                input_columns=[c for c in _PTQ_FIT_COLUMNS if c in frame_s])
     if write:
         _write_json(ptq_fit_path(profile, method, root), rec)
@@ -1130,8 +1154,7 @@ def ptq_fit_is_current(record: Mapping | None, df: pd.DataFrame, method: str) ->
     if not record:
         return False
     rows = stage_frames(df, method)["ptq"]
-    want = _ptq_rows_sha(rows) if "method" in record else _sha(rows)
-    return record.get("input_sha256") == want
+    return record_is_current(record, _ptq_rows_sha(rows) if "method" in record else _sha(rows))
 
 
 def _percentile_mc_se(draws: np.ndarray, q: tuple[float, ...], n_resample: int = 1000,
