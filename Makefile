@@ -50,7 +50,8 @@ nbval: $(STAMP)
 test: unit nbval book
 
 # Execute one chapter (CH=04, a unique prefix of a notebooks/*.md name, or the name itself) into build/chapters/,
-# without the rest of the book: `make chapter CH=04`, then open build/chapters/04-….ipynb.
+# without the rest of the book: `make chapter CH=04`, then open build/chapters/04-….ipynb (tools/unglue.py fills
+# in the prose's {glue:…} references, which plain Jupyter would show as written).
 chapter: $(STAMP)
 	@ch="$(CH)"; ch="$${ch%.md}"; ch="$${ch%.ipynb}"; \
 	  test -n "$$ch" || { echo "make chapter CH=NN: CH names a chapter, one of: $$(cd notebooks && ls *.md | cut -c1-2 | tr '\n' ' ')"; exit 2; }; \
@@ -59,7 +60,7 @@ chapter: $(STAMP)
 	  test $$# -eq 1 || { echo "CH=$(CH) matches $$# chapters ($$(cd notebooks && ls $$ch*.md | tr '\n' ' ')): give more of the name, e.g. CH=04"; exit 2; }; \
 	  mkdir -p build/chapters && out=build/chapters/$$(basename $$1 .md).ipynb && \
 	  $(VENV)/bin/jupytext --quiet --to ipynb -o $$out $$1 && \
-	  $(VENV)/bin/jupyter execute --inplace $$out && echo "Executed: $$out"
+	  $(VENV)/bin/jupyter execute --inplace $$out && $(PY) tools/unglue.py $$out && echo "Executed: $$out"
 
 reproduce: $(STAMP)
 	$(PY) -m bitlaws sweep --profile $(PROFILE) --workers $(WORKERS) --threads $(THREADS)

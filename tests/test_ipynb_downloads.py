@@ -1,5 +1,5 @@
 """The chapters' downloadable notebooks (book/_ext/ipynb_downloads.py): the install cell first,
-then the chapter's own cells unchanged."""
+then the chapter's own cells unchanged; tools/unglue.py fills in an executed chapter's glue references."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("ipynb_downloads", ROOT / "book" / "_ext" / "ipynb_downloads.py")
 ext = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ext)
+_u = importlib.util.spec_from_file_location("unglue", ROOT / "tools" / "unglue.py")
+unglue = importlib.util.module_from_spec(_u)
+_u.loader.exec_module(unglue)
 
 
 def test_chapter_notebook_puts_the_install_cell_first():
@@ -21,7 +24,42 @@ def test_chapter_notebook_puts_the_install_cell_first():
     own = jupytext.read(md)
     assert nb.cells[0].cell_type == "code" and nb.cells[0].metadata["tags"] == ["install"]
     assert "git\", \"clone\", \"--depth\", \"1\", \"https://github.com/example/bitlaws\"" in nb.cells[0].source
-    assert [c.source for c in nb.cells[1:]] == [c.source for c in own.cells]
+    glued = any("{glue" in c.source for c in own.cells if c.cell_type == "markdown")
+    assert glued  # chapter 00's prose quotes glued values: the note on filling them in comes second
+    assert nb.cells[1].cell_type == "markdown" and nb.cells[1].source == ext.GLUE_NOTE
+    assert [c.source for c in nb.cells[2:]] == [c.source for c in own.cells]
     compile(nb.cells[0].source, "install", "exec")  # the install cell is valid Python
     with pytest.raises(ValueError, match="http"):
         ext.chapter_notebook(md, "git@github.com:x/y")
+
+
+def _glued(name, data):
+    """An output as myst-nb's ``glue(name, value, display=False)`` leaves it in an executed notebook."""
+    import nbformat
+
+    return nbformat.v4.new_output("display_data", data={unglue.PREFIX + k: v for k, v in data.items()},
+                                  metadata={"scrapbook": {"mime_prefix": unglue.PREFIX, "name": name}})
+
+
+def test_unglue_fills_each_reference_from_what_the_cells_glued():
+    import nbformat
+
+    code = nbformat.v4.new_code_cell("glue(...)")
+    code.outputs = [_glued("x", {"text/plain": "3.14159"}), _glued("who", {"text/plain": "'the weights'"}),
+                    _glued("m", {"text/markdown": "**bold**", "text/plain": "<Markdown>"}),
+                    _glued("fig", {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}),
+                    nbformat.v4.new_output("display_data", data={"text/plain": "not glued"})]
+    prose = nbformat.v4.new_markdown_cell(
+        "Value {glue:text}`x:.2f`, {glue:text}`who`, {glue:md}`m`, {glue}`x` and {glue:text}`absent:.1f`.\n\n"
+        "```{glue:figure} fig\n:alt: a line rising\n:name: fig-a\n\nThe caption,\nover two lines.\n```\n\nAfter.")
+    nb = nbformat.v4.new_notebook(cells=[code, prose])
+    filled, missing = unglue.unglue(nb)
+    assert (filled, missing) == (5, ["absent"])
+    assert nb.cells[1].source == ("Value 3.14, the weights, **bold**, 3.14159 and {glue:text}`absent:.1f`.\n\n"
+                                  "![a line rising](attachment:fig.png)\n\n*The caption, over two lines.*\n\nAfter.")
+    assert nb.cells[1].attachments == {"fig.png": {"image/png": "iVBORw0KGgo="}}
+    nbformat.validate(nb)  # still a valid notebook, attachments included
+    # a figure glued without an image (no inline backend) is left as written, and said
+    code.outputs = [_glued("fig", {"text/plain": "<Figure>"})]
+    prose.source, prose.attachments = "```{glue:figure} fig\n\nCap.\n```", {}
+    assert unglue.unglue(nb) == (0, ["fig"]) and prose.source == "```{glue:figure} fig\n\nCap.\n```"

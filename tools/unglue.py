@@ -1,0 +1,117 @@
+"""Fill in a chapter's ``{glue:…}`` references in an executed notebook, for reading it in plain Jupyter.
+
+The book's prose quotes values that its code cells ``glue`` (myst-nb): ``{glue:text}`name:.3f```,
+``{glue:md}`name``` and ``{glue:figure} name`` blocks. Sphinx fills them in when it builds the book; plain
+Jupyter shows them as written. After ``make chapter`` executes a chapter, this replaces each reference in
+its markdown cells with the value the executed cells glued (text/markdown or text/plain, formatted as
+myst-nb formats it; a figure as an image attachment with its caption). A reference whose name no cell
+glued is left as written and reported.
+
+Usage: ``python tools/unglue.py build/chapters/04-compute-optimal.ipynb`` (rewrites it in place).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+PREFIX = "application/papermill.record/"
+ROLE = re.compile(r"\{glue(?::(text|md|any))?\}`([^`]+)`")
+FIGURE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{glue:figure\}\s+(?P<name>\S+)\s*\n(?P<body>.*?)^(?P=fence)[ \t]*$",
+                    re.S | re.M)
+
+
+def glued_values(nb) -> dict[str, dict[str, str]]:
+    """``name -> {mime: data}`` of every output an executed notebook's cells glued (the papermill prefix
+    removed); a name glued twice keeps its last value, as myst-nb does."""
+    out: dict[str, dict[str, str]] = {}
+    for cell in nb.cells:
+        for o in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            name = (o.get("metadata") or {}).get("scrapbook", {}).get("name")
+            if name:
+                data = o.get("data", {})
+                out[name] = {k.removeprefix(PREFIX): "".join(v) if isinstance(v, list) else v for k, v in data.items()}
+    return out
+
+
+def _role(kind: str | None, ref: str, values: dict[str, dict[str, str]]) -> str | None:
+    from myst_nb.core.variables import format_plain_text
+
+    name, _, fmt = ref.partition(":")
+    data = values.get(name.strip())
+    if data is None:
+        return None
+    if kind in (None, "md", "any") and "text/markdown" in data:
+        return data["text/markdown"].strip()
+    if "text/plain" not in data:
+        return None
+    return format_plain_text(data["text/plain"], fmt if kind == "text" else "")
+
+
+def unglue(nb):
+    """Replace the ``{glue…}`` references of ``nb``'s markdown cells by the values its outputs glued.
+
+    Args:
+        nb: an executed ``nbformat`` notebook (version 4); changed in place.
+
+    Returns:
+        ``(filled, missing)``: how many references were replaced, and the names no output glued (left as
+        written).
+    """
+    values = glued_values(nb)
+    filled, missing = 0, []
+
+    def role(m: re.Match) -> str:
+        nonlocal filled
+        text = _role(m.group(1), m.group(2), values)
+        if text is None:
+            missing.append(m.group(2).partition(":")[0])
+            return m.group(0)
+        filled += 1
+        return text
+
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        src, attachments = cell.source, dict(cell.get("attachments") or {})
+
+        def figure(m: re.Match) -> str:
+            nonlocal filled
+            name = m.group("name")
+            png = (values.get(name) or {}).get("image/png")
+            if png is None:
+                missing.append(name)
+                return m.group(0)
+            body = m.group("body").splitlines()
+            opts = dict(re.match(r":(\S+):\s*(.*)", line).groups() for line in body if re.match(r":\S+:", line))
+            caption = " ".join(line.strip() for line in body if line.strip() and not re.match(r":\S+:", line))
+            attachments[f"{name}.png"] = {"image/png": png}
+            filled += 1
+            return f"![{opts.get('alt', name)}](attachment:{name}.png)\n\n*{caption}*"
+
+        src = FIGURE.sub(figure, src)
+        src = ROLE.sub(role, src)
+        cell.source = src
+        if attachments:
+            cell["attachments"] = attachments
+    return filled, missing
+
+
+def main(argv: list[str]) -> int:
+    import nbformat
+
+    if len(argv) != 1 or not argv[0].endswith(".ipynb"):
+        print("usage: python tools/unglue.py CHAPTER.ipynb (an executed notebook; rewritten in place)", file=sys.stderr)
+        return 2
+    path = Path(argv[0])
+    nb = nbformat.read(path, as_version=4)
+    filled, missing = unglue(nb)
+    nbformat.write(nb, path)
+    print(f"{path}: {filled} glue references filled in"
+          + (f"; {len(missing)} left as written (no output glued {', '.join(sorted(set(missing)))})" if missing else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
