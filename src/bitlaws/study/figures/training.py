@@ -11,9 +11,12 @@ __all__ = ["marginal_figure", "seeded_marginal_figure", "sensitivity_figure", "f
 _PART_NAMES = {"w": "weights", "a": "activations", "kv": "KV cache"}
 
 
-def _finish_part_panels(fig, axes, bits, ylabel: str | None):
+def _finish_part_panels(fig, axes, bits, ylabel: str | None, budgets=()):
     """The three part panels' P axis and ticks; with a ``ylabel`` (panels holding data) also the zero line, the
-    shared y label and the legend; ``fig``."""
+    shared y label and the legend: one entry per size (its colour, as labelled by the plotted lines) and, with
+    two or more ``budgets`` (D, bytes), one per line style (solid: the largest D; dashed: the others); ``fig``."""
+    from matplotlib.lines import Line2D
+
     for ax, part in zip(axes, _PART_NAMES):
         if ylabel is not None:
             ax.axhline(0, color="0.5", lw=0.8, ls=":")
@@ -21,7 +24,16 @@ def _finish_part_panels(fig, axes, bits, ylabel: str | None):
         ax.set_xticks(list(bits))
     if ylabel is not None:
         axes[0].set_ylabel(ylabel)
-        axes[0].legend(fontsize=8)
+        handles, labels = axes[0].get_legend_handles_labels()
+        # a size's entry shows its colour only: the line style says D, in entries of its own
+        handles = [Line2D([], [], color=h.get_color() if hasattr(h, "get_color") else h[0].get_color(), marker="o",
+                          ms=4, ls="none") for h in handles]
+        budgets = sorted(budgets)
+        if len(budgets) >= 2:
+            others = ", ".join(human(d) for d in budgets[:-1])
+            handles += [Line2D([], [], color="0.3", ls="-"), Line2D([], [], color="0.3", ls="--")]
+            labels += [f"D = {human(budgets[-1])} bytes", f"D = {others} bytes"]
+        axes[0].legend(handles, labels, fontsize=8)
     return fig
 
 
@@ -42,7 +54,7 @@ def marginal_figure(marginal, bits):
 
     ok = marginal[marginal["status"] == "ok"]
     sizes, budgets = sorted(ok["n_params"].unique()), sorted(ok["n_tokens"].unique())
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(9.5, 3.8), sharey=True)
     for ax, part in zip(axes, _PART_NAMES):
         for i, n in enumerate(sizes):
             labelled = False
@@ -52,7 +64,7 @@ def marginal_figure(marginal, bits):
                     ax.plot(s["bits"], s["delta_train"], marker="o", ms=3, color=size_color(i, len(sizes)),
                             ls="-" if d == budgets[-1] else "--", label=None if labelled else f"N = {human(n)}")
                     labelled = True
-    return _finish_part_panels(fig, axes, bits, "$L - L_\\mathrm{high}$ [nats/byte]")
+    return _finish_part_panels(fig, axes, bits, "$L - L_\\mathrm{high}$ [nats/byte]", budgets)
 
 
 def seeded_marginal_figure(seeded, bits):
@@ -76,7 +88,7 @@ def seeded_marginal_figure(seeded, bits):
             ax.text(0.5, 0.5, "no seeded cell among\nthe rows read", ha="center", va="center", transform=ax.transAxes)
         return _finish_part_panels(fig, axes, bits, None)
     sizes, budgets = sorted(seeded["n_params"].unique()), sorted(seeded["n_tokens"].unique())
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(9.5, 3.8), sharey=True)
     for ax, part in zip(axes, _PART_NAMES):
         for i, n in enumerate(sizes):
             labelled = False
@@ -90,7 +102,7 @@ def seeded_marginal_figure(seeded, bits):
                                 ls="-" if d == budgets[-1] else "--",
                                 label=None if labelled else f"N = {human(n)} ({int(s['seeds'].min())} seeds)")
                     labelled = True
-    return _finish_part_panels(fig, axes, bits, "mean $L - L_\\mathrm{high}$ [nats/byte]")
+    return _finish_part_panels(fig, axes, bits, "mean $L - L_\\mathrm{high}$ [nats/byte]", budgets)
 
 
 def sensitivity_figure(ours, paper):
