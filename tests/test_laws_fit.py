@@ -569,7 +569,8 @@ def test_p3_rule_comes_out_both_ways(tmp_path, gamma_w, grade):
     mixed = la.verdict_p3(recs, "smoke", df, (_p3_power_table(0.9, residual=0.4), ""))
     assert mixed.details["power"] == pytest.approx(0.4) and mixed.details["power_seed"] == pytest.approx(0.9)
     assert mixed.verdict == ("reproduced" if grade == "reproduced" else "inconclusive")
-    assert "the gate reads the smaller power, 40%, below 50%" in mixed.reason
+    assert "the gate reads the smaller power, 40%, at the lower end of its Monte Carlo interval [22, 61], below 50%" \
+        in mixed.reason
     assert v.details["seed_sigma"] == pytest.approx(math.sqrt((0.01 ** 2 + 0.004 ** 2) / 4))
     # rule v5: leg (a)'s lack of fit reads σ_e, not the pooled σ (which v4 read; its p-value is reported)
     assert v.details["run_sigma"] == pytest.approx(0.003) and v.details["run_sigma_dof"] == 1.0

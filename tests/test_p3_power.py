@@ -252,10 +252,11 @@ def test_the_summary_reads_each_leg_and_the_world_at_our_fit():
     assert "finds the paper's value outside the interval in 75% [" in text
     # only the seed-noise power simulated: the gate, which reads the smaller of two, has nothing to read
     assert math.isnan(sm["power_gate"]) and "one is not simulated for these rows" in text
-    # with both, a gate power whose Monte Carlo interval straddles 50 % says the grade stands on its point estimate
+    # with both, the gate reads the smaller power's Monte Carlo lower end (rule v6): 60 % of 10 is [31, 83], below 50 %
     both = la.p3_power_summary(pd.concat([tab, tab.assign(noise="residual")], ignore_index=True))
-    assert both["power_gate"] == pytest.approx(0.6) and "the gate reads the smaller power, 60%, whose Monte Carlo " \
-        "interval [31, 83] straddles 50%: the grade stands on its point estimate" in la.p3_power_text(both)
+    assert both["power_gate"] == pytest.approx(0.6) and both["power_gate_n"] == 10
+    assert "the gate reads the smaller power, 60%, at the lower end of its Monte Carlo interval [31, 83], below 50%" \
+        in la.p3_power_text(both)
     # the residual world's note follows where σ_e comes from: the stand-in, or the seeded P_w cells
     assert "what leg (a) misses is the stand-in σ_e" in la.p3_power_text(both, ours={"source": "D cell × seed"})
     seeded = la.p3_power_text(both, ours={"source": "P_w × seed"})

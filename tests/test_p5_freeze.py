@@ -6,7 +6,8 @@ critical value, power and design simulations, T's widened interval and its sourc
 2026-12-04, after the factorial was read, the verdict's wording only (no decision changed); v10, v11 and v12 on
 2026-12-06, changes to ``store.load_runs`` only (the data freeze; the refusal of an experiment name no file holds
 and no sweep declares; the refusal of an empty collection and a message naming both filters), the rule and the
-rows it reads unchanged. The
+rows it reads unchanged; v13 on 2026-12-07, after the data, the power gate reading its power's Monte Carlo
+lower end (``claims.gate_value``, frozen from v13), with every gated rule (no grade moved). The
 freeze covers the rule, its statistics, its simulations, its data selection and evaluation version, the law
 that generates its simulated data (``forms.qat_loss`` and what it calls), the power gate, the factorial's
 training specification and the Chinchilla inputs it reads (registered constants). Any change fails here until
@@ -30,7 +31,8 @@ FROZEN = {"5": "29e5bfe945e2885f076698e191b0eaffd311f6793c79984a9a23d1c9aca997b5
           "8": "d16f850f394c8f05722a371cc40663912b21ab0765c5cf741f00688a7d9c7b35",
           "9": "06fd7ee2846d83fdaa0a78f1a6e4fe8645744936d56314b36c764dc542c74c37", "10": "bf66380f5b090f84a9dcdf566334977200b419b36e3a2394ac42ce61bf852351",
           "11": "cd388c636abc854d05a4e80daefc7d1b0473daf0c0e5b76103b8282901a547a6",
-          "12": "28e2b6b17f6136f1dda485cc08a77b92720d6377e5aa9f793e5af59fee7474da"}
+          "12": "28e2b6b17f6136f1dda485cc08a77b92720d6377e5aa9f793e5af59fee7474da",
+          "13": "0215561e900e1605f7b968606607d2b3458c98fbb16de028eef024d13b8aede2"}
 
 
 def _factorial_spec() -> str:
@@ -39,7 +41,7 @@ def _factorial_spec() -> str:
 
 
 def _frozen_text() -> str:
-    funcs = (claims.rule_p5, claims.rule_p5_v6, claims.power_gate,
+    funcs = (claims.rule_p5, claims.rule_p5_v6, claims.power_gate, claims.gate_value,
              power.p5_factorial_table, power._p5_main_effects, power._p5_v5_batch, power._p5_gauss_newton,
              power._p5_paper_fit, power._p5_pair_cells, power._p5_v6_batch, power.p5_v6_statistics,
              power._p5_v6_grades, power._p5_truths, power.p5_v6_power, power.p5_v6_sizes, power.p5_v6_calibrated,
@@ -88,7 +90,7 @@ def test_the_digest_sees_every_part_it_freezes():
     # one character changed in any frozen part changes the digest
     text = _frozen_text()
     for needle in ("P5_MIN_SEEDS", "def _p5_v6_batch", "def verdict_p5", "def p5_rows", "factorial_seeds",
-                   "def qat_loss", "def power_gate", "P5_EVAL_VERSION", "P5_T_INTERVAL", "def eval_windows",
+                   "def qat_loss", "def power_gate", "def gate_value", "P5_EVAL_VERSION", "P5_T_INTERVAL", "def eval_windows",
                    "def load_p5_factorial", "qat_factorial", "lr=", "'spread'", "P5_CHINCHILLA",
                    "def p5_v7_critical", "def p5_v7_design", "P5_T_INTERVAL_V7", "P5_V7_GATE_REPRODUCED",
                    "def _p5_preregistered"):

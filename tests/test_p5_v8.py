@@ -70,12 +70,14 @@ def test_rule_p5_decisions():
     # v9 changed the verdict's words only, after the data; v8 is the decision registered before them
     # v10, v11 and v12 changed only store.load_runs (the data freeze; unknown experiment names and empty collections
     # refused; its no-rows message), which the rule's freeze digests
-    assert claims.RULE_VERSIONS["P5"] == "12" and \
-        [v for v, *_ in claims.RULE_HISTORY["P5"][-5:]] == ["8", "9", "10", "11", "12"]
-    assert "words only" in claims.RULE_HISTORY["P5"][-4][1] and "No statistic" in claims.RULE_HISTORY["P5"][-4][2]
-    for entry in claims.RULE_HISTORY["P5"][-3:]:
+    # v13 (after the data, with every gated rule): the power gate reads its power's Monte Carlo lower end
+    assert claims.RULE_VERSIONS["P5"] == "13" and \
+        [v for v, *_ in claims.RULE_HISTORY["P5"][-6:]] == ["8", "9", "10", "11", "12", "13"]
+    assert "words only" in claims.RULE_HISTORY["P5"][-5][1] and "No statistic" in claims.RULE_HISTORY["P5"][-5][2]
+    for entry in claims.RULE_HISTORY["P5"][-4:-1]:
         assert "no change to the rule" in entry[1] and "load_runs" in entry[2]
-    when = claims.RULE_HISTORY["P5"][-5][1]
+    assert "after the data" in claims.RULE_HISTORY["P5"][-1][1] and "gate_value" in claims.RULE_HISTORY["P5"][-1][2]
+    when = claims.RULE_HISTORY["P5"][-6][1]
     assert "2026-12-04" in when and "before any qat_factorial row was read" in when and "referee" in when
     r = claims.rule_p5
     assert r(3, 0.5, 0.03, 0.01) == "reproduced"

@@ -427,10 +427,16 @@ def test_p4_rule_v2_reads_the_order_probability_over_the_bootstrap():
     # rule v7: every variant powered, the conjunction not — v6 would have said partly, v7 says inconclusive
     joint_weak = qa.verdict_p4({**paper, "pipeline_boot": _v6(df, boot, 0.9, joint=0.4)}, df, "cpu")
     assert joint_weak.verdict == "inconclusive" and joint_weak.details["grade_floor_0.05"] == "partly"
+    # rule v8: the gate reads the conjunction's power at its Monte Carlo lower end: 56 % of 50 datasets is [42, 69],
+    # so a partly is inconclusive; the same 56 % over 5000 datasets ([55, 57]) lets it stand
+    near = qa.verdict_p4({**paper, "pipeline_boot": _v6(df, boot, 0.9, joint=0.56)}, df, "cpu")
+    assert near.verdict == "inconclusive" and near.details["grade_floor_0.05"] == "partly"
+    assert qa.verdict_p4({**paper, "pipeline_boot": _v6(df, boot, 0.9, joint=0.56, n_sim=5000.0)}, df,
+                         "cpu").verdict == "partly"
     # a record of rule v5 (no variants, no draws without P_a ≤ 3) cannot give v6 a grade
     v5 = {"power": 0.9, "power_partly": 0.9, "false_positive": 0.0, "false_partly": 0.0, "n_sim": 50.0}
     old = qa.verdict_p4({**tight, "pipeline_boot": {**tight["pipeline_boot"], "p4_power": v5}}, df, "cpu")
-    assert old.verdict == "inconclusive" and "rule v7 needs the power of each of its four variants" in old.reason
+    assert old.verdict == "inconclusive" and "rule v8 needs the power of each of its four variants" in old.reason
     # the size over the boundary nulls is stated, and flagged where it exceeds 5 %
     sized = dict(fp_all_equal=0.0, fp_a_eq_w=0.02, fp_w_eq_kv=0.03, fp_partly_a_eq_w=0.04, false_positive=0.03,
                  size_null="w_eq_kv", false_partly=0.04, size_partly_null="a_eq_w", chinchilla_refit=1.0,

@@ -41,6 +41,21 @@ def test_power_gate():
     assert claims.power_gate("reproduced", 0.1) == "reproduced"
     with pytest.raises(ValueError, match="grade"):
         claims.power_gate("derived", 0.9)
+    # with its simulated datasets the gate reads the Monte Carlo interval's lower end (Wilson, as mc_interval prints)
+    for rate, n in ((0.545, 200), (0.567, 1000), (0.6, 10), (1.0, 40), (0.0, 40)):
+        assert claims.gate_value(rate, n) == pytest.approx(claims.mc_interval(rate, n)[0], abs=1e-12)
+    assert claims.gate_value(0.545, 200) == pytest.approx(0.4758, abs=1e-4) and claims.POWER_MIN == 0.5
+    assert claims.power_gate("not reproduced", 0.545) == "not reproduced"  # the point alone passes
+    assert claims.power_gate("not reproduced", 0.545, 200) == "inconclusive"  # its interval [48, 61] does not
+    assert claims.power_gate("not reproduced", 0.545, 5000) == "not reproduced"  # [0.531, 0.559]: it does
+    assert claims.power_gate("partly", 0.4, 10**6) == "inconclusive" and claims.power_gate("reproduced", 0.1, 10) == \
+        "reproduced"
+    assert claims.gate_value(0.7, None) == 0.7 and math.isnan(claims.gate_value(math.nan, 100))
+    assert claims.gate_value(0.55, 199.0) < claims.gate_value(0.55, 2000.0) < 0.55  # a rate over failed datasets too
+    with pytest.raises(ValueError, match="power must lie in"):
+        claims.gate_value(1.2, 10)
+    with pytest.raises(ValueError, match="n_sim must be"):
+        claims.gate_value(0.5, 0)
 
 
 # --- P9 -------------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ __all__ = [
     "POWER_MIN",
     "ALPHA",
     "power_gate",
+    "gate_value",
     "rate_text",
     "mc_interval",
     "sign_test_p",
@@ -208,7 +209,7 @@ CLAIMS: dict[str, dict[str, str | None]] = {
 # cannot pass for the stored verdict. Bump it with every change of a rule (and say why in the
 # rule's docstring). RULE_HISTORY says which changes came after the data were seen.
 RULE_VERSIONS: dict[str, str] = {
-    "P1": "2", "P2": "3", "P3": "5", "P4": "7", "P5": "12", "P6": "4", "P7": "2", "P8": "2",
+    "P1": "3", "P2": "4", "P3": "6", "P4": "8", "P5": "13", "P6": "4", "P7": "2", "P8": "2",
     "P9": "9", "P10": "4", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "3",
 }
 
@@ -225,6 +226,11 @@ RULE_SOURCES: dict[str, str] = {
 
 # Every version of every rule: (version, when, what it asks and why it changed). The last entry's
 # version is the one in RULE_VERSIONS (a test checks). Sessions are the project's working sessions.
+# The change every gated rule took on 2026-12-07 (its own version of each; RULE_HISTORY quotes it).
+_GATE_CHANGE = ("the power gate (power_gate) reads the lower end of the power's Monte Carlo 95 % interval over its "
+                "simulated datasets (gate_value, Wilson's) instead of its point, after a referee noted that a power of "
+                "55 % [48, 61] passed the 50 % gate though its own simulation cannot tell it from 50 %; no grade moved")
+
 RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
     "P1": [("1", "session 1, before the base grid ran", "the share of (N, P_post) and (D, P_post) series and "
             "(N, D) cells whose δ_PTQ moves in the paper's direction beyond the seed noise; GPTQ graded, RTN "
@@ -232,7 +238,8 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
            ("2", "2026-12-01, after a referee's reading of the data (a change after the data)", "judged only where δ "
             "clears the noise floor (t-quantiles on the seeds' degrees of freedom; cells and series below it are "
             "unresolved, not failures), with γ_D's bootstrap interval against the paper's 0.51 as the quantitative "
-            "test, and power by simulation: v1's failures were series below the floor, while γ_D's gap went ungraded")],
+            "test, and power by simulation: v1's failures were series below the floor, while γ_D's gap went ungraded"),
+           ("3", "2026-12-07 (issue 14), after the data, with every gated rule at once (stricter)", f"version 2's decision; {_GATE_CHANGE} (the gated powers on these rows: GPTQ 98 % of 200 datasets, lower end 94 %)")],
     "P2": [("1", "session 1, before the base grid ran", "the smallest model's post-PTQ loss turns upward in D "
             "by more than twice the seed spread at some P_post"),
            ("2", "2026-12-01, after a referee's reading of the data (a change after the data)", "the rise against "
@@ -242,7 +249,8 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
            ("3", "2026-12-01, after v2's near-miss (rise 0.039 against 0.058) was seen and seeds 1–4 were added at "
             "n27k 8.4M and seeds 1–3 at 16.8M (a change after the data)", "v2 as written: its code applied the power "
             "gate to failures only, so the rise the new seeds resolved read 'reproduced' at 0% power; the gate now "
-            "applies to a pass as v2 states, and the reason always gives the power and the passes over the data")],
+            "applies to a pass as v2 states, and the reason always gives the power and the passes over the data"),
+           ("4", "2026-12-07 (issue 14), after the data, with every gated rule at once (stricter)", f"version 3's decision; {_GATE_CHANGE} (P2 is inconclusive on its power alone (GPTQ 0 % with the paper's exponents), at either reading)")],
     "P3": [("1", "session 1, before the QAT sweeps ran", "held-out R² (leave one size out) of the N_eff form "
             "≥ 0.75 reproduced, ≥ 0.5 partly"),
            ("2", "session 4 (2026-12-01), after a referee's reading of the fits (a change after the data)",
@@ -279,7 +287,8 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "before a v5 verdict was stored, a third referee's reading moved the estimate's first choice to the "
             "seeded P_w cells and corrected its description: the qat_seeds rows, written after the freeze and not "
             "read by the rule, give about 0.011 there (p ≈ 0.01), a number the referee computed and this author has "
-            "seen. The power simulation reads the same (P3_POWER_SIM_VERSION 2), so v4's power rows are not read")],
+            "seen. The power simulation reads the same (P3_POWER_SIM_VERSION 2), so v4's power rows are not read"),
+           ("6", "2026-12-07 (issue 14), after the data, with every gated rule at once (stricter)", f"version 5's decision; {_GATE_CHANGE} (the gate's power on these rows: 87 % of 60 residual-scatter datasets, lower end 76 %)")],
     "P4": [("1", "session 2, before the QAT sweeps ran", "the order of the fitted f_x(P) at P = 4–8 bits"),
            ("2", "2026-12-01, after the data (a change after the data)", "the order's probability over the pipeline "
             "bootstrap's draws (≥ 95 % to count) instead of the point fits, so the grade carries the fits' "
@@ -315,7 +324,8 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "is gated with the conjunction's own power (power.p4_power's power: the least over the floors of the "
             "share of paper-constant datasets that the fits with and without the P_a ≤ 3 runs both grade "
             "reproduced), not each variant's own: the conjunction passes less often than any variant, so v6's "
-            "gate was too lenient. Stricter; the grade stays inconclusive")],
+            "gate was too lenient. Stricter; the grade stays inconclusive"),
+           ("8", "2026-12-07 (issue 14), after the data, with every gated rule at once (stricter)", f"version 7's decision; {_GATE_CHANGE} (the conjunction's power on these rows, 55 % of 200 datasets, has its lower end at 48 %, so an agreed failure would now read inconclusive; the grade was inconclusive before any gate (no variant's draws decide))")],
     "P5": [("1", "session 2, before the joint sweep ran", "the product of marginal fits predicts the mixed runs "
             "with R² ≥ 0.75, within 0.05 of the joint fit"),
            ("2", "2026-12-01, after a referee's reading of the data (a change after the data)", "out of sample against "
@@ -445,7 +455,8 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "gave a FileNotFoundError) and, when no row is left, says which rows at another evaluation version the "
             "data freeze holds back as well, so its message names eval_version and until together instead of one "
             "at a time; the rows it returns for valid arguments are unchanged, so P5 reads the same qat_factorial rows; "
-            "versioned because the data selection's code changed")],
+            "versioned because the data selection's code changed"),
+           ("13", "2026-12-07 (issue 14), after the data, with every gated rule at once (stricter)", f"version 12's decision; {_GATE_CHANGE} (the grade's own power on these rows: 57 % of 1000 datasets, lower end 54 %: not reproduced stands)")],
     "P6": [("1", "session 2, before the compute-matched suite ran", "our P* in [6, 9] bits; the suite's lowest "
             "loss at 6 or 8 bits"),
            ("2", "session 3, after the suite's seeds (a change after the data)", "the suite's noise-resolved "
@@ -873,16 +884,46 @@ def rate_text(record: Mapping, key: str = "power") -> str:
     return f"{rate:.0%}" if not math.isfinite(lo) else f"{rate:.0%} [{100 * lo:.0f}, {100 * hi:.0f}]"
 
 
-def power_gate(grade: str, power: float) -> str:
+def gate_value(power: float, n_sim: float | None = None, level: float = 0.95) -> float:
+    """What the power gate reads: the lower end of ``power``'s Monte Carlo interval over ``n_sim`` simulated
+    datasets (Wilson's score interval at ``level``, the interval ``mc_interval`` prints, here in closed form so
+    that a rate over datasets some of which failed needs no whole count), so a power whose simulation cannot
+    tell it from ``POWER_MIN`` does not pass; the point itself where ``n_sim`` is None (a power computed in
+    closed form, not simulated). NaN stays NaN.
+
+    Raises:
+        ValueError: ``power`` outside [0, 1], or ``n_sim`` given and not ≥ 1.
+    """
+    if not math.isfinite(power):
+        return math.nan
+    if not 0.0 <= power <= 1.0:
+        raise ValueError(f"gate_value: power must lie in [0, 1]; got {power}")
+    if n_sim is None:
+        return float(power)
+    if not n_sim >= 1:
+        raise ValueError(f"gate_value: n_sim must be ≥ 1 simulated datasets; got {n_sim}")
+    from scipy.stats import norm
+
+    z, n = float(norm.ppf(0.5 + level / 2)), float(n_sim)
+    centre = (power + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(power * (1 - power) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half)
+
+
+def power_gate(grade: str, power: float, n_sim: float | None = None) -> str:
     """``grade``, or *inconclusive* when the rule failed (anything short of reproduced) and its
     simulated power is below ``POWER_MIN`` (or unknown): an underpowered failure is no evidence.
+
+    Since 2026-12-07 the gate reads the lower end of the power's Monte Carlo 95 % interval over its
+    ``n_sim`` simulated datasets (``gate_value``), not its point: a power of 55 % [48, 61] does not show
+    that the rule detects the paper's effect at least half the time. No grade changed with it.
 
     Raises:
         ValueError: if ``grade`` is not a grade a rule gives.
     """
     if grade not in ("reproduced", "partly", "not reproduced"):
         raise ValueError(f"grade must be reproduced, partly or not reproduced; got {grade!r}")
-    if grade != "reproduced" and not (power >= POWER_MIN):
+    if grade != "reproduced" and not (gate_value(power, n_sim) >= POWER_MIN):
         return "inconclusive"
     return grade
 
@@ -1114,8 +1155,8 @@ P4_VARIANTS = ("floor_0.02", "floor_0.05", "floor_0.2", "no_pa3")
 
 
 def rule_p4_variants(probabilities: Mapping[str, tuple[float, float]], powers: Mapping[str, float],
-                     joint_power: float = math.nan) -> str:
-    """P4 (version 7): ``rule_p4`` in each of ``P4_VARIANTS``; a grade other than inconclusive
+                     joint_power: float = math.nan, n_sim: float | None = None) -> str:
+    """P4 (versions 7–8): ``rule_p4`` in each of ``P4_VARIANTS``; a grade other than inconclusive
     stands only if every variant gives it, else *inconclusive*; an agreed partly or not reproduced
     is then made inconclusive by ``power_gate`` with the power of this conjunction itself
     (`joint_power`: ``bitlaws.study.power.p4_power``'s ``power``, the least over the floors of
@@ -1125,7 +1166,9 @@ def rule_p4_variants(probabilities: Mapping[str, tuple[float, float]], powers: M
     Version 6 gated each variant with its own power before the conjunction; a conjunction passes
     less often than any of its parts, so its own power is the one that says whether a failure is
     evidence. Version 7 (2026-12-04) gates with it; no v6 grade had been computed from data (the
-    stored bootstrap record lacked the variants), so the change moved no grade.
+    stored bootstrap record lacked the variants), so the change moved no grade. Version 8 (2026-12-07)
+    gates on the lower end of that power's Monte Carlo interval over its ``n_sim`` datasets
+    (``gate_value``), as every gated rule now does; no grade moved.
 
     Args:
         probabilities: variant -> (p_order, p_a_most), the shares of the pipeline bootstrap's draws
@@ -1134,6 +1177,7 @@ def rule_p4_variants(probabilities: Mapping[str, tuple[float, float]], powers: M
             record; every variant must be there.
         joint_power: the conjunction's power; NaN (not simulated) gates a failure to inconclusive, as
             ``power_gate`` does.
+        n_sim: the simulated datasets behind ``joint_power`` (None: the gate reads its point).
 
     Returns:
         ``reproduced``, ``partly``, ``not reproduced`` or ``inconclusive``.
@@ -1156,7 +1200,7 @@ def rule_p4_variants(probabilities: Mapping[str, tuple[float, float]], powers: M
     if len(grades) != 1:
         return "inconclusive"
     g = grades.pop()
-    return g if g == "inconclusive" else power_gate(g, float(joint_power))
+    return g if g == "inconclusive" else power_gate(g, float(joint_power), n_sim)
 
 
 # A printed number in the prose: digits with their sign, point, exponent and thousands separators.

@@ -28,7 +28,8 @@ import pandas as pd
 from .._io import write_atomic
 from ..laws import fit as lf
 from ..laws import forms
-from .claims import (CLAIMS, POWER_MIN, Verdict, finite_or_na, inputs_identity, mc_interval, power_gate, rate_text)
+from .claims import (CLAIMS, POWER_MIN, Verdict, finite_or_na, gate_value, inputs_identity, mc_interval, power_gate,
+                     rate_text)
 from .noise import pooled_seed_variance, seed_block_anova
 from .store import data_dir, frame_sha256, load_runs
 
@@ -1393,7 +1394,8 @@ def p3_power_summary(tab: pd.DataFrame) -> dict:
     ``power`` (paper world, seed noise, reproduced), ``false_positive`` (no-effect world, seed noise, reproduced),
     ``false_partly`` (its partly or better), ``power_residual`` (paper world at the residual scatter),
     ``power_gate`` (the smaller of ``power`` and ``power_residual``, NaN unless both are simulated: what rule
-    v4's gate reads), ``n_sim``,
+    v4's gate reads) and ``power_gate_n`` (its datasets: from rule v6 the gate reads its Monte Carlo lower end),
+    ``n_sim``,
     ``n_null``, ``n_residual``, ``n_boot`` (median resamples per dataset), and per noise the paper world's
     interval ``widths`` and fitted ``points`` of f_w(4) (arrays); NaN where a group has no rows."""
     out: dict = {}
@@ -1426,6 +1428,9 @@ def p3_power_summary(tab: pd.DataFrame) -> dict:
     powers = (out["power"], out["power_residual"])
     # both, or none: a gate on whichever one was simulated would pass on the larger (seed-noise) power alone
     out["power_gate"] = min(powers) if all(math.isfinite(v) for v in powers) else math.nan
+    # the datasets behind the gate's power (the gate reads its Monte Carlo lower end, claims.gate_value)
+    out["power_gate_n"] = (out["n_sim"] if out["power_gate"] == out["power"] else out["n_residual"]) \
+        if math.isfinite(out["power_gate"]) else math.nan
     for nz in ("seed", "residual"):
         g = tab[(tab["noise"].astype(str) == nz) & (tab["world"].astype(str) == "paper")]
         w = (g["high"].astype(float) - g["low"].astype(float)).to_numpy()
@@ -1486,13 +1491,10 @@ def p3_power_text(summary: Mapping | None, why: str = "", ours: Mapping[str, flo
         if parts:
             text += "; " + "; ".join(parts)
     if math.isfinite(summary.get("power_gate", math.nan)):
-        g, n_g = summary["power_gate"], summary["n_sim"] if summary["power_gate"] == summary["power"] else \
-            summary["n_residual"]
+        g, n_g = summary["power_gate"], summary["power_gate_n"]
         lo, hi = mc_interval(g, n_g)
-        text += (f"; the gate reads the smaller power, {g:.0%}"
-                 + (f", below {POWER_MIN:.0%}" if g < POWER_MIN else "")
-                 + (f", whose Monte Carlo interval [{100 * lo:.0f}, {100 * hi:.0f}] straddles {POWER_MIN:.0%}: the "
-                    "grade stands on its point estimate" if lo < POWER_MIN <= hi else ""))
+        text += (f"; the gate reads the smaller power, {g:.0%}, at the lower end of its Monte Carlo interval "
+                 f"[{100 * lo:.0f}, {100 * hi:.0f}]" + (f", below {POWER_MIN:.0%}" if lo < POWER_MIN else ""))
     else:
         text += ("; the gate reads the smaller of the two powers and one is not simulated for these rows, so a grade "
                  "short of reproduced reads inconclusive")
@@ -1519,6 +1521,8 @@ def _paired_text(rec: Mapping, paired: Mapping | None) -> str:
 def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None = None,
                power: tuple[pd.DataFrame | None, str] | None = None) -> Verdict:
     """P3: low-precision training acts as fewer parameters (Eq. 3 on the P_w sweep).
+
+    Rule version 6 (2026-12-07, after the data, with every gated rule) keeps version 5; the power gate reads the lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not its point; no grade moved.
 
     Rule version 5 (2026-12-06, after the data, after a referee; stricter on the frozen rows) keeps version 4
     but tests leg (a)'s lack of fit against σ_e², the noise a run does not share with its (N, D, seed) at other
@@ -1612,7 +1616,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     contains, size_ok, unresolved = inside, dec["size_ok"], dec["unresolved"]
     summary = p3_power_summary(tab) if tab is not None and len(tab) else None
     pw = summary["power_gate"] if summary is not None else math.nan
-    verdict = "pending" if df is None else power_gate(dec["grade"], pw)
+    verdict = "pending" if df is None else power_gate(dec["grade"], pw, summary.get("power_gate_n") if summary else None)
     ours = (f"γ_w = {ci_text(rec, 'gamma_w', '{:.2f}')} (the stage's own bootstrap, Chinchilla held "
             f"fixed), n_w = {ci_text(rec, 'n_w', '{:.2f}')}; f_w(4) = {f4:.2f}"
             + (f" [{lo:.{_edge_digits(lo, hi, PAPER_F_W_4)}f}, {hi:.{_edge_digits(lo, hi, PAPER_F_W_4)}f}] (95 % "
@@ -1736,7 +1740,8 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     version 10 (2026-12-06) changed nothing here: ``store.load_runs`` gained the data freeze, and every factorial
     row predates it; nor did version 11 (2026-12-06): ``store.load_runs`` refuses an experiment name no file holds
     and no sweep declares, and returns the same rows for valid ones; nor version 12 (2026-12-06): it refuses an
-    empty collection and its no-rows message names both filters;
+    empty collection and its no-rows message names both filters; version 13 (2026-12-07, after the data, with
+    every gated rule): the power gate reads the lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not its point; no grade moved;
     ``bitlaws.study.claims.rule_p5``, statistics ``bitlaws.study.power.p5_v6_statistics``
     with T's interval ``power.P5_T_INTERVAL_V7``): the seeded factorial (``p5_rows``: every (P_w, P_a, P_kv)
     in {4, 8, 16}³ at seeds 101–103, one (N, D), evaluation version 2), graded on the seeds whose 27 runs
@@ -2008,7 +2013,7 @@ def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile:
         gate = max([pw["add_not"]] * via_paper + [pw["power_interaction"]] * via_inter)
     else:
         gate = 1.0
-    verdict = g if g in ("reproduced", "inconclusive") else power_gate(g, gate)
+    verdict = g if g in ("reproduced", "inconclusive") else power_gate(g, gate, pw.get("n_sim"))
 
     def size(key, src=sz):
         return rate_text({"rate": src[key], "n_sim": src["size_n_sim"]}, "rate")
@@ -2082,10 +2087,13 @@ def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile:
              "quantization, about our implementation against the paper's law" if g != "inconclusive" else "")
     reason = (f"rule v8's decision (registered 2026-12-04, before any factorial row was read; v9 its wording): {why}: "
               f"{g}"
-              + (f"; the rule's power for that grade ({gate:.0%}) is below the gate's {POWER_MIN:.0%}, so the grade "
+              + (f"; the rule's power for that grade ({gate:.0%}, the lower end of its Monte Carlo interval "
+                 f"{gate_value(gate, pw.get('n_sim')):.0%}) is below the gate's {POWER_MIN:.0%}, so the grade "
                  "is inconclusive" if verdict == "inconclusive" and g != "inconclusive" else
-                 f"; the grade's own power {gate:.0%}, at least the gate's {POWER_MIN:.0%} (the worst over σ̂'s "
-                 "interval and the four laws)" if g in ("partly", "not reproduced") else "")
+                 f"; the grade's own power {gate:.0%} (the worst over σ̂'s interval and the four laws), the lower end "
+                 f"of its Monte Carlo interval over {pw.get('n_sim', math.nan):.0f} datasets "
+                 f"{gate_value(gate, pw.get('n_sim')):.0%}, at least the gate's {POWER_MIN:.0%} (rule v13)"
+                 if g in ("partly", "not reproduced") else "")
               + scope)
     det = {**{k2: st[k2] for k2 in ("n_seeds", "n_runs", "sigma_w", "sigma_low", "sigma_rest", "f_homog", "p_homog",
                                      "fallback", "sigma_used", "nu_used", "sigma_w_lo", "sigma_w_hi", "nu",

@@ -495,7 +495,8 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
     and the runs at P_a ≤ 3 dropped from the fit (``p4_dropped_draws``) and the simulation alike;
     a grade other than inconclusive stands only if all four give it, and an agreed partly or not
     reproduced is gated with the power of that conjunction (version 6 gated each variant with its
-    own power, too leniently). The power reported is that rule's (``power.p4_power``: a simulated dataset passes only where the
+    own power, too leniently); version 8 (2026-12-07, after the data, with every gated rule): the power gate reads the lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not its point; no grade moved.
+    The power reported is that rule's (``power.p4_power``: a simulated dataset passes only where the
     fits with and without those rows both pass it) at the least favourable floor, with the four
     variants' own powers in the reason. Without a record of this simulation and of the dropped
     variant's draws the grade is inconclusive.
@@ -565,9 +566,9 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
             by = {v: (probs_d if v == "no_pa3" else probs) for v in P4_VARIANTS}
             for v in P4_VARIANTS:  # each variant's own grade, gated by its own power, for the reason's text
                 raw[v] = g = rule_p4(by[v]["p_order"], by[v]["p_a_most"])
-                grades[v] = g if g == "inconclusive" else power_gate(g, pw[f"power_{v}"])
+                grades[v] = g if g == "inconclusive" else power_gate(g, pw[f"power_{v}"], pw.get("n_sim"))
             verdict = rule_p4_variants({v: (by[v]["p_order"], by[v]["p_a_most"]) for v in P4_VARIANTS},
-                                       {v: pw[f"power_{v}"] for v in P4_VARIANTS}, pw["power"])
+                                       {v: pw[f"power_{v}"] for v in P4_VARIANTS}, pw["power"], pw.get("n_sim"))
         else:
             verdict = "inconclusive"  # rule v6–7 needs every variant's power and the draws without P_a <= 3
 
@@ -626,13 +627,13 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
             power_txt = (why_inc + _p4_variants_text(pw, probs, probs_d, grades) + "; "
                          + _p4_power_text(pw, lead=False))
         else:
-            power_txt = ("rule v7 needs the power of each of its four variants and the draws refitted without the "
+            power_txt = ("rule v8 needs the power of each of its four variants and the draws refitted without the "
                          "runs at P_a ≤ 3, which the bootstrap record lacks (`python -m bitlaws fit` makes them), so "
                          "the grade is inconclusive; "
                          + ("its power is not simulated" if pw is None else "v5's record: " + _p4_power_text(pw)))
-        reason = ("rule v7 reads the order's probability over the pipeline bootstrap (≥ 95 % to count) in four "
+        reason = ("rule v8 reads the order's probability over the pipeline bootstrap (≥ 95 % to count) in four "
                   "variants, lets a grade other than inconclusive stand only if all four give it, and gates an "
-                  "agreed failure with that conjunction's own power; "
+                  "agreed failure with that conjunction's own power, at the lower end of its Monte Carlo interval; "
                   + power_txt + ". " + reason)
     else:
         reason = "no current pipeline bootstrap: graded on the point fits (rule v1's reading). " + reason

@@ -1586,7 +1586,8 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
     γ_post interval that excludes the paper's 0.59 is named in the reason as a second quantitative gap).
 
     (Version 1, before the GPTQ rows: all three shares of series beyond 2σ ≥ 0.75; a referee showed
-    that its "failures" were series below the floor, so version 2 was written after the data.)
+    that its "failures" were series below the floor, so version 2 was written after the data.
+    Version 3, 2026-12-07, after the data, with every gated rule: the power gate reads the lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not its point; no grade moved.)
     """
     from .claims import power_gate
     from .power import N_SIM, p1_power, p1_statistics
@@ -1643,7 +1644,7 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
                          f"its own grade: {t['stats']['grade']}")
     ours = ". ".join(parts)
     st = v["stats"]
-    verdict = power_gate(st["grade"], v["power"]["power"])
+    verdict = power_gate(st["grade"], v["power"]["power"], v["power"].get("n_sim"))
     tab = ptq_table(df, main)
     why = "" if main == "gptq" else "This profile has no GPTQ rows, so the verdict is on RTN. "
     gap = (f"The gap is quantitative: our γ_D ({st['gamma_d_lo']:.2f}–{st['gamma_d_hi']:.2f}, {st['ci_source']}) "
@@ -1843,7 +1844,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     (Version 1, before the GPTQ rows, counted a rise beyond 2σ of single seeds; a referee noted it
     rested on one series, one seed and a normal quantile, so version 2 was written after the data.
     Version 3 applies version 2's power gate to a pass as well, as version 2 states; its code had
-    gated failures only.)
+    gated failures only. Version 4, 2026-12-07, after the data, with every gated rule: the power gate reads the lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not its point; no grade moved.)
     """
     from .claims import power_gate
     from .power import N_SIM, p2_power
@@ -1870,9 +1871,11 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     st = v["stats"]
     # Rule v2 as written (RULE_HISTORY): inconclusive wherever its power with the paper's exponents is
     # below POWER_MIN — a pass too, since the paper's law predicts no turn-up our design could see.
-    from .claims import POWER_MIN
+    from .claims import POWER_MIN, gate_value
 
-    verdict = "inconclusive" if not v["power"]["power"] >= POWER_MIN else power_gate(st["grade"], v["power"]["power"])
+    gate_n = v["power"].get("n_sim")  # rule v4: the gate reads the power's Monte Carlo lower end (gate_value)
+    verdict = "inconclusive" if not gate_value(v["power"]["power"], gate_n) >= POWER_MIN else \
+        power_gate(st["grade"], v["power"]["power"], gate_n)
     ok = df[df["status"] == "ok"]
     dn_max = float((ok["n_tokens"] / ok["n_params"]).max())
     split = _train_split_tokens()
