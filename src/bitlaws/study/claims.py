@@ -456,7 +456,7 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "data freeze holds back as well, so its message names eval_version and until together instead of one "
             "at a time; the rows it returns for valid arguments are unchanged, so P5 reads the same qat_factorial rows; "
             "versioned because the data selection's code changed"),
-           ("13", "2026-12-07 (issue 14), after the data, with every gated rule at once (stricter)", f"version 12's decision; {_GATE_CHANGE} (the grade's own power on these rows: 57 % of 1000 datasets, lower end 54 %: not reproduced stands)")],
+           ("13", "2026-12-07 (issue 14), after the data, with every gated rule at once (stricter)", f"version 12's decision; {_GATE_CHANGE} (the grade's own power on these rows: 57 % of 1000 datasets, lower end 54 %: not reproduced stands); the verdict also stores the current Chinchilla fit's T (printed, not read) among its details, so a refit that moves it shows in verdicts --check (the stored text had kept 0.152 after a refit to 0.157, since prose numbers are masked)")],
     "P6": [("1", "session 2, before the compute-matched suite ran", "our P* in [6, 9] bits; the suite's lowest "
             "loss at 6 or 8 bits"),
            ("2", "session 3, after the suite's seeds (a change after the data)", "the suite's noise-resolved "

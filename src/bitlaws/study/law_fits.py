@@ -2027,8 +2027,8 @@ def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile:
     else:
         t_text = f"{kap} (its interval holds 0, so T is not bounded)"
     chin = params_of(fits.get("chinchilla"))
-    t_now = (f"; the current Chinchilla fit's T = {float(chin['A']) * n ** -float(chin['alpha']):.3f} (reported, not "
-             "read)" if chin is not None else "")
+    t_current = float(chin["A"]) * n ** -float(chin["alpha"]) if chin is not None else math.nan
+    t_now = (f"; the current Chinchilla fit's T = {t_current:.3f} (reported, not read)" if chin is not None else "")
     sigma_text = (f"σ̂ = {st['sigma_used']:.4f} [{st['sigma_w_lo']:.4f}, {st['sigma_w_hi']:.4f}] nats/byte on "
                   f"{round(float(st['nu_used']), 1):g} degrees of freedom" + (" (the larger group's: the variances differ)"
                                                                 if st["fallback"] else ""))
@@ -2104,6 +2104,7 @@ def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile:
                                      "contrast_w_a", "contrast_w_kv", "contrast_a_kv", "p_pair_w_a", "p_pair_w_kv",
                                      "p_pair_a_kv")},
            "p_family": p_family, "p_crit": crit, "graded_p_multiply": p_mult,
+           "t_current_chinchilla": t_current,  # printed, not read: a detail so that verdicts --check sees it move
            "calibrated_multiply": cal["calibrated_multiply"],
            **{f"crit_{k2}": v for k2, v in cr.items()},
            **{k2: v for k2, v in pw.items() if k2 != "law_power" and not k2.startswith("sigma_at_")},
