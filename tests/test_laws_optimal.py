@@ -172,8 +172,22 @@ def test_p6_to_p8_pending_without_our_gammas_and_computed_with_them():
     assert verdict_p6(no_off, "cpu").verdict == "not reproduced"
 
 
-def test_p6_suite_leg_needs_a_noise_resolved_minimum_at_6_to_8_bits():
+_SUITE_DESIGN = {"n_tokens": 2_097_152.0,
+                 "n_params": {4.0: 850920.0, 6.0: 565536.0, 8.0: 424800.0, 12.0: 282304.0, 16.0: 213568.0}}
+
+
+def _powered_suite(monkeypatch, pw=0.9, n_sim=2000.0):
+    """The suite leg's power as ``power.p6_suite_power`` would give it, without simulating 2000 suites."""
+    from bitlaws.study import power
+
+    monkeypatch.setattr(power, "p6_suite_power", lambda *a, **k: {
+        "power": pw, "against": 0.0, "false_positive": 0.02, "n_sim": n_sim})
+
+
+def test_p6_suite_leg_needs_a_noise_resolved_minimum_at_6_to_8_bits(monkeypatch):
     from bitlaws.study.compute_optimal import verdict_p6
+
+    _powered_suite(monkeypatch)
 
     ours = {"chinchilla": _fake_fit({k: PC[k] for k in ("A", "B", "E", "alpha", "beta")}),
             **{f"neff_{x}": _fake_fit({f"gamma_{x}": PC[f"gamma_{x}"], f"n_{x}": PC[f"n_{x}"]})
@@ -182,7 +196,7 @@ def test_p6_suite_leg_needs_a_noise_resolved_minimum_at_6_to_8_bits():
     def suite(best, near):
         return {"complete": True, "best_bits": best, "near_best": near, "planned": 13, "sigma": 0.01,
                 "sigma_source": "suite", "losses": {b: 1.9 for b in (4.0, 6.0, 8.0, 12.0, 16.0)},
-                "seeds": {4.0: 3, 6.0: 3, 8.0: 3, 12.0: 3, 16.0: 1}}
+                "seeds": {4.0: 3, 6.0: 3, 8.0: 3, 12.0: 3, 16.0: 1}, **_SUITE_DESIGN}
 
     resolved = verdict_p6(ours, "cpu", suite=suite(8.0, [6.0, 8.0]))
     assert resolved.verdict == "reproduced" and "resolves its minimum" in resolved.reason
@@ -193,6 +207,14 @@ def test_p6_suite_leg_needs_a_noise_resolved_minimum_at_6_to_8_bits():
     # a resolved minimum elsewhere contradicts the claim, whatever P* says
     elsewhere = verdict_p6(ours, "cpu", suite=suite(12.0, [12.0, 16.0]))
     assert elsewhere.verdict == "not reproduced" and "outside 6–8 bits" in elsewhere.reason
+    # rule v5: a suite whose power is not simulated (no design given) is reported, not graded; v4 graded it
+    bare = {k: v for k, v in suite(8.0, [6.0, 8.0]).items() if k not in _SUITE_DESIGN}
+    unpowered = verdict_p6(ours, "cpu", suite=bare)
+    assert unpowered.verdict == "partly" and unpowered.details["suite_graded"] == 0.0
+    assert "the suite leg's power is not simulated" in unpowered.reason
+    # and a power of 56 % over 50 suites passes at its point but not at its Monte Carlo lower end (42 %)
+    _powered_suite(monkeypatch, 0.56, 50.0)
+    assert verdict_p6(ours, "cpu", suite=suite(8.0, [6.0, 8.0])).details["suite_graded"] == 0.0
 
 
 def _draws(p_star, n=200, seed=0):
@@ -204,14 +226,17 @@ def _draws(p_star, n=200, seed=0):
                          "fixed_n_slope_per_ln_dn": rng.normal(1.3, 0.1, n)})
 
 
-def test_p6_reads_the_interval_of_p_star_and_can_come_out_every_way():
+def test_p6_reads_the_interval_of_p_star_and_can_come_out_every_way(monkeypatch):
     from bitlaws.study.compute_optimal import interval, verdict_p6
+
+    _powered_suite(monkeypatch)
 
     ours = {"chinchilla": _fake_fit({k: PC[k] for k in ("A", "B", "E", "alpha", "beta")}),
             **{f"neff_{x}": _fake_fit({f"gamma_{x}": PC[f"gamma_{x}"], f"n_{x}": PC[f"n_{x}"]})
                for x in forms.COMPONENTS}}  # point P* = 7.0 bits
     resolved = {"complete": True, "best_bits": 8.0, "near_best": [6.0, 8.0], "planned": 13, "sigma": 0.01,
-                "sigma_source": "suite", "losses": {b: 1.9 for b in (4.0, 6.0, 8.0, 12.0, 16.0)}, "seeds": {}}
+                "sigma_source": "suite", "losses": {b: 1.9 for b in (4.0, 6.0, 8.0, 12.0, 16.0)}, "seeds": {},
+                **_SUITE_DESIGN}
     tight = verdict_p6(ours, "cpu", suite=resolved, draws=_draws(7.5))
     lo, hi = interval(_draws(7.5)["p_star"])
     assert tight.verdict == "reproduced" and 6 < lo < hi < 9

@@ -94,8 +94,9 @@ def test_seeded_marginal_table_averages_each_seeds_delta_against_its_own_twin():
 
 def test_part_gap_pairs_parts_within_a_seed_and_reads_cells_as_the_sample():
     # two cells × two seeds; each seed's high-precision twin differs (it cancels in δ_kv − δ_w); the gaps per
-    # (cell, seed): cell s 0.010, 0.020 (mean 0.015), cell m 0.030, 0.050 (mean 0.040): over the cells' means
-    # gap 0.0275, sd 0.017678, se 0.0125 on 1 dof, t_{0.975, 1} = 12.706
+    # (cell, seed): cell s 0.010, 0.020 (mean 0.015, var 5e-5), cell m 0.030, 0.050 (mean 0.040, var 2e-4): gap
+    # 0.0275; seed level σ_w² = (5e-5 + 2e-4)/2 on 2 dof, se = σ_w·√(1/2 + 1/2)/2 = 0.0055902, t_{0.975, 2} = 4.3027;
+    # over the cells' means sd 0.017678, se 0.0125 on 1 dof, t_{0.975, 1} = 12.706
     hp = {("s", 0): 2.0, ("s", 1): 2.1, ("m", 0): 1.8, ("m", 1): 1.7}
     gaps = {("s", 0): 0.010, ("s", 1): 0.020, ("m", 0): 0.030, ("m", 1): 0.050}
     rows = []
@@ -108,9 +109,19 @@ def test_part_gap_pairs_parts_within_a_seed_and_reads_cells_as_the_sample():
     runs = qa.marginal_seed_runs(pd.DataFrame(rows))
     assert len(runs) == 8 and runs["delta_train"].min() == pytest.approx(0.05)  # each against its own twin
     g = qa.part_gap(runs, "kv", "w", 4)
-    assert g["gap"] == pytest.approx(0.0275, abs=1e-12) and g["se"] == pytest.approx(0.0125, abs=1e-12)
-    assert (g["dof"], g["cells"], g["seeds_min"], g["seeds_max"]) == (1, 2, 2, 2)
-    assert g["hi"] - g["gap"] == pytest.approx(12.7062047 * 0.0125, rel=1e-7)
+    assert g["gap"] == pytest.approx(0.0275, abs=1e-12) and g["se_cells"] == pytest.approx(0.0125, abs=1e-12)
+    assert g["se"] == pytest.approx(0.000125 ** 0.5 / 2, rel=1e-12) and g["sigma_w"] == pytest.approx(0.000125 ** 0.5)
+    assert (g["dof"], g["dof_cells"], g["cells"], g["seeds_min"], g["seeds_max"]) == (2, 1, 2, 2, 2)
+    assert g["hi"] - g["gap"] == pytest.approx(4.3026527 * 0.000125 ** 0.5 / 2, rel=1e-7)
+    assert g["hi_cells"] - g["gap"] == pytest.approx(12.7062047 * 0.0125, rel=1e-7)
+    # per N, on the pooled σ_w: cell s alone, se = σ_w·√(1/2)
+    m, lo, hi = g["by_n"][1000.0]
+    assert m == pytest.approx(0.015) and hi - m == pytest.approx(4.3026527 * (0.000125 / 2) ** 0.5, rel=1e-7)
+    # each part's mean, with the same seed-level interval: δ_w is 0.05 in every run (no spread)
+    means = qa.part_means(runs.assign(part=runs["part"].replace({"kv": "a"})).pipe(
+        lambda r: pd.concat([r, r[r["part"] == "w"].assign(part="kv")], ignore_index=True)), 4)
+    assert means["w"]["mean"] == pytest.approx(0.05) and means["w"]["hi"] == pytest.approx(0.05)
+    assert means["a"]["mean"] == pytest.approx(0.05 + 0.0275) and means["a"]["dof"] == 2
     assert qa.part_gap(runs, "w", "kv", 4)["gap"] == pytest.approx(-0.0275, abs=1e-12)  # antisymmetric
     assert qa.part_gap(runs, "kv", "w", 8) is None  # no run at 8 bits
     assert qa.part_gap(runs[runs["size"] == "s"], "kv", "w", 4) is None  # one cell: no interval
@@ -165,7 +176,8 @@ def test_p4_rule():
     v = qa.verdict_p4(swapped, df, "cpu")
     assert v.verdict == "partly" and "below the weights' at every width from 4 to 8 bits" in v.reason
     # the measured gap, over the frame's two cells of one seed: δ_kv − δ_w = 0.10/4 − 0.30/4 in both, no spread
-    assert "δ_kv − δ_w at 4 bits is -0.050 [-0.050, -0.050] nats/byte (2 (N, D) cells of 1 seed," in v.reason
+    assert "δ_kv − δ_w at 4 bits is -0.050 [-0.050, -0.050] nats/byte (2 (N, D) cells of 1 seed; 95 % t over the " \
+        "cells' means, 1 degrees of freedom)" in v.reason
     assert "the weights cost more" in v.reason
     assert "4: f_a < f_w < f_kv" not in v.ours and "f_a < f_kv < f_w" in v.ours
     # the weights' curve crossing the KV cache's inside 4–8 bits is named as a crossing

@@ -51,6 +51,8 @@ def test_power_gate():
     assert claims.power_gate("partly", 0.4, 10**6) == "inconclusive" and claims.power_gate("reproduced", 0.1, 10) == \
         "reproduced"
     assert claims.gate_value(0.7, None) == 0.7 and math.isnan(claims.gate_value(math.nan, 100))
+    # a simulated power whose record lost its dataset count passes no gate (it must not fall back to the point)
+    assert math.isnan(claims.gate_value(0.9, math.nan)) and claims.power_gate("partly", 0.9, math.nan) == "inconclusive"
     assert claims.gate_value(0.55, 199.0) < claims.gate_value(0.55, 2000.0) < 0.55  # a rate over failed datasets too
     with pytest.raises(ValueError, match="power must lie in"):
         claims.gate_value(1.2, 10)

@@ -209,7 +209,7 @@ CLAIMS: dict[str, dict[str, str | None]] = {
 # cannot pass for the stored verdict. Bump it with every change of a rule (and say why in the
 # rule's docstring). RULE_HISTORY says which changes came after the data were seen.
 RULE_VERSIONS: dict[str, str] = {
-    "P1": "3", "P2": "4", "P3": "6", "P4": "8", "P5": "13", "P6": "4", "P7": "2", "P8": "2",
+    "P1": "3", "P2": "4", "P3": "6", "P4": "8", "P5": "13", "P6": "5", "P7": "2", "P8": "2",
     "P9": "9", "P10": "4", "Q1": "2", "Q2": "2", "Q3": "2", "Q4": "3",
 }
 
@@ -471,7 +471,12 @@ RULE_HISTORY: dict[str, list[tuple[str, str, str]]] = {
             "rate are simulated with the same test (power.p6_suite_power) and the Welch reading is reported; the "
             "suite leg is graded only where that power reaches 50 % (a resolution the paper's law rarely produces "
             "is no evidence for it). Stricter than v3; on these rows its power is 4 %, so the grade is "
-            "inconclusive")],
+            "inconclusive"),
+           ("5", "2026-12-07 (issue 14), after the data, with every gated rule at once", "version 4's decision; "
+            "its suite leg's gate reads the lower end of the suite power's Monte Carlo 95 % interval (gate_value) "
+            "instead of the point, as the power gate of every rule now does, and a suite whose power is not "
+            "simulated is reported, not graded (version 4 graded it: an unknown power passed); no grade moved (the "
+            "suite power is 4 % of 2000 on these rows)")],
     "P7": [("1", "session 1", "N* rises and D* falls below P* with our constants: reproduced"),
            ("2", "session 4 (2026-12-01), after the data", "derived: the direction follows from Eq. 6's form "
             "for any constants with P* above 4 bits, so it cannot fail; reported with its interval")],
@@ -889,7 +894,8 @@ def gate_value(power: float, n_sim: float | None = None, level: float = 0.95) ->
     datasets (Wilson's score interval at ``level``, the interval ``mc_interval`` prints, here in closed form so
     that a rate over datasets some of which failed needs no whole count), so a power whose simulation cannot
     tell it from ``POWER_MIN`` does not pass; the point itself where ``n_sim`` is None (a power computed in
-    closed form, not simulated). NaN stays NaN.
+    closed form, not simulated). NaN stays NaN, and a NaN ``n_sim`` (a simulated power whose record does not
+    say over how many datasets) gives NaN, which no gate passes.
 
     Raises:
         ValueError: ``power`` outside [0, 1], or ``n_sim`` given and not ≥ 1.
@@ -900,6 +906,8 @@ def gate_value(power: float, n_sim: float | None = None, level: float = 0.95) ->
         raise ValueError(f"gate_value: power must lie in [0, 1]; got {power}")
     if n_sim is None:
         return float(power)
+    if math.isnan(n_sim):
+        return math.nan
     if not n_sim >= 1:
         raise ValueError(f"gate_value: n_sim must be ≥ 1 simulated datasets; got {n_sim}")
     from scipy.stats import norm

@@ -578,7 +578,9 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     the interval straddles the band and no suite resolves the minimum (our design cannot tell). The
     suite leg, either way, is graded only where its power (``power.p6_suite_power``: the share of
     suites simulated from the paper's law that resolve 6–8 bits) reaches ``claims.POWER_MIN``; below
-    that, what the suite shows is reported, not graded.
+    that, what the suite shows is reported, not graded. Version 5 (2026-12-07, after the data, with every
+    gated rule) reads that power at the lower end of its Monte Carlo 95 % interval (``claims.gate_value``)
+    and grades no suite whose power is not simulated (version 4 graded it); no grade moved.
     Without draws the point estimate stands for the interval. "The same for every C" is a
     consequence of the form (``p_star_spread_bound``), derived, not tested: one compute budget
     was run. The suite leg's power (``power.p6_suite_power``: how often the paper's law resolves
@@ -671,11 +673,12 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     lo, hi = (ci if all(math.isfinite(c) for c in ci) else (p, p))
     inside, disjoint = 6.0 <= lo and hi <= 9.0, hi < 6.0 or lo > 9.0
     # rule v4: the suite leg is graded only where its simulated power reaches POWER_MIN; below it, what the
-    # suite shows is reported, not graded (a resolution the paper's law rarely produces is no evidence for it)
-    from .claims import POWER_MIN
+    # suite shows is reported, not graded (a resolution the paper's law rarely produces is no evidence for it);
+    # rule v5: at the lower end of the power's Monte Carlo interval, and a power not simulated grades nothing
+    from .claims import POWER_MIN, gate_value
 
     suite_power = det.get("suite_power", math.nan)
-    suite_graded = suite_ok is not None and (not math.isfinite(suite_power) or suite_power >= POWER_MIN)
+    suite_graded = suite_ok is not None and gate_value(suite_power, det.get("suite_n_sim", math.nan)) >= POWER_MIN
     shown_ok, shown_consistent = suite_ok, suite_consistent
     if not suite_graded:
         suite_ok, suite_consistent = None, None
@@ -718,8 +721,11 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
     legs = (f"Our P* interval {where} 6–9 bits{pstar_leg}"
             + ("; the suite is not complete" if shown_ok is None else
                f"; {shown}" if suite_graded else
-               f"; {shown}, but the suite leg's power ({suite_power:.0%}) is below {POWER_MIN:.0%}, so the suite is "
-               "reported, not graded"))
+               f"; {shown}, but the suite leg's power ({suite_power:.0%}, the lower end of its Monte Carlo interval "
+               f"{gate_value(suite_power, det['suite_n_sim']):.0%}) is below {POWER_MIN:.0%}, so the suite is "
+               "reported, not graded" if math.isfinite(suite_power) else
+               f"; {shown}, but the suite leg's power is not simulated (no Chinchilla fit or seed σ), so the suite "
+               "is reported, not graded"))
     det["suite_graded"] = float(suite_graded)
     # one sentence a line: the chapter shows the reason's first as the lead and the rest as a list; the
     # ledger and the summary box run them together (summary.markdown_text puts a text on one line)

@@ -1522,7 +1522,9 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                power: tuple[pd.DataFrame | None, str] | None = None) -> Verdict:
     """P3: low-precision training acts as fewer parameters (Eq. 3 on the P_w sweep).
 
-    Rule version 6 (2026-12-07, after the data, with every gated rule) keeps version 5; the power gate reads the lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not its point; no grade moved.
+    Rule version 6 (2026-12-07, after the data, with every gated rule) keeps version 5; the power gate reads the
+    lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not
+    its point; no grade moved.
 
     Rule version 5 (2026-12-06, after the data, after a referee; stricter on the frozen rows) keeps version 4
     but tests leg (a)'s lack of fit against σ_e², the noise a run does not share with its (N, D, seed) at other
@@ -1616,7 +1618,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     contains, size_ok, unresolved = inside, dec["size_ok"], dec["unresolved"]
     summary = p3_power_summary(tab) if tab is not None and len(tab) else None
     pw = summary["power_gate"] if summary is not None else math.nan
-    verdict = "pending" if df is None else power_gate(dec["grade"], pw, summary.get("power_gate_n") if summary else None)
+    verdict = "pending" if df is None else power_gate(dec["grade"], pw, summary.get("power_gate_n", math.nan) if summary else math.nan)
     ours = (f"γ_w = {ci_text(rec, 'gamma_w', '{:.2f}')} (the stage's own bootstrap, Chinchilla held "
             f"fixed), n_w = {ci_text(rec, 'n_w', '{:.2f}')}; f_w(4) = {f4:.2f}"
             + (f" [{lo:.{_edge_digits(lo, hi, PAPER_F_W_4)}f}, {hi:.{_edge_digits(lo, hi, PAPER_F_W_4)}f}] (95 % "
@@ -1741,7 +1743,8 @@ def verdict_p5(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     row predates it; nor did version 11 (2026-12-06): ``store.load_runs`` refuses an experiment name no file holds
     and no sweep declares, and returns the same rows for valid ones; nor version 12 (2026-12-06): it refuses an
     empty collection and its no-rows message names both filters; version 13 (2026-12-07, after the data, with
-    every gated rule): the power gate reads the lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not its point; no grade moved;
+    every gated rule): the power gate reads the lower end of the power's Monte Carlo 95 % interval over its
+    simulated datasets (``claims.gate_value``), not its point; no grade moved;
     ``bitlaws.study.claims.rule_p5``, statistics ``bitlaws.study.power.p5_v6_statistics``
     with T's interval ``power.P5_T_INTERVAL_V7``): the seeded factorial (``p5_rows``: every (P_w, P_a, P_kv)
     in {4, 8, 16}³ at seeds 101–103, one (N, D), evaluation version 2), graded on the seeds whose 27 runs
@@ -2013,7 +2016,7 @@ def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile:
         gate = max([pw["add_not"]] * via_paper + [pw["power_interaction"]] * via_inter)
     else:
         gate = 1.0
-    verdict = g if g in ("reproduced", "inconclusive") else power_gate(g, gate, pw.get("n_sim"))
+    verdict = g if g in ("reproduced", "inconclusive") else power_gate(g, gate, pw.get("n_sim", math.nan))
 
     def size(key, src=sz):
         return rate_text({"rate": src[key], "n_sim": src["size_n_sim"]}, "rate")
@@ -2088,11 +2091,18 @@ def _p5_factorial_verdict(rows: pd.DataFrame, fits: Mapping[str, dict], profile:
     reason = (f"rule v8's decision (registered 2026-12-04, before any factorial row was read; v9 its wording): {why}: "
               f"{g}"
               + (f"; the rule's power for that grade ({gate:.0%}, the lower end of its Monte Carlo interval "
-                 f"{gate_value(gate, pw.get('n_sim')):.0%}) is below the gate's {POWER_MIN:.0%}, so the grade "
+                 f"{gate_value(gate, pw.get('n_sim', math.nan)):.0%}) is below the gate's {POWER_MIN:.0%}, so the grade "
                  "is inconclusive" if verdict == "inconclusive" and g != "inconclusive" else
                  f"; the grade's own power {gate:.0%} (the worst over σ̂'s interval and the four laws), the lower end "
                  f"of its Monte Carlo interval over {pw.get('n_sim', math.nan):.0f} datasets "
-                 f"{gate_value(gate, pw.get('n_sim')):.0%}, at least the gate's {POWER_MIN:.0%} (rule v13)"
+                 f"{gate_value(gate, pw.get('n_sim', math.nan)):.0%}, at least the gate's {POWER_MIN:.0%} (rule v13)"
+                 + (f"; both routes to 'not reproduced' fired and the gate reads the larger of their powers, the paper's "
+                    f"law rejected ('add' graded not reproduced, {pw['add_not']:.0%}) over the W–A interaction "
+                    f"alternative ({pw['power_interaction']:.0%}, lower end "
+                    f"{gate_value(pw['power_interaction'], pw.get('n_sim', math.nan)):.0%}), which alone would "
+                    + ("pass" if gate_value(pw["power_interaction"], pw.get("n_sim", math.nan)) >= POWER_MIN
+                       else "not pass") + " the gate"
+                    if g == "not reproduced" and via_paper and via_inter else "")
                  if g in ("partly", "not reproduced") else "")
               + scope)
     det = {**{k2: st[k2] for k2 in ("n_seeds", "n_runs", "sigma_w", "sigma_low", "sigma_rest", "f_homog", "p_homog",

@@ -29,7 +29,7 @@ from .store import load_runs
 from .sweep import PROFILES, coverage, declared_experiments
 
 __all__ = ["PARTS", "SENSITIVITY_BITS", "P4_DROPPED_VERSION", "p4_dropped_draws", "p4_dropped_is_current",
-           "training_rows", "marginal_table", "marginal_seed_runs", "part_gap", "seeded_marginal_table", "seeded_facts", "seeded_markdown",
+           "training_rows", "marginal_table", "marginal_seed_runs", "part_gap", "part_means", "seeded_marginal_table", "seeded_facts", "seeded_markdown",
            "fitted_factors",
            "paper_factors", "empirical_order", "factor_intervals", "verdict_p4", "formats_table", "verdict_p10",
            "PAPER_FP_WEIGHT", "paper_fp_int_effect", "p10_power", "p10_noise", "p10_pairs_for_power", "P10_LEVEL",
@@ -105,28 +105,58 @@ def marginal_seed_runs(df: pd.DataFrame) -> pd.DataFrame:
     return runs.sort_values(["n_params", "n_tokens", "part", "bits", "seed"]).reset_index(drop=True)
 
 
+def _over_cells(values: pd.Series, level: float = 0.95) -> dict:
+    """The mean over (N, D) cells of per-run ``values`` (indexed by ``n_params, n_tokens, seed``), with two
+    t-intervals: on the seed spread within cells (σ_w² pooled over cells, Σ(k_i − 1) degrees of freedom; the
+    design's cells fixed: Var = σ_w²·Σ 1/k_i / cells²) and on the spread of the cells' means (cells − 1 degrees
+    of freedom; the cells taken as a sample of the (N, D) the claim speaks of). Also the seed-level reading per
+    N (``by_n``: N -> (mean, lo, hi)). NaN where the degrees of freedom are none."""
+    from scipy import stats
+
+    q = 0.5 + level / 2
+    cells = values.groupby(level=["n_params", "n_tokens"]).agg(["mean", "count", "var"])
+    n, k = len(cells), cells["count"].to_numpy(float)
+    mean = float(cells["mean"].mean())
+    dof_w = float((k - 1).sum())
+    sigma_w = float(math.sqrt(((k - 1) * cells["var"].fillna(0).to_numpy(float)).sum() / dof_w)) if dof_w else math.nan
+    t_w = float(stats.t.ppf(q, dof_w)) if dof_w else math.nan
+    se = sigma_w * math.sqrt((1 / k).sum()) / n
+    se_cells = float(cells["mean"].std(ddof=1) / math.sqrt(n)) if n >= 2 else math.nan
+    half_c = float(stats.t.ppf(q, n - 1)) * se_cells if n >= 2 else math.nan
+    by_n = {}
+    for size, g in cells.groupby(level="n_params"):
+        m, kk = float(g["mean"].mean()), g["count"].to_numpy(float)
+        h = t_w * sigma_w * math.sqrt((1 / kk).sum()) / len(g)
+        by_n[float(size)] = (m, m - h, m + h)
+    return {"mean": mean, "se": se, "dof": dof_w, "lo": mean - t_w * se, "hi": mean + t_w * se, "sigma_w": sigma_w,
+            "se_cells": se_cells, "dof_cells": float(n - 1), "lo_cells": mean - half_c, "hi_cells": mean + half_c,
+            "cells": float(n), "seeds_min": float(k.min()), "seeds_max": float(k.max()), "by_n": by_n}
+
+
 def part_gap(runs: pd.DataFrame, first: str = "kv", second: str = "w", bits: int = 4,
-             level: float = 0.95) -> dict[str, float] | None:
-    """The measured difference in loss increase between two parts at one width, with its t-interval.
+             level: float = 0.95) -> dict | None:
+    """The measured difference in loss increase between two parts at one width, with its t-intervals.
 
     Each (N, D, seed) where both parts ran gives δ_first − δ_second (the two runs share the seed's
-    high-precision twin, which cancels); each (N, D) cell's mean over its seeds is one observation, and the
-    interval is t on (cells − 1) degrees of freedom over those means: the cells are taken as a sample of
-    the (N, D) the claim speaks of, so the spread between cells counts, not only the seed noise.
+    high-precision twin, which cancels); the gap is the mean over the (N, D) cells of each cell's mean over
+    its seeds. Its main interval is t on the seed spread within cells (the design's cells fixed: what our
+    runs measure); beside it the interval that takes the cells as a sample of the (N, D) the claim speaks of
+    (t on cells − 1, wider where the gap varies with N or D), and the seed-level gap at each N. If a seed's
+    runs share their data order across cells, the seed-level interval is somewhat narrow.
 
     Args:
-        runs: :func:`marginal_seed_runs` (or :func:`marginal_table`: one seed).
-        first, second: parts (``"w"``, ``"a"``, ``"kv"``). bits: the width. level: the interval's level.
+        runs: :func:`marginal_seed_runs` (or :func:`marginal_table`: one seed, no seed-level interval).
+        first, second: parts (``"w"``, ``"a"``, ``"kv"``). bits: the width. level: the intervals' level.
 
     Returns:
-        ``gap`` (nats/byte: the mean over cells of δ_first − δ_second), ``se``, ``dof``, ``lo``, ``hi``,
-        ``cells``, ``seeds_min``, ``seeds_max`` (seeds per cell); None with fewer than two cells.
+        ``gap`` (nats/byte), ``se``, ``dof``, ``lo``, ``hi`` (seed level; NaN with one seed per cell),
+        ``sigma_w`` (the within-cell seed σ of a difference), ``se_cells``, ``dof_cells``, ``lo_cells``,
+        ``hi_cells`` (cells as the sample), ``cells``, ``seeds_min``, ``seeds_max`` (seeds per cell) and
+        ``by_n`` (N -> (gap, lo, hi), seed level); None with fewer than two cells.
 
     Raises:
         ValueError: a part not among ``w``, ``a``, ``kv``.
     """
-    from scipy import stats
-
     bad = [p for p in (first, second) if p not in PARTS]
     if bad:
         raise ValueError(f"part_gap: parts must be among {PARTS}; got {bad}")
@@ -135,15 +165,29 @@ def part_gap(runs: pd.DataFrame, first: str = "kv", second: str = "w", bits: int
     if first not in wide or second not in wide:
         return None
     d = (wide[first] - wide[second]).dropna()
-    cells = d.groupby(level=["n_params", "n_tokens"]).agg(["mean", "count"])
-    n = len(cells)
-    if n < 2:
+    if d.groupby(level=["n_params", "n_tokens"]).ngroups < 2:
         return None
-    se = float(cells["mean"].std(ddof=1) / math.sqrt(n))
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * se
-    gap = float(cells["mean"].mean())
-    return {"gap": gap, "se": se, "dof": float(n - 1), "lo": gap - half, "hi": gap + half, "cells": float(n),
-            "seeds_min": float(cells["count"].min()), "seeds_max": float(cells["count"].max())}
+    out = _over_cells(d, level)
+    out["gap"] = out.pop("mean")
+    return out
+
+
+def part_means(runs: pd.DataFrame, bits: int = 4, level: float = 0.95) -> dict[str, dict]:
+    """Each part's mean loss increase at one width over the (N, D, seed) where all three parts ran, with its
+    seed-level t-interval (as :func:`part_gap`'s; NaN with one seed per cell).
+
+    Returns:
+        part -> ``mean`` (nats/byte), ``lo``, ``hi``, ``dof``; empty where no cell has all three parts.
+    """
+    ok = runs[(runs["status"] == "ok") & (runs["bits"] == bits)]
+    wide = ok.pivot_table(index=["n_params", "n_tokens", "seed"], columns="part", values="delta_train")
+    if not all(p in wide for p in PARTS):
+        return {}
+    wide = wide.dropna(subset=list(PARTS))
+    if wide.empty:
+        return {}
+    return {p: {k: v for k, v in _over_cells(wide[p], level).items() if k in ("mean", "lo", "hi", "dof")}
+            for p in PARTS}
 
 
 def seeded_marginal_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -486,6 +530,39 @@ def _factorial_text(fac: Mapping) -> str:
                if sign else f": the factorial does not resolve KV from the weights at {b} bits"))
 
 
+def _gap_text(gap: Mapping) -> str:
+    """P4's clause on the measured δ_kv − δ_w at 4 bits (:func:`part_gap`): the seed-level interval first, the
+    cells-as-a-sample one beside it, and the gap per N where that splits the reading."""
+    from .figures.style import human
+
+    def word(lo, hi):
+        return "the KV cache costs more" if lo > 0 else "the weights cost more" if hi < 0 else "not resolved"
+
+    seeds = (f"{gap['seeds_min']:.0f}" if gap["seeds_min"] == gap["seeds_max"]
+             else f"{gap['seeds_min']:.0f}–{gap['seeds_max']:.0f}")
+    where = f"{gap['cells']:.0f} (N, D) cells of {seeds} seed{'' if seeds == '1' else 's'}"
+    cells = (f"[{gap['lo_cells']:+.3f}, {gap['hi_cells']:+.3f}] with the cells taken as a sample of (N, D), t on "
+             f"{gap['dof_cells']:.0f} degrees of freedom")
+    if not math.isfinite(gap["lo"]):  # one seed per cell: the cells' spread is all there is
+        return (f"; measured, δ_kv − δ_w at 4 bits is {gap['gap']:+.3f} [{gap['lo_cells']:+.3f}, {gap['hi_cells']:+.3f}] "
+                f"nats/byte ({where}; 95 % t over the cells' means, {gap['dof_cells']:.0f} degrees of freedom): "
+                f"{word(gap['lo_cells'], gap['hi_cells'])}")
+    text = (f"; measured, δ_kv − δ_w at 4 bits is {gap['gap']:+.3f} [{gap['lo']:+.3f}, {gap['hi']:+.3f}] nats/byte "
+            f"({where}; 95 % t on the seed spread within cells, {gap['dof']:.0f} degrees of freedom; {cells}): "
+            f"{word(gap['lo'], gap['hi'])}")
+    by_n = gap["by_n"]
+    if len(by_n) >= 2:
+        said = {n: word(lo, hi) for n, (_, lo, hi) in sorted(by_n.items())}
+        resolved = {w for w in said.values() if w != "not resolved"}
+        text += ("; by N " + ", ".join(f"{human(n)} {m:+.3f} [{lo:+.3f}, {hi:+.3f}]" for n, (m, lo, hi) in
+                                        sorted(by_n.items()))
+                 + (": the sign depends on N" if len(resolved) > 1 else
+                    f": {resolved.pop()} at N = {', '.join(human(n) for n, w in said.items() if w != 'not resolved')} "
+                    "only" if resolved and "not resolved" in said.values() else ""))
+    return text + (" (if a seed's runs share their data order across cells, the seed-level intervals are somewhat "
+                   "narrow)")
+
+
 def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
                factorial: pd.DataFrame | None = None) -> Verdict:
     """P4: at equal bits (4–8) activations are the most sensitive, weights next, the KV cache least.
@@ -495,7 +572,9 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
     and the runs at P_a ≤ 3 dropped from the fit (``p4_dropped_draws``) and the simulation alike;
     a grade other than inconclusive stands only if all four give it, and an agreed partly or not
     reproduced is gated with the power of that conjunction (version 6 gated each variant with its
-    own power, too leniently); version 8 (2026-12-07, after the data, with every gated rule): the power gate reads the lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not its point; no grade moved.
+    own power, too leniently); version 8 (2026-12-07, after the data, with every gated rule): the power gate
+    reads the lower end of the power's Monte Carlo 95 % interval over its simulated datasets
+    (``claims.gate_value``), not its point; no grade moved.
     The power reported is that rule's (``power.p4_power``: a simulated dataset passes only where the
     fits with and without those rows both pass it) at the least favourable floor, with the four
     variants' own powers in the reason. Without a record of this simulation and of the dropped
@@ -566,9 +645,9 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
             by = {v: (probs_d if v == "no_pa3" else probs) for v in P4_VARIANTS}
             for v in P4_VARIANTS:  # each variant's own grade, gated by its own power, for the reason's text
                 raw[v] = g = rule_p4(by[v]["p_order"], by[v]["p_a_most"])
-                grades[v] = g if g == "inconclusive" else power_gate(g, pw[f"power_{v}"], pw.get("n_sim"))
+                grades[v] = g if g == "inconclusive" else power_gate(g, pw[f"power_{v}"], pw.get("n_sim", math.nan))
             verdict = rule_p4_variants({v: (by[v]["p_order"], by[v]["p_a_most"]) for v in P4_VARIANTS},
-                                       {v: pw[f"power_{v}"] for v in P4_VARIANTS}, pw["power"], pw.get("n_sim"))
+                                       {v: pw[f"power_{v}"] for v in P4_VARIANTS}, pw["power"], pw.get("n_sim", math.nan))
         else:
             verdict = "inconclusive"  # rule v6–7 needs every variant's power and the draws without P_a <= 3
 
@@ -577,14 +656,18 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
     gap = part_gap(seed_runs, "kv", "w", 4)
     floor, floor_dof, _ = p10_noise(df)  # the pooled seed σ every rule reads (reported here)
     emp_txt = ""
-    if 4 in emp.index and emp.loc[4].notna().all():
-        e4 = emp.loc[4]
+    means = part_means(seed_runs, 4)
+    if means:
         n_seeds = seed_runs.loc[seed_runs["status"] == "ok", "seed"].nunique()
+        with_iv = all(math.isfinite(m["lo"]) for m in means.values())
         emp_txt = (f"; measured mean loss increase at 4 bits ({'every seed, ' if n_seeds > 1 else ''}over the (N, D) "
-                   "cells where all three parts ran): "
-                   + ", ".join(f"{p} {e4[p]:+.3f}" for p in e4.sort_values(ascending=False).index)
-                   + (f" (pooled seed σ of one run {floor:.3f} on {floor_dof} degrees of freedom)"
-                      if math.isfinite(floor) and floor_dof else ""))
+                   "cells where all three parts ran"
+                   + (f"; 95 % t-intervals on the seed spread within cells, {means['a']['dof']:.0f} degrees of "
+                      "freedom" if with_iv else "") + "): "
+                   + ", ".join(f"{p} {m['mean']:+.3f}" + (f" [{m['lo']:+.3f}, {m['hi']:+.3f}]" if with_iv else "")
+                               for p, m in sorted(means.items(), key=lambda kv: -kv[1]["mean"]))
+                   + (f" (a single run's pooled seed σ is {floor:.3f} on {floor_dof} degrees of freedom)"
+                      if math.isfinite(floor) and floor_dof and not with_iv else ""))
     bound = {x: [f"{k} = {(fits.get(f'neff_{x}') or {}).get('params', {}).get(k, math.nan):g}"
                  for k in record_on_bound(fits.get(f"neff_{x}"))] for x in PARTS}
     ints = factor_intervals(fits.get("pipeline_boot"), (4, 8)) if probs is not None else {}
@@ -652,13 +735,7 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
             reason += ("; at our scale the point fits' weight and KV-cache curves cross: f_kv < f_w at "
                        + ", ".join(f"{b}" for b in kv_below) + f" bits{share}")
         if gap is not None:
-            seeds = (f"{gap['seeds_min']:.0f}" if gap["seeds_min"] == gap["seeds_max"]
-                     else f"{gap['seeds_min']:.0f}–{gap['seeds_max']:.0f}")
-            resolved = ("the KV cache costs more" if gap["lo"] > 0 else "the weights cost more" if gap["hi"] < 0
-                        else "not resolved either way")
-            reason += (f"; measured, δ_kv − δ_w at 4 bits is {gap['gap']:+.3f} [{gap['lo']:+.3f}, {gap['hi']:+.3f}] "
-                       f"nats/byte ({gap['cells']:.0f} (N, D) cells of {seeds} seed{'' if seeds == '1' else 's'}, 95 % t-interval over the cells' "
-                       f"means on {gap['dof']:.0f} degrees of freedom): {resolved}")
+            reason += _gap_text(gap)
     elif not full:
         reason += ("; in the point fits activations are not the most sensitive at every bit width"
                    + (f", which the bootstrap does not resolve (activations most sensitive in {probs['p_a_most']:.0%} "
@@ -673,6 +750,10 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
     if fac is not None:
         det.update({f"factorial_{k}": v for k, v in fac.items() if isinstance(v, float)})
     det.update({f"paper_f_{p}_{b}": float(paper.loc[b, p]) for b in (4, 8) for p in PARTS})
+    # the measured 4-bit numbers the text prints (so that verdicts --check sees them move)
+    det.update({f"measured_{x}_4_{k}": float(v) for x, m in means.items() for k, v in m.items() if k != "dof"})
+    if gap is not None:
+        det.update({f"kv_minus_w_4_{k}": float(gap[k]) for k in ("gap", "lo", "hi", "lo_cells", "hi_cells", "dof")})
     if probs is not None:
         det.update(probs)
     if probs_d is not None:

@@ -1950,13 +1950,16 @@ def p5_v8_reachable(design: Mapping[str, float], low_dropped: bool = False) -> t
     (``p5_v8_design``): "reproduced" where the interaction gate is open and no 4-bit seed was dropped;
     "partly" where the power to reproduce is at least ``claims.POWER_MIN`` (the gate of a partly whose
     effects compound); "not reproduced" where 'add' or the interaction alternative is graded not reproduced
-    at least ``POWER_MIN`` of the time (the gate of the route that fires); "inconclusive" always."""
-    from .claims import POWER_MIN
+    at least ``POWER_MIN`` of the time (the gate of the route that fires); "inconclusive" always. From rule
+    v13 each rate is read, as the gate reads it, at the lower end of its Monte Carlo interval over the
+    design's ``n_sim`` datasets (``claims.gate_value``)."""
+    from .claims import POWER_MIN, gate_value
 
+    n = design.get("n_sim", math.nan)
     return tuple(g for g, ok in (
         ("reproduced", bool(design["reproduced_allowed"]) and not low_dropped),
-        ("partly", design["power"] >= POWER_MIN),
-        ("not reproduced", max(design["add_not"], design["power_interaction"]) >= POWER_MIN),
+        ("partly", gate_value(design["power"], n) >= POWER_MIN),
+        ("not reproduced", gate_value(max(design["add_not"], design["power_interaction"]), n) >= POWER_MIN),
         ("inconclusive", True)) if ok)
 
 # --- P4: the sensitivity order of weights, activations and KV cache --------------------------------

@@ -1587,7 +1587,9 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
 
     (Version 1, before the GPTQ rows: all three shares of series beyond 2σ ≥ 0.75; a referee showed
     that its "failures" were series below the floor, so version 2 was written after the data.
-    Version 3, 2026-12-07, after the data, with every gated rule: the power gate reads the lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not its point; no grade moved.)
+    Version 3, 2026-12-07, after the data, with every gated rule: the power gate reads the lower end of the
+    power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not its point; no
+    grade moved.)
     """
     from .claims import power_gate
     from .power import N_SIM, p1_power, p1_statistics
@@ -1644,7 +1646,7 @@ def verdict_p1(df: pd.DataFrame, profile: str, n_sim: int | None = None) -> Verd
                          f"its own grade: {t['stats']['grade']}")
     ours = ". ".join(parts)
     st = v["stats"]
-    verdict = power_gate(st["grade"], v["power"]["power"], v["power"].get("n_sim"))
+    verdict = power_gate(st["grade"], v["power"]["power"], v["power"].get("n_sim", math.nan))
     tab = ptq_table(df, main)
     why = "" if main == "gptq" else "This profile has no GPTQ rows, so the verdict is on RTN. "
     gap = (f"The gap is quantitative: our γ_D ({st['gamma_d_lo']:.2f}–{st['gamma_d_hi']:.2f}, {st['ci_source']}) "
@@ -1844,7 +1846,9 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     (Version 1, before the GPTQ rows, counted a rise beyond 2σ of single seeds; a referee noted it
     rested on one series, one seed and a normal quantile, so version 2 was written after the data.
     Version 3 applies version 2's power gate to a pass as well, as version 2 states; its code had
-    gated failures only. Version 4, 2026-12-07, after the data, with every gated rule: the power gate reads the lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not its point; no grade moved.)
+    gated failures only. Version 4, 2026-12-07, after the data, with every gated rule: the power gate reads the
+    lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not
+    its point; no grade moved.)
     """
     from .claims import power_gate
     from .power import N_SIM, p2_power
@@ -1873,7 +1877,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     # below POWER_MIN — a pass too, since the paper's law predicts no turn-up our design could see.
     from .claims import POWER_MIN, gate_value
 
-    gate_n = v["power"].get("n_sim")  # rule v4: the gate reads the power's Monte Carlo lower end (gate_value)
+    gate_n = v["power"].get("n_sim", math.nan)  # rule v4: the gate reads the power's Monte Carlo lower end (gate_value)
     verdict = "inconclusive" if not gate_value(v["power"]["power"], gate_n) >= POWER_MIN else \
         power_gate(st["grade"], v["power"]["power"], gate_n)
     ok = df[df["status"] == "ok"]
@@ -1917,9 +1921,9 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                       f"×{shape['per_bit']:.1f}"
                       + (f" [{iv['per_bit_lo']:.1f}, {iv['per_bit_hi']:.1f}; median {iv['per_bit_median']:.1f}]"
                          if iv else "")
-                      + ("; percentile intervals, whose ends and median show the draws' skew (a point near one end "
-                         "is not at the centre of what the resamples give)" if iv else "")
                       + f" per bit of P_post (paper ×{paper_shape['per_bit']:.1f}, from its γ_post, b aside; derived)"
+                      + ("; both intervals are percentile intervals over the draws, whose ends and median show their "
+                         "skew (a point near one end is not at the centre of what the resamples give)" if iv else "")
                       if math.isfinite(shape["n_exponent"]) else "")
         return (head + (f"; Eq. 13 with our fitted constants at N = {int(t['n_params'].min()):,}: D_crit ≈ {eq13} "
                         f"({boot_text}){shape_text}" if eq13 else "; Eq. 13: no fit (too few points)")
