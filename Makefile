@@ -53,7 +53,7 @@ test: unit nbval book
 # without the rest of the book: `make chapter CH=04`, then open build/chapters/04-….ipynb (tools/unglue.py fills
 # in the prose's {glue:…} references, which plain Jupyter would show as written).
 chapter: $(STAMP)
-	@ch="$(CH)"; ch="$${ch%.md}"; ch="$${ch%.ipynb}"; \
+	@ch="$(CH)"; ch="$${ch%.md}"; ch="$${ch%.ipynb}"; case "$$ch" in [0-9]) ch="0$$ch";; esac; \
 	  test -n "$$ch" || { echo "make chapter CH=NN: CH names a chapter, one of: $$(cd notebooks && ls *.md | cut -c1-2 | tr '\n' ' ')"; exit 2; }; \
 	  case "$$ch" in */*|.*) echo "CH=$(CH): give a chapter's number or name, not a path; the chapters are: $$(cd notebooks && ls *.md | tr '\n' ' ')"; exit 2;; esac; \
 	  set -- notebooks/$$ch*.md; test -f "$$1" || { echo "CH=$(CH) names no chapter; the chapters are: $$(cd notebooks && ls *.md | tr '\n' ' ')"; exit 2; }; \

@@ -25,9 +25,14 @@ def test_chapter_notebook_puts_the_install_cell_first():
     assert nb.cells[0].cell_type == "code" and nb.cells[0].metadata["tags"] == ["install"]
     assert "git\", \"clone\", \"--depth\", \"1\", \"https://github.com/example/bitlaws\"" in nb.cells[0].source
     glued = any("{glue" in c.source for c in own.cells if c.cell_type == "markdown")
-    assert glued  # chapter 00's prose quotes glued values: the note on filling them in comes second
-    assert nb.cells[1].cell_type == "markdown" and nb.cells[1].source == ext.GLUE_NOTE
-    assert [c.source for c in nb.cells[2:]] == [c.source for c in own.cells]
+    assert glued  # chapter 00's prose quotes glued values: the note on filling them in follows its title
+    assert own.cells[0].source.startswith("# ") and nb.cells[1].source == own.cells[0].source
+    assert nb.cells[2].cell_type == "markdown" and nb.cells[2].source == ext.GLUE_NOTE
+    assert [c.source for c in nb.cells[1:2] + nb.cells[3:]] == [c.source for c in own.cells]
+    # the note names the syntax in code spans, which unglue leaves alone: no bogus "left as written"
+    import nbformat
+
+    assert unglue.unglue(nbformat.v4.new_notebook(cells=[nb.cells[2]])) == (0, [])
     compile(nb.cells[0].source, "install", "exec")  # the install cell is valid Python
     with pytest.raises(ValueError, match="http"):
         ext.chapter_notebook(md, "git@github.com:x/y")
@@ -56,10 +61,37 @@ def test_unglue_fills_each_reference_from_what_the_cells_glued():
     filled, missing = unglue.unglue(nb)
     assert (filled, missing) == (5, ["absent"])
     assert nb.cells[1].source == ("Value 3.14, the weights, **bold**, 3.14159 and {glue:text}`absent:.1f`.\n\n"
-                                  "![a line rising](attachment:fig.png)\n\n*The caption, over two lines.*\n\nAfter.")
+                                  "![a line rising](attachment:fig.png)\n\n**Figure.** The caption, over two lines."
+                                  "\n\nAfter.")
     assert nb.cells[1].attachments == {"fig.png": {"image/png": "iVBORw0KGgo="}}
     nbformat.validate(nb)  # still a valid notebook, attachments included
+    # a code span naming the syntax is not a reference; a role right after one still is
+    prose.source = "Write `{glue:text}` then {glue:text}`x:.1f`."
+    assert unglue.unglue(nb) == (1, []) and prose.source == "Write `{glue:text}` then 3.1."
+    # a cell the book hides keeps only its glue records (the figure shows once, where the prose puts it)
+    hidden = nbformat.v4.new_code_cell("fig", metadata={"tags": ["remove-output"]})
+    hidden.outputs = [_glued("fig", {"image/png": "iVBORw0KGgo="}),
+                      nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgo="})]
+    nb.cells.append(hidden)
+    unglue.unglue(nb)
+    assert [o["metadata"]["scrapbook"]["name"] for o in hidden.outputs] == ["fig"]
+    nb.cells.pop()
     # a figure glued without an image (no inline backend) is left as written, and said
     code.outputs = [_glued("fig", {"text/plain": "<Figure>"})]
     prose.source, prose.attachments = "```{glue:figure} fig\n\nCap.\n```", {}
     assert unglue.unglue(nb) == (0, ["fig"]) and prose.source == "```{glue:figure} fig\n\nCap.\n```"
+
+
+def test_unglue_cli_refuses_what_it_cannot_fill(tmp_path, capsys):
+    import nbformat
+
+    assert unglue.main([]) == 2 and "usage" in capsys.readouterr().err
+    assert unglue.main([str(tmp_path / "absent.ipynb")]) == 2 and "cannot read it as a notebook" in \
+        capsys.readouterr().err
+    (tmp_path / "bad.ipynb").write_text("not json")
+    assert unglue.main([str(tmp_path / "bad.ipynb")]) == 2
+    capsys.readouterr()
+    never_run = tmp_path / "never.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1"),
+                                                   nbformat.v4.new_markdown_cell("{glue:text}`x`")]), never_run)
+    assert unglue.main([str(never_run)]) == 1 and "run every cell, save" in capsys.readouterr().err

@@ -566,7 +566,7 @@ def test_marginal_figure_draws_each_parts_loss_increase():
     longer = m.assign(n_tokens=20_000, delta_train=m["delta_train"] / 2)
     fig = figures.training.marginal_figure(pd.concat([m, longer], ignore_index=True), (4, 8))
     legend = fig.axes[0].get_legend()
-    assert [t.get_text() for t in legend.get_texts()] == ["N = 1K", "N = 3K", "D = 20K bytes", "D = 10K bytes"]
+    assert [t.get_text() for t in legend.get_texts()] == ["N = 1K", "N = 3K", "D = 20,000 bytes", "D = 10,000 bytes"]
     assert [h.get_linestyle() for h in legend.legend_handles] == ["None", "None", "-", "--"]
     solid = [ln for ln in fig.axes[1].get_lines() if ln.get_linestyle() == "-" and len(ln.get_xdata()) == 2]
     assert len(solid) == 2 and np.allclose(solid[0].get_ydata(), [0.1, 0.05])  # the larger D drawn solid

