@@ -133,6 +133,12 @@ def _over_cells(values: pd.Series, level: float = 0.95) -> dict:
             "cells": float(n), "seeds_min": float(k.min()), "seeds_max": float(k.max()), "by_n": by_n}
 
 
+def _runs_by_part(runs: pd.DataFrame, bits: int) -> pd.DataFrame:
+    """The ok runs at ``bits``: δ_train per (n_params, n_tokens, seed) row, one column per part."""
+    ok = runs[(runs["status"] == "ok") & (runs["bits"] == bits)]
+    return ok.pivot_table(index=["n_params", "n_tokens", "seed"], columns="part", values="delta_train")
+
+
 def part_gap(runs: pd.DataFrame, first: str = "kv", second: str = "w", bits: int = 4,
              level: float = 0.95) -> dict | None:
     """The measured difference in loss increase between two parts at one width, with its t-intervals.
@@ -160,8 +166,7 @@ def part_gap(runs: pd.DataFrame, first: str = "kv", second: str = "w", bits: int
     bad = [p for p in (first, second) if p not in PARTS]
     if bad:
         raise ValueError(f"part_gap: parts must be among {PARTS}; got {bad}")
-    ok = runs[(runs["status"] == "ok") & (runs["bits"] == bits) & runs["part"].isin([first, second])]
-    wide = ok.pivot_table(index=["n_params", "n_tokens", "seed"], columns="part", values="delta_train")
+    wide = _runs_by_part(runs, bits)
     if first not in wide or second not in wide:
         return None
     d = (wide[first] - wide[second]).dropna()
@@ -179,8 +184,7 @@ def part_means(runs: pd.DataFrame, bits: int = 4, level: float = 0.95) -> dict[s
     Returns:
         part -> ``mean`` (nats/byte), ``lo``, ``hi``, ``dof``; empty where no cell has all three parts.
     """
-    ok = runs[(runs["status"] == "ok") & (runs["bits"] == bits)]
-    wide = ok.pivot_table(index=["n_params", "n_tokens", "seed"], columns="part", values="delta_train")
+    wide = _runs_by_part(runs, bits)
     if not all(p in wide for p in PARTS):
         return {}
     wide = wide.dropna(subset=list(PARTS))
@@ -652,7 +656,6 @@ def verdict_p4(fits: Mapping[str, dict], df: pd.DataFrame, profile: str,
             verdict = "inconclusive"  # rule v6–7 needs every variant's power and the draws without P_a <= 3
 
     seed_runs = marginal_seed_runs(df)  # every seed of the marginal sweep, each against its own twin
-    emp = empirical_order(seed_runs)
     gap = part_gap(seed_runs, "kv", "w", 4)
     floor, floor_dof, _ = p10_noise(df)  # the pooled seed σ every rule reads (reported here)
     emp_txt = ""
