@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python3 bench/device_check.py --out $OUT
 
-Written for a lent H200 (DESIGN.md, "The GPU machine"; its own torch and triton, no network), to
+Written for a lent H200 (the library's device notes; its own torch and triton, no network), to
 finish in under 8 minutes (``--budget-s``, default 420 s). Four parts run in this order, each
 guarded: a failure in one is recorded in its rows and in ``device_check.json``, and the others
 still write their CSVs. Every CSV is tidy (one observation per row) and carries the provenance

@@ -91,6 +91,10 @@ def test_unglue_cli_refuses_what_it_cannot_fill(tmp_path, capsys):
     (tmp_path / "bad.ipynb").write_text("not json")
     assert unglue.main([str(tmp_path / "bad.ipynb")]) == 2
     capsys.readouterr()
+    for i, not_a_notebook in enumerate(("{}", "[]", '{"cells": 3, "nbformat": 4, "nbformat_minor": 5, "metadata": {}}')):
+        (tmp_path / f"json{i}.ipynb").write_text(not_a_notebook)  # JSON, but no notebook: one line, no traceback
+        assert unglue.main([str(tmp_path / f"json{i}.ipynb")]) == 2
+        assert "cannot read it as a notebook" in capsys.readouterr().err
     never_run = tmp_path / "never.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1"),
                                                    nbformat.v4.new_markdown_cell("{glue:text}`x`")]), never_run)

@@ -12,8 +12,10 @@ code) or a MyST role left as text (``{math}``, ``{doc}``, ``{glue:md}`` …), im
 or whose alt text is a file name, tables wider than the article column, and tables that overflow
 their own scrolling box (a notebook output's ``overflow: auto``: the table fits the column, but its
 right-hand columns are cut off until the reader scrolls sideways). It prints one line per page and
-exits 1 if any page fails. ``--screenshots DIR`` also saves a 1400-px-wide PNG of each page's top.
-A page may also be given by its path outside the book (a chapter built alone).
+exits 1 if any page fails. ``--screenshots DIR`` also saves a 1400-px-wide PNG of each whole page
+(``--height`` cuts it to a given height). The book checked is ``--html-root`` (default: the build
+beside this script); a page may also be given by its own path (another clone's build, a chapter
+built alone), relative to the working directory.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ window.addEventListener("load", async () => {
   try { if (window.MathJax && MathJax.startup) { await MathJax.startup.promise; } } catch (e) {}
   await new Promise(r => setTimeout(r, 500));
   const out = {mathjax: !!(window.MathJax && MathJax.startup), images: 0, broken: [], no_alt: [], raw_tex: [],
-               wide_tables: [], clipped_tables: []};
+               wide_tables: [], clipped_tables: [],
+               height: Math.ceil(document.documentElement.scrollHeight)};
   const imgs = Array.from(document.querySelectorAll("article img, main img"));
   out.images = imgs.length;
   out.broken = imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute("src"));
@@ -98,11 +101,12 @@ def _run(browser: str, url: str, *extra: str, timeout: float = 120) -> str:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
 
 
-def check_page(browser: str, page: Path) -> dict:
+def check_page(browser: str, page: Path, root: Path = BUILD) -> dict:
     """Load ``page`` (a built HTML file) with the probe and return what it found.
 
     Returns:
-        ``{"page", "mathjax", "images", "broken", "no_alt", "raw_tex", "wide_tables", "clipped_tables", "ok"}``;
+        ``{"page", "mathjax", "images", "broken", "no_alt", "raw_tex", "wide_tables", "clipped_tables", "height",
+        "ok"}`` (``height``: the rendered page's height in px at 1400 px wide; ``page``: relative to ``root``);
         ``ok`` is False on any broken image, image whose alt text is not words (a file name), raw TeX, wide
         table or table clipped by its scrolling box (``{"first_cell", "width", "box"}``: the content's and
         the box's width in px), or if the probe did not report.
@@ -120,7 +124,7 @@ def check_page(browser: str, page: Path) -> dict:
                 break
     finally:
         probe.unlink(missing_ok=True)
-    rel = str(page.relative_to(BUILD)) if page.is_relative_to(BUILD) else str(page)
+    rel = str(page.relative_to(root)) if page.is_relative_to(root) else str(page)
     if not found:
         return {"page": rel, "ok": False, "error": "the probe did not report (page failed to load?)"}
     result = json.loads(html.unescape(found.group(1)))
@@ -137,22 +141,37 @@ def _is_redirect(page: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("pages", nargs="*", help="pages relative to book/_build/html (default: every page)")
+    ap.add_argument("pages", nargs="*",
+                    help="pages: paths from the working directory, or relative to --html-root (default: every page)")
+    ap.add_argument("--html-root", type=Path, default=BUILD,
+                    help=f"the built book to check (default: {BUILD.relative_to(ROOT)} beside this script)")
     ap.add_argument("--screenshots", type=Path, default=None, help="folder for a PNG of each page")
-    ap.add_argument("--height", type=int, default=2400, help="screenshot height in px (default 2400)")
+    ap.add_argument("--height", type=int, default=None,
+                    help="screenshot height in px (default: the whole page, at most 30000)")
     args = ap.parse_args(argv)
-    if not (BUILD / "index.html").exists():
-        sys.exit(f"page_check: {BUILD}/index.html not found: build the book first (make book)")
+    root = args.html_root.resolve()
+    if not args.pages and not (root / "index.html").exists():
+        sys.exit(f"page_check: {root}/index.html not found: build the book first (make book), "
+                 "or name the built book with --html-root")
+    pages = []
+    for p in args.pages:
+        here, there = Path(p), root / p
+        if here.is_file():
+            pages.append(here.resolve())
+        elif there.is_file():
+            pages.append(there)
+        else:
+            sys.exit(f"page_check: no page {p!r}: neither {here.resolve()} nor {there} is a file "
+                     "(give a built .html page, from the working directory or relative to --html-root)")
     browser = chromium()
-    pages = ([BUILD / p for p in args.pages] if args.pages else
-             sorted(p for p in BUILD.rglob("*.html") if p.name not in SKIP and not p.name.startswith(".")
-                    and not {"_static", "_sources", "_images"} & set(p.relative_to(BUILD).parts)
-                    and not _is_redirect(p)))
+    pages = pages or sorted(p for p in root.rglob("*.html") if p.name not in SKIP and not p.name.startswith(".")
+                            and not {"_static", "_sources", "_images"} & set(p.relative_to(root).parts)
+                            and not _is_redirect(p))
     if args.screenshots:
         args.screenshots.mkdir(parents=True, exist_ok=True)
     failed = 0
     for page in pages:
-        res = check_page(browser, page)
+        res = check_page(browser, page, root)
         failed += not res["ok"]
         if res.get("error"):
             print(f"FAIL {res['page']}: {res['error']}")
@@ -166,10 +185,11 @@ def main(argv: list[str] | None = None) -> int:
                 for item in res.get(key, [])[:5]:
                     print(f"       {key}: {item}")
         if args.screenshots:
-            rel = page.relative_to(BUILD) if page.is_relative_to(BUILD) else Path(page.name)  # a page built elsewhere
+            rel = page.relative_to(root) if page.is_relative_to(root) else Path(page.name)  # a page built elsewhere
             name = str(rel).replace("/", "_").removesuffix(".html") + ".png"
+            height = args.height or min(max(int(res.get("height") or 2400), 800), 30_000)
             _run(browser, page.as_uri(), f"--screenshot={args.screenshots / name}",
-                 f"--window-size=1400,{args.height}", "--virtual-time-budget=20000")
+                 f"--window-size=1400,{height}", "--virtual-time-budget=20000")
     print(f"{len(pages) - failed} of {len(pages)} pages pass")
     return 1 if failed else 0
 

@@ -121,7 +121,9 @@ def main(argv: list[str]) -> int:
     path = Path(argv[0])
     try:
         nb = nbformat.read(path, as_version=4)
-    except (OSError, ValueError) as exc:  # absent, a folder, not a notebook
+        nbformat.validate(nb)  # JSON that is not a notebook ({}, [], a wrong field) fails here, not later
+    except (OSError, ValueError, AttributeError, TypeError, KeyError, nbformat.ValidationError) as exc:
+        # absent, a folder, not JSON, or JSON that is not a notebook
         print(f"{path}: cannot read it as a notebook ({type(exc).__name__}: {exc})", file=sys.stderr)
         return 2
     if not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):

@@ -8,7 +8,7 @@ clean.
 **N** (``n_params``) counts every weight inside the blocks plus the final norm: per layer
 ``4·C²`` (q, k, v, o; as many K/V heads as query heads) ``+ 3·C·d_ff`` (gate, up, down)
 ``+ 2·C`` (two RMSNorm gains), then ``+ C`` for the final norm. The token embedding and the
-lm_head are excluded (bitlaws DESIGN, "Definitions").
+lm_head are excluded (the book's methods page, "The model").
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each linear weight ``W: (out, in)`` inside the blocks is replaced, in place, by its fake-quantized
 copy ``dequantize(quantize(W))`` on a per-output-channel grid (one scale per row). The default is
 asymmetric min-max with a zero point, GPTQ's default quantizer, so RTN and GPTQ share a grid
-(bitlaws DESIGN, "Definitions"). Embeddings and lm_head stay in high precision.
+(the book's methods page, "Post-training quantization"). Embeddings and lm_head stay in high precision.
 
 References:
     Kumar et al. 2024, App. F (RTN reproduces the δ_PTQ trend of GPTQ); Frantar et al. 2022
