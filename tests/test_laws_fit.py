@@ -794,8 +794,11 @@ def test_verdicts_markdown_tabulates_the_claims_and_their_reasons():
         "| P3 | f_w(4) = 0.70 | f_w(4) = N_eff/N with 4-bit weights (leg b; leg a, the N_eff form's lack of fit, in "
         "why): — / — | **partly** |",
         "| P5 | product of marginals | κ = 1/T (0 = add, \\< 0 = less than add): — / — | **pending** |", "",
-        "**P3, partly.** *Here:* 0.96. *Why:* outside the interval.", "",
-        "**P5, pending.** *Here:* — *Why:* no joint runs."]
+        "**P3, partly.** The rule met some of its tests and not others.", "",
+        "```{dropdown} P3 in full: what we measured, and why this grade", "*Here:* 0.96.", "", "*Why:* outside the interval.",
+        "```", "",
+        "**P5, pending.** No data yet.", "",
+        "```{dropdown} P5 in full: what we measured, and why this grade", "*Here:* —", "", "*Why:* no joint runs.", "```"]
     # a stored verdict's key number is read from its details, as the ledger reads it
     v["P3"] = Verdict("P3", "partly", "x", "y", "z", "cpu", "", {"f_w_4": 0.9612, "f_w_4_lo": 0.9, "f_w_4_hi": 1.0,
                                                         "paper_f_w_4": 0.696, "p_lack_of_fit": 0.0041})

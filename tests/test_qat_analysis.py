@@ -535,12 +535,20 @@ def test_verdict_lines_quote_grade_ours_and_reason():
     from bitlaws.study.claims import Verdict
 
     v = Verdict("P4", "partly", "activations most sensitive", "f_a < f_kv < f_w", "the order holds in 90 %", "cpu",
-                "", {})
-    assert qa.verdict_markdown(v) == "**Verdict P4: partly.** Ours: f_a < f_kv < f_w. the order holds in 90 %."
+                "", {"f_a_4": 0.53, "f_a_4_lo": 0.33, "f_a_4_hi": 0.72, "paper_f_a_4": 0.33,
+                     "power_gate_value": 0.48})
+    lead, folded = qa.verdict_markdown(v).split("\n\n", 1)
+    # one sentence: the grade, the key number against the paper's, how sure; the verdict's own words folded
+    assert lead == ("**P4, partly.** f_a(4) (the most sensitive): ours 0.53 [0.33, 0.72], the paper's "
+                    "0.33. The rule met some of its tests and not others; this grade's own power on our design: 48 %.")
+    assert folded == ("```{dropdown} P4 in full: what we measured, and why this grade\n"
+                      "*Here:* f_a \\< f_kv \\< f_w.\n\n*Why:* the order holds in 90 %.\n```")
     empty = Verdict("P10", "pending", "FP beats INT", "", "no runs yet", "", "", {})
-    assert qa.verdict_markdown(empty) == "**Verdict P10: pending.** Ours: —. no runs yet."
+    assert qa.verdict_markdown(empty).startswith("**P10, pending.** ")
+    assert "*Why:* no runs yet." in qa.verdict_markdown(empty)
     assert qa.claims_markdown({"P4": v, "P10": empty}) == (
-        "- **P4** (partly): paper — activations most sensitive; here — f_a < f_kv < f_w\n"
+        "- **P4** (partly): paper — activations most sensitive; here — f_a(4) (the most sensitive) 0.53 [0.33, 0.72] "
+        "(the paper's 0.33; the verdict above has the rest)\n"
         "- **P10** (pending): paper — FP beats INT; here — no runs yet")
 
 

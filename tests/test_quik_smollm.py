@@ -117,3 +117,14 @@ def test_chapter_comparison_sets_the_papers_delta_beside_ours():
     assert cmp.loc["rtn_w4a4", "paper Δ [nats/LLaMA token]"] == pytest.approx(math.log(1.0e4 / 9.34))
     assert cmp.loc["rtn_w4a4", "ours Δ [nats/token]"] == 0.9 and cmp.loc["rtn_w4a4", "hi"] == 1.0
     assert dict(qs.PAPER_PAIRS)["smoothquant_w4a4"] == pytest.approx(math.log(83.12 / 5.47))
+
+
+def test_quik_verdict_tables_fold_each_reason_under_the_table():
+    from bitlaws.study import quik_accuracy, quik_smollm
+    from bitlaws.study.claims import Verdict
+
+    v = {"Q1": Verdict("Q1", "reproduced", "W8A8 lossless", "+0.03 %", "the rule's reason. ", "cpu", "", {})}
+    for text in (quik_accuracy.verdicts_markdown(v), quik_smollm.verdicts_markdown(v, {"Q1": "partly"})):
+        table, fold = text.split("\n\n", 1)
+        assert "**reproduced**" in table and "reason" not in table  # the table stays short
+        assert fold == "```{dropdown} Why each grade (the rule's own words)\n*Q1.* the rule's reason.\n```"

@@ -118,13 +118,17 @@ def test_summary_has_one_short_row_per_claim_with_its_chapter():
     assert "**pending**" in rows[0]  # a claim missing from the store
 
 
-def test_chapter_verdicts_end_each_text_with_a_full_stop_and_list_a_text_written_by_lines():
+def test_chapter_verdicts_lead_in_one_sentence_and_fold_the_full_text():
     one = _verdict("P7", {}, verdict="derived", ours="ours, one line", reason="why, one line.")
     text = chapter_verdicts_markdown({"P7": one}, ["P7"])
-    assert "**P7, derived.** *Here:* ours, one line. *Why:* why, one line." in text
-    lines = _verdict("P6", {}, verdict="inconclusive", ours="First P*.\nSecond (x)", reason="The lead.\nThe paper's side.")
+    assert text.endswith("**P7, derived.** A consequence of the fitted form, not a test: read its interval.\n\n"
+                         "```{dropdown} P7 in full: what we measured, and why this grade\n"
+                         "*Here:* ours, one line.\n\n*Why:* why, one line.\n```")
+    lines = _verdict("P6", {"power": 0.04}, verdict="inconclusive", ours="First P*.\nSecond (x)",
+                     reason="The lead.\nThe paper's side.")
     text = chapter_verdicts_markdown({"P6": lines}, ["P6"])
-    assert text.endswith("**P6, inconclusive.** The lead.\n\n- First P\\*.\n- Second (x).\n- The paper's side.")
+    assert "**P6, inconclusive.** The data do not decide" in text and "on our design: 4 %.\n\n```{dropdown}" in text
+    assert text.endswith("this grade\nThe lead.\n\n- First P\\*.\n- Second (x).\n- The paper's side.\n```")
 
 
 def test_readme_block_folds_the_long_text():

@@ -246,3 +246,18 @@ def test_store_verdicts_rewrites_the_readme_only_for_the_repositorys_data(tmp_pa
     assert readme.read_text(encoding="utf-8") == "x\n<!-- ledger:start -->\n<!-- ledger:end -->\n"
     store_verdicts({"P3": _verdict()}, tmp_path / "data")
     assert "**partly**" in readme.read_text(encoding="utf-8")
+
+
+def test_prose_number_drift_reports_a_number_that_moved_beyond_its_rounding():
+    from bitlaws.study.claims import prose_number_drift
+
+    stored = _verdict(ours="T = 0.152 over 1,205,888 runs; power 45% [40, 50]")
+    assert prose_number_drift(stored, stored) == []
+    # one unit in the last place either way is a rounding flip (another machine), not a move
+    assert prose_number_drift(stored, _verdict(ours="T = 0.153 over 1,205,889 runs; power 46% [40, 50]")) == []
+    moved = prose_number_drift(stored, _verdict(ours="T = 0.157 over 1,205,888 runs; power 45% [40, 50]"))
+    assert moved == ["P3.ours: number 1 moved, stored 0.152, recomputed 0.157 (after “T =”)"]
+    assert prose_number_drift(stored, _verdict(ours="T − 0.157 over runs")) == []  # words differ: not its business
+    assert prose_number_drift(_verdict(ours="−0.008 and 2.1e-05"), _verdict(ours="-0.010 and 2.3e-05")) == [
+        "P3.ours: number 1 moved, stored −0.008, recomputed -0.010 (after “”)",
+        "P3.ours: number 2 moved, stored 2.1e-05, recomputed 2.3e-05 (after “−0.008 and”)"]

@@ -538,6 +538,13 @@ def _cmd_verdicts(args) -> int:
                 print(f"{c:<4} {v.verdict:<15} inputs {(v.inputs_sha256 or 'none')[:12]}")
         for line in diffs:
             print(f"differs: {line}", file=sys.stderr)
+        if args.profile == BOOK_PROFILE:  # prose-only numbers are masked above: say which moved (not a failure)
+            from .study.claims import load_verdicts, prose_number_drift
+
+            stored = load_verdicts(store)
+            for c, v in new.items():
+                for line in prose_number_drift(stored[c], v) if c in stored else []:
+                    print(f"prose moved: {line}", file=sys.stderr)
         if args.profile != BOOK_PROFILE:
             print(f"(profile {args.profile!r}: nothing to check against; {store} holds the "
                   f"{BOOK_PROFILE!r} profile's verdicts)", file=sys.stderr)

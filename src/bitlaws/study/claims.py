@@ -64,6 +64,7 @@ __all__ = [
     "repo_root",
     "inputs_identity",
     "verdict_differences",
+    "prose_number_drift",
     "merge_verdicts",
     "load_verdicts",
     "save_verdicts",
@@ -1333,6 +1334,47 @@ def verdict_differences(stored: Verdict, new: Verdict, rtol: float = DETAIL_RTOL
         elif not _numbers_agree(float(a), float(b), rtol):
             out.append(f"{stored.claim_id}.details[{key!r}]: stored {a!r}, recomputed {b!r} "
                        f"(beyond rtol {rtol:g})")
+    return out
+
+
+def _printed(token: str) -> tuple[float, float]:
+    """A number as printed in the prose (``"1,205,888"``, ``"−0.008"``, ``"2.1e-05"``): its value and one unit
+    in its last printed place."""
+    text = token.replace(",", "").replace("−", "-")
+    mantissa, _, exponent = text.lower().partition("e")
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    return float(text), 10.0 ** (int(exponent or 0) - decimals)
+
+
+def prose_number_drift(stored: Verdict, new: Verdict) -> list[str]:
+    """Numbers printed in a verdict's prose that a recomputation moved by more than their printed rounding.
+
+    :func:`verdict_differences` masks the prose's numbers (a value within its tolerance may print another
+    last digit), so a number printed only in the prose, not in the details, would go stale unseen (P5's
+    Chinchilla T did once). This reports each such number: where the words agree, the k-th number of each
+    text is compared, and one that moved by more than one unit in the last place either side printed is
+    listed. It is a report for whoever regenerates the verdicts (``verdicts --check`` prints it), not a
+    failure: a Monte Carlo share printed in the prose may move by one simulated dataset on another machine,
+    which its detail's tolerance allows. Where the words differ, ``verdict_differences`` already says so.
+
+    Args:
+        stored: the verdict read from ``data/verdicts.json``. new: the verdict recomputed from the data.
+
+    Returns:
+        One line per moved number: field, its place among the field's numbers, both values, and the words
+        before it.
+    """
+    out = []
+    for field in ("ours", "reason"):
+        a, b = getattr(stored, field) or "", getattr(new, field) or ""
+        if _NUMBER.sub("#", a) != _NUMBER.sub("#", b):
+            continue
+        for k, (ma, mb) in enumerate(zip(_NUMBER.finditer(a), _NUMBER.finditer(b)), start=1):
+            (x, ux), (y, uy) = _printed(ma.group()), _printed(mb.group())
+            if abs(x - y) > max(ux, uy) * (1.0 + 1e-9):
+                before = " ".join(a[max(0, ma.start() - 60):ma.start()].split()[-6:])
+                out.append(f"{stored.claim_id}.{field}: number {k} moved, stored {ma.group()}, recomputed "
+                           f"{mb.group()} (after “{before}”)")
     return out
 
 

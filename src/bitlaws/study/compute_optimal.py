@@ -409,6 +409,35 @@ def p6_pstar_power_summary(tab: pd.DataFrame, our_width: float = math.nan) -> di
     return out
 
 
+def p6_pstar_power_details(summary: Mapping, residual_sd: Mapping[str, float] | None = None,
+                           seed_sd: float = math.nan) -> dict[str, float]:
+    """Every number :func:`p6_pstar_power_text` prints, as verdict details (so ``verdicts --check`` compares
+    them; prose numbers it masks): per noise ``nz`` (seed, residual) and world ``w`` (paper, no_offsets,
+    ours), ``pstar_<nz>_<w>_<inside|straddles|outside>`` (shares of ``pstar_<nz>_<w>_n`` datasets),
+    ``_width`` (median interval width, bits), ``_p_star_true`` (bits); ``pstar_seed_<w>_wider`` (the share of
+    intervals at least as wide as ours); ``pstar_n_boot`` (resamples per simulated dataset);
+    ``residual_over_seed_<stage>`` (a stage's RMS residual over one run's seed σ) and ``seed_sd_one_run``
+    [nats/byte]."""
+    from .power import P6_PSTAR_WORLDS
+
+    out: dict[str, float] = {}
+    for nz in ("seed", "residual"):
+        for w in P6_PSTAR_WORLDS:
+            r = summary.get(nz, {}).get(w)
+            if r is None:
+                continue
+            for k in ("inside", "straddles", "outside", "width", "n", "p_star_true"):
+                out[f"pstar_{nz}_{w}_{k}"] = float(r[k])
+            if nz == "seed":
+                out[f"pstar_seed_{w}_wider"] = float(r["wider"])
+    if "paper" in summary.get("seed", {}):
+        out["pstar_n_boot"] = float(summary["seed"]["paper"]["n_boot"])
+    if residual_sd and math.isfinite(seed_sd) and seed_sd > 0:
+        out.update({f"residual_over_seed_{k}": float(v / seed_sd) for k, v in residual_sd.items()})
+        out["seed_sd_one_run"] = float(seed_sd)
+    return out
+
+
 def p6_pstar_power_text(summary: Mapping, residual_sd: Mapping[str, float] | None = None,
                         seed_sd: float = math.nan) -> str:
     """The P* leg's power, size and widths from :func:`p6_pstar_power_summary`, per noise (Wilson intervals on
@@ -614,6 +643,12 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
         suite_consistent = bool(near_set & {6.0, 8.0})
         det["suite_best_bits"] = best
         seeds = suite.get("seeds") or {}
+        # every number the suite's sentence prints, so a recomputation checks it (verdicts --check)
+        det.update({f"suite_loss_{b:g}": float(v) for b, v in suite["losses"].items()})
+        det.update({f"suite_seeds_{b:g}": float(seeds.get(b, 1)) for b in suite["losses"]})
+        det.update({f"suite_welch_p_{b:g}": float(p) for b, p in (suite.get("welch_p") or {}).items()})
+        det.update({k2: float(suite[k]) for k, k2 in (("sigma", "suite_sigma"), ("critical", "suite_critical"),
+                                                       ("sigma_dof", "suite_sigma_dof")) if k in suite})
         suite_txt = ("the compute-matched suite (N·P constant, one D): lowest mean loss at P = "
                      + f"{best:g} bits (" + ", ".join(
                          f"{b:g}: {v:.4f}" + (f" ×{seeds[b]}" if seeds.get(b, 1) > 1 else "")
@@ -704,6 +739,7 @@ def verdict_p6(fits: Mapping[str, dict], profile: str, paper: Mapping[str, float
 
             resid, seed_sd = stage_residual_sd(rows, fits), noise_model(rows, "rtn").loss_sd
         pstar_txt = p6_pstar_power_text(ps, resid, seed_sd)
+        det.update(p6_pstar_power_details(ps, resid, seed_sd))
         pr = ps["power_residual"]
         pstar_leg = (f" (the leg's power under the paper's law: {ps['power']:.0%} at seed noise"
                      + (f", {pr:.0%} at our fits' residual scatter" if math.isfinite(pr) else "") + ")")

@@ -1675,10 +1675,13 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                     "paper_position": "inside" if inside else "outside" if outside else "edge"})
     det["holdout_r2_fixed_upstream"] = r2_leaky
     _, det["f_w_4_stage_lo"], det["f_w_4_stage_hi"] = _ci_of(rec, "f_4bits")
+    for key in ("gamma_w", "n_w"):  # the stage bootstrap's intervals the text prints (read from the fit record)
+        _, det[f"{key}_stage_lo"], det[f"{key}_stage_hi"] = _ci_of(rec, key)
     if paired and paired.get("status") == "ok":
         for key, name in (("gamma_w", "gamma_w_paired"), ("n_w", "n_w_paired"), ("f_4bits", "f_w_4_paired")):
             det[name], det[name + "_lo"], det[name + "_hi"] = _ci_of(paired, key)
         det["n_paired"] = float(paired["n_points"])
+        det["n_paired_rows"] = float((paired.get("pairing") or {}).get("n_rows", paired["n_points"]))
     if pipe_paired:  # the paired fit on the pipeline bootstrap's resamples (Chinchilla refitted in each)
         det["f_w_4_paired_pipe_lo"], det["f_w_4_paired_pipe_hi"] = pipe_paired["f_4bits"]
         det["gamma_w_paired_pipe_lo"], det["gamma_w_paired_pipe_hi"] = pipe_paired["gamma_w"]

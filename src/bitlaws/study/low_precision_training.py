@@ -1094,6 +1094,7 @@ def verdict_p10(df: pd.DataFrame, profile: str, fits: Mapping[str, dict] | None 
         n80 = p10_pairs_for_power(per_pair, pred_mean, dof)
         det.update({"paper_mean_delta": pred_mean, "power": pw["power"], "power_partly": pw["power_partly"],
                     "false_positive": pw["false_positive"], "false_partly": pw["false_partly"],
+                    "n_sim": pw["n_sim"],  # so a recomputation compares its rates within their Monte Carlo error
                     "pairs_for_80pct_power": float(n80)})
         detectable = abs(pred_mean) >= crit * se
         if not detectable:
@@ -1291,8 +1292,11 @@ def sweep_facts(profile: str, df: pd.DataFrame) -> dict[str, str | int]:
 
 
 def verdict_markdown(verdict: Verdict) -> str:
-    """One verdict as the chapter states it: ``**Verdict P4: partly.** Ours: … . <reason>.``"""
-    return f"**Verdict {verdict.claim_id}: {verdict.verdict}.** Ours: {verdict.ours or '—'}. {verdict.reason}."
+    """One verdict as the chapter states it: :func:`bitlaws.study.summary.verdict_markdown` (the grade, the
+    key number beside the paper's and how sure, in one sentence; what we measured and why, folded)."""
+    from .summary import verdict_markdown as lead_and_fold
+
+    return lead_and_fold(verdict)
 
 
 def empirical_order_table(marginal: pd.DataFrame):
@@ -1366,6 +1370,16 @@ def paper_vs_here(fits: Mapping[str, dict]) -> pd.DataFrame:
 
 
 def claims_markdown(verdicts: Mapping[str, Verdict], claim_ids=("P4", "P10")) -> str:
-    """One bullet per claim: ``- **P4** (partly): paper — …; here — …`` (here: ours, else the reason)."""
-    return "\n".join(f"- **{c}** ({verdicts[c].verdict}): paper — {verdicts[c].paper}; here — "
-                     f"{verdicts[c].ours or verdicts[c].reason}" for c in claim_ids)
+    """One bullet per claim: ``- **P4** (partly): paper — …; here — …``. Here is the key number
+    (:func:`bitlaws.study.summary.key_number`, ours against the paper's) where the verdict has details,
+    else the reason (a pending claim); the verdict's full text is the chapter's verdict cell's."""
+    from .summary import HEADLINES, key_number, quantity_text
+
+    def here(v: Verdict) -> str:
+        if v.claim_id in HEADLINES and v.details:
+            paper, ours = key_number(v)
+            return f"{quantity_text(v.claim_id, v.details)} {ours} (the paper's {paper}; the verdict above has the rest)"
+        return v.reason or "—"
+
+    return "\n".join(f"- **{c}** ({verdicts[c].verdict}): paper — {verdicts[c].paper}; here — {here(verdicts[c])}"
+                     for c in claim_ids)

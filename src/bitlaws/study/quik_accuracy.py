@@ -665,10 +665,12 @@ def tiny_verdicts(df: pd.DataFrame, profile: str) -> dict[str, Verdict]:
 
 
 def verdicts_markdown(verdicts: dict[str, Verdict]) -> str:
-    """The verdict table (claim, the paper, here, verdict) and each verdict's reason (Markdown)."""
+    """The verdict table (claim, the paper, here, verdict), then each verdict's reason folded in a MyST
+    dropdown (Markdown)."""
     return "\n".join(["| claim | the paper | here | verdict |", "|---|---|---|---|",
                       *[f"| {v.claim_id} | {v.paper} | {v.ours} | **{v.verdict}** |" for v in verdicts.values()],
-                      "", *[f"*{v.claim_id}.* {v.reason.rstrip('. ')}." for v in verdicts.values()]])
+                      "", "```{dropdown} Why each grade (the rule's own words)",
+                      "\n\n".join(f"*{v.claim_id}.* {v.reason.rstrip('. ')}." for v in verdicts.values()), "```"])
 
 
 def paper_relative_table(table: pd.DataFrame) -> pd.DataFrame:

@@ -920,7 +920,7 @@ def outlier_note(stats: pd.DataFrame) -> str:
 
 def verdicts_markdown(verdicts: dict, tiny: dict[str, str]) -> str:
     """The real model's verdict table (claim, the paper, ours with intervals, power / false positives,
-    grade, the tiny models' grade) and each verdict's reason (Markdown).
+    grade, the tiny models' grade), then each verdict's reason folded in a MyST dropdown (Markdown).
 
     Args:
         verdicts: claim id -> :class:`bitlaws.study.claims.Verdict` (:func:`refresh_smollm_verdicts`).
@@ -938,5 +938,7 @@ def verdicts_markdown(verdicts: dict, tiny: dict[str, str]) -> str:
         *[f"| {v.claim_id} | {v.paper} | {v.ours or '–'} | {pw(v)} | **{v.verdict}** | {tiny[v.claim_id]} |"
           for v in verdicts.values()],
         "",
-        *[f"*{v.claim_id}.* {v.reason.rstrip('. ')}." for v in verdicts.values()],
+        "```{dropdown} Why each grade (the rule's own words)",
+        "\n\n".join(f"*{v.claim_id}.* {v.reason.rstrip('. ')}." for v in verdicts.values()),
+        "```",
     ])

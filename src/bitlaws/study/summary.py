@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Headline", "HEADLINES", "CHAPTERS", "key_number", "quantity_text", "with_subscripts", "summary_markdown", "ledger_details_markdown",
-           "readme_block", "chapter_summary_markdown", "chapter_claims", "chapter_verdicts_markdown"]
+           "readme_block", "chapter_summary_markdown", "chapter_claims", "chapter_verdicts_markdown",
+           "how_sure", "verdict_markdown"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -438,10 +439,9 @@ def ledger_details_markdown(verdicts: Mapping[str, Any], claims: Mapping[str, Ma
 
 def chapter_verdicts_markdown(verdicts: Mapping[str, Any], claim_ids) -> str:
     """A chapter's verdicts: a short table (claim, the paper's statement, the key number — the paper's and
-    ours, from :data:`HEADLINES` — and the grade), then each claim's full text (what we measured and why
-    the grade) as its own paragraph, which a table column is too narrow for. A verdict whose texts are
-    written one sentence a line (P6) is shown as a lead, the grade and the reason's first line, then a
-    list: each line of what we measured, then the reason's other lines.
+    ours, from :data:`HEADLINES` — and the grade), then each claim as :func:`verdict_markdown` without
+    its key number: the grade and how sure in one sentence, the full text (what we measured and why the
+    grade) folded below it.
 
     Args:
         verdicts: claim id -> verdict (``bitlaws.study.claims.Verdict``: ``paper``, ``ours``,
@@ -449,10 +449,9 @@ def chapter_verdicts_markdown(verdicts: Mapping[str, Any], claim_ids) -> str:
         claim_ids: the claims, in order.
 
     Returns:
-        Markdown: the table, a blank line, one paragraph per claim.
+        Markdown: the table, a blank line, one lead and dropdown per claim.
     """
     rows = ["| claim | the paper | key number: paper / ours | verdict |", "|---|---|---|---|"]
-    text = []
     for c in claim_ids:
         v = verdicts[c]
         key = "—"
@@ -460,13 +459,63 @@ def chapter_verdicts_markdown(verdicts: Mapping[str, Any], claim_ids) -> str:
             paper, ours = key_number(v)
             key = f"{quantity_text(c, v.details)}: {paper} / {ours}"
         rows.append(f"| {c} | {_esc(v.paper or '—')} | {_esc(key)} | **{v.verdict}** |")
-        ours, why = _lines(v.ours), _lines(v.reason)
-        if len(ours) > 1 or len(why) > 1:
-            text.append(f"**{c}, {v.verdict}.** {_full_stop(why[0] if why else '')}\n\n"
-                        + "\n".join(f"- {_full_stop(line)}" for line in ours + why[1:]))
-        else:
-            text.append(f"**{c}, {v.verdict}.** *Here:* {_full_stop(v.ours or '')} *Why:* {_full_stop(v.reason or '')}")
-    return "\n".join(rows + [""] + ["\n\n".join(text)])
+    return "\n".join(rows + [""] + ["\n\n".join(verdict_markdown(verdicts[c], key=False) for c in claim_ids)])
+
+
+def how_sure(verdict: Any) -> str:
+    """What a grade means, and its power where the store holds one, in one sentence ending in a full stop.
+
+    An inconclusive grade gives the rule's power against the paper's effect on our design (its ``power``
+    detail); a *partly* or *not reproduced* grade the power of that grade's own gate
+    (``power_gate_value``). The grade's meaning is :data:`_HOW_SURE`.
+
+    Args:
+        verdict: a ``bitlaws.study.claims.Verdict``.
+
+    Raises:
+        KeyError: if the verdict's grade is not one of ``_HOW_SURE``'s.
+    """
+    details = getattr(verdict, "details", None) or {}
+    line = _HOW_SURE[verdict.verdict]
+    power = _number(details, "power")
+    own = _number(details, "power_gate_value")
+    against = getattr(HEADLINES.get(verdict.claim_id), "power_against", None) or "against the paper's effect"
+    if verdict.verdict == "inconclusive" and power is not None:
+        line += f"; the rule's power {against} on our design: {100 * power:.0f} %"
+    elif verdict.verdict in ("partly", "not reproduced") and own is not None:
+        line += f"; this grade's own power on our design: {100 * own:.0f} %"
+    return line + "."
+
+
+def verdict_markdown(verdict: Any, key: bool = True) -> str:
+    """One verdict as a chapter shows it: a one-sentence lead, the rest folded.
+
+    The lead is the grade, the key number (``key``: ours with its interval beside the paper's, from
+    :data:`HEADLINES`) and :func:`how_sure`; a MyST ``dropdown`` below it holds what we measured and why
+    the grade, in the verdict's own words. A verdict whose texts are written one sentence a line (P6)
+    is folded as a list: the reason's first line, each line of what we measured, the reason's other lines.
+
+    Args:
+        verdict: a ``bitlaws.study.claims.Verdict`` (``claim_id``, ``verdict``, ``ours``, ``reason``, ``details``).
+        key: print the key number in the lead (False where a table above already gives it).
+
+    Returns:
+        Markdown: the lead paragraph, a blank line, the dropdown.
+    """
+    c, v = verdict.claim_id, verdict
+    lead = f"**{c}, {v.verdict}.**"
+    if key and c in HEADLINES and isinstance(getattr(v, "details", None), Mapping):
+        paper, ours = key_number(v)
+        lead += f" {_flat(quantity_text(c, v.details))}: ours {_flat(ours)}, the paper's {_flat(paper)}."
+    sure = how_sure(v) if v.verdict in _HOW_SURE else ""
+    lead += f" {_flat(sure[:1].upper() + sure[1:])}" if sure else ""
+    ours, why = _lines(v.ours), _lines(v.reason)
+    if len(ours) > 1 or len(why) > 1:
+        full = (f"{_full_stop(why[0] if why else '')}\n\n"
+                + "\n".join(f"- {_full_stop(line)}" for line in ours + why[1:]))
+    else:
+        full = f"*Here:* {_full_stop(v.ours or '')}\n\n*Why:* {_full_stop(v.reason or '')}"
+    return f"{lead}\n\n```{{dropdown}} {c} in full: what we measured, and why this grade\n{full}\n```"
 
 
 def _lines(text: str | None) -> list[str]:
@@ -531,18 +580,7 @@ def chapter_summary_markdown(chapter: str, verdicts: Mapping[str, Any],
         extra = "".join(f"; {c}'s: {_INTERVALS[kind]}" for c, kind in other)
         parts.append(f"**What we found** (our value [95 % interval{extra}] beside the paper's; the grade):")
         parts.append("\n".join(_rows(verdicts, claims, graded, "../", False)))
-        sure = []
-        for claim_id in graded:
-            verdict = verdicts[claim_id]
-            line = f"**{claim_id}** *{verdict.verdict}*: {_HOW_SURE[verdict.verdict]}"
-            power = _number(verdict.details, "power")
-            own = _number(verdict.details, "power_gate_value")
-            against = getattr(HEADLINES.get(claim_id), "power_against", None) or "against the paper's effect"
-            if verdict.verdict == "inconclusive" and power is not None:
-                line += f"; the rule's power {against} on our design: {100 * power:.0f} %"
-            elif verdict.verdict in ("partly", "not reproduced") and own is not None:
-                line += f"; this grade's own power on our design: {100 * own:.0f} %"
-            sure.append(line + ".")
+        sure = [f"**{claim_id}** *{verdicts[claim_id].verdict}*: {how_sure(verdicts[claim_id])}" for claim_id in graded]
         parts.append("**How sure.** " + " ".join(sure))
         parts.append("```{dropdown} Why each grade (the rule's own words)\n"
                      + ledger_details_markdown(verdicts, claims, graded, "../") + "```")
