@@ -929,3 +929,33 @@ def test_p5_factorial_figure_puts_additive_data_on_the_line_and_the_paper_above_
                                           sorted(((1 + 0.02 / tt) * (1 + 0.10 / tt) - 1) * tt for tt in t))
     empty = figures.laws.p5_factorial_figure(pd.DataFrame(), t).axes[0]
     assert [x.get_text() for x in empty.texts] == ["no factorial rows for this profile"]
+
+
+def test_p3_lack_of_fit_by_precision_reduces_to_one_variance_and_bartlett_matches_scipy():
+    from scipy import stats
+
+    from bitlaws.study import law_fits as lfs
+    from bitlaws.study.store import load_runs
+
+    df = load_runs("cpu", experiment=lfs.TRAINING_EXPERIMENTS)
+    fits = lfs.load_fits("cpu")
+    sweep = lfs.stage_frames(df)["neff_w"]
+    chin, neff = lfs.params_of(fits["chinchilla"]), fits["neff_w"]["params"]
+    var = lfs.p3_precision_variances(sweep)
+    pooled, dof = lfs.p3_precision_seed_anova(sweep)
+    # the split is exact: the precisions' sums of squares and degrees of freedom add up to the pooled anova's
+    assert var["ss"].sum() / var["dof"].sum() == pytest.approx(pooled, rel=1e-12)
+    assert var["dof"].sum() == pytest.approx(dof, rel=1e-12)
+    # with one variance for every precision the scaled test is precision_tests' lack of fit, to the last bits
+    same = var.assign(var=pooled)
+    by_p = lfs.p3_lack_of_fit_by_precision(sweep, chin, neff, same)
+    one = lfs.precision_tests(lfs.within_cell_spread(sweep, chin, neff), pooled, dof)
+    assert by_p["f"] == pytest.approx(one["f_lack_of_fit"], rel=1e-10)
+    assert by_p["p"] == pytest.approx(one["p_lack_of_fit"], rel=1e-8)
+    assert by_p["bartlett_p"] == pytest.approx(1.0)  # equal variances: Bartlett's statistic is 0
+    # Bartlett's test on sample variances is scipy's, which reads the samples themselves
+    rng = np.random.default_rng(3)
+    samples = [rng.normal(0, s, n) for s, n in ((1.0, 8), (1.5, 11), (0.7, 6), (2.5, 9))]
+    ours = lfs.bartlett_test(np.array([x.var(ddof=1) for x in samples]), np.array([len(x) - 1 for x in samples]))
+    assert ours == pytest.approx(stats.bartlett(*samples).pvalue, rel=1e-10)
+    assert math.isnan(lfs.bartlett_test(np.array([1.0]), np.array([3.0])))

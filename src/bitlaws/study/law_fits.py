@@ -1292,6 +1292,79 @@ def p3_precision_seed_anova(sweep: pd.DataFrame) -> tuple[float, float]:
     return (ss / dof, float(dof)) if dof > 0 else (math.nan, 0.0)
 
 
+def p3_precision_variances(sweep: pd.DataFrame) -> pd.DataFrame:
+    """σ_e² per P_w: :func:`p3_precision_seed_anova`'s residual sum of squares split by the row's P_w.
+
+    In a cell's complete P_w × seed block of p precisions and s seeds, each precision's row of
+    residuals carries (p − 1)(s − 1)/p of the block's degrees of freedom (the expected residual sum of
+    squares of a row is σ²(p − 1)(s − 1)/p when the noise has one variance), so each precision's
+    variance is its pooled sum of squares over its pooled share of the degrees of freedom.
+
+    Args:
+        sweep: the ``neff_w`` stage's rows (``n_params``, ``n_tokens``, ``bits_w``, ``seed``, ``loss_val``).
+
+    Returns:
+        One row per ``bits_w`` (the index): ``ss`` [nats²], ``dof``, ``var`` [nats²], ``sd`` [nats]; empty
+        where no cell has a block.
+    """
+    rows = []
+    for _, g in sweep.groupby(["n_params", "n_tokens"]):
+        t = g.pivot_table(index="bits_w", columns="seed", values="loss_val", aggfunc="mean").dropna(axis=1)
+        if t.shape[0] < 2 or t.shape[1] < 2:
+            continue
+        y = t.to_numpy(float)
+        r = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
+        share = (y.shape[0] - 1) * (y.shape[1] - 1) / y.shape[0]
+        rows += [(float(b), float((r[i] ** 2).sum()), share) for i, b in enumerate(t.index)]
+    out = pd.DataFrame(rows, columns=["bits_w", "ss", "dof"]).groupby("bits_w")[["ss", "dof"]].sum()
+    return out.assign(var=out["ss"] / out["dof"], sd=np.sqrt(out["ss"] / out["dof"]))
+
+
+def bartlett_test(var: np.ndarray, dof: np.ndarray) -> float:
+    """Bartlett's test that k variance estimates ``var`` (on ``dof`` degrees of freedom each) share one
+    variance: the p-value of its χ² on k − 1 degrees of freedom (NaN with fewer than two, or a non-positive
+    estimate). Bartlett (1937); it assumes normal noise."""
+    from scipy import stats
+
+    var, dof = np.asarray(var, float), np.asarray(dof, float)
+    if len(var) < 2 or np.any(var <= 0) or np.any(dof <= 0):
+        return math.nan
+    n, k = dof.sum(), len(var)
+    pooled = float((dof * var).sum() / n)
+    stat = (n * math.log(pooled) - float((dof * np.log(var)).sum())) / (1 + ((1 / dof).sum() - 1 / n) / (3 * (k - 1)))
+    return float(stats.chi2.sf(stat, k - 1))
+
+
+def p3_lack_of_fit_by_precision(frame: pd.DataFrame, chinchilla: Mapping[str, float], neff: Mapping[str, float],
+                                variances: pd.DataFrame) -> dict[str, float]:
+    """Leg (a)'s lack-of-fit test without the one-variance assumption (reported beside P3's grade, not graded).
+
+    Each centred residual of the law (:func:`within_cell_spread`) is scaled by its own precision's σ_e
+    (:func:`p3_precision_variances`), F = Σ (r_i / σ_e(P_i))² / ν on (ν, Σ dof) degrees of freedom, ν = n −
+    cells − 2 as in :func:`precision_tests`; and Bartlett's test (:func:`bartlett_test`) of whether the
+    precisions' variances differ at all. The F reference is approximate (each weight is an estimate).
+
+    Returns:
+        ``f``, ``p`` (NaN where a row's precision has no variance), ``bartlett_p``, and ``sd_<bits>`` [nats]
+        per precision.
+    """
+    from scipy import stats
+
+    out = {f"sd_{b:g}": float(s) for b, s in variances["sd"].items()}
+    out["bartlett_p"] = bartlett_test(variances["var"].to_numpy(), variances["dof"].to_numpy()) if len(variances) \
+        else math.nan
+    pred = lf.predict(lf.STAGES["neff_w"], frame, dict(neff), dict(chinchilla))
+    f = frame.assign(_pred=pred)
+    key = [c for c in ("n_params", "n_tokens", "seed") if c in f]
+    r = (f["loss_val"] - f.groupby(key)["loss_val"].transform("mean")) - (f["_pred"] - f.groupby(key)["_pred"].transform("mean"))
+    w = f["bits_w"].astype(float).map(variances["var"]) if len(variances) else pd.Series(math.nan, index=f.index)
+    nu = len(f) - f.groupby(key).ngroups - 2
+    if nu <= 0 or w.isna().any() or not len(variances):
+        return {**out, "f": math.nan, "p": math.nan}
+    stat = float((r ** 2 / w).sum() / nu)
+    return {**out, "f": stat, "p": float(stats.f.sf(stat, nu, float(variances["dof"].sum())))}
+
+
 def p3_run_noise(sweep: pd.DataFrame, hp: pd.DataFrame) -> tuple[float, float, str]:
     """Leg (a)'s noise variance in P3's rule v5: σ_e², the noise a run does not share with the runs of its
     (N, D, seed) at other P_w, which is all that ``within_cell_spread``'s centred residuals keep of the seed
@@ -1526,6 +1599,11 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not
     its point; no grade moved.
 
+    Reported beside the grade, not graded (2026-12-07, after a referee; no rule change): leg (a)'s F-test
+    assumes one noise variance across P_w, while the seed σ falls with P_w; the seeded cells' σ_e per P_w
+    (``p3_precision_variances``), Bartlett's test of whether they differ, and the lack of fit with each
+    residual scaled by its own precision's σ_e (``p3_lack_of_fit_by_precision``) are printed with the grade.
+
     Rule version 5 (2026-12-06, after the data, after a referee; stricter on the frozen rows) keeps version 4
     but tests leg (a)'s lack of fit against σ_e², the noise a run does not share with its (N, D, seed) at other
     P_w (:func:`p3_run_noise`: from the seeded P_w cells where they exist, else the high-precision runs' D cell
@@ -1595,6 +1673,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     chin = params_of(fits.get("chinchilla"))
     sigma = math.nan
     sigma_e, run_dof, p_lof_pooled, run_source = math.nan, 0.0, math.nan, "none"
+    by_p: dict[str, float] = {}
     if df is not None and chin is not None:
         frames = stage_frames(df)
         spread = within_cell_spread(frames["neff_w"], chin, p)
@@ -1604,6 +1683,8 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
         run_var, run_dof, run_source = p3_run_noise(frames["neff_w"], frames["chinchilla"])  # v5: what centring keeps
         sigma_e = math.sqrt(run_var) if math.isfinite(run_var) else math.nan
         tests = precision_tests(spread, run_var, run_dof)
+        by_p = p3_lack_of_fit_by_precision(frames["neff_w"], chin, p, p3_precision_variances(frames["neff_w"])) \
+            if run_source == "P_w × seed" else {}
         p_lof_pooled = precision_tests(spread, seed_var, seed_dof)["p_lack_of_fit"]  # v4's test, reported
     lo = hi = se_lo = se_hi = math.nan
     pipe_paired = pipeline_intervals(boot, "w", paired=True) if current else {}
@@ -1659,6 +1740,14 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                 + (("; rule v4's test of leg (a), against the pooled seed σ, would " + ("be met" if p_lof_pooled >= 0.05
                     else "fail too") + f" here (p = {p_lof_pooled:.2g})") if math.isfinite(p_lof_pooled) else "")
                 + "; the rules page gives the history)"
+              + (f"; reported, not graded: leg (a)'s lack-of-fit test "
+                 + ("does not depend" if (by_p["p"] >= 0.05) == (tests["p_lack_of_fit"] >= 0.05) else "depends")
+                 + f" on σ_e being one variance across P_w (the "
+                 f"seeded cells' σ_e per P_w, {', '.join(f'{k[3:]} bits {v:.4f}' for k, v in by_p.items() if k.startswith('sd_'))}"
+                 f" nats, differ {'by no more than chance' if by_p['bartlett_p'] >= 0.05 else 'beyond chance'}, "
+                 f"Bartlett p = {by_p['bartlett_p']:.2g}; with each residual "
+                 f"scaled by its own precision's σ_e the lack of fit gives p = {by_p['p']:.2g})"
+                 if math.isfinite(by_p.get("p", math.nan)) else "")
               + p3_power_text(summary, why, {"width": hi - lo, "point": f4, "source": run_source}))
     det = {"rule_grade": dec["grade"], "power": pw, "power_seed": summary["power"] if summary else math.nan,
            "false_positive": summary["false_positive"] if summary else math.nan,
@@ -1674,6 +1763,8 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
         det.update({"f_w_4_lo": lo, "f_w_4_hi": hi, "f_w_4_lo_mc_se": se_lo, "f_w_4_hi_mc_se": se_hi,
                     "paper_position": "inside" if inside else "outside" if outside else "edge"})
     det["holdout_r2_fixed_upstream"] = r2_leaky
+    det.update({("p_lack_of_fit_by_precision" if k == "p" else "f_lack_of_fit_by_precision" if k == "f" else
+                 f"run_sigma_{k[3:]}bits" if k.startswith("sd_") else "run_sigma_bartlett_p"): v for k, v in by_p.items()})
     _, det["f_w_4_stage_lo"], det["f_w_4_stage_hi"] = _ci_of(rec, "f_4bits")
     for key in ("gamma_w", "n_w"):  # the stage bootstrap's intervals the text prints (read from the fit record)
         _, det[f"{key}_stage_lo"], det[f"{key}_stage_hi"] = _ci_of(rec, key)
