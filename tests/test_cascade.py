@@ -494,3 +494,36 @@ def test_dry_run_on_the_real_data_finds_every_step_current(capsys):
     out = capsys.readouterr().out
     assert "STALE" not in out, out
     assert " 0 stale" in out.splitlines()[0]
+
+
+def test_a_killed_p6_call_leaves_its_plan_and_the_cascade_resumes_the_rest(root, monkeypatch):
+    """write_p6_pstar_power records every dataset it is asked for before it simulates any; a call killed after
+    one dataset leaves the plan on record, and the cascade, which derives its calls from the table and the
+    plan, finds the group short and asks the writer for the whole plan again (the writer skips what is there)."""
+    from bitlaws.study import boot_check, power
+
+    path = root / "checks" / "cpu" / "p6_pstar_power.csv"
+    path.unlink()
+    monkeypatch.setattr(compute_optimal, "simulation_design", lambda *a, **k: {
+        "chin": {}, "inputs": (None,), "stage_sd": None, "fits": {}, "frames": {}, "read": NOW})
+    monkeypatch.setattr(compute_optimal, "_ours_params", lambda fits: ({}, []))
+    monkeypatch.setattr(power, "p6_pstar_worlds", lambda ours: {"paper": None})
+
+    def killed(frames, chin, noise, worlds, datasets, **kw):  # dataset 0 finishes, then the process dies
+        yield _p6_row("paper", "seed", datasets[0])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(boot_check, "p6_pstar_rows", killed)
+    with pytest.raises(KeyboardInterrupt):
+        compute_optimal.write_p6_pstar_power("cpu", worlds="paper", datasets=range(4), n_boot=100, seed=0,
+                                             seed_sd=SD, root=root)
+    assert len(store.read_rows(path, P6_PSTAR_COLUMNS, "sim_id")) == 1
+    plan_rows = store.read_rows(compute_optimal.p6_pstar_plan_path("cpu", root), boot_check.P6_PSTAR_PLAN_COLUMNS,
+                                "sim_id")
+    assert sorted(plan_rows["dataset"].astype(int)) == [0, 1, 2, 3]
+    # the plan's keys are the table's: dataset 0's row and its plan row name one simulation
+    assert _p6_row("paper", "seed", 0)["sim_id"] in set(plan_rows["sim_id"])
+    steps = {s.name: s for s in cascade.cascade_plan("cpu", root)}
+    assert not steps["p6_pstar.paper.seed"].current
+    assert steps["p6_pstar.paper.seed"].why == "1 of its 4 datasets made from these rows"
+    assert steps["p6_pstar.paper.seed"].kwargs["datasets"] == (0, 1, 2, 3)

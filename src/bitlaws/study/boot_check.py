@@ -552,6 +552,30 @@ P6_PSTAR_COLUMNS = ["sim_id", "world", "noise", "rng", "dataset", "seed_sd", "fl
                     "timestamp"]
 
 
+# The columns of ``checks/<profile>/p6_pstar_power_plan.csv``: the identity of every dataset a writer's call was
+# asked for, written before it simulates any, so a killed call leaves its unfinished datasets on record and the
+# cascade (``bitlaws.study.cascade``) resumes them (data/README.md).
+P6_PSTAR_PLAN_COLUMNS = ["sim_id", "world", "noise", "rng", "dataset", "seed_sd", "floor", "n_boot", "sim_version",
+                         "inputs_sha256", "timestamp"]
+
+
+def p6_pstar_identity(world: str, dataset: int, *, seed: int, seed_sd: float, floor: float, n_boot: int,
+                      residual: bool, noise_label: str = "seed", inputs_sha256: str = "") -> dict:
+    """The identifying columns of dataset ``dataset`` of world ``world`` in P6's table (:data:`P6_PSTAR_COLUMNS`
+    and :data:`P6_PSTAR_PLAN_COLUMNS` share them): ``sim_id`` (:func:`p6_pstar_sim_id`), ``world``, ``noise``
+    (``residual`` where ``residual``, else ``noise_label``), ``rng``, ``dataset``, ``seed_sd`` [nats], ``floor``,
+    ``n_boot``, ``sim_version`` (``power.P6_PSTAR_SIM_VERSION``) and ``inputs_sha256``. :func:`p6_pstar_rows`
+    writes these for each dataset it simulates, and ``compute_optimal.write_p6_pstar_power`` records them for
+    each dataset it is asked for before it simulates any."""
+    from .power import P6_PSTAR_SIM_VERSION
+
+    label = "residual" if residual else noise_label
+    return {"sim_id": p6_pstar_sim_id(world, seed, dataset, seed_sd, floor, n_boot, residual, label, inputs_sha256),
+            "world": world, "noise": label, "rng": int(seed), "dataset": int(dataset), "seed_sd": float(seed_sd),
+            "floor": float(floor), "n_boot": int(n_boot), "sim_version": P6_PSTAR_SIM_VERSION,
+            "inputs_sha256": inputs_sha256}
+
+
 def p6_pstar_sim_id(world: str, seed: int, dataset: int, seed_sd: float, floor: float, n_boot: int,
                     residual: bool, noise: str = "seed", inputs_sha256: str = "") -> str:
     """The key of one row of ``p6_pstar_power.csv``: ``world:rng:dataset:seed_sd:floor:n_boot``, with
@@ -636,7 +660,7 @@ def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
     from tqdm.auto import tqdm
 
     from .._io import git_sha
-    from .power import NEFF_F_FLOOR, P6_PSTAR_SIM_VERSION, p6_pstar_dataset, p6_pstar_grade
+    from .power import NEFF_F_FLOOR, p6_pstar_dataset, p6_pstar_grade
 
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
         raise ValueError(f"n_boot must be an int ≥ 2, got {n_boot!r}")
@@ -655,12 +679,9 @@ def p6_pstar_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
         ps = np.array([_p_star(d) for d in draws])
         ps = ps[np.isfinite(ps)]
         lo, hi = (float(v) for v in np.percentile(ps, [2.5, 97.5])) if len(ps) >= 2 else (math.nan, math.nan)
-        label = noise_label if stage_sd is None else "residual"
-        yield {"sim_id": p6_pstar_sim_id(w, seed, k, seed_sd, floor, n_boot, stage_sd is not None, label,
-                                         inputs_sha256),
-               "world": w, "noise": label, "rng": int(seed), "dataset": k,
-               "seed_sd": float(seed_sd), "floor": floor, "n_boot": int(n_boot), "p_star_true": _p_star(truth),
+        yield {**p6_pstar_identity(w, k, seed=seed, seed_sd=seed_sd, floor=floor, n_boot=n_boot,
+                                   residual=stage_sd is not None, noise_label=noise_label, inputs_sha256=inputs_sha256),
+               "p_star_true": _p_star(truth),
                "p_star_point": _p_star(point), "low": lo, "high": hi, "width": hi - lo,
                "grade": p6_pstar_grade(lo, hi), "n_ok": len(draws), "n_p_star": int(len(ps)),
-               "sim_version": P6_PSTAR_SIM_VERSION, "inputs_sha256": inputs_sha256, "git_sha": git_sha(),
-               "timestamp": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+               "git_sha": git_sha(), "timestamp": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}

@@ -289,7 +289,9 @@ def _pool_kwargs(tab: pd.DataFrame, design: pd.DataFrame | None) -> list[dict[st
 
 def _p6_kwargs(tab: pd.DataFrame, design: pd.DataFrame | None) -> list[dict[str, Any]]:
     """One ``write_p6_pstar_power`` call per (noise, world, rng, n_boot, floor, σ_seed) of the stored rows of
-    this simulation version (any training rows), with the datasets it holds: the verdict's rows (``seed``,
+    this simulation version (any training rows) and of its plan (the datasets each call was asked for,
+    ``boot_check.P6_PSTAR_PLAN_COLUMNS``: a call killed part-way is not taken as complete), with the datasets
+    they hold: the verdict's rows (``seed``,
     ``residual`` at ``power.NEFF_F_FLOOR``) and the sensitivity variants (another ``floor``, ``seed_upper``).
     ``floor`` is given only where it is not the default; ``seed_sd`` only to ``seed`` noise, where it is not
     the design table's (``residual`` and ``seed_upper`` set σ_seed themselves and refuse one)."""
@@ -325,7 +327,7 @@ def _derive(profile: str, folder: Path) -> list[dict[str, Any]]:
     A table the data folder lacks (a retraining from scratch in a ``--data-root`` of one's own) gives its steps
     the arguments of the repository's own table of the profile (``repo_root()/data``, the book's design), so the
     cascade makes every simulation the verdicts read there too; none where neither holds it."""
-    from .boot_check import P6_PSTAR_COLUMNS
+    from .boot_check import P6_PSTAR_COLUMNS, P6_PSTAR_PLAN_COLUMNS
     from .law_fits import N_BOOT, PIPELINE_N_BOOT, fits_path, load_fits
     from .store import read_rows
 
@@ -368,6 +370,11 @@ def _derive(profile: str, folder: Path) -> list[dict[str, Any]]:
     p6_path = folder / "checks" / profile / "p6_pstar_power.csv"
     p6_source = source(p6_path)
     p6 = read_rows(p6_source, P6_PSTAR_COLUMNS, "sim_id") if p6_source.exists() else pd.DataFrame()
+    # the datasets each writer's call was asked for (its plan), so a call killed part-way is not taken as complete
+    plan_source = source(folder / "checks" / profile / "p6_pstar_power_plan.csv")
+    if plan_source.exists():
+        planned = read_rows(plan_source, P6_PSTAR_PLAN_COLUMNS, "sim_id")
+        p6 = pd.concat([p6[P6_PSTAR_PLAN_COLUMNS] if len(p6) else None, planned], ignore_index=True)
     for kw in (_p6_kwargs(p6, design) if len(p6) else []):
         name = f"p6_pstar.{kw['worlds']}.{kw['noise']}" + (f".floor{kw['floor']:g}" if "floor" in kw else "")
         taken = {o["name"] for o in out}

@@ -292,7 +292,8 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
     """Simulate P6's P* leg on the profile's committed design and append one row per dataset to
     ``<root>/checks/<profile>/p6_pstar_power.csv`` as each finishes (``store.append_rows``, keyed by
     ``sim_id``: a rerun skips the datasets already there, so a killed run resumes and two processes on
-    different worlds may write at once).
+    different worlds may write at once). Before it simulates any, it records every dataset it was asked for
+    in :func:`p6_pstar_plan_path` (same key), so the cascade sees a killed call's unfinished datasets.
 
     Args:
         profile: a declared profile with its Chinchilla and marginal N_eff fits.
@@ -322,7 +323,9 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
         raise ValueError(f"floor must be a number in (0, 1), got {floor!r}")
     if isinstance(worlds, str):
         worlds = [worlds]
-    from .boot_check import P6_PSTAR_COLUMNS, p6_pstar_rows, p6_pstar_sim_id
+    import datetime as dt
+
+    from .boot_check import P6_PSTAR_COLUMNS, P6_PSTAR_PLAN_COLUMNS, p6_pstar_identity, p6_pstar_rows, p6_pstar_sim_id
     from .power import NEFF_F_FLOOR, P6_PSTAR_WORLDS, p6_pstar_worlds
     from .store import append_rows, read_rows
 
@@ -340,6 +343,13 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
     have = set(read_rows(path, P6_PSTAR_COLUMNS, "sim_id").get("sim_id", [])) if path.exists() else set()
     every = p6_pstar_worlds(ours)
     frames, read = design["frames"], design["read"]
+    # the plan first: every dataset asked for, so a call killed part-way leaves what it did not finish on record
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    append_rows(p6_pstar_plan_path(profile, root),
+                [{**p6_pstar_identity(w, k, seed=seed, seed_sd=seed_sd, floor=floor, n_boot=n_boot,
+                                      residual=stage_sd is not None, noise_label="seed" if noise == "residual" else noise,
+                                      inputs_sha256=read), "timestamp": stamp} for w in worlds for k in datasets],
+                P6_PSTAR_PLAN_COLUMNS, "sim_id")
     for w in worlds:
         left = [k for k in datasets
                 if p6_pstar_sim_id(w, seed, k, seed_sd, floor, n_boot, stage_sd is not None, noise, read) not in have]
@@ -348,6 +358,12 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
                                  stage_sd=stage_sd, noise_label="seed" if noise == "residual" else noise):
             append_rows(path, [row], P6_PSTAR_COLUMNS, "sim_id")
     return path
+
+
+def p6_pstar_plan_path(profile: str, root: str | os.PathLike | None = None) -> Path:
+    """``<root>/checks/<profile>/p6_pstar_power_plan.csv``: the datasets each :func:`write_p6_pstar_power` call
+    was asked for (``boot_check.P6_PSTAR_PLAN_COLUMNS``), beside the table of those it finished."""
+    return _p6_pstar_path(profile, root).with_name("p6_pstar_power_plan.csv")
 
 
 def load_p6_pstar_power(profile: str, df: pd.DataFrame, root: str | os.PathLike | None = None,
