@@ -527,3 +527,31 @@ def test_a_killed_p6_call_leaves_its_plan_and_the_cascade_resumes_the_rest(root,
     assert not steps["p6_pstar.paper.seed"].current
     assert steps["p6_pstar.paper.seed"].why == "1 of its 4 datasets made from these rows"
     assert steps["p6_pstar.paper.seed"].kwargs["datasets"] == (0, 1, 2, 3)
+
+
+def test_a_killed_p3_call_leaves_its_plan_and_the_cascade_resumes_the_rest(root, monkeypatch):
+    """write_p3_power records the datasets it is asked for before it simulates any; after a call killed once
+    dataset 0 is written, the cascade reads the group as 1 of 3 and replays the whole plan."""
+    from bitlaws.study import p3_power
+    from bitlaws.study import law_fits as la
+
+    monkeypatch.setattr(compute_optimal, "simulation_design", lambda *a, **k: {
+        "chin": {}, "inputs": (None,), "stage_sd": None, "fits": {}, "frames": {}, "read": NOW})
+    monkeypatch.setattr(compute_optimal, "p6_seed_sd", lambda inputs, noise: SD)
+
+    def killed(frames, chin, noise, worlds, datasets, **kw):
+        k = datasets[0]
+        yield {**dict.fromkeys(la.P3_POWER_COLUMNS, 0), "sim_id": la.p3_sim_id(worlds[0], "seed", 0, k, SD, 100, NOW),
+               "world": worlds[0], "noise": "seed", "rng": 0, "dataset": k, "seed_sd": SD, "n_boot": 100,
+               "grade": "reproduced", "sim_version": la.P3_POWER_SIM_VERSION, "inputs_sha256": NOW}
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(p3_power, "p3_power_rows", killed)
+    with pytest.raises(KeyboardInterrupt):
+        p3_power.write_p3_power("cpu", worlds="paper", datasets=range(3), n_boot=100, seed=0, root=root)
+    assert len(store.read_rows(la.p3_power_path("cpu", root), la.P3_POWER_COLUMNS, "sim_id")) == 1
+    plan = store.read_rows(la.p3_power_plan_path("cpu", root), la.P3_POWER_PLAN_COLUMNS, "sim_id")
+    assert sorted(plan["dataset"].astype(int)) == [0, 1, 2]
+    steps = {s.name: s for s in cascade.cascade_plan("cpu", root)}
+    assert steps["p3_power.paper.seed"].why == "1 of its 3 datasets made from these rows"
+    assert steps["p3_power.paper.seed"].kwargs["datasets"] == (0, 1, 2)

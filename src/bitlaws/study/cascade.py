@@ -480,16 +480,21 @@ def _p6_status(tab: pd.DataFrame, kw: dict[str, Any], rows: _Rows) -> tuple[bool
 
 
 def _p3_kwargs(path: Path) -> list[dict[str, Any]]:
-    """One ``p3_power.write_p3_power`` call per (world, noise, rng, n_boot) of the stored rows (any training
-    rows, any simulation version: a new version replays the datasets the old one simulated, which
-    ``_p3_status`` then finds missing), with the datasets there; none where the table is absent."""
-    from .law_fits import P3_POWER_COLUMNS
+    """One ``p3_power.write_p3_power`` call per (world, noise, rng, n_boot) of the stored rows and of their plan
+    (``law_fits.P3_POWER_PLAN_COLUMNS``: the datasets each call was asked for, so a call killed part-way is not
+    taken as complete) (any training rows, any simulation version: a new version replays the datasets the old
+    one simulated, which ``_p3_status`` then finds missing), with the datasets there; none where both are
+    absent."""
+    from .law_fits import P3_POWER_COLUMNS, P3_POWER_PLAN_COLUMNS
     from .p3_power import P3_NOISES, P3_WORLDS
     from .store import read_rows
 
-    if not path.exists():
+    plan = path.with_name("p3_power_plan.csv")  # the datasets each call was asked for: a killed call is not complete
+    parts = ([read_rows(path, P3_POWER_COLUMNS, "sim_id")[P3_POWER_PLAN_COLUMNS]] if path.exists() else []) \
+        + ([read_rows(plan, P3_POWER_PLAN_COLUMNS, "sim_id")] if plan.exists() else [])
+    if not parts:
         return []
-    tab = read_rows(path, P3_POWER_COLUMNS, "sim_id")
+    tab = pd.concat(parts, ignore_index=True)
     groups: dict[tuple, set[int]] = {}
     for r in tab.itertuples(index=False):
         groups.setdefault((str(r.world), str(r.noise), int(r.rng), int(r.n_boot)), set()).add(int(r.dataset))

@@ -1442,9 +1442,20 @@ def p3_sim_id(world: str, noise: str, seed: int, dataset: int, seed_sd: float, n
             f"@{inputs_sha256[:12]}")
 
 
+# ``checks/<profile>/p3_power_plan.csv``: every dataset a ``p3_power.write_p3_power`` call was asked for, recorded
+# before it simulates any (same key as the table), so the cascade resumes a call killed part-way (data/README.md).
+P3_POWER_PLAN_COLUMNS = ["sim_id", "world", "noise", "rng", "dataset", "seed_sd", "n_boot", "sim_version",
+                         "inputs_sha256", "timestamp"]
+
+
 def p3_power_path(profile: str, root: str | os.PathLike | None = None) -> Path:
     """``<root>/checks/<profile>/p3_power.csv`` (root: the repository's ``data/`` by default)."""
     return (Path(root) if root is not None else data_dir()) / "checks" / profile / P3_POWER_CSV
+
+
+def p3_power_plan_path(profile: str, root: str | os.PathLike | None = None) -> Path:
+    """``<root>/checks/<profile>/p3_power_plan.csv``, beside :func:`p3_power_path` (:data:`P3_POWER_PLAN_COLUMNS`)."""
+    return p3_power_path(profile, root).with_name("p3_power_plan.csv")
 
 
 def load_p3_power(profile: str, df: pd.DataFrame, root: str | os.PathLike | None = None

@@ -124,7 +124,9 @@ def write_p3_power(profile: str = "cpu", worlds: str | Sequence[str] | None = No
                    progress: bool = False) -> Path:
     """Simulate P3's power on the profile's committed design and append one row per dataset to
     ``<root>/checks/<profile>/p3_power.csv`` as each finishes (``store.append_rows``, keyed by ``sim_id``: a
-    rerun skips the datasets there, so a killed run resumes and two processes may write at once).
+    rerun skips the datasets there, so a killed run resumes and two processes may write at once). Before it
+    simulates any, it records every dataset it was asked for in ``law_fits.p3_power_plan_path`` (same key), so
+    the cascade sees a killed call's unfinished datasets.
 
     Args:
         profile: a declared profile with its Chinchilla and ``neff_w`` fits, made from the rows read now.
@@ -154,6 +156,13 @@ def write_p3_power(profile: str = "cpu", worlds: str | Sequence[str] | None = No
     path = la.p3_power_path(profile, root)
     have = set(read_rows(path, la.P3_POWER_COLUMNS, "sim_id").get("sim_id", [])) if path.exists() else set()
     frames, read = design["frames"], design["read"]
+    # the plan first: every dataset asked for, so a call killed part-way leaves what it did not finish on record
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    append_rows(la.p3_power_plan_path(profile, root),
+                [{"sim_id": la.p3_sim_id(w, noise, seed, k, seed_sd, n_boot, read), "world": w, "noise": noise,
+                  "rng": int(seed), "dataset": int(k), "seed_sd": float(seed_sd), "n_boot": int(n_boot),
+                  "sim_version": la.P3_POWER_SIM_VERSION, "inputs_sha256": read, "timestamp": stamp}
+                 for w in worlds for k in datasets], la.P3_POWER_PLAN_COLUMNS, "sim_id")
     for w in worlds:
         left = [int(k) for k in datasets if la.p3_sim_id(w, noise, seed, k, seed_sd, n_boot, read) not in have]
         for row in p3_power_rows(frames, chin, inputs[0], [w], left, n_boot=n_boot, seed=seed, seed_sd=seed_sd,
