@@ -370,8 +370,8 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     monkeypatch.setattr(pa, "D_CRIT_N_BOOT", 3)
     real, made = pa._d_crit_draw_rows, []
 
-    def killed(df_, method, draws, seed, progress):  # dies after its first draw of GPTQ
-        for row in real(df_, method, draws, seed, progress):
+    def killed(df_, method, draws, seed, progress, resample="runs"):  # dies after its first draw of GPTQ
+        for row in real(df_, method, draws, seed, progress, resample):
             made.append((method, row["draw"]))
             yield row
             if method == "gptq":
@@ -407,6 +407,14 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     assert pa.load_d_crit_boots("test", df, tmp_path / "elsewhere")["gptq"][1].startswith("no draws stored")
     with pytest.raises(ValueError, match="n_boot must be an int ≥ 2"):
         pa.write_d_crit_boot("test", n_boot=1, root=tmp_path)
+    # the (N, seed)-cluster draws are other rows of the same table, keyed and read apart; P2's draws are unchanged
+    pa.write_d_crit_boot("test", root=tmp_path, resample="clusters")
+    cboot, cwhy = pa.load_d_crit_boots("test", df, tmp_path, ["gptq"], resample="clusters")["gptq"]
+    assert cwhy == "" and len(read_rows(path, pa.D_CRIT_BOOT_COLUMNS, "boot_id")) == 12
+    assert set(cboot["boot_version"]) == {pa.D_CRIT_VERSIONS["clusters"]}
+    again = pa.load_d_crit_boot("test", df, "gptq", tmp_path)[0]
+    assert list(again["boot_id"]) == list(boot["boot_id"])
+    assert np.array_equal(again[list(pa.D_CRIT_DRAW_KEYS)].to_numpy(float), boot[list(pa.D_CRIT_DRAW_KEYS)].to_numpy(float))
     # P2 reads them: Eq. 13's point with its interval over the draws, in the text and the details
     monkeypatch.setenv("BITLAWS_DATA", str(tmp_path))
     v = pa.verdict_p2(df, "test", n_sim=10)
@@ -415,6 +423,9 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     assert v.details["gptq_int3_d_crit_eq13_lo"] <= v.details["gptq_int3_d_crit_eq13"] * (1 + 1e-3)
     assert f"[{pa.tokens_text(iv['lo'])}, {pa.tokens_text(iv['hi'])}]" in v.ours
     assert "95 % over 3 paired bootstrap draws" in v.ours and "no interval" not in v.ours
+    civ = pa.d_crit_interval(cboot, NS[0], 3)
+    assert v.details["gptq_int3_d_crit_eq13_cluster_lo"] == pytest.approx(civ["lo"], rel=1e-12)
+    assert "with (N, seed) clusters resampled within each N instead" in v.ours
     table = pa.d_crit_table({m: pa.critical_data_sizes(df, m) for m in ("gptq", "rtn")}, boot=pa.d_crit_boots("test", df))
     assert (table["Eq. 13, 95 %"] != "n/a").all()
     # the generating constants put D_crit at 17M (INT3) and 59M (INT4), past this grid's 8M: flagged, not read as
@@ -956,3 +967,20 @@ def test_chapters_01_and_03_quote_the_same_estimates_on_the_committed_rows():
     stored = load_verdicts()["P1"].details
     assert [f"{gptq['fit'][k]:.2f}" for k in ("gamma_d", "gamma_d_lo", "gamma_d_hi")] == \
         [f"{stored[k]:.2f}" for k in ("gptq_eq2_gamma_d", "gptq_gamma_d_lo", "gptq_gamma_d_hi")]
+
+
+def test_d_crit_cluster_draws_take_whole_seed_clusters_within_each_size():
+    # N 1 has seeds 0, 1, 2 (two runs each), N 2 seed 0 only (three runs)
+    frame = pd.DataFrame({"n_params": [1.0] * 6 + [2.0] * 3, "seed": [0, 0, 1, 1, 2, 2, 0, 0, 0],
+                          "run_id": ["a0", "a0b", "a1", "a1b", "a2", "a2b", "b0", "b0b", "b0c"]})
+    clusters = {"a0": "0", "a0b": "0", "a1": "1", "a1b": "1", "a2": "2", "a2b": "2"}
+    for i in range(20):
+        picks = list(pa._d_crit_picks(frame, np.random.default_rng([0, i]), "clusters"))
+        assert len(picks) == 9 and sorted(p for p in picks if p.startswith("b")) == ["b0", "b0b", "b0c"]
+        drawn = [clusters[p] for p in picks if p.startswith("a")]
+        assert all(drawn.count(c) % 2 == 0 for c in set(drawn))  # each drawn seed brings both of its runs
+    # the runs' draw is the one P2's interval has always read: every run alike, with replacement
+    runs = pa._d_crit_picks(frame, np.random.default_rng([0, 3]), "runs")
+    assert list(runs) == list(np.random.default_rng([0, 3]).choice(np.unique(frame["run_id"]), 9, replace=True))
+    with pytest.raises(ValueError, match="resample must be one of 'runs', 'clusters'; got 'seeds'"):
+        pa.d_crit_bootstrap(make_frame({"gptq": eq2_delta(EQ2)}), "gptq", n_boot=2, resample="seeds")

@@ -404,15 +404,16 @@ def _fit_d_crit(args) -> None:
     except FileNotFoundError:
         print("d_crit_boot: skipped — no base-grid rows")
         return
-    path = write_d_crit_boot(args.profile, root=args.data_root, progress=True, rows=df)
-    for m, (boot, why) in load_d_crit_boots(args.profile, df, root=args.data_root).items():
-        if boot is None:
-            print(f"d_crit_boot {m}: {why}")
-            continue
-        n = float(df.loc[df["status"] == "ok", "n_params"].min())
-        iv = d_crit_interval(boot, n, 3)
-        print(f"d_crit_boot {m}: D_crit(N = {n:,.0f}, INT3) 95 % [{iv['lo']:.3g}, {iv['hi']:.3g}] tokens (bytes) over "
-              f"{iv['n_used']:.0f} of {iv['n_draws']:.0f} draws ({path.name})")
+    for resample in ("runs", "clusters"):  # P2's interval; the (N, seed)-cluster draws reported beside it
+        path = write_d_crit_boot(args.profile, root=args.data_root, progress=True, rows=df, resample=resample)
+        for m, (boot, why) in load_d_crit_boots(args.profile, df, root=args.data_root, resample=resample).items():
+            if boot is None:
+                print(f"d_crit_boot {m} ({resample}): {why}")
+                continue
+            n = float(df.loc[df["status"] == "ok", "n_params"].min())
+            iv = d_crit_interval(boot, n, 3)
+            print(f"d_crit_boot {m} ({resample}): D_crit(N = {n:,.0f}, INT3) 95 % [{iv['lo']:.3g}, {iv['hi']:.3g}] "
+                  f"tokens (bytes) over {iv['n_used']:.0f} of {iv['n_draws']:.0f} draws ({path.name})")
 
 
 def _cmd_design_power(args) -> int:

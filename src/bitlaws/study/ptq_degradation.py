@@ -80,6 +80,8 @@ __all__ = [
     "D_CRIT_BOOT_COLUMNS",
     "D_CRIT_N_BOOT",
     "D_CRIT_BOOT_VERSION",
+    "D_CRIT_RESAMPLES",
+    "D_CRIT_VERSIONS",
     "d_crit_rows_sha",
     "d_crit_boot_path",
     "write_d_crit_boot",
@@ -1167,7 +1169,7 @@ def d_crit_interval(draws, n_params: float, bits_post: float, level: float = 0.9
 
 
 def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, seed: int = 0,
-                     draws=None, progress: bool = False):
+                     draws=None, progress: bool = False, resample: str = "runs"):
     """Paired bootstrap draws of the constants Eq. 13 reads, for ``d_crit_interval`` (``write_d_crit_boot``
     stores them for P2's verdict and chapter 01).
 
@@ -1178,9 +1180,12 @@ def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, 
     bootstrap starts its fits. The committed fits' own bootstraps resample each stage on its own and keep no
     draws, so they cannot give D_crit, which combines the two, an interval.
 
-    The runs are resampled as independent, though runs of one (N, seed) share part of their noise (σ_seed,
-    ``noise.seed_block_anova``), and the interval is conditional on Eq. 2's form, so it is if anything too
-    narrow.
+    With ``resample="runs"`` (what P2's interval reads) the runs are resampled as independent, though runs of
+    one (N, seed) share part of their noise (σ_seed, ``noise.seed_block_anova``), and the interval is
+    conditional on Eq. 2's form, so it is if anything too narrow. ``resample="clusters"`` resamples (N, seed)
+    clusters instead, stratified by N: within each N, its seeds are drawn with replacement and every run of a
+    drawn seed comes along, so the noise a seed's runs share goes into the interval (a size trained at one seed
+    keeps that seed in every draw; reported beside P2's interval, not read by its grade).
 
     Args:
         df: rows holding the base grid's high-precision runs and their PTQ rows (rows of other experiments, where
@@ -1188,21 +1193,41 @@ def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, 
         n_boot: draws, an int ≥ 1. seed: the generator's first seed.
         draws: the draw indices to make (default ``range(n_boot)``); draw i is the same whichever others are
             made, so a caller may make them in pieces. progress: a progress bar.
+        resample: ``runs`` (each high-precision run, independently) or ``clusters`` ((N, seed) clusters within
+            each N).
 
     Returns:
         One row per draw: ``draw`` and ``D_CRIT_DRAW_KEYS`` (plus ``alpha``), NaN where a fit failed; with
         ``draws`` given, a generator of those rows (dicts), one as each draw finishes.
 
     Raises:
-        ValueError: ``n_boot`` < 1; no high-precision runs or no PTQ rows of ``method``.
+        ValueError: ``n_boot`` < 1; ``resample`` not one of ``D_CRIT_RESAMPLES``; no high-precision runs or no PTQ
+            rows of ``method``.
     """
     if int(n_boot) < 1:
         raise ValueError(f"n_boot must be ≥ 1, got {n_boot}")
-    gen = _d_crit_draw_rows(df, method, range(int(n_boot)) if draws is None else draws, seed, progress)
+    if resample not in D_CRIT_RESAMPLES:
+        raise ValueError(f"resample must be one of {', '.join(map(repr, D_CRIT_RESAMPLES))}; got {resample!r}")
+    gen = _d_crit_draw_rows(df, method, range(int(n_boot)) if draws is None else draws, seed, progress, resample)
     return pd.DataFrame(list(gen)) if draws is None else gen
 
 
-def _d_crit_draw_rows(df: pd.DataFrame, method: str, draws, seed: int, progress: bool):
+def _d_crit_picks(chin_f: pd.DataFrame, rng: np.random.Generator, resample: str) -> np.ndarray:
+    """The run ids of one draw (with repeats): every run drawn alike (``runs``), or within each N its seeds drawn
+    alike and each drawn seed's runs taken whole (``clusters``)."""
+    if resample == "runs":
+        runs = np.unique(chin_f["run_id"].astype(str).to_numpy())
+        return rng.choice(runs, size=len(runs), replace=True)
+    picks = []
+    for _, g in chin_f.groupby("n_params", sort=True):
+        by_seed = {s: np.unique(h["run_id"].astype(str).to_numpy()) for s, h in g.groupby("seed", sort=True)}
+        seeds = list(by_seed)
+        for j in rng.choice(len(seeds), size=len(seeds), replace=True):
+            picks.extend(by_seed[seeds[j]])
+    return np.asarray(picks, dtype=object)
+
+
+def _d_crit_draw_rows(df: pd.DataFrame, method: str, draws, seed: int, progress: bool, resample: str = "runs"):
     from tqdm.auto import tqdm
 
     from .law_fits import PIPELINE_REFINE
@@ -1213,10 +1238,9 @@ def _d_crit_draw_rows(df: pd.DataFrame, method: str, draws, seed: int, progress:
     if not len(chin_f) or not len(ptq_f):
         raise ValueError(f"no high-precision runs with {method!r} rows to resample")
     full = {"chinchilla": lf.fit_stage(lf.STAGES["chinchilla"], chin_f), "ptq": lf.fit_stage(lf.STAGES["ptq"], ptq_f)}
-    runs = np.unique(chin_f["run_id"].astype(str).to_numpy())
     ids = {k: f["run_id"].astype(str).to_numpy() for k, f in (("chinchilla", chin_f), ("ptq", ptq_f))}
-    for i in tqdm([int(k) for k in draws], desc=f"D_crit bootstrap ({method})", disable=not progress):
-        picks = np.random.default_rng([seed, i]).choice(runs, size=len(runs), replace=True)
+    for i in tqdm([int(k) for k in draws], desc=f"D_crit bootstrap ({method}, {resample})", disable=not progress):
+        picks = _d_crit_picks(chin_f, np.random.default_rng([seed, i]), resample)
         row: dict[str, float] = {"draw": float(i)}
         for name, frame in (("chinchilla", chin_f), ("ptq", ptq_f)):
             idx = np.concatenate([np.flatnonzero(ids[name] == g) for g in picks])
@@ -1238,6 +1262,10 @@ def _d_crit_draw_rows(df: pd.DataFrame, method: str, draws, seed: int, progress:
 D_CRIT_BOOT_CSV = "d_crit_boot.csv"
 D_CRIT_N_BOOT = 200
 D_CRIT_BOOT_VERSION = "1"  # of the draws' code (resampling, fits): a new version's draws are other rows
+# How a draw resamples (``d_crit_bootstrap``), and the version its stored draws carry: the clusters' draws are
+# other rows of the same table (``boot_version`` "1-clusters"), reported beside P2's interval, read by no grade.
+D_CRIT_RESAMPLES = ("runs", "clusters")
+D_CRIT_VERSIONS = {"runs": D_CRIT_BOOT_VERSION, "clusters": D_CRIT_BOOT_VERSION + "-clusters"}
 D_CRIT_BOOT_COLUMNS = ["boot_id", "method", "seed", "draw", "n_boot", *D_CRIT_DRAW_KEYS, "alpha", "boot_version",
                        "inputs_sha256", "git_sha", "timestamp"]
 # what the draws read of each row: the hash ignores columns other experiments add when frames are concatenated
@@ -1267,12 +1295,12 @@ def d_crit_boot_path(profile: str, root=None) -> Path:
     return (Path(root) if root is not None else data_dir()) / "checks" / profile / D_CRIT_BOOT_CSV
 
 
-def _d_crit_boot_id(method: str, seed: int, draw: int, n_boot: int, sha: str) -> str:
-    return f"{method}:{int(seed)}:{int(draw)}:{int(n_boot)}:v{D_CRIT_BOOT_VERSION}@{sha[:12]}"
+def _d_crit_boot_id(method: str, seed: int, draw: int, n_boot: int, sha: str, resample: str = "runs") -> str:
+    return f"{method}:{int(seed)}:{int(draw)}:{int(n_boot)}:v{D_CRIT_VERSIONS[resample]}@{sha[:12]}"
 
 
 def write_d_crit_boot(profile: str = BOOK_PROFILE, n_boot: int | None = None, seed: int = 0, root=None,
-                      progress: bool = False, rows: pd.DataFrame | None = None) -> Path:
+                      progress: bool = False, rows: pd.DataFrame | None = None, resample: str = "runs") -> Path:
     """Make and store the paired bootstrap draws of Eq. 13's constants (``d_crit_bootstrap``) for every PTQ
     method of the profile's base grid, one row per draw appended as it finishes (``store.append_rows``, keyed by
     ``boot_id``), so a killed run resumes and the rows made from other training rows stay, unread.
@@ -1281,7 +1309,9 @@ def write_d_crit_boot(profile: str = BOOK_PROFILE, n_boot: int | None = None, se
         profile: a declared profile with base-grid rows. n_boot: draws per method (an int ≥ 2; default
             ``D_CRIT_N_BOOT``, what the verdict reads). seed: the generator's first seed. root: a ``data/``
             folder. progress: a progress bar. rows: the profile's base-grid rows as ``store.load_runs`` read
-            them, where the caller holds them already (default: read here).
+            them, where the caller holds them already (default: read here). resample: ``runs`` (P2's interval)
+            or ``clusters`` (the (N, seed)-cluster draws reported beside it; their ``boot_version`` is
+            ``D_CRIT_VERSIONS["clusters"]``).
 
     Returns:
         The table's path.
@@ -1297,26 +1327,29 @@ def write_d_crit_boot(profile: str = BOOK_PROFILE, n_boot: int | None = None, se
     n_boot = D_CRIT_N_BOOT if n_boot is None else n_boot
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
         raise ValueError(f"n_boot must be an int ≥ 2, got {n_boot!r}")
+    if resample not in D_CRIT_RESAMPLES:
+        raise ValueError(f"resample must be one of {', '.join(map(repr, D_CRIT_RESAMPLES))}; got {resample!r}")
     df = load_runs(profile, experiment="base_grid", root=root) if rows is None else rows
     path = d_crit_boot_path(profile, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     have = set(read_rows(path, D_CRIT_BOOT_COLUMNS, "boot_id").get("boot_id", [])) if path.exists() else set()
     for m in methods_present(df):
         sha = d_crit_rows_sha(df, m)
-        left = [i for i in range(int(n_boot)) if _d_crit_boot_id(m, seed, i, n_boot, sha) not in have]
+        left = [i for i in range(int(n_boot)) if _d_crit_boot_id(m, seed, i, n_boot, sha, resample) not in have]
         if not left:
             continue
-        for row in d_crit_bootstrap(df, m, int(n_boot), seed, draws=left, progress=progress):
+        for row in d_crit_bootstrap(df, m, int(n_boot), seed, draws=left, progress=progress, resample=resample):
             stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            append_rows(path, [{**row, "boot_id": _d_crit_boot_id(m, seed, row["draw"], n_boot, sha), "method": m,
-                                "seed": int(seed), "draw": int(row["draw"]), "n_boot": int(n_boot),
-                                "boot_version": D_CRIT_BOOT_VERSION, "inputs_sha256": sha, "git_sha": git_sha(), "timestamp": stamp}],
+            append_rows(path, [{**row, "boot_id": _d_crit_boot_id(m, seed, row["draw"], n_boot, sha, resample),
+                                "method": m, "seed": int(seed), "draw": int(row["draw"]), "n_boot": int(n_boot),
+                                "boot_version": D_CRIT_VERSIONS[resample], "inputs_sha256": sha, "git_sha": git_sha(),
+                                "timestamp": stamp}],
                         D_CRIT_BOOT_COLUMNS, "boot_id")
     return path
 
 
 def load_d_crit_boots(profile: str, df: pd.DataFrame, root=None, methods=None, n_boot: int | None = None,
-                      seed: int = 0) -> dict[str, tuple[pd.DataFrame | None, str]]:
+                      seed: int = 0, resample: str = "runs") -> dict[str, tuple[pd.DataFrame | None, str]]:
     """Method -> (the stored draws made from the rows ``df``, "") or (None, why not), the table read once.
 
     Args:
@@ -1326,6 +1359,7 @@ def load_d_crit_boots(profile: str, df: pd.DataFrame, root=None, methods=None, n
         root: a ``data/`` folder (default: the repository's).
         methods: the PTQ methods to read (default: every method of ``df``'s base grid).
         n_boot: the draws a complete set holds (default ``D_CRIT_N_BOOT``). seed: the generator's first seed.
+        resample: which draws: ``runs`` (P2's interval) or ``clusters`` (``d_crit_bootstrap``).
 
     Returns:
         For each method, ``(draws sorted by draw, "")``, or ``(None, why)``: none stored, made from other rows
@@ -1338,11 +1372,12 @@ def load_d_crit_boots(profile: str, df: pd.DataFrame, root=None, methods=None, n
     methods = methods_present(base) if methods is None else list(methods)
     path = d_crit_boot_path(profile, root)
     if not path.exists():
-        why = f"no draws stored (`{write_d_crit_boot.__module__}.write_d_crit_boot('{profile}')` makes them)"
+        extra = "" if resample == "runs" else f", resample={resample!r}"
+        why = f"no draws stored (`{write_d_crit_boot.__module__}.write_d_crit_boot('{profile}'{extra})` makes them)"
         return {m: (None, why) for m in methods}
     tab = read_rows(path, D_CRIT_BOOT_COLUMNS, "boot_id")
     tab = tab[(tab["seed"].astype(int) == int(seed)) & (tab["n_boot"].astype(int) == int(n_boot))
-              & (tab["boot_version"].astype(str) == D_CRIT_BOOT_VERSION)]
+              & (tab["boot_version"].astype(str) == D_CRIT_VERSIONS[resample])]
     out: dict[str, tuple[pd.DataFrame | None, str]] = {}
     for method in methods:
         of_method = tab[tab["method"].astype(str) == method]
@@ -1839,7 +1874,9 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     (``bitlaws.study.design_checks.repetition_evidence``; reported, not graded).
     RTN is reported as a replication. D_crit from Eq. 13 with our fitted constants
     (``critical_data_sizes``) is reported with its 95 % interval over paired bootstrap draws of the
-    Chinchilla and Eq. 2 constants (``write_d_crit_boot``, ``d_crit_interval``; derived), not graded; so are, per method, the 95 % set of the D at
+    Chinchilla and Eq. 2 constants (``write_d_crit_boot``, ``d_crit_interval``; derived), not graded, and
+    beside it (since 2026-12-07, after a referee) the same interval with (N, seed) clusters resampled within
+    each N (``resample="clusters"``), so the noise a seed's runs share counts; so are, per method, the 95 % set of the D at
     the minimum of the series with the largest rise (``p2_argmin_set``: a seed bootstrap) and the
     largest D/N in tokens of SmolLM2's BPE tokenizer on our text (``bpe_conversion``).
 
@@ -1904,9 +1941,16 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         pw, po = per[m]["power"], per[m]["power_ours"]
         edge = float(df.loc[df["status"] == "ok", "n_tokens"].max())
         beyond = [f"INT{b}" for b, v in sorted(ivs.items()) if v["lo"] > edge]
+        civ = d_crit_ci_clusters.get(m) or {}
+        cluster_text = ("; with (N, seed) clusters resampled within each N instead, so that the noise a seed's runs "
+                        "share counts: " + ", ".join(f"INT{b} [{tokens_text(v['lo'])}, {tokens_text(v['hi'])}]"
+                                                    for b, v in sorted(civ.items()))
+                        + f" over {len(d_crit_boots_clusters[m])} draws (a size trained at one seed keeps that seed in "
+                          "every draw, so its shared noise still does not count)") if civ else ""
         boot_text = (f"95 % over {len(d_crit_boots_read[m])} paired bootstrap draws of the Chinchilla and Eq. 2 constants, both "
                      "refitted on each resample of runs; conditional on Eq. 2's form, with runs resampled as "
-                     "independent though a seed's runs share noise, so if anything too narrow (derived, not graded)"
+                     f"independent though a seed's runs share noise, so if anything too narrow{cluster_text} "
+                     "(derived, not graded)"
                      + (f"; {' and '.join(beyond)}'s interval lies wholly beyond the largest D trained "
                         f"({tokens_text(edge)}): an extrapolation the rows cannot check" if beyond else "")
                      + "".join(f"; at INT{b} {v['share_no_turn_up']:.0%} of the draws have γ_D ≤ 0, no turn-up"
@@ -1933,13 +1977,20 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                    else f"; power not computed: {_P2_NO_POWER}"))
 
     d_crit_ci, d_crit_boot, d_crit_boots_read, d_crit_shapes = {}, {}, {}, {}
+    d_crit_ci_clusters, d_crit_boots_clusters = {}, {}
     # Eq. 13's unit-free shape: ours from the fitted constants (interval over the draws below), the paper's Table 2
     shape_points = {m: d_crit_shape({"beta": chin.get("beta", math.nan), **eq2[m]}) for m in per}
     paper_shape = d_crit_shape(PAPER_CONSTANTS)
     stored = load_d_crit_boots(profile, df, methods=per)
+    clustered = load_d_crit_boots(profile, df, methods=per, resample="clusters")  # reported beside, not graded
     for m in per:  # Eq. 13's D_crit at the smallest N with its paired-bootstrap interval (write_d_crit_boot)
         boot, why = stored[m]
         n_min = float(crit[m]["n_params"].min())
+        boot_c = clustered[m][0]
+        if boot_c is not None:
+            d_crit_ci_clusters[m] = {b: d_crit_interval(boot_c, n_min, b) for b in (3, 4)}
+            d_crit_boots_clusters[m] = boot_c
+            d_crit_boot[f"d_crit_boot_clusters_{m}"] = boot_c[["boot_id"]]
         d_crit_ci[m] = ({b: d_crit_interval(boot, n_min, b) for b in (3, 4)} if boot is not None else {}, why)
         if boot is not None:
             d_crit_boots_read[m] = boot
@@ -2037,6 +2088,10 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                 if iv:  # Eq. 13's 95 % interval over the paired draws (inf: draws with no turn-up)
                     det.update({f"{m}_int{b}_d_crit_eq13_lo": iv["lo"], f"{m}_int{b}_d_crit_eq13_hi": iv["hi"],
                                 f"{m}_int{b}_d_crit_eq13_no_turn_up": iv["share_no_turn_up"]})
+                civ = (d_crit_ci_clusters.get(m) or {}).get(b)
+                if civ:  # the same over (N, seed)-cluster draws (reported, not graded)
+                    det.update({f"{m}_int{b}_d_crit_eq13_cluster_lo": civ["lo"],
+                                f"{m}_int{b}_d_crit_eq13_cluster_hi": civ["hi"]})
             if b in best:
                 det.update({f"{m}_int{b}_rise": best[b]["rise"], f"{m}_int{b}_threshold": best[b]["threshold"]})
     for kind, e in (evidence or {}).items():
