@@ -129,6 +129,9 @@ def test_chapter_verdicts_lead_in_one_sentence_and_fold_the_full_text():
     text = chapter_verdicts_markdown({"P6": lines}, ["P6"])
     assert "**P6, inconclusive.** The data do not decide" in text and "on our design: 4 %.\n\n```{dropdown}" in text
     assert text.endswith("this grade\nThe lead.\n\n- First P\\*.\n- Second (x).\n- The paper's side.\n```")
+    # the how-sure sentence is the book's own Markdown: P9's $C_w$ reaches MathJax as math, not escaped
+    p9 = _verdict("P9", {"power": 0.62}, verdict="inconclusive", ours="o", reason="r")
+    assert "against the law at $C_w$ = 1" in chapter_verdicts_markdown({"P9": p9}, ["P9"]).split("```")[0]
 
 
 def test_readme_block_folds_the_long_text():

@@ -508,7 +508,7 @@ def verdict_markdown(verdict: Any, key: bool = True) -> str:
         paper, ours = key_number(v)
         lead += f" {_flat(quantity_text(c, v.details))}: ours {_flat(ours)}, the paper's {_flat(paper)}."
     sure = how_sure(v) if v.verdict in _HOW_SURE else ""
-    lead += f" {_flat(sure[:1].upper() + sure[1:])}" if sure else ""
+    lead += f" {sure[:1].upper() + sure[1:]}" if sure else ""  # our own Markdown (P9's $C_w$), as the chapter box has it
     ours, why = _lines(v.ours), _lines(v.reason)
     if len(ours) > 1 or len(why) > 1:
         full = (f"{_full_stop(why[0] if why else '')}\n\n"
