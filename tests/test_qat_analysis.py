@@ -54,6 +54,12 @@ def test_marginal_table_measures_against_the_same_cells_baseline():
     emp = qa.empirical_order(m, bits=(4, 8))
     assert emp.loc[4, "a"] == pytest.approx(0.2) and emp.loc[4, "w"] == pytest.approx(0.075)
     assert emp.loc[8, "kv"] == pytest.approx(0.0125)
+    # the chapter's table: the same numbers under the parts' names, one header row (bits names the columns' axis)
+    styled = qa.empirical_order_table(m.assign(seed=0))
+    assert styled.data.loc[4, "activations"] == pytest.approx(0.2) and list(styled.data.columns) == [
+        "weights", "activations", "KV cache"]
+    assert styled.data.columns.name == "bits" and styled.data.index.name is None
+    assert styled.to_html().split("<thead>")[1].split("</thead>")[0].count("<tr>") == 1
 
 
 def test_seeded_marginal_table_averages_each_seeds_delta_against_its_own_twin():

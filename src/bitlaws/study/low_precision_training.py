@@ -1303,7 +1303,9 @@ def empirical_order_table(marginal: pd.DataFrame):
     """:func:`empirical_order` of a :func:`marginal_seed_runs` (or a :func:`marginal_table`), styled for the
     chapter (parts named, signed 4-decimal nats/byte, with its caption naming the seeds averaged). Returns a
     pandas ``Styler``."""
-    emp = empirical_order(marginal).rename(columns=_PART_LABELS)
+    # one header row: the bit widths' label sits where the column labels' name goes (pandas draws the index's
+    # name on a second header row)
+    emp = empirical_order(marginal).rename(columns=_PART_LABELS).rename_axis(index=None, columns="bits")
     seeds = sorted(int(s) for s in marginal.loc[marginal["status"] == "ok", "seed"].unique())
     over = (f"seeds {', '.join(map(str, seeds))}, each against its own high-precision twin" if len(seeds) > 1
             else f"seed {seeds[0]}" if seeds else "no run")
