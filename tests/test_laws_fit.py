@@ -931,7 +931,7 @@ def test_p5_factorial_figure_puts_additive_data_on_the_line_and_the_paper_above_
     assert [x.get_text() for x in empty.texts] == ["no factorial rows for this profile"]
 
 
-def test_p3_lack_of_fit_by_precision_reduces_to_one_variance_and_bartlett_matches_scipy():
+def test_p3_pure_error_lack_of_fit_splits_the_residuals_exactly_and_bartlett_matches_scipy():
     from scipy import stats
 
     from bitlaws.study import law_fits as lfs
@@ -943,16 +943,25 @@ def test_p3_lack_of_fit_by_precision_reduces_to_one_variance_and_bartlett_matche
     chin, neff = lfs.params_of(fits["chinchilla"]), fits["neff_w"]["params"]
     var = lfs.p3_precision_variances(sweep)
     pooled, dof = lfs.p3_precision_seed_anova(sweep)
-    # the split is exact: the precisions' sums of squares and degrees of freedom add up to the pooled anova's
+    # the precisions' sums of squares and degrees of freedom add up to the pooled anova's
     assert var["ss"].sum() / var["dof"].sum() == pytest.approx(pooled, rel=1e-12)
     assert var["dof"].sum() == pytest.approx(dof, rel=1e-12)
-    # with one variance for every precision the scaled test is precision_tests' lack of fit, to the last bits
-    same = var.assign(var=pooled)
-    by_p = lfs.p3_lack_of_fit_by_precision(sweep, chin, neff, same)
-    one = lfs.precision_tests(lfs.within_cell_spread(sweep, chin, neff), pooled, dof)
-    assert by_p["f"] == pytest.approx(one["f_lack_of_fit"], rel=1e-10)
-    assert by_p["p"] == pytest.approx(one["p_lack_of_fit"], rel=1e-8)
-    assert by_p["bartlett_p"] == pytest.approx(1.0)  # equal variances: Bartlett's statistic is 0
+    out = lfs.p3_pure_error_lack_of_fit(sweep, chin, neff, var)
+    spread = lfs.within_cell_spread(sweep, chin, neff)
+    # pure error is the anova's interaction, orthogonal to the lack of fit: the law's residual SS splits exactly
+    assert out["ss_law"] == pytest.approx(spread["ss_resid"], rel=1e-10)
+    assert out["ss_pe"] + out["ss_lof"] == pytest.approx(out["ss_law"], rel=1e-10)
+    assert out["ss_pe"] == pytest.approx(pooled * dof, rel=1e-10) and out["dof_pe"] == dof
+    assert out["dof_lof"] == spread["n"] - spread["cells"] - 2 - dof
+    f = (out["ss_lof"] / out["dof_lof"]) / (out["ss_pe"] / out["dof_pe"])
+    assert out["f"] == pytest.approx(f, rel=1e-12)
+    assert out["p"] == pytest.approx(stats.f.sf(f, out["dof_lof"], out["dof_pe"]), rel=1e-10)
+    # the rule's F (law's residual variance over the pure error) contains its denominator; the classical one not
+    rule = lfs.precision_tests(spread, pooled, dof)["f_lack_of_fit"]
+    assert rule == pytest.approx((out["ss_pe"] + out["ss_lof"]) / (out["dof_pe"] + out["dof_lof"]) / pooled, rel=1e-10)
+    # one variance for every precision: the scaled test is the plain one, and Bartlett's statistic is 0
+    same = lfs.p3_pure_error_lack_of_fit(sweep, chin, neff, var.assign(var=pooled))
+    assert same["f_weighted"] == pytest.approx(out["f"], rel=1e-10) and same["bartlett_p"] == pytest.approx(1.0)
     # Bartlett's test on sample variances is scipy's, which reads the samples themselves
     rng = np.random.default_rng(3)
     samples = [rng.normal(0, s, n) for s, n in ((1.0, 8), (1.5, 11), (0.7, 6), (2.5, 9))]
