@@ -82,6 +82,34 @@ def test_unglue_fills_each_reference_from_what_the_cells_glued():
     assert unglue.unglue(nb) == (0, ["fig"]) and prose.source == "```{glue:figure} fig\n\nCap.\n```"
 
 
+def test_myst_folds_and_boxes_in_outputs_become_markdown_jupyter_renders():
+    import nbformat
+
+    from bitlaws.study.claims import CLAIMS, load_verdicts
+    from bitlaws.study.summary import chapter_summary_markdown, verdict_markdown
+
+    verdicts = load_verdicts()
+    lead, fold = verdict_markdown(verdicts["P4"]).split("\n\n", 1)
+    plain = unglue.plain_markdown(verdict_markdown(verdicts["P4"]))
+    # the lead as it was; the fold a <details> with the dropdown's title as its summary, its body unchanged
+    body = fold.split("\n", 1)[1].rsplit("\n```", 1)[0]
+    assert plain == (f"{lead}\n\n<details>\n<summary>P4 in full: what we measured, and why this grade</summary>\n\n"
+                     f"{body}\n\n</details>")
+    box = unglue.plain_markdown(chapter_summary_markdown("02-low-precision-training", verdicts, CLAIMS))
+    assert box.startswith("**This chapter at a glance**\n\n**Reproduces**") and "{admonition}" not in box
+    assert ":class:" not in box and "````" not in box
+    # nested: a dropdown inside a box keeps its fold; other directives are left alone
+    nested = "````{admonition} Box\n:class: tip\n\nText.\n\n```{dropdown} More\nInside.\n```\n````\n```{note}\nN\n```"
+    assert unglue.plain_markdown(nested) == ("**Box**\n\nText.\n\n<details>\n<summary>More</summary>\n\nInside.\n\n"
+                                             "</details>\n```{note}\nN\n```")
+    # unglue converts the code cells' Markdown outputs
+    cell = nbformat.v4.new_code_cell("v")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": verdict_markdown(verdicts["P4"])})]
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    unglue.unglue(nb)
+    assert cell.outputs[0]["data"]["text/markdown"] == plain and "{dropdown}" not in plain
+
+
 def test_unglue_cli_refuses_what_it_cannot_fill(tmp_path, capsys):
     import nbformat
 

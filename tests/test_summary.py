@@ -16,6 +16,7 @@ from bitlaws.study.summary import (
     chapter_claims,
     chapter_summary_markdown,
     chapter_verdicts_markdown,
+    how_sure,
     key_number,
     ledger_details_markdown,
     markdown_text,
@@ -159,7 +160,9 @@ def test_chapter_box_holds_its_claims_grades_and_reasons():
     assert box.startswith("````{admonition}") and box.rstrip().endswith("````")
     for claim_id in ("P6", "P7", "P8"):
         assert f"| **{claim_id}** |" in box and f"**{verdicts[claim_id].verdict}**" in box
-    assert "P1" not in box and "```{dropdown}" in box
+    # the verdicts' own words are in the chapter's verdict section, once a page: the box points there
+    assert "P1" not in box and "```{dropdown}" not in box and "the chapter's verdicts below" in box
+    assert verdicts["P6"].reason[:80] not in box
     box = chapter_summary_markdown("00-number-formats", verdicts, CLAIMS)
     assert "grades no claim" in box and f"graded *{verdicts['P10'].verdict}*" in box
 
@@ -198,6 +201,13 @@ def test_chapter_box_legend_names_each_claims_own_interval():
     # an inconclusive claim's power says what it is the power against (P9: one point of the paper's range)
     sure = box.split("**How sure.**", 1)[1]
     assert "the rule's power against the law at $C_w$ = 1, at the least favourable noise structure" in sure
+    # a failure without a gate value of its own gives the rule's power (P3), one with it that (P5)
+    assert f"**P3** *not reproduced*: the rule came out against the paper; the rule's power against the paper's " \
+           f"effect on our design: {100 * load_verdicts()['P3'].details['power']:.0f} %." in sure
+    assert f"this grade's own power on our design: {100 * load_verdicts()['P5'].details['power_gate_value']:.0f} %" in sure
+    # P1, P2: the graded method's power
+    p2 = _verdict("P2", {"method": "gptq", "gptq_power": 0.42, "rtn_power": 0.9}, verdict="inconclusive")
+    assert how_sure(p2).endswith("on our design: 42 %.")
 
 
 def test_quantity_text_fills_counts_from_the_details():

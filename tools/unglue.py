@@ -24,6 +24,29 @@ FIGURE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{glue:figure\}\s+(?P<name>\S+)\s*\
                     re.S | re.M)
 
 
+# a MyST dropdown or admonition fenced with backticks or colons (the fence's own length closes it, so a box may
+# hold a shorter-fenced one), with its option lines (":class: tip") first in the body
+DIRECTIVE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<kind>dropdown|admonition)\}[ \t]*(?P<title>[^\n]*)\n"
+                       r"(?P<body>.*?)^(?P=fence)[ \t]*$", re.S | re.M)
+
+
+def plain_markdown(text: str) -> str:
+    """MyST's ``dropdown`` and ``admonition`` directives in ``text`` as Markdown that Jupyter renders: a dropdown
+    as ``<details><summary>title</summary>`` (folded, as in the book), an admonition as its title in bold above
+    its body; nested ones alike. Other text is left as written."""
+    def one(m: re.Match) -> str:
+        lines = m.group("body").split("\n")
+        while lines and re.match(r":\S+:", lines[0]):  # the directive's options
+            lines.pop(0)
+        body = plain_markdown("\n".join(lines).strip("\n"))
+        title = m.group("title").strip()
+        if m.group("kind") == "dropdown":
+            return f"<details>\n<summary>{title or 'More'}</summary>\n\n{body}\n\n</details>"
+        return (f"**{title}**\n\n" if title else "") + body
+
+    return DIRECTIVE.sub(one, text)
+
+
 def glued_values(nb) -> dict[str, dict[str, str]]:
     """``name -> {mime: data}`` of every output an executed notebook's cells glued (the papermill prefix
     removed); a name glued twice keeps its last value, as myst-nb does."""
@@ -45,7 +68,7 @@ def _role(kind: str | None, ref: str, values: dict[str, dict[str, str]]) -> str 
     if data is None:
         return None
     if kind in (None, "md", "any") and "text/markdown" in data:
-        return data["text/markdown"].strip()
+        return plain_markdown(data["text/markdown"]).strip()
     if "text/plain" not in data:
         return None
     return format_plain_text(data["text/plain"], fmt if kind == "text" else "")
@@ -59,7 +82,9 @@ def unglue(nb):
 
     The outputs of code cells the book hides (tagged ``remove-output`` or ``remove-cell``) are dropped but for
     their glue records, so a glued figure shows once, where the prose places it, as in the book. References
-    inside code spans (`` `…` ``) are left as written.
+    inside code spans (`` `…` ``) are left as written. The MyST dropdowns and admonitions in the cells'
+    Markdown outputs (each verdict's fold, each chapter's opening box) become :func:`plain_markdown`, which
+    Jupyter renders.
 
     Args:
         nb: an executed ``nbformat`` notebook (version 4); changed in place.
@@ -72,6 +97,10 @@ def unglue(nb):
     for cell in nb.cells:
         if cell.cell_type == "code" and set(cell.metadata.get("tags", [])) & set(HIDDEN):
             cell.outputs = [o for o in cell.get("outputs", []) if (o.get("metadata") or {}).get("scrapbook")]
+        for o in cell.get("outputs", []) if cell.cell_type == "code" else []:  # the verdicts' folds, the boxes
+            md = (o.get("data") or {}).get("text/markdown")
+            if md is not None:
+                o["data"]["text/markdown"] = plain_markdown("".join(md) if isinstance(md, list) else md)
     filled, missing = 0, []
 
     def role(m: re.Match) -> str:

@@ -465,9 +465,10 @@ def chapter_verdicts_markdown(verdicts: Mapping[str, Any], claim_ids) -> str:
 def how_sure(verdict: Any) -> str:
     """What a grade means, and its power where the store holds one, in one sentence ending in a full stop.
 
-    An inconclusive grade gives the rule's power against the paper's effect on our design (its ``power``
-    detail); a *partly* or *not reproduced* grade the power of that grade's own gate
-    (``power_gate_value``). The grade's meaning is :data:`_HOW_SURE`.
+    A *partly* or *not reproduced* grade gives the power of that grade's own gate (``power_gate_value``) where
+    the rule has one; otherwise, and for an inconclusive grade, the rule's power against the paper's effect on
+    our design (its ``power`` detail; ``<method>_power`` where the details name a ``method``, P1 and P2). The
+    grade's meaning is :data:`_HOW_SURE`.
 
     Args:
         verdict: a ``bitlaws.study.claims.Verdict``.
@@ -477,13 +478,14 @@ def how_sure(verdict: Any) -> str:
     """
     details = getattr(verdict, "details", None) or {}
     line = _HOW_SURE[verdict.verdict]
-    power = _number(details, "power")
+    method = details.get("method")  # P1, P2: one set of numbers per PTQ method, the graded one named here
+    power = _number(details, f"{method}_power" if isinstance(method, str) else "power")
     own = _number(details, "power_gate_value")
     against = getattr(HEADLINES.get(verdict.claim_id), "power_against", None) or "against the paper's effect"
-    if verdict.verdict == "inconclusive" and power is not None:
-        line += f"; the rule's power {against} on our design: {100 * power:.0f} %"
-    elif verdict.verdict in ("partly", "not reproduced") and own is not None:
+    if verdict.verdict in ("partly", "not reproduced") and own is not None:
         line += f"; this grade's own power on our design: {100 * own:.0f} %"
+    elif verdict.verdict in ("inconclusive", "partly", "not reproduced") and power is not None:
+        line += f"; the rule's power {against} on our design: {100 * power:.0f} %"
     return line + "."
 
 
@@ -582,8 +584,9 @@ def chapter_summary_markdown(chapter: str, verdicts: Mapping[str, Any],
         parts.append("\n".join(_rows(verdicts, claims, graded, "../", False)))
         sure = [f"**{claim_id}** *{verdicts[claim_id].verdict}*: {how_sure(verdicts[claim_id])}" for claim_id in graded]
         parts.append("**How sure.** " + " ".join(sure))
-        parts.append("```{dropdown} Why each grade (the rule's own words)\n"
-                     + ledger_details_markdown(verdicts, claims, graded, "../") + "```")
+        # each verdict's own words are in the chapter's verdict section (once a page); the rules on the rules page
+        parts.append("What we measured and why each grade, in the rule's own words: the chapter's verdicts below; "
+                     "each rule and its history: [the rules page](../rules.md).")
     else:
         informed = []
         for claim_id in _INFORMS.get(chapter, ()):
