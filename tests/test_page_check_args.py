@@ -40,3 +40,23 @@ def test_pages_resolve_from_the_working_directory_then_the_root(tmp_path, monkey
                                                                               "mathjax": True})
     assert page_check.main(["built/notebooks/ch.html", "notebooks/ch.html", "--html-root", str(built)]) == 0
     assert seen == [(built / "notebooks" / "ch.html", built), (built / "notebooks" / "ch.html", built)]
+
+
+def test_a_screenshot_height_chromium_cannot_draw_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        page_check.main(["--height", "-5", "--html-root", str(tmp_path)])
+    assert exc.value.code == 2 and "--height must be 200 to 30000 px; got -5" in capsys.readouterr().err
+
+
+def test_a_browser_that_hangs_is_a_failed_page_not_a_traceback(tmp_path, monkeypatch):
+    import subprocess
+
+    def hang(*a, **k):
+        raise subprocess.TimeoutExpired(cmd="chromium", timeout=1)
+
+    monkeypatch.setattr(page_check.subprocess, "run", hang)
+    page = tmp_path / "p.html"
+    page.write_text("<html><body>x</body></html>")
+    res = page_check.check_page("chromium", page, tmp_path)
+    assert res["ok"] is False and "did not report" in res["error"]
+    assert not list(tmp_path.glob(".bitlaws-page-check-*"))  # its probe copy is removed

@@ -35,6 +35,7 @@ SKIP = {"genindex.html", "search.html", "py-modindex.html"}
 # No request leaves the machine: every host name fails to resolve and any proxy use fails.
 NO_NETWORK = ["--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND"]
 MARK = "bitlaws-page-check"
+MIN_HEIGHT, MAX_HEIGHT = 200, 30_000  # screenshot heights chromium draws (px)
 
 PROBE = r"""
 <script>
@@ -96,9 +97,13 @@ def chromium() -> str:
 
 
 def _run(browser: str, url: str, *extra: str, timeout: float = 120) -> str:
+    """Chromium's stdout for ``url``; empty if it ran past ``timeout`` seconds (the caller reports the page)."""
     cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", *NO_NETWORK, "--window-size=1400,1000",
            *extra, url]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
+    except subprocess.TimeoutExpired:
+        return ""
 
 
 def check_page(browser: str, page: Path, root: Path = BUILD) -> dict:
@@ -147,8 +152,11 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"the built book to check (default: {BUILD.relative_to(ROOT)} beside this script)")
     ap.add_argument("--screenshots", type=Path, default=None, help="folder for a PNG of each page")
     ap.add_argument("--height", type=int, default=None,
-                    help="screenshot height in px (default: the whole page, at most 30000)")
+                    help=f"screenshot height in px, {MIN_HEIGHT} to {MAX_HEIGHT} (default: the whole page, at most "
+                         f"{MAX_HEIGHT})")
     args = ap.parse_args(argv)
+    if args.height is not None and not MIN_HEIGHT <= args.height <= MAX_HEIGHT:
+        ap.error(f"--height must be {MIN_HEIGHT} to {MAX_HEIGHT} px; got {args.height}")
     root = args.html_root.resolve()
     if not args.pages and not (root / "index.html").exists():
         sys.exit(f"page_check: {root}/index.html not found: build the book first (make book), "
@@ -187,9 +195,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.screenshots:
             rel = page.relative_to(root) if page.is_relative_to(root) else Path(page.name)  # a page built elsewhere
             name = str(rel).replace("/", "_").removesuffix(".html") + ".png"
-            height = args.height or min(max(int(res.get("height") or 2400), 800), 30_000)
+            full = int(res.get("height") or 2400)
+            height = args.height or min(max(full, 800), MAX_HEIGHT)
             _run(browser, page.as_uri(), f"--screenshot={args.screenshots / name}",
-                 f"--window-size=1400,{height}", "--virtual-time-budget=20000")
+                 f"--window-size=1400,{height}", "--virtual-time-budget=20000", timeout=300)
+            if not (args.screenshots / name).exists():
+                print(f"       screenshot: chromium wrote none for {name} (it timed out or failed)")
+            elif full > height:
+                print(f"       screenshot: the top {height} px of {full} ({name}); the rest is not in it")
     print(f"{len(pages) - failed} of {len(pages)} pages pass")
     return 1 if failed else 0
 
