@@ -931,7 +931,7 @@ def test_p5_factorial_figure_puts_additive_data_on_the_line_and_the_paper_above_
     assert [x.get_text() for x in empty.texts] == ["no factorial rows for this profile"]
 
 
-def test_p3_pure_error_lack_of_fit_splits_the_residuals_exactly_and_bartlett_matches_scipy():
+def test_p3_pure_error_lack_of_fit_refits_by_least_squares_and_splits_the_residuals_exactly():
     from scipy import stats
 
     from bitlaws.study import law_fits as lfs
@@ -941,30 +941,23 @@ def test_p3_pure_error_lack_of_fit_splits_the_residuals_exactly_and_bartlett_mat
     fits = lfs.load_fits("cpu")
     sweep = lfs.stage_frames(df)["neff_w"]
     chin, neff = lfs.params_of(fits["chinchilla"]), fits["neff_w"]["params"]
-    var = lfs.p3_precision_variances(sweep)
     pooled, dof = lfs.p3_precision_seed_anova(sweep)
-    # the precisions' sums of squares and degrees of freedom add up to the pooled anova's
-    assert var["ss"].sum() / var["dof"].sum() == pytest.approx(pooled, rel=1e-12)
-    assert var["dof"].sum() == pytest.approx(dof, rel=1e-12)
-    out = lfs.p3_pure_error_lack_of_fit(sweep, chin, neff, var)
+    out = lfs.p3_pure_error_lack_of_fit(sweep, chin, neff)
     spread = lfs.within_cell_spread(sweep, chin, neff)
-    # pure error is the anova's interaction, orthogonal to the lack of fit: the law's residual SS splits exactly
-    assert out["ss_law"] == pytest.approx(spread["ss_resid"], rel=1e-10)
-    assert out["ss_pe"] + out["ss_lof"] == pytest.approx(out["ss_law"], rel=1e-10)
+    # least squares on the centred losses: no worse than the stage's robust fit there, and a minimum
+    assert out["ss"] <= spread["ss_resid"] + 1e-15
+    at = lfs.within_cell_spread(sweep, chin, {"gamma_w": out["gamma_w"], "n_w": out["n_w"]})
+    assert at["ss_resid"] == pytest.approx(out["ss"], rel=1e-10)
+    for dg, dn in ((0.02, 0), (-0.02, 0), (0, 0.02), (0, -0.02)):
+        moved = {"gamma_w": out["gamma_w"] * (1 + dg), "n_w": out["n_w"] + dn}
+        assert lfs.within_cell_spread(sweep, chin, moved)["ss_resid"] >= out["ss"] * (1 - 1e-9)
+    # pure error is the anova's interaction, orthogonal to the lack of fit: the residual SS splits exactly
+    assert out["ss_pe"] + out["ss_lof"] == pytest.approx(out["ss"], rel=1e-10)
     assert out["ss_pe"] == pytest.approx(pooled * dof, rel=1e-10) and out["dof_pe"] == dof
     assert out["dof_lof"] == spread["n"] - spread["cells"] - 2 - dof
     f = (out["ss_lof"] / out["dof_lof"]) / (out["ss_pe"] / out["dof_pe"])
     assert out["f"] == pytest.approx(f, rel=1e-12)
     assert out["p"] == pytest.approx(stats.f.sf(f, out["dof_lof"], out["dof_pe"]), rel=1e-10)
-    # the rule's F (law's residual variance over the pure error) contains its denominator; the classical one not
-    rule = lfs.precision_tests(spread, pooled, dof)["f_lack_of_fit"]
-    assert rule == pytest.approx((out["ss_pe"] + out["ss_lof"]) / (out["dof_pe"] + out["dof_lof"]) / pooled, rel=1e-10)
-    # one variance for every precision: the scaled test is the plain one, and Bartlett's statistic is 0
-    same = lfs.p3_pure_error_lack_of_fit(sweep, chin, neff, var.assign(var=pooled))
-    assert same["f_weighted"] == pytest.approx(out["f"], rel=1e-10) and same["bartlett_p"] == pytest.approx(1.0)
-    # Bartlett's test on sample variances is scipy's, which reads the samples themselves
-    rng = np.random.default_rng(3)
-    samples = [rng.normal(0, s, n) for s, n in ((1.0, 8), (1.5, 11), (0.7, 6), (2.5, 9))]
-    ours = lfs.bartlett_test(np.array([x.var(ddof=1) for x in samples]), np.array([len(x) - 1 for x in samples]))
-    assert ours == pytest.approx(stats.bartlett(*samples).pvalue, rel=1e-10)
-    assert math.isnan(lfs.bartlett_test(np.array([1.0]), np.array([3.0])))
+    # without a seeded block there is no pure error: no test
+    one_seed = sweep[sweep["seed"] == sweep["seed"].min()]
+    assert math.isnan(lfs.p3_pure_error_lack_of_fit(one_seed, chin, neff)["p"])

@@ -399,7 +399,9 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     assert pa.load_d_crit_boot("test", moved, "gptq", tmp_path) == (None, "draws made from other training rows; not "
                                                                           "read")
     assert pa.d_crit_rows_sha(df.assign(fmt_post="x", bits_post=df["bits_post"].astype(float)), "gptq") == sha
-    assert pa.d_crit_boot_is_current("test", df, tmp_path) == (True, "")
+    # the cascade's check wants the wild cluster draws too (a fit killed between the two kinds is not current)
+    ok, why = pa.d_crit_boot_is_current("test", df, tmp_path)
+    assert not ok and why.startswith("gptq wild (no gptq draws stored)")
     assert not pa.d_crit_boot_is_current("test", moved, tmp_path)[0]
     # every method from one read of the table: the same draws as one method at a time, the reason per method
     both = pa.load_d_crit_boots("test", moved.assign(loss_val=df["loss_val"]), tmp_path)
@@ -407,11 +409,13 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     assert pa.load_d_crit_boots("test", df, tmp_path / "elsewhere")["gptq"][1].startswith("no draws stored")
     with pytest.raises(ValueError, match="n_boot must be an int ≥ 2"):
         pa.write_d_crit_boot("test", n_boot=1, root=tmp_path)
-    # the (N, seed)-cluster draws are other rows of the same table, keyed and read apart; P2's draws are unchanged
-    pa.write_d_crit_boot("test", root=tmp_path, resample="clusters")
-    cboot, cwhy = pa.load_d_crit_boots("test", df, tmp_path, ["gptq"], resample="clusters")["gptq"]
+    # the wild cluster draws are other rows of the same table, keyed and read apart; P2's draws are unchanged
+    pa.write_d_crit_boot("test", root=tmp_path, resample="wild")
+    cboot, cwhy = pa.load_d_crit_boots("test", df, tmp_path, ["gptq"], resample="wild")["gptq"]
     assert cwhy == "" and len(read_rows(path, pa.D_CRIT_BOOT_COLUMNS, "boot_id")) == 12
-    assert set(cboot["boot_version"]) == {pa.D_CRIT_VERSIONS["clusters"]}
+    assert set(cboot["boot_version"]) == {pa.D_CRIT_VERSIONS["wild"]}
+    pa.write_d_crit_boot("test", root=tmp_path, resample="wild")  # a rerun makes nothing: every kind is there
+    assert pa.d_crit_boot_is_current("test", df, tmp_path) == (True, "")
     again = pa.load_d_crit_boot("test", df, "gptq", tmp_path)[0]
     assert list(again["boot_id"]) == list(boot["boot_id"])
     assert np.array_equal(again[list(pa.D_CRIT_DRAW_KEYS)].to_numpy(float), boot[list(pa.D_CRIT_DRAW_KEYS)].to_numpy(float))
@@ -424,8 +428,8 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     assert f"[{pa.tokens_text(iv['lo'])}, {pa.tokens_text(iv['hi'])}]" in v.ours
     assert "95 % over 3 paired bootstrap draws" in v.ours and "no interval" not in v.ours
     civ = pa.d_crit_interval(cboot, NS[0], 3)
-    assert v.details["gptq_int3_d_crit_eq13_cluster_lo"] == pytest.approx(civ["lo"], rel=1e-12)
-    assert "with (N, seed) clusters resampled within each N instead" in v.ours
+    assert v.details["gptq_int3_d_crit_eq13_wild_lo"] == pytest.approx(civ["lo"], rel=1e-12)
+    assert "a wild cluster bootstrap, which keeps the design and moves a seed's runs together" in v.ours
     table = pa.d_crit_table({m: pa.critical_data_sizes(df, m) for m in ("gptq", "rtn")}, boot=pa.d_crit_boots("test", df))
     assert (table["Eq. 13, 95 %"] != "n/a").all()
     # the generating constants put D_crit at 17M (INT3) and 59M (INT4), past this grid's 8M: flagged, not read as
@@ -969,18 +973,34 @@ def test_chapters_01_and_03_quote_the_same_estimates_on_the_committed_rows():
         [f"{stored[k]:.2f}" for k in ("gptq_eq2_gamma_d", "gptq_gamma_d_lo", "gptq_gamma_d_hi")]
 
 
-def test_d_crit_cluster_draws_take_whole_seed_clusters_within_each_size():
-    # N 1 has seeds 0, 1, 2 (two runs each), N 2 seed 0 only (three runs)
-    frame = pd.DataFrame({"n_params": [1.0] * 6 + [2.0] * 3, "seed": [0, 0, 1, 1, 2, 2, 0, 0, 0],
-                          "run_id": ["a0", "a0b", "a1", "a1b", "a2", "a2b", "b0", "b0b", "b0c"]})
-    clusters = {"a0": "0", "a0b": "0", "a1": "1", "a1b": "1", "a2": "2", "a2b": "2"}
-    for i in range(20):
-        picks = list(pa._d_crit_picks(frame, np.random.default_rng([0, i]), "clusters"))
-        assert len(picks) == 9 and sorted(p for p in picks if p.startswith("b")) == ["b0", "b0b", "b0c"]
-        drawn = [clusters[p] for p in picks if p.startswith("a")]
-        assert all(drawn.count(c) % 2 == 0 for c in set(drawn))  # each drawn seed brings both of its runs
-    # the runs' draw is the one P2's interval has always read: every run alike, with replacement
-    runs = pa._d_crit_picks(frame, np.random.default_rng([0, 3]), "runs")
-    assert list(runs) == list(np.random.default_rng([0, 3]).choice(np.unique(frame["run_id"]), 9, replace=True))
-    with pytest.raises(ValueError, match="resample must be one of 'runs', 'clusters'; got 'seeds'"):
+def test_d_crit_wild_draws_keep_the_design_and_flip_each_clusters_residuals_together():
+    # 2 sizes × 2 seeds × 2 D, a post-PTQ row at INT3 and INT4 per run; fitted values known
+    rows = []
+    for n in (1e4, 4e4):
+        for s in (0, 1):
+            for d in (1e6, 2e6):
+                rows.append({"run_id": f"{n:g}-{s}-{d:g}", "n_params": n, "seed": s, "n_tokens": d})
+    chin_f = pd.DataFrame(rows).assign(loss_val=lambda f: 2.0 + 0.01 * np.arange(len(f)))
+    hat = chin_f["loss_val"].to_numpy() * np.exp(-0.005 * (1 + np.arange(len(chin_f)) % 3))
+    ptq_f = pd.concat([chin_f.assign(bits_post=b) for b in (3, 4)], ignore_index=True)
+    ptq_f = ptq_f.assign(loss_base=ptq_f["loss_val"], loss_val=ptq_f["loss_val"] + 0.05)
+    delta = np.full(len(ptq_f), 0.04)
+    for i in range(6):
+        out = pa._d_crit_wild_frames(chin_f, ptq_f, {"chinchilla": hat, "delta": delta}, np.random.default_rng([0, i]))
+        c, q = out["chinchilla"], out["ptq"]
+        # the design is unchanged: same rows, same N, D, P_post, seeds
+        assert c[["run_id", "n_params", "seed", "n_tokens"]].equals(chin_f[["run_id", "n_params", "seed", "n_tokens"]])
+        assert q[["run_id", "bits_post"]].equals(ptq_f[["run_id", "bits_post"]])
+        # each run's log residual is ± its own, one sign per (N, seed) cluster
+        e = np.log(chin_f["loss_val"] / hat)
+        sign = np.round(np.log(c["loss_val"] / hat) / e, 12)
+        assert set(sign) <= {-1.0, 1.0}
+        assert (chin_f.assign(s=sign).groupby(["n_params", "seed"])["s"].nunique() == 1).all()
+        # a post-PTQ row: its run's new high-precision loss as L_before, its own residual with the run's sign
+        base = q["run_id"].map(dict(zip(c["run_id"], c["loss_val"])))
+        assert np.allclose(q["loss_base"], base, rtol=0, atol=1e-15)
+        e_post = np.log(ptq_f["loss_val"] / (ptq_f["loss_base"] + delta))
+        s_post = q["run_id"].map(dict(zip(c["run_id"], sign)))
+        assert np.allclose(np.log(q["loss_val"] / (base + delta)), s_post * e_post, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="resample must be one of 'runs', 'wild'; got 'seeds'"):
         pa.d_crit_bootstrap(make_frame({"gptq": eq2_delta(EQ2)}), "gptq", n_boot=2, resample="seeds")

@@ -57,10 +57,12 @@ def test_key_number_reads_value_interval_and_paper_from_the_details(monkeypatch)
     v = _verdict("P10", {"mean_delta": -0.0019, "mean_delta_se": 0.0084, "paper_mean_delta": -0.0022})
     assert key_number(v) == ("−0.0022", "−0.0019 ± 0.0168")
     # bytes in millions, tokens in billions; P2's interval is Eq. 13's own (its bootstrap draws), not the grid's
+    # (the paper's side is Table 2's Eq. 13 at our smallest N, not its 30M model's)
     v = _verdict("P2", {"gptq_int3_d_crit_eq13": 9.45e6, "paper_d_crit_30m_int3": 1.64e10,
+                        "paper_d_crit_n_min_int3": 1.48e9,
                         "gptq_int3_d_crit_eq13_lo": 7.81e6, "gptq_int3_d_crit_eq13_hi": 1.079e7,
                         "gptq_int3_d_crit_lo": 4194304.0, "gptq_int3_d_crit_hi": "n/a"})
-    assert key_number(v) == ("16.4B", "9.4M [7.8M, 10.8M]")
+    assert key_number(v) == ("1.5B", "9.4M [7.8M, 10.8M]")
     # P10 rule v4: ± t standard errors where the verdict stores its t (2.09 · 0.0074 = 0.0155)
     v = _verdict("P10", {"mean_delta": -0.0041, "mean_delta_se": 0.0074, "mean_delta_t": 2.093,
                          "paper_mean_delta": -0.0026})
@@ -70,7 +72,7 @@ def test_key_number_reads_value_interval_and_paper_from_the_details(monkeypatch)
     grid_headline = dataclasses.replace(HEADLINES["P2"], lo="gptq_int3_d_crit_lo", hi="gptq_int3_d_crit_hi",
                                         interval="grid", hi_open="gptq_int3_d_crit_open")
     monkeypatch.setitem(HEADLINES, "P2", grid_headline)
-    grid = {"gptq_int3_d_crit_eq13": 9.47e6, "paper_d_crit_30m_int3": 1.64e10, "gptq_int3_d_crit_lo": 4194304.0,
+    grid = {"gptq_int3_d_crit_eq13": 9.47e6, "paper_d_crit_n_min_int3": 1.48e9, "gptq_int3_d_crit_lo": 4194304.0,
             "gptq_int3_d_crit_hi": 16777216.0}
     assert key_number(_verdict("P2", {**grid, "gptq_int3_d_crit_open": 1.0}))[1] == \
         "9.5M [4.2M, ≥ 16.8M (the grid's edge)]"
@@ -202,19 +204,27 @@ def test_chapter_box_legend_names_each_claims_own_interval():
     sure = box.split("**How sure.**", 1)[1]
     assert "the rule's power against the law at $C_w$ = 1, at the least favourable noise structure" in sure
     # a failure without a gate value of its own gives the rule's power (P3), one with it that (P5)
+    # each with its Monte Carlo interval (P3's power is a share of its residual-scatter datasets, the gate's lower end)
+    from bitlaws.study.claims import mc_interval
+
+    p3 = load_verdicts()["P3"].details
+    lo, hi = mc_interval(p3["power"], p3["n_sim_residual"])
     assert f"**P3** *not reproduced*: the rule came out against the paper; the rule's power against the paper's " \
-           f"effect on our design: {100 * load_verdicts()['P3'].details['power']:.0f} %." in sure
+           f"effect on our design: {100 * p3['power']:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]." in sure
     assert f"this grade's own power on our design: {100 * load_verdicts()['P5'].details['power_gate_value']:.0f} %" in sure
     # P1, P2: the graded method's power
     p2 = _verdict("P2", {"method": "gptq", "gptq_power": 0.42, "rtn_power": 0.9}, verdict="inconclusive")
-    assert how_sure(p2).endswith("on our design: 42 %.")
+    assert how_sure(p2).endswith("on our design: 42 %.")  # no n_sim: the point alone
+    p2.details["n_sim"] = 50.0
+    assert how_sure(p2).endswith(f"on our design: 42 % [{100 * mc_interval(0.42, 50)[0]:.0f}, "
+                                 f"{100 * mc_interval(0.42, 50)[1]:.0f}].")
 
 
 def test_quantity_text_fills_counts_from_the_details():
     # P2's N is the smallest size the verdict read (26,784 parameters on cpu), printed compactly
     text = quantity_text("P2", {"n_min": 26784.0})
-    assert "bytes, N = 26.8k" in text and "{" not in text
-    assert "bytes, N = —" in quantity_text("P2", None)  # a pending claim stores no N
+    assert "D_crit at N = 26.8k" in text and "{" not in text
+    assert "D_crit at N = —" in quantity_text("P2", None)  # a pending claim stores no N
     assert quantity_text("P6", {}) == HEADLINES["P6"].quantity  # no placeholder: as typed
     with pytest.raises(ValueError, match="no HEADLINES entry for 'P99'"):
         quantity_text("P99", {})

@@ -253,8 +253,14 @@ def test_prose_number_drift_reports_a_number_that_moved_beyond_its_rounding():
 
     stored = _verdict(ours="T = 0.152 over 1,205,888 runs; power 45% [40, 50]")
     assert prose_number_drift(stored, stored) == []
-    # one unit in the last place either way is a rounding flip (another machine), not a move
-    assert prose_number_drift(stored, _verdict(ours="T = 0.153 over 1,205,889 runs; power 46% [40, 50]")) == []
+    # one unit in the last decimal place is a rounding flip (another machine), not a move
+    assert prose_number_drift(stored, _verdict(ours="T = 0.153 over 1,205,888 runs; power 45% [40, 50]")) == []
+    # a whole number that changed at all is listed (a count, or a label such as INT3), marked when by one unit
+    assert prose_number_drift(stored, _verdict(ours="T = 0.152 over 1,205,889 runs; power 45% [40, 50]")) == [
+        "P3.ours: number 2 moved, stored 1,205,888, recomputed 1,205,889 (after “T = 0.152 over”) (one unit: a "
+        "rounding flip, or a count that moved)"]
+    assert prose_number_drift(_verdict(ours="at INT3, 1/25"), _verdict(ours="at INT4, 1/25"))[0].startswith(
+        "P3.ours: number 1 moved, stored 3, recomputed 4")
     moved = prose_number_drift(stored, _verdict(ours="T = 0.157 over 1,205,888 runs; power 45% [40, 50]"))
     assert moved == ["P3.ours: number 1 moved, stored 0.152, recomputed 0.157 (after “T =”)"]
     assert prose_number_drift(stored, _verdict(ours="T − 0.157 over runs")) == []  # words differ: not its business

@@ -1353,7 +1353,8 @@ def prose_number_drift(stored: Verdict, new: Verdict) -> list[str]:
     last digit), so a number printed only in the prose, not in the details, would go stale unseen (P5's
     Chinchilla T did once). This reports each such number: where the words agree, the k-th number of each
     text is compared, and one that moved by more than one unit in the last place either side printed is
-    listed. It is a report for whoever regenerates the verdicts (``verdicts --check`` prints it), not a
+    listed, as is a whole number that changed at all (a count or a label such as INT3 may move by one; it is
+    marked, since a value rounded whole may also flip by one). It is a report for whoever regenerates the verdicts (``verdicts --check`` prints it), not a
     failure: a Monte Carlo share printed in the prose may move by one simulated dataset on another machine,
     which its detail's tolerance allows. Where the words differ, ``verdict_differences`` already says so.
 
@@ -1371,10 +1372,12 @@ def prose_number_drift(stored: Verdict, new: Verdict) -> list[str]:
             continue
         for k, (ma, mb) in enumerate(zip(_NUMBER.finditer(a), _NUMBER.finditer(b)), start=1):
             (x, ux), (y, uy) = _printed(ma.group()), _printed(mb.group())
-            if abs(x - y) > max(ux, uy) * (1.0 + 1e-9):
+            whole = not re.search(r"[.eE]", ma.group() + mb.group())  # a count, a label, or a value rounded whole
+            if abs(x - y) > max(ux, uy) * (1.0 + 1e-9) or (whole and x != y):
                 before = " ".join(a[max(0, ma.start() - 60):ma.start()].split()[-6:])
-                out.append(f"{stored.claim_id}.{field}: number {k} moved, stored {ma.group()}, recomputed "
-                           f"{mb.group()} (after “{before}”)")
+                one = " (one unit: a rounding flip, or a count that moved)" if abs(x - y) <= max(ux, uy) else ""
+                out.append(f"{stored.claim_id}.{field}: number {k} moved, stored {ma.group().rstrip(',')}, "
+                           f"recomputed {mb.group().rstrip(',')} (after “{before}”){one}")
     return out
 
 

@@ -1292,108 +1292,67 @@ def p3_precision_seed_anova(sweep: pd.DataFrame) -> tuple[float, float]:
     return (ss / dof, float(dof)) if dof > 0 else (math.nan, 0.0)
 
 
-def p3_precision_variances(sweep: pd.DataFrame) -> pd.DataFrame:
-    """σ_e² per P_w: :func:`p3_precision_seed_anova`'s residual sum of squares split by the row's P_w.
-
-    In a cell's complete P_w × seed block of p precisions and s seeds, each precision's row of
-    residuals carries (p − 1)(s − 1)/p of the block's degrees of freedom (the expected residual sum of
-    squares of a row is σ²(p − 1)(s − 1)/p when the noise has one variance), so each precision's
-    variance is its pooled sum of squares over its pooled share of the degrees of freedom.
-
-    Args:
-        sweep: the ``neff_w`` stage's rows (``n_params``, ``n_tokens``, ``bits_w``, ``seed``, ``loss_val``).
-
-    Returns:
-        One row per ``bits_w`` (the index): ``ss`` [nats²], ``dof``, ``var`` [nats²], ``sd`` [nats]; empty
-        where no cell has a block.
-    """
-    rows = []
-    for _, g in sweep.groupby(["n_params", "n_tokens"]):
-        t = g.pivot_table(index="bits_w", columns="seed", values="loss_val", aggfunc="mean").dropna(axis=1)
-        if t.shape[0] < 2 or t.shape[1] < 2:
-            continue
-        y = t.to_numpy(float)
-        r = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
-        share = (y.shape[0] - 1) * (y.shape[1] - 1) / y.shape[0]
-        rows += [(float(b), float((r[i] ** 2).sum()), share) for i, b in enumerate(t.index)]
-    out = pd.DataFrame(rows, columns=["bits_w", "ss", "dof"]).groupby("bits_w")[["ss", "dof"]].sum()
-    return out.assign(var=out["ss"] / out["dof"], sd=np.sqrt(out["ss"] / out["dof"]))
-
-
-def bartlett_test(var: np.ndarray, dof: np.ndarray) -> float:
-    """Bartlett's test that k variance estimates ``var`` (on ``dof`` degrees of freedom each) share one
-    variance: the p-value of its χ² on k − 1 degrees of freedom (NaN with fewer than two, or a non-positive
-    estimate). Bartlett (1937); it assumes normal noise."""
-    from scipy import stats
-
-    var, dof = np.asarray(var, float), np.asarray(dof, float)
-    if len(var) < 2 or np.any(var <= 0) or np.any(dof <= 0):
-        return math.nan
-    n, k = dof.sum(), len(var)
-    pooled = float((dof * var).sum() / n)
-    stat = (n * math.log(pooled) - float((dof * np.log(var)).sum())) / (1 + ((1 / dof).sum() - 1 / n) / (3 * (k - 1)))
-    return float(stats.chi2.sf(stat, k - 1))
-
-
-def p3_pure_error_lack_of_fit(frame: pd.DataFrame, chinchilla: Mapping[str, float], neff: Mapping[str, float],
-                              variances: pd.DataFrame | None = None) -> dict[str, float]:
+def p3_pure_error_lack_of_fit(frame: pd.DataFrame, chinchilla: Mapping[str, float], neff: Mapping[str, float]
+                              ) -> dict[str, float]:
     """The classical lack-of-fit test of the N_eff law at fixed (N, D): lack of fit against pure error
     (reported beside P3's grade, not graded).
 
-    The law's residuals centred on each (N, D, seed) (:func:`within_cell_spread`, ν = n − cells − 2 degrees of
-    freedom) split, in every (N, D) cell's complete P_w × seed block, into the pure error (the P_w × seed
-    interaction of the losses, ``p3_precision_seed_anova``'s, ν_pe degrees of freedom: the law predicts the
-    same differences for every seed, so its residuals carry that interaction unchanged) and the lack of fit
-    (the rest, ν − ν_pe): the two are orthogonal, so SS_law = SS_pe + SS_lof exactly, and F = (SS_lof/(ν −
-    ν_pe)) / (SS_pe/ν_pe). P3's rule (v5, v6) sets SS_law/ν, which holds the pure error, against SS_pe/ν_pe:
-    its numerator contains its denominator, so under the law its F stays near 1 and the test is conservative.
-    With ``variances`` (:func:`p3_precision_variances`) each row is also scaled by its own precision's σ_e
-    (weights constant within P_w keep the split orthogonal), and Bartlett's test (:func:`bartlett_test`) says
-    whether the precisions' variances differ at all; the F reference is then approximate (the weights are
-    estimates).
+    The losses centred on each (N, D, seed) (:func:`within_cell_spread`) are fitted by least squares in γ_w, n_w
+    (Chinchilla held at ``chinchilla``; started at ``neff``, within the stage's bounds), so the F reference
+    applies: the stage's own fit minimises a robust loss on absolute log-losses, not this sum of squares. The
+    residuals (ν = n − cells − 2 degrees of freedom) then split, in every (N, D) cell's complete P_w × seed
+    block, into the pure error (the P_w × seed interaction of the losses, ``p3_precision_seed_anova``'s, ν_pe
+    degrees of freedom: the law predicts the same differences for every seed, so its residuals carry that
+    interaction unchanged) and the lack of fit (the rest, ν − ν_pe). The two are orthogonal, so SS = SS_pe +
+    SS_lof exactly, and F = (SS_lof/(ν − ν_pe)) / (SS_pe/ν_pe). P3's rule (v5, v6) sets SS/ν, which holds the
+    pure error, against SS_pe/ν_pe: its numerator contains its denominator, so under the law its F stays near
+    1 and the test is conservative. The F reference assumes one normal noise variance.
 
     Returns:
-        ``f``, ``p``, ``dof_lof``, ``dof_pe``, ``ss_lof``, ``ss_pe`` [nats²], ``ss_law`` (the centred residuals'
-        sum of squares); with ``variances``: ``f_weighted``, ``p_weighted``, ``bartlett_p`` and ``sd_<bits>``
-        [nats] per precision. NaN where no cell has a block or no degree of freedom is left for lack of fit.
+        ``f``, ``p``, ``dof_lof``, ``dof_pe``, ``ss_lof``, ``ss_pe``, ``ss`` [nats²] (of the least-squares fit's
+        centred residuals), ``gamma_w``, ``n_w`` (that fit); NaN where no cell has a block or no degree of
+        freedom is left for lack of fit.
     """
-    from scipy import stats
+    from scipy import optimize, stats
 
-    pred = lf.predict(lf.STAGES["neff_w"], frame, dict(neff), dict(chinchilla))
-    f = frame.assign(_pred=pred).reset_index(drop=True)
+    stage = lf.STAGES["neff_w"]
+    f = frame.reset_index(drop=True)
     key = [c for c in ("n_params", "n_tokens", "seed") if c in f]
-    r = ((f["loss_val"] - f.groupby(key)["loss_val"].transform("mean"))
-         - (f["_pred"] - f.groupby(key)["_pred"].transform("mean"))).to_numpy(float)
+    groups = f.groupby(key).ngroup().to_numpy()
+
+    def centred(v: np.ndarray) -> np.ndarray:
+        return v - (np.bincount(groups, v) / np.bincount(groups))[groups]
+
+    y = centred(f["loss_val"].to_numpy(float))
+
+    def resid(theta: np.ndarray) -> np.ndarray:
+        pred = lf.predict(stage, f, {"gamma_w": theta[0], "n_w": theta[1]}, dict(chinchilla))
+        return y - centred(np.asarray(pred, dtype=float))
+
+    lo, hi = zip(*(stage.bounds[k] for k in ("gamma_w", "n_w")))
+    x0 = np.clip([float(neff["gamma_w"]), float(neff["n_w"])], lo, hi)
+    fit = optimize.least_squares(resid, x0, bounds=(lo, hi), x_scale="jac")
+    r = resid(fit.x)
     pe = np.zeros(len(f))
     dof_pe = 0.0
     for _, g in f.groupby(["n_params", "n_tokens"]):
         t = g.pivot_table(index="bits_w", columns="seed", values="loss_val", aggfunc="mean").dropna(axis=1)
         if t.shape[0] < 2 or t.shape[1] < 2:
             continue
-        y = t.to_numpy(float)
-        inter = pd.DataFrame(y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean(), index=t.index,
+        v = t.to_numpy(float)
+        inter = pd.DataFrame(v - v.mean(1, keepdims=True) - v.mean(0, keepdims=True) + v.mean(), index=t.index,
                              columns=t.columns)
         inside = g["seed"].isin(t.columns)
         pe[g.index[inside]] = [inter.at[b, s] for b, s in zip(g.loc[inside, "bits_w"], g.loc[inside, "seed"])]
-        dof_pe += (y.shape[0] - 1) * (y.shape[1] - 1)
+        dof_pe += (v.shape[0] - 1) * (v.shape[1] - 1)
     lof = r - pe
-    nu = len(f) - f.groupby(key).ngroups - 2
-    dof_lof = nu - dof_pe
-    out = {"dof_lof": float(dof_lof), "dof_pe": float(dof_pe), "ss_law": float((r ** 2).sum()),
-           "ss_pe": float((pe ** 2).sum()), "ss_lof": float((lof ** 2).sum())}
-
-    def test(w: np.ndarray) -> tuple[float, float]:
-        if dof_pe <= 0 or dof_lof <= 0:
-            return math.nan, math.nan
-        stat = float((w * lof ** 2).sum() / dof_lof) / float((w * pe ** 2).sum() / dof_pe)
-        return stat, float(stats.f.sf(stat, dof_lof, dof_pe))
-
-    out["f"], out["p"] = test(np.ones(len(f)))
-    if variances is not None and len(variances):
-        w = 1.0 / f["bits_w"].astype(float).map(variances["var"]).to_numpy(float)
-        out["f_weighted"], out["p_weighted"] = test(w) if np.all(np.isfinite(w)) else (math.nan, math.nan)
-        out["bartlett_p"] = bartlett_test(variances["var"].to_numpy(), variances["dof"].to_numpy())
-        out.update({f"sd_{b:g}": float(s) for b, s in variances["sd"].items()})
+    dof_lof = len(f) - groups.max() - 1 - 2 - dof_pe
+    out = {"dof_lof": float(dof_lof), "dof_pe": float(dof_pe), "ss": float((r ** 2).sum()),
+           "ss_pe": float((pe ** 2).sum()), "ss_lof": float((lof ** 2).sum()),
+           "gamma_w": float(fit.x[0]), "n_w": float(fit.x[1]), "f": math.nan, "p": math.nan}
+    if dof_pe > 0 and dof_lof > 0 and out["ss_pe"] > 0:
+        out["f"] = float((out["ss_lof"] / dof_lof) / (out["ss_pe"] / dof_pe))
+        out["p"] = float(stats.f.sf(out["f"], dof_lof, dof_pe))
     return out
 
 
@@ -1644,9 +1603,8 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
 
     Reported beside the grade, not graded (2026-12-07; no rule change): leg (a)'s F sets the law's residual
     variance, which holds the pure seed error, against that pure error, so it is conservative; the classical
-    lack-of-fit test against pure error (``p3_pure_error_lack_of_fit``) is printed with the grade, plainly and
-    with each row scaled by its own precision's σ_e (the seed σ falls with P_w; ``p3_precision_variances``,
-    with Bartlett's test of whether the precisions' variances differ).
+    lack-of-fit test against pure error, on the law refitted by least squares to the centred losses
+    (``p3_pure_error_lack_of_fit``), is printed with the grade.
 
     Rule version 5 (2026-12-06, after the data, after a referee; stricter on the frozen rows) keeps version 4
     but tests leg (a)'s lack of fit against σ_e², the noise a run does not share with its (N, D, seed) at other
@@ -1727,8 +1685,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
         run_var, run_dof, run_source = p3_run_noise(frames["neff_w"], frames["chinchilla"])  # v5: what centring keeps
         sigma_e = math.sqrt(run_var) if math.isfinite(run_var) else math.nan
         tests = precision_tests(spread, run_var, run_dof)
-        by_p = p3_pure_error_lack_of_fit(frames["neff_w"], chin, p, p3_precision_variances(frames["neff_w"])) \
-            if run_source == "P_w × seed" else {}
+        by_p = p3_pure_error_lack_of_fit(frames["neff_w"], chin, p) if run_source == "P_w × seed" else {}
         p_lof_pooled = precision_tests(spread, seed_var, seed_dof)["p_lack_of_fit"]  # v4's test, reported
     lo = hi = se_lo = se_hi = math.nan
     pipe_paired = pipeline_intervals(boot, "w", paired=True) if current else {}
@@ -1786,16 +1743,15 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                 + "; the rules page gives the history)"
               + (f"; reported, not graded: the rule's lack-of-fit F sets the law's residual variance, which holds the "
                  "pure seed error, against that pure error (its numerator contains its denominator, so under the law "
-                 "it rarely rejects: conservative); the classical test, lack of fit against pure error "
-                 f"(F = {by_p['f']:.2f} on {by_p['dof_lof']:.0f} and {by_p['dof_pe']:.0f} degrees of freedom), gives "
-                 f"p = {by_p['p']:.2g}, and with each row scaled by its own precision's σ_e (the seeded cells' σ_e per "
-                 f"P_w: {', '.join(f'{k[3:]} bits {v:.4f}' for k, v in by_p.items() if k.startswith('sd_'))} nats, "
-                 f"which differ {'by no more than chance' if by_p['bartlett_p'] >= 0.05 else 'beyond chance'}, "
-                 f"Bartlett p = {by_p['bartlett_p']:.2g}) p = {by_p['p_weighted']:.2g}: leg (a) "
-                 + ("fails by every one of these tests" if max(by_p["p"], by_p["p_weighted"], tests["p_lack_of_fit"]) < 0.05
-                    else "is met by every one of these tests" if min(by_p["p"], by_p["p_weighted"], tests["p_lack_of_fit"]) >= 0.05
+                 "it rarely rejects: conservative); the classical test, lack of fit against pure error on the law "
+                 "refitted by least squares to the centred losses (the stage's fit minimises a robust loss instead), "
+                 f"gives F = {by_p['f']:.2f} on {by_p['dof_lof']:.0f} and {by_p['dof_pe']:.0f} degrees of freedom, "
+                 f"p = {by_p['p']:.2g}: leg (a) "
+                 + ("fails by both tests" if max(by_p["p"], tests["p_lack_of_fit"]) < 0.05
+                    else "is met by both tests" if min(by_p["p"], tests["p_lack_of_fit"]) >= 0.05
                     else "depends on the test")
-                 if math.isfinite(by_p.get("p", math.nan)) and math.isfinite(by_p.get("p_weighted", math.nan)) else "")
+                 + " (both assume one noise variance across P_w, while the seed noise falls with P_w)"
+                 if math.isfinite(by_p.get("p", math.nan)) else "")
               + p3_power_text(summary, why, {"width": hi - lo, "point": f4, "source": run_source}))
     det = {"rule_grade": dec["grade"], "power": pw, "power_seed": summary["power"] if summary else math.nan,
            "false_positive": summary["false_positive"] if summary else math.nan,
@@ -1812,10 +1768,8 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                     "paper_position": "inside" if inside else "outside" if outside else "edge"})
     det["holdout_r2_fixed_upstream"] = r2_leaky
     names = {"f": "f_lack_of_fit_pure_error", "p": "p_lack_of_fit_pure_error", "dof_lof": "dof_lack_of_fit",
-             "dof_pe": "dof_pure_error", "f_weighted": "f_lack_of_fit_pure_error_by_precision",
-             "p_weighted": "p_lack_of_fit_pure_error_by_precision", "bartlett_p": "run_sigma_bartlett_p"}
-    det.update({names.get(k, f"run_sigma_{k[3:]}bits"): v for k, v in by_p.items()
-                if k in names or k.startswith("sd_")})
+             "dof_pe": "dof_pure_error"}
+    det.update({name: by_p[k] for k, name in names.items() if k in by_p})
     _, det["f_w_4_stage_lo"], det["f_w_4_stage_hi"] = _ci_of(rec, "f_4bits")
     for key in ("gamma_w", "n_w"):  # the stage bootstrap's intervals the text prints (read from the fit record)
         _, det[f"{key}_stage_lo"], det[f"{key}_stage_hi"] = _ci_of(rec, key)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -1182,10 +1183,12 @@ def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, 
 
     With ``resample="runs"`` (what P2's interval reads) the runs are resampled as independent, though runs of
     one (N, seed) share part of their noise (σ_seed, ``noise.seed_block_anova``), and the interval is
-    conditional on Eq. 2's form, so it is if anything too narrow. ``resample="clusters"`` resamples (N, seed)
-    clusters instead, stratified by N: within each N, its seeds are drawn with replacement and every run of a
-    drawn seed comes along, so the noise a seed's runs share goes into the interval (a size trained at one seed
-    keeps that seed in every draw; reported beside P2's interval, not read by its grade).
+    conditional on Eq. 2's form, so it is if anything too narrow. ``resample="wild"`` is a wild cluster
+    bootstrap instead: the design stays as it is (every run, every row), and each (N, seed) cluster draws one
+    Rademacher sign that flips the log residuals of all its runs about both fitted laws at once
+    (``_d_crit_wild_frames``), so the noise a seed's runs share moves them together (reported beside P2's
+    interval, not read by its grade). Resampling whole seeds within each N would change the design, since
+    seed 0 carries each size's D sweep and the other seeds one to three runs.
 
     Args:
         df: rows holding the base grid's high-precision runs and their PTQ rows (rows of other experiments, where
@@ -1193,8 +1196,8 @@ def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, 
         n_boot: draws, an int ≥ 1. seed: the generator's first seed.
         draws: the draw indices to make (default ``range(n_boot)``); draw i is the same whichever others are
             made, so a caller may make them in pieces. progress: a progress bar.
-        resample: ``runs`` (each high-precision run, independently) or ``clusters`` ((N, seed) clusters within
-            each N).
+        resample: ``runs`` (each high-precision run, independently) or ``wild`` (Rademacher signs per (N, seed)
+            cluster on the fitted laws' residuals, the design fixed).
 
     Returns:
         One row per draw: ``draw`` and ``D_CRIT_DRAW_KEYS`` (plus ``alpha``), NaN where a fit failed; with
@@ -1212,19 +1215,33 @@ def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, 
     return pd.DataFrame(list(gen)) if draws is None else gen
 
 
-def _d_crit_picks(chin_f: pd.DataFrame, rng: np.random.Generator, resample: str) -> np.ndarray:
-    """The run ids of one draw (with repeats): every run drawn alike (``runs``), or within each N its seeds drawn
-    alike and each drawn seed's runs taken whole (``clusters``)."""
-    if resample == "runs":
-        runs = np.unique(chin_f["run_id"].astype(str).to_numpy())
-        return rng.choice(runs, size=len(runs), replace=True)
-    picks = []
-    for _, g in chin_f.groupby("n_params", sort=True):
-        by_seed = {s: np.unique(h["run_id"].astype(str).to_numpy()) for s, h in g.groupby("seed", sort=True)}
-        seeds = list(by_seed)
-        for j in rng.choice(len(seeds), size=len(seeds), replace=True):
-            picks.extend(by_seed[seeds[j]])
-    return np.asarray(picks, dtype=object)
+def _d_crit_picks(chin_f: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
+    """The run ids of one ``runs`` draw: every high-precision run drawn alike, with replacement."""
+    runs = np.unique(chin_f["run_id"].astype(str).to_numpy())
+    return rng.choice(runs, size=len(runs), replace=True)
+
+
+def _d_crit_wild_frames(chin_f: pd.DataFrame, ptq_f: pd.DataFrame, fitted: Mapping[str, np.ndarray],
+                        rng: np.random.Generator) -> dict[str, pd.DataFrame]:
+    """One ``wild`` draw: the same rows with new losses. Each (N, seed) cluster draws one Rademacher sign s; each
+    of its runs' high-precision loss becomes L̂·exp(s·e) (e its log residual about the Chinchilla fit), and each
+    of its post-PTQ rows (L_before + δ̂)·exp(s·e_post), with L_before the run's new high-precision loss and
+    e_post the row's log residual about Eq. 2's fit. ``fitted``: ``chinchilla`` (L̂ per row of ``chin_f``) and
+    ``delta`` (δ̂ per row of ``ptq_f``)."""
+    key = chin_f["n_params"].astype(float).astype(str) + ":" + chin_f["seed"].astype(str)
+    clusters = sorted(set(key))
+    sign = dict(zip(clusters, rng.choice([-1.0, 1.0], size=len(clusters))))
+    run_sign = dict(zip(chin_f["run_id"].astype(str), key.map(sign)))
+    hat = fitted["chinchilla"]
+    e = np.log(chin_f["loss_val"].to_numpy(float)) - np.log(hat)
+    chin = chin_f.assign(loss_val=hat * np.exp(key.map(sign).to_numpy(float) * e))
+    new_hp = dict(zip(chin["run_id"].astype(str), chin["loss_val"]))
+    runs = ptq_f["run_id"].astype(str)
+    s = runs.map(run_sign).to_numpy(float)
+    base = runs.map(new_hp).to_numpy(float)
+    e_post = np.log(ptq_f["loss_val"].to_numpy(float)) - np.log(ptq_f["loss_base"].to_numpy(float) + fitted["delta"])
+    ptq = ptq_f.assign(loss_base=base, loss_val=(base + fitted["delta"]) * np.exp(s * e_post))
+    return {"chinchilla": chin, "ptq": ptq}
 
 
 def _d_crit_draw_rows(df: pd.DataFrame, method: str, draws, seed: int, progress: bool, resample: str = "runs"):
@@ -1239,13 +1256,20 @@ def _d_crit_draw_rows(df: pd.DataFrame, method: str, draws, seed: int, progress:
         raise ValueError(f"no high-precision runs with {method!r} rows to resample")
     full = {"chinchilla": lf.fit_stage(lf.STAGES["chinchilla"], chin_f), "ptq": lf.fit_stage(lf.STAGES["ptq"], ptq_f)}
     ids = {k: f["run_id"].astype(str).to_numpy() for k, f in (("chinchilla", chin_f), ("ptq", ptq_f))}
+    fitted = {"chinchilla": lf.predict(lf.STAGES["chinchilla"], chin_f, full["chinchilla"].params),
+              "delta": lf.predict(lf.STAGES["ptq"], ptq_f, full["ptq"].params) - ptq_f["loss_base"].to_numpy(float)}
     for i in tqdm([int(k) for k in draws], desc=f"D_crit bootstrap ({method}, {resample})", disable=not progress):
-        picks = _d_crit_picks(chin_f, np.random.default_rng([seed, i]), resample)
+        rng = np.random.default_rng([seed, i])
+        if resample == "runs":
+            picks = _d_crit_picks(chin_f, rng)
+            drawn = {name: frame.iloc[np.concatenate([np.flatnonzero(ids[name] == g) for g in picks])]
+                     .reset_index(drop=True) for name, frame in (("chinchilla", chin_f), ("ptq", ptq_f))}
+        else:
+            drawn = _d_crit_wild_frames(chin_f, ptq_f, fitted, rng)
         row: dict[str, float] = {"draw": float(i)}
-        for name, frame in (("chinchilla", chin_f), ("ptq", ptq_f)):
-            idx = np.concatenate([np.flatnonzero(ids[name] == g) for g in picks])
+        for name in ("chinchilla", "ptq"):
             try:
-                res = lf.fit_stage(lf.STAGES[name], frame.iloc[idx].reset_index(drop=True), n_refine=PIPELINE_REFINE,
+                res = lf.fit_stage(lf.STAGES[name], drawn[name], n_refine=PIPELINE_REFINE,
                                    extra_starts=np.asarray(full[name].theta, dtype=float)[None, :])
                 ok = math.isfinite(res.objective)
             except ValueError:  # too few distinct points in this resample
@@ -1262,10 +1286,10 @@ def _d_crit_draw_rows(df: pd.DataFrame, method: str, draws, seed: int, progress:
 D_CRIT_BOOT_CSV = "d_crit_boot.csv"
 D_CRIT_N_BOOT = 200
 D_CRIT_BOOT_VERSION = "1"  # of the draws' code (resampling, fits): a new version's draws are other rows
-# How a draw resamples (``d_crit_bootstrap``), and the version its stored draws carry: the clusters' draws are
-# other rows of the same table (``boot_version`` "1-clusters"), reported beside P2's interval, read by no grade.
-D_CRIT_RESAMPLES = ("runs", "clusters")
-D_CRIT_VERSIONS = {"runs": D_CRIT_BOOT_VERSION, "clusters": D_CRIT_BOOT_VERSION + "-clusters"}
+# How a draw resamples (``d_crit_bootstrap``), and the version its stored draws carry: the wild cluster draws are
+# other rows of the same table (``boot_version`` "1-wild"), reported beside P2's interval, read by no grade.
+D_CRIT_RESAMPLES = ("runs", "wild")
+D_CRIT_VERSIONS = {"runs": D_CRIT_BOOT_VERSION, "wild": D_CRIT_BOOT_VERSION + "-wild"}
 D_CRIT_BOOT_COLUMNS = ["boot_id", "method", "seed", "draw", "n_boot", *D_CRIT_DRAW_KEYS, "alpha", "boot_version",
                        "inputs_sha256", "git_sha", "timestamp"]
 # what the draws read of each row: the hash ignores columns other experiments add when frames are concatenated
@@ -1310,8 +1334,8 @@ def write_d_crit_boot(profile: str = BOOK_PROFILE, n_boot: int | None = None, se
             ``D_CRIT_N_BOOT``, what the verdict reads). seed: the generator's first seed. root: a ``data/``
             folder. progress: a progress bar. rows: the profile's base-grid rows as ``store.load_runs`` read
             them, where the caller holds them already (default: read here). resample: ``runs`` (P2's interval)
-            or ``clusters`` (the (N, seed)-cluster draws reported beside it; their ``boot_version`` is
-            ``D_CRIT_VERSIONS["clusters"]``).
+            or ``wild`` (the wild cluster draws reported beside it; their ``boot_version`` is
+            ``D_CRIT_VERSIONS["wild"]``).
 
     Returns:
         The table's path.
@@ -1359,7 +1383,7 @@ def load_d_crit_boots(profile: str, df: pd.DataFrame, root=None, methods=None, n
         root: a ``data/`` folder (default: the repository's).
         methods: the PTQ methods to read (default: every method of ``df``'s base grid).
         n_boot: the draws a complete set holds (default ``D_CRIT_N_BOOT``). seed: the generator's first seed.
-        resample: which draws: ``runs`` (P2's interval) or ``clusters`` (``d_crit_bootstrap``).
+        resample: which draws: ``runs`` (P2's interval) or ``wild`` (``d_crit_bootstrap``).
 
     Returns:
         For each method, ``(draws sorted by draw, "")``, or ``(None, why)``: none stored, made from other rows
@@ -1400,9 +1424,11 @@ def load_d_crit_boot(profile: str, df: pd.DataFrame, method: str, root=None, n_b
 
 
 def d_crit_boot_is_current(profile: str, df: pd.DataFrame, root=None) -> tuple[bool, str]:
-    """Whether every PTQ method of ``df``'s base grid has its stored draws (``load_d_crit_boots``), and what is
-    missing (the cascade's ``fit`` step makes them)."""
-    missing = [f"{m} ({why})" for m, (_, why) in load_d_crit_boots(profile, df, root).items() if why]
+    """Whether every PTQ method of ``df``'s base grid has its stored draws of each kind (``D_CRIT_RESAMPLES``:
+    P2's and the wild cluster ones it reports beside them; ``load_d_crit_boots``), and what is missing (the
+    cascade's ``fit`` step makes them)."""
+    missing = [f"{m}{'' if r == 'runs' else f' {r}'} ({why})" for r in D_CRIT_RESAMPLES
+               for m, (_, why) in load_d_crit_boots(profile, df, root, resample=r).items() if why]
     return not missing, ", ".join(missing)
 
 
@@ -1875,8 +1901,9 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     RTN is reported as a replication. D_crit from Eq. 13 with our fitted constants
     (``critical_data_sizes``) is reported with its 95 % interval over paired bootstrap draws of the
     Chinchilla and Eq. 2 constants (``write_d_crit_boot``, ``d_crit_interval``; derived), not graded, and
-    beside it (since 2026-12-07, after a referee) the same interval with (N, seed) clusters resampled within
-    each N (``resample="clusters"``), so the noise a seed's runs share counts; so are, per method, the 95 % set of the D at
+    beside it (since 2026-12-07, after a referee) the same interval from a wild cluster bootstrap
+    (``resample="wild"``: one Rademacher sign per (N, seed) on both laws' residuals, the design fixed), in which
+    the noise a seed's runs share moves them together; so are, per method, the 95 % set of the D at
     the minimum of the series with the largest rise (``p2_argmin_set``: a seed bootstrap) and the
     largest D/N in tokens of SmolLM2's BPE tokenizer on our text (``bpe_conversion``).
 
@@ -1942,15 +1969,30 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         edge = float(df.loc[df["status"] == "ok", "n_tokens"].max())
         beyond = [f"INT{b}" for b, v in sorted(ivs.items()) if v["lo"] > edge]
         civ = d_crit_ci_clusters.get(m) or {}
-        cluster_text = ("; with (N, seed) clusters resampled within each N instead, so that the noise a seed's runs "
-                        "share counts: " + ", ".join(f"INT{b} [{tokens_text(v['lo'])}, {tokens_text(v['hi'])}]"
-                                                    for b, v in sorted(civ.items()))
-                        + f" over {len(d_crit_boots_clusters[m])} draws (a size trained at one seed keeps that seed in "
-                          "every draw, so its shared noise still does not count)") if civ else ""
+
+        def compare(b: int) -> str:  # the wild interval's width against the runs' one at the same P_post
+            w_runs = ivs[b]["hi"] - ivs[b]["lo"] if ivs.get(b) else math.nan
+            w_wild = civ[b]["hi"] - civ[b]["lo"]
+            if not (math.isfinite(w_runs) and math.isfinite(w_wild) and w_runs > 0):
+                return ""
+            ratio = w_wild / w_runs
+            return (f" ({ratio:.0%} of the runs' width)" if abs(ratio - 1) > 0.1 else " (about as wide)")
+
+        cluster_text = ""
+        if civ:
+            wider = any(civ[b]["hi"] - civ[b]["lo"] > (ivs[b]["hi"] - ivs[b]["lo"]) * 1.1 for b in civ if ivs.get(b))
+            cluster_text = ("; a wild cluster bootstrap, which keeps the design and moves a seed's runs together (one "
+                            "Rademacher sign per (N, seed) on both laws' residuals), gives "
+                            + ", ".join(f"INT{b} [{tokens_text(v['lo'])}, {tokens_text(v['hi'])}]{compare(b)}"
+                                        for b, v in sorted(civ.items()))
+                            + f" over {len(d_crit_boots_clusters[m])} draws"
+                            + (": the runs' interval is too narrow there" if wider else
+                               ": the noise a seed's runs share does not widen it here (resampling runs also varies "
+                               "the design)"))
         boot_text = (f"95 % over {len(d_crit_boots_read[m])} paired bootstrap draws of the Chinchilla and Eq. 2 constants, both "
                      "refitted on each resample of runs; conditional on Eq. 2's form, with runs resampled as "
-                     f"independent though a seed's runs share noise, so if anything too narrow{cluster_text} "
-                     "(derived, not graded)"
+                     "independent though a seed's runs share noise" + (cluster_text if civ else ", so if anything too "
+                                                                        "narrow") + " (derived, not graded)"
                      + (f"; {' and '.join(beyond)}'s interval lies wholly beyond the largest D trained "
                         f"({tokens_text(edge)}): an extrapolation the rows cannot check" if beyond else "")
                      + "".join(f"; at INT{b} {v['share_no_turn_up']:.0%} of the draws have γ_D ≤ 0, no turn-up"
@@ -1982,7 +2024,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
     shape_points = {m: d_crit_shape({"beta": chin.get("beta", math.nan), **eq2[m]}) for m in per}
     paper_shape = d_crit_shape(PAPER_CONSTANTS)
     stored = load_d_crit_boots(profile, df, methods=per)
-    clustered = load_d_crit_boots(profile, df, methods=per, resample="clusters")  # reported beside, not graded
+    clustered = load_d_crit_boots(profile, df, methods=per, resample="wild")  # reported beside, not graded
     for m in per:  # Eq. 13's D_crit at the smallest N with its paired-bootstrap interval (write_d_crit_boot)
         boot, why = stored[m]
         n_min = float(crit[m]["n_params"].min())
@@ -1990,7 +2032,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         if boot_c is not None:
             d_crit_ci_clusters[m] = {b: d_crit_interval(boot_c, n_min, b) for b in (3, 4)}
             d_crit_boots_clusters[m] = boot_c
-            d_crit_boot[f"d_crit_boot_clusters_{m}"] = boot_c[["boot_id"]]
+            d_crit_boot[f"d_crit_boot_wild_{m}"] = boot_c[["boot_id"]]
         d_crit_ci[m] = ({b: d_crit_interval(boot, n_min, b) for b in (3, 4)} if boot is not None else {}, why)
         if boot is not None:
             d_crit_boots_read[m] = boot
@@ -2030,6 +2072,7 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
               "30M figure is not the one to set beside ours)")
     det: dict[str, float | str] = {"method": main, "max_d_over_n": dn_max, "n_min": float(st["series"][0]["n_params"]
                                    if st["series"] else math.nan), "paper_d_crit_30m_int3": d_crit,
+                                   "paper_d_crit_n_min_int3": d_crit_ours_n,  # Table 2's Eq. 13 at our smallest N
                                    "rule_grade": st["grade"], "noise_dof": float(v["noise"].loss_dof),
                                    "train_split_tokens": split, "n_sim": float(n_sim),
                                    **{f"paper_d_crit_{q}": v for q, v in paper_shape.items()}}
@@ -2089,9 +2132,9 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                     det.update({f"{m}_int{b}_d_crit_eq13_lo": iv["lo"], f"{m}_int{b}_d_crit_eq13_hi": iv["hi"],
                                 f"{m}_int{b}_d_crit_eq13_no_turn_up": iv["share_no_turn_up"]})
                 civ = (d_crit_ci_clusters.get(m) or {}).get(b)
-                if civ:  # the same over (N, seed)-cluster draws (reported, not graded)
-                    det.update({f"{m}_int{b}_d_crit_eq13_cluster_lo": civ["lo"],
-                                f"{m}_int{b}_d_crit_eq13_cluster_hi": civ["hi"]})
+                if civ:  # the same over the wild cluster draws (reported, not graded)
+                    det.update({f"{m}_int{b}_d_crit_eq13_wild_lo": civ["lo"],
+                                f"{m}_int{b}_d_crit_eq13_wild_hi": civ["hi"]})
             if b in best:
                 det.update({f"{m}_int{b}_rise": best[b]["rise"], f"{m}_int{b}_threshold": best[b]["threshold"]})
     for kind, e in (evidence or {}).items():

@@ -84,9 +84,8 @@ HEADLINES: dict[str, Headline] = {
     # Eq. 2 constants, ptq_degradation.write_d_crit_boot); the grid step of the observed turn-up is in the text.
     # Each side is its own study's Eq. 13 at its own smallest N, in its own units: derived, not compared.
     "P2": Headline("Overtraining makes the quantized model worse",
-                   "each study's own Eq. 13 D_crit, GPTQ INT3, derived (ours: bytes, N = {n_min}; paper: tokens, "
-                   "N = 30M)",
-                   "gptq_int3_d_crit_eq13", paper="paper_d_crit_30m_int3", lo="gptq_int3_d_crit_eq13_lo",
+                   "Eq. 13 D_crit at N = {n_min}, GPTQ INT3, derived (ours: bytes; paper: Table 2, tokens)",
+                   "gptq_int3_d_crit_eq13", paper="paper_d_crit_n_min_int3", lo="gptq_int3_d_crit_eq13_lo",
                    hi="gptq_int3_d_crit_eq13_hi", fmt="M"),
     # P3: the grade reads two legs, (a) the N_eff form's lack of fit at fixed (N, D) against σ_e and (b) f_w(4)
     # against the paper's; an unresolved leg counts as not met (law_fits.p3_decision). The row shows leg (b), f_w(4)
@@ -307,7 +306,8 @@ def _rows(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], 
 _LEGEND = ("Ours: our value [its 95 % interval from the pipeline bootstrap]; P2's value is Eq. 13 on our fitted "
            "constants and its interval the 95 % range over paired bootstrap draws of the Chinchilla and Eq. 2 "
            "constants (conditional on Eq. 2's form, with runs resampled as independent though a seed's runs share "
-           "noise, so if anything too narrow; the two sides are each study's own Eq. 13, not one quantity: the reason "
+           "noise, which a wild cluster bootstrap in the reason checks; the two sides are each study's own Eq. 13 at our "
+           "smallest N, not one quantity: the reason "
            "sets the unit-free ones side by side, N's exponent in D_crit and its growth per bit of P_post; the "
            "grade reads the observed turn-up, whose grid step is in the verdict's text); P3's key number is leg (b), "
            "f_w(4) against the paper's (leg (a), the N_eff form's lack of fit at fixed N, D, is in the reason; the rule counts an unresolved leg as not met); P5's a t-interval on the factorial's within-seed σ̂ (its paper value is the "
@@ -467,8 +467,9 @@ def how_sure(verdict: Any) -> str:
 
     A *partly* or *not reproduced* grade gives the power of that grade's own gate (``power_gate_value``) where
     the rule has one; otherwise, and for an inconclusive grade, the rule's power against the paper's effect on
-    our design (its ``power`` detail; ``<method>_power`` where the details name a ``method``, P1 and P2). The
-    grade's meaning is :data:`_HOW_SURE`.
+    our design (its ``power`` detail; ``<method>_power`` where the details name a ``method``, P1 and P2), each
+    with its 95 % Monte Carlo interval where the details say over how many datasets (the gate reads its lower
+    end). The grade's meaning is :data:`_HOW_SURE`.
 
     Args:
         verdict: a ``bitlaws.study.claims.Verdict``.
@@ -483,10 +484,24 @@ def how_sure(verdict: Any) -> str:
     own = _number(details, "power_gate_value")
     against = getattr(HEADLINES.get(verdict.claim_id), "power_against", None) or "against the paper's effect"
     if verdict.verdict in ("partly", "not reproduced") and own is not None:
-        line += f"; this grade's own power on our design: {100 * own:.0f} %"
+        line += f"; this grade's own power on our design: {_rate_with_interval(own, details)}"
     elif verdict.verdict in ("inconclusive", "partly", "not reproduced") and power is not None:
-        line += f"; the rule's power {against} on our design: {100 * power:.0f} %"
+        line += f"; the rule's power {against} on our design: {_rate_with_interval(power, details)}"
     return line + "."
+
+
+def _rate_with_interval(rate: float, details: Mapping[str, Any]) -> str:
+    """``"55 % [48, 61]"``: a simulated rate with its 95 % Monte Carlo interval (``claims.mc_interval``) over the
+    datasets the details name (``n_sim``, else ``n_sim_residual``: the one of which the rate is a whole share);
+    the point alone where none fits."""
+    from .claims import mc_interval
+
+    for key in ("n_sim", "n_sim_residual"):
+        n = _number(details, key)
+        if n is not None and n >= 1 and abs(rate * n - round(rate * n)) < 1e-6:
+            lo, hi = mc_interval(round(rate * n) / n, n)
+            return f"{100 * rate:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]"
+    return f"{100 * rate:.0f} %"
 
 
 def verdict_markdown(verdict: Any, key: bool = True) -> str:
