@@ -414,8 +414,10 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     cboot, cwhy = pa.load_d_crit_boots("test", df, tmp_path, ["gptq"], resample="wild")["gptq"]
     assert cwhy == "" and len(read_rows(path, pa.D_CRIT_BOOT_COLUMNS, "boot_id")) == 12
     assert set(cboot["boot_version"]) == {pa.D_CRIT_VERSIONS["wild"]}
-    pa.write_d_crit_boot("test", root=tmp_path, resample="wild")  # a rerun makes nothing: every kind is there
+    assert pa.d_crit_boot_is_current("test", df, tmp_path)[1].startswith("gptq wild_runs (no")
+    pa.write_d_crit_boot("test", root=tmp_path, resample="wild_runs")  # the like-for-like comparison's draws
     assert pa.d_crit_boot_is_current("test", df, tmp_path) == (True, "")
+    rboot = pa.load_d_crit_boots("test", df, tmp_path, ["gptq"], resample="wild_runs")["gptq"][0]
     again = pa.load_d_crit_boot("test", df, "gptq", tmp_path)[0]
     assert list(again["boot_id"]) == list(boot["boot_id"])
     assert np.array_equal(again[list(pa.D_CRIT_DRAW_KEYS)].to_numpy(float), boot[list(pa.D_CRIT_DRAW_KEYS)].to_numpy(float))
@@ -429,7 +431,9 @@ def test_d_crit_draws_are_stored_resumed_keyed_by_the_rows_and_read_by_p2(tmp_pa
     assert "95 % over 3 paired bootstrap draws" in v.ours and "no interval" not in v.ours
     civ = pa.d_crit_interval(cboot, NS[0], 3)
     assert v.details["gptq_int3_d_crit_eq13_wild_lo"] == pytest.approx(civ["lo"], rel=1e-12)
-    assert "a wild cluster bootstrap, which keeps the design and moves a seed's runs together" in v.ours
+    riv = pa.d_crit_interval(rboot, NS[0], 3)
+    assert v.details["gptq_int3_d_crit_eq13_wild_runs_hi"] == pytest.approx(riv["hi"], rel=1e-12)
+    assert "a wild bootstrap that keeps the design" in v.ours and "with one per run" in v.ours
     table = pa.d_crit_table({m: pa.critical_data_sizes(df, m) for m in ("gptq", "rtn")}, boot=pa.d_crit_boots("test", df))
     assert (table["Eq. 13, 95 %"] != "n/a").all()
     # the generating constants put D_crit at 17M (INT3) and 59M (INT4), past this grid's 8M: flagged, not read as
@@ -1002,5 +1006,15 @@ def test_d_crit_wild_draws_keep_the_design_and_flip_each_clusters_residuals_toge
         e_post = np.log(ptq_f["loss_val"] / (ptq_f["loss_base"] + delta))
         s_post = q["run_id"].map(dict(zip(c["run_id"], sign)))
         assert np.allclose(np.log(q["loss_val"] / (base + delta)), s_post * e_post, rtol=0, atol=1e-12)
-    with pytest.raises(ValueError, match="resample must be one of 'runs', 'wild'; got 'seeds'"):
+    # one sign per run: every run its own sign, its post-PTQ rows with it
+    out = pa._d_crit_wild_frames(chin_f, ptq_f, {"chinchilla": hat, "delta": delta}, np.random.default_rng([0, 1]),
+                                 per="run")
+    e = np.log(chin_f["loss_val"] / hat)
+    sign = np.round(np.log(out["chinchilla"]["loss_val"] / hat) / e, 12)
+    assert set(sign) <= {-1.0, 1.0}
+    e_post = np.log(ptq_f["loss_val"] / (ptq_f["loss_base"] + delta))
+    base = out["ptq"]["run_id"].map(dict(zip(out["chinchilla"]["run_id"], out["chinchilla"]["loss_val"])))
+    s_post = out["ptq"]["run_id"].map(dict(zip(chin_f["run_id"], sign)))
+    assert np.allclose(np.log(out["ptq"]["loss_val"] / (base + delta)), s_post * e_post, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="resample must be one of 'runs', 'wild', 'wild_runs'; got 'seeds'"):
         pa.d_crit_bootstrap(make_frame({"gptq": eq2_delta(EQ2)}), "gptq", n_boot=2, resample="seeds")

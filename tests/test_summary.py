@@ -233,3 +233,13 @@ def test_quantity_text_fills_counts_from_the_details():
 def test_hand_written_markdown_keeps_its_emphasis_and_gains_subscripts():
     text = "**reproduced** when ± t_{0.975, ν}·σ₀ clears it; ``x_{y}`` stays, p < 0.05"
     assert with_subscripts(text) == "**reproduced** when ± t<sub>0.975, ν</sub>·σ₀ clears it; ``x_{y}`` stays, p < 0.05"
+
+
+def test_the_leads_monte_carlo_interval_is_claims_wilson_interval():
+    from bitlaws.study.claims import mc_interval
+    from bitlaws.study.summary import _rate_with_interval
+
+    for rate, n in ((0.545, 200), (0.0, 40), (1.0, 100), (52 / 60, 60), (0.567, 1000)):
+        lo, hi = mc_interval(rate, n)
+        assert _rate_with_interval(rate, {"n_sim": float(n)}) == f"{100 * rate:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]"
+    assert _rate_with_interval(0.8667, {"n_sim": 40.0}) == "87 %"  # not a share of 40 datasets: the point alone

@@ -404,7 +404,7 @@ def _fit_d_crit(args) -> None:
     except FileNotFoundError:
         print("d_crit_boot: skipped — no base-grid rows")
         return
-    for resample in ("runs", "wild"):  # P2's interval; the wild cluster draws reported beside it
+    for resample in ("runs", "wild", "wild_runs"):  # P2's interval; the wild draws reported beside it
         path = write_d_crit_boot(args.profile, root=args.data_root, progress=True, rows=df, resample=resample)
         for m, (boot, why) in load_d_crit_boots(args.profile, df, root=args.data_root, resample=resample).items():
             if boot is None:

@@ -1744,13 +1744,14 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
               + (f"; reported, not graded: the rule's lack-of-fit F sets the law's residual variance, which holds the "
                  "pure seed error, against that pure error (its numerator contains its denominator, so under the law "
                  "it rarely rejects: conservative); the classical test, lack of fit against pure error on the law "
-                 "refitted by least squares to the centred losses (the stage's fit minimises a robust loss instead), "
-                 f"gives F = {by_p['f']:.2f} on {by_p['dof_lof']:.0f} and {by_p['dof_pe']:.0f} degrees of freedom, "
-                 f"p = {by_p['p']:.2g}: leg (a) "
+                 "refitted by least squares to the centred losses (the stage's fit minimises a robust loss instead; "
+                 f"γ_w = {by_p['gamma_w']:.2f}, n_w = {by_p['n_w']:.2f} against the graded fit's "
+                 f"{p['gamma_w']:.2f}, {p['n_w']:.2f}), gives F = {by_p['f']:.2f} on {by_p['dof_lof']:.0f} and "
+                 f"{by_p['dof_pe']:.0f} degrees of freedom, p = {by_p['p']:.2g}: leg (a) "
                  + ("fails by both tests" if max(by_p["p"], tests["p_lack_of_fit"]) < 0.05
                     else "is met by both tests" if min(by_p["p"], tests["p_lack_of_fit"]) >= 0.05
                     else "depends on the test")
-                 + " (both assume one noise variance across P_w, while the seed noise falls with P_w)"
+                 + " (both assume one noise variance across P_w)"
                  if math.isfinite(by_p.get("p", math.nan)) else "")
               + p3_power_text(summary, why, {"width": hi - lo, "point": f4, "source": run_source}))
     det = {"rule_grade": dec["grade"], "power": pw, "power_seed": summary["power"] if summary else math.nan,
@@ -1768,7 +1769,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                     "paper_position": "inside" if inside else "outside" if outside else "edge"})
     det["holdout_r2_fixed_upstream"] = r2_leaky
     names = {"f": "f_lack_of_fit_pure_error", "p": "p_lack_of_fit_pure_error", "dof_lof": "dof_lack_of_fit",
-             "dof_pe": "dof_pure_error"}
+             "dof_pe": "dof_pure_error", "gamma_w": "gamma_w_least_squares", "n_w": "n_w_least_squares"}
     det.update({name: by_p[k] for k, name in names.items() if k in by_p})
     _, det["f_w_4_stage_lo"], det["f_w_4_stage_hi"] = _ci_of(rec, "f_4bits")
     for key in ("gamma_w", "n_w"):  # the stage bootstrap's intervals the text prints (read from the fit record)

@@ -1187,8 +1187,10 @@ def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, 
     bootstrap instead: the design stays as it is (every run, every row), and each (N, seed) cluster draws one
     Rademacher sign that flips the log residuals of all its runs about both fitted laws at once
     (``_d_crit_wild_frames``), so the noise a seed's runs share moves them together (reported beside P2's
-    interval, not read by its grade). Resampling whole seeds within each N would change the design, since
-    seed 0 carries each size's D sweep and the other seeds one to three runs.
+    interval, not read by its grade); ``resample="wild_runs"`` is the same with one sign per run, and only the
+    two wild intervals compare like with like (both hold the design and the fitted laws fixed). Resampling
+    whole seeds within each N would change the design, since seed 0 carries each size's D sweep and the other
+    seeds one to three runs.
 
     Args:
         df: rows holding the base grid's high-precision runs and their PTQ rows (rows of other experiments, where
@@ -1196,8 +1198,9 @@ def d_crit_bootstrap(df: pd.DataFrame, method: str = "gptq", n_boot: int = 200, 
         n_boot: draws, an int ≥ 1. seed: the generator's first seed.
         draws: the draw indices to make (default ``range(n_boot)``); draw i is the same whichever others are
             made, so a caller may make them in pieces. progress: a progress bar.
-        resample: ``runs`` (each high-precision run, independently) or ``wild`` (Rademacher signs per (N, seed)
-            cluster on the fitted laws' residuals, the design fixed).
+        resample: ``runs`` (each high-precision run, independently), ``wild`` (Rademacher signs per (N, seed)
+            cluster on the fitted laws' residuals, the design fixed) or ``wild_runs`` (the same with one sign per
+            run: the comparison that isolates the noise a seed's runs share).
 
     Returns:
         One row per draw: ``draw`` and ``D_CRIT_DRAW_KEYS`` (plus ``alpha``), NaN where a fit failed; with
@@ -1222,13 +1225,15 @@ def _d_crit_picks(chin_f: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
 
 
 def _d_crit_wild_frames(chin_f: pd.DataFrame, ptq_f: pd.DataFrame, fitted: Mapping[str, np.ndarray],
-                        rng: np.random.Generator) -> dict[str, pd.DataFrame]:
-    """One ``wild`` draw: the same rows with new losses. Each (N, seed) cluster draws one Rademacher sign s; each
-    of its runs' high-precision loss becomes L̂·exp(s·e) (e its log residual about the Chinchilla fit), and each
-    of its post-PTQ rows (L_before + δ̂)·exp(s·e_post), with L_before the run's new high-precision loss and
-    e_post the row's log residual about Eq. 2's fit. ``fitted``: ``chinchilla`` (L̂ per row of ``chin_f``) and
-    ``delta`` (δ̂ per row of ``ptq_f``)."""
-    key = chin_f["n_params"].astype(float).astype(str) + ":" + chin_f["seed"].astype(str)
+                        rng: np.random.Generator, per: str = "cluster") -> dict[str, pd.DataFrame]:
+    """One wild draw: the same rows with new losses. Each (N, seed) cluster (``per="cluster"``), or each run
+    (``per="run"``), draws one Rademacher sign s; each of its runs' high-precision loss becomes L̂·exp(s·e) (e its
+    log residual about the Chinchilla fit), and each of its post-PTQ rows (L_before + δ̂)·exp(s·e_post), with
+    L_before the run's new high-precision loss and e_post the row's log residual about Eq. 2's fit (one sign for
+    both, so the covariance of the two fits D_crit combines is kept). ``fitted``: ``chinchilla`` (L̂ per row of
+    ``chin_f``) and ``delta`` (δ̂ per row of ``ptq_f``). The residuals are not corrected for leverage."""
+    key = (chin_f["n_params"].astype(float).astype(str) + ":" + chin_f["seed"].astype(str) if per == "cluster"
+           else chin_f["run_id"].astype(str))
     clusters = sorted(set(key))
     sign = dict(zip(clusters, rng.choice([-1.0, 1.0], size=len(clusters))))
     run_sign = dict(zip(chin_f["run_id"].astype(str), key.map(sign)))
@@ -1265,7 +1270,7 @@ def _d_crit_draw_rows(df: pd.DataFrame, method: str, draws, seed: int, progress:
             drawn = {name: frame.iloc[np.concatenate([np.flatnonzero(ids[name] == g) for g in picks])]
                      .reset_index(drop=True) for name, frame in (("chinchilla", chin_f), ("ptq", ptq_f))}
         else:
-            drawn = _d_crit_wild_frames(chin_f, ptq_f, fitted, rng)
+            drawn = _d_crit_wild_frames(chin_f, ptq_f, fitted, rng, "cluster" if resample == "wild" else "run")
         row: dict[str, float] = {"draw": float(i)}
         for name in ("chinchilla", "ptq"):
             try:
@@ -1288,8 +1293,9 @@ D_CRIT_N_BOOT = 200
 D_CRIT_BOOT_VERSION = "1"  # of the draws' code (resampling, fits): a new version's draws are other rows
 # How a draw resamples (``d_crit_bootstrap``), and the version its stored draws carry: the wild cluster draws are
 # other rows of the same table (``boot_version`` "1-wild"), reported beside P2's interval, read by no grade.
-D_CRIT_RESAMPLES = ("runs", "wild")
-D_CRIT_VERSIONS = {"runs": D_CRIT_BOOT_VERSION, "wild": D_CRIT_BOOT_VERSION + "-wild"}
+D_CRIT_RESAMPLES = ("runs", "wild", "wild_runs")
+D_CRIT_VERSIONS = {"runs": D_CRIT_BOOT_VERSION, "wild": D_CRIT_BOOT_VERSION + "-wild",
+                   "wild_runs": D_CRIT_BOOT_VERSION + "-wild-runs"}
 D_CRIT_BOOT_COLUMNS = ["boot_id", "method", "seed", "draw", "n_boot", *D_CRIT_DRAW_KEYS, "alpha", "boot_version",
                        "inputs_sha256", "git_sha", "timestamp"]
 # what the draws read of each row: the hash ignores columns other experiments add when frames are concatenated
@@ -1968,31 +1974,29 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
         pw, po = per[m]["power"], per[m]["power_ours"]
         edge = float(df.loc[df["status"] == "ok", "n_tokens"].max())
         beyond = [f"INT{b}" for b, v in sorted(ivs.items()) if v["lo"] > edge]
-        civ = d_crit_ci_clusters.get(m) or {}
+        civ, riv = d_crit_ci_clusters.get(m) or {}, d_crit_ci_wild_runs.get(m) or {}
 
-        def compare(b: int) -> str:  # the wild interval's width against the runs' one at the same P_post
-            w_runs = ivs[b]["hi"] - ivs[b]["lo"] if ivs.get(b) else math.nan
-            w_wild = civ[b]["hi"] - civ[b]["lo"]
-            if not (math.isfinite(w_runs) and math.isfinite(w_wild) and w_runs > 0):
-                return ""
-            ratio = w_wild / w_runs
-            return (f" ({ratio:.0%} of the runs' width)" if abs(ratio - 1) > 0.1 else " (about as wide)")
+        def width(iv: Mapping | None) -> float:
+            return iv["hi"] - iv["lo"] if iv and math.isfinite(iv["hi"] - iv["lo"]) else math.nan
 
         cluster_text = ""
-        if civ:
-            wider = any(civ[b]["hi"] - civ[b]["lo"] > (ivs[b]["hi"] - ivs[b]["lo"]) * 1.1 for b in civ if ivs.get(b))
-            cluster_text = ("; a wild cluster bootstrap, which keeps the design and moves a seed's runs together (one "
-                            "Rademacher sign per (N, seed) on both laws' residuals), gives "
-                            + ", ".join(f"INT{b} [{tokens_text(v['lo'])}, {tokens_text(v['hi'])}]{compare(b)}"
-                                        for b, v in sorted(civ.items()))
-                            + f" over {len(d_crit_boots_clusters[m])} draws"
-                            + (": the runs' interval is too narrow there" if wider else
-                               ": the noise a seed's runs share does not widen it here (resampling runs also varies "
-                               "the design)"))
+        if civ and riv:  # the like-for-like comparison: one sign per (N, seed) against one per run
+            ratios = {b: width(civ.get(b)) / width(riv.get(b)) for b in sorted(civ) if width(riv.get(b)) > 0}
+            cluster_text = (
+                "; a wild bootstrap that keeps the design (the fitted laws' log residuals times Rademacher signs, a "
+                "run's high-precision and post-PTQ residuals with one sign) gives "
+                + ", ".join(f"INT{b} [{tokens_text(civ[b]['lo'])}, {tokens_text(civ[b]['hi'])}] with one sign per "
+                            f"(N, seed) and [{tokens_text(riv[b]['lo'])}, {tokens_text(riv[b]['hi'])}] with one per run"
+                            for b in sorted(civ) if b in riv)
+                + f" ({', '.join(f'INT{b} {r:.0%}' for b, r in ratios.items())} of that width; "
+                f"{len(d_crit_boots_clusters[m])} draws each): moving a seed's runs together "
+                + ("does not widen it here" if all(r <= 1.1 for r in ratios.values()) else "widens it")
+                + ". Both are narrower than the runs' interval because they hold the design and the fitted laws "
+                "fixed, not because of the seeds, and their residuals are not corrected for leverage")
         boot_text = (f"95 % over {len(d_crit_boots_read[m])} paired bootstrap draws of the Chinchilla and Eq. 2 constants, both "
                      "refitted on each resample of runs; conditional on Eq. 2's form, with runs resampled as "
-                     "independent though a seed's runs share noise" + (cluster_text if civ else ", so if anything too "
-                                                                        "narrow") + " (derived, not graded)"
+                     "independent though a seed's runs share noise" + (cluster_text or ", so if anything too narrow")
+                     + " (derived, not graded)"
                      + (f"; {' and '.join(beyond)}'s interval lies wholly beyond the largest D trained "
                         f"({tokens_text(edge)}): an extrapolation the rows cannot check" if beyond else "")
                      + "".join(f"; at INT{b} {v['share_no_turn_up']:.0%} of the draws have γ_D ≤ 0, no turn-up"
@@ -2019,12 +2023,13 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                    else f"; power not computed: {_P2_NO_POWER}"))
 
     d_crit_ci, d_crit_boot, d_crit_boots_read, d_crit_shapes = {}, {}, {}, {}
-    d_crit_ci_clusters, d_crit_boots_clusters = {}, {}
+    d_crit_ci_clusters, d_crit_boots_clusters, d_crit_ci_wild_runs = {}, {}, {}
     # Eq. 13's unit-free shape: ours from the fitted constants (interval over the draws below), the paper's Table 2
     shape_points = {m: d_crit_shape({"beta": chin.get("beta", math.nan), **eq2[m]}) for m in per}
     paper_shape = d_crit_shape(PAPER_CONSTANTS)
     stored = load_d_crit_boots(profile, df, methods=per)
     clustered = load_d_crit_boots(profile, df, methods=per, resample="wild")  # reported beside, not graded
+    per_run = load_d_crit_boots(profile, df, methods=per, resample="wild_runs")  # what the clusters compare with
     for m in per:  # Eq. 13's D_crit at the smallest N with its paired-bootstrap interval (write_d_crit_boot)
         boot, why = stored[m]
         n_min = float(crit[m]["n_params"].min())
@@ -2033,6 +2038,10 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
             d_crit_ci_clusters[m] = {b: d_crit_interval(boot_c, n_min, b) for b in (3, 4)}
             d_crit_boots_clusters[m] = boot_c
             d_crit_boot[f"d_crit_boot_wild_{m}"] = boot_c[["boot_id"]]
+        boot_r = per_run[m][0]
+        if boot_r is not None:
+            d_crit_ci_wild_runs[m] = {b: d_crit_interval(boot_r, n_min, b) for b in (3, 4)}
+            d_crit_boot[f"d_crit_boot_wild_runs_{m}"] = boot_r[["boot_id"]]
         d_crit_ci[m] = ({b: d_crit_interval(boot, n_min, b) for b in (3, 4)} if boot is not None else {}, why)
         if boot is not None:
             d_crit_boots_read[m] = boot
@@ -2135,6 +2144,10 @@ def verdict_p2(df: pd.DataFrame, profile: str, n_sim: int | None = None,
                 if civ:  # the same over the wild cluster draws (reported, not graded)
                     det.update({f"{m}_int{b}_d_crit_eq13_wild_lo": civ["lo"],
                                 f"{m}_int{b}_d_crit_eq13_wild_hi": civ["hi"]})
+                riv = (d_crit_ci_wild_runs.get(m) or {}).get(b)
+                if riv:  # and over the wild draws with one sign per run, what the clusters compare with
+                    det.update({f"{m}_int{b}_d_crit_eq13_wild_runs_lo": riv["lo"],
+                                f"{m}_int{b}_d_crit_eq13_wild_runs_hi": riv["hi"]})
             if b in best:
                 det.update({f"{m}_int{b}_rise": best[b]["rise"], f"{m}_int{b}_threshold": best[b]["threshold"]})
     for kind, e in (evidence or {}).items():

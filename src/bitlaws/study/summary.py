@@ -491,16 +491,17 @@ def how_sure(verdict: Any) -> str:
 
 
 def _rate_with_interval(rate: float, details: Mapping[str, Any]) -> str:
-    """``"55 % [48, 61]"``: a simulated rate with its 95 % Monte Carlo interval (``claims.mc_interval``) over the
-    datasets the details name (``n_sim``, else ``n_sim_residual``: the one of which the rate is a whole share);
-    the point alone where none fits."""
-    from .claims import mc_interval
-
+    """``"55 % [48, 61]"``: a simulated rate with its 95 % Monte Carlo interval over the datasets the details name
+    (``n_sim``, else ``n_sim_residual``: the one of which the rate is a whole share); the point alone where none
+    fits. The interval is Wilson's score interval, the one ``claims.mc_interval`` prints and whose lower end
+    ``claims.gate_value`` reads, in closed form here (this module cannot import ``claims``, which imports it)."""
     for key in ("n_sim", "n_sim_residual"):
         n = _number(details, key)
         if n is not None and n >= 1 and abs(rate * n - round(rate * n)) < 1e-6:
-            lo, hi = mc_interval(round(rate * n) / n, n)
-            return f"{100 * rate:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]"
+            z = 1.959963984540054  # the standard normal's 97.5 % quantile
+            centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
+            half = z / (1 + z * z / n) * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n))
+            return f"{100 * rate:.0f} % [{100 * max(0.0, centre - half):.0f}, {100 * min(1.0, centre + half):.0f}]"
     return f"{100 * rate:.0f} %"
 
 
