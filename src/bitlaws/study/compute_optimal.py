@@ -325,7 +325,7 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
         worlds = [worlds]
     import datetime as dt
 
-    from .boot_check import P6_PSTAR_COLUMNS, P6_PSTAR_PLAN_COLUMNS, p6_pstar_identity, p6_pstar_rows, p6_pstar_sim_id
+    from .boot_check import P6_PSTAR_COLUMNS, P6_PSTAR_PLAN_COLUMNS, p6_pstar_identity, p6_pstar_rows
     from .power import NEFF_F_FLOOR, P6_PSTAR_WORLDS, p6_pstar_worlds
     from .store import append_rows, read_rows
 
@@ -345,14 +345,12 @@ def write_p6_pstar_power(profile: str = "cpu", worlds=None, datasets=range(40), 
     frames, read = design["frames"], design["read"]
     # the plan first: every dataset asked for, so a call killed part-way leaves what it did not finish on record
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    append_rows(p6_pstar_plan_path(profile, root),
-                [{**p6_pstar_identity(w, k, seed=seed, seed_sd=seed_sd, floor=floor, n_boot=n_boot,
-                                      residual=stage_sd is not None, noise_label="seed" if noise == "residual" else noise,
-                                      inputs_sha256=read), "timestamp": stamp} for w in worlds for k in datasets],
-                P6_PSTAR_PLAN_COLUMNS, "sim_id")
+    planned = [{**p6_pstar_identity(w, k, seed=seed, seed_sd=seed_sd, floor=floor, n_boot=n_boot,
+                                    residual=stage_sd is not None, noise_label="seed" if noise == "residual" else noise,
+                                    inputs_sha256=read), "timestamp": stamp} for w in worlds for k in datasets]
+    append_rows(p6_pstar_plan_path(profile, root), planned, P6_PSTAR_PLAN_COLUMNS, "sim_id")
     for w in worlds:
-        left = [k for k in datasets
-                if p6_pstar_sim_id(w, seed, k, seed_sd, floor, n_boot, stage_sd is not None, noise, read) not in have]
+        left = [r["dataset"] for r in planned if r["world"] == w and r["sim_id"] not in have]
         for row in p6_pstar_rows(frames, chin, seed_noise, {w: every[w]}, left, n_boot=n_boot, seed=seed,
                                  seed_sd=seed_sd, floor=floor, inputs_sha256=read, progress=progress,
                                  stage_sd=stage_sd, noise_label="seed" if noise == "residual" else noise):

@@ -1281,15 +1281,23 @@ def p3_precision_seed_anova(sweep: pd.DataFrame) -> tuple[float, float]:
         block.
     """
     ss = dof = 0.0
+    for _, inter in _p_w_seed_blocks(sweep):
+        r = inter.to_numpy(float)
+        ss += float((r ** 2).sum())
+        dof += (r.shape[0] - 1) * (r.shape[1] - 1)
+    return (ss / dof, float(dof)) if dof > 0 else (math.nan, 0.0)
+
+
+def _p_w_seed_blocks(sweep: pd.DataFrame):
+    """Each (N, D) cell's complete P_w × seed block (≥ 2 P_w, ≥ 2 seeds common to them): yields the cell's rows
+    and the block's interaction, y − row means − column means + grand mean (``bits_w`` × ``seed`` frame)."""
     for _, g in sweep.groupby(["n_params", "n_tokens"]):
         t = g.pivot_table(index="bits_w", columns="seed", values="loss_val", aggfunc="mean").dropna(axis=1)
         if t.shape[0] < 2 or t.shape[1] < 2:
             continue
         y = t.to_numpy(float)
-        r = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
-        ss += float((r ** 2).sum())
-        dof += (y.shape[0] - 1) * (y.shape[1] - 1)
-    return (ss / dof, float(dof)) if dof > 0 else (math.nan, 0.0)
+        yield g, pd.DataFrame(y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean(), index=t.index,
+                              columns=t.columns)
 
 
 def p3_pure_error_lack_of_fit(frame: pd.DataFrame, chinchilla: Mapping[str, float], neff: Mapping[str, float]
@@ -1337,16 +1345,10 @@ def p3_pure_error_lack_of_fit(frame: pd.DataFrame, chinchilla: Mapping[str, floa
     r = resid(fit.x)
     pe = np.zeros(len(f))
     dof_pe = 0.0
-    for _, g in f.groupby(["n_params", "n_tokens"]):
-        t = g.pivot_table(index="bits_w", columns="seed", values="loss_val", aggfunc="mean").dropna(axis=1)
-        if t.shape[0] < 2 or t.shape[1] < 2:
-            continue
-        v = t.to_numpy(float)
-        inter = pd.DataFrame(v - v.mean(1, keepdims=True) - v.mean(0, keepdims=True) + v.mean(), index=t.index,
-                             columns=t.columns)
-        inside = g["seed"].isin(t.columns)
+    for g, inter in _p_w_seed_blocks(f):  # the pure error: the blocks' interaction, row by row
+        inside = g["seed"].isin(inter.columns)
         pe[g.index[inside]] = [inter.at[b, s] for b, s in zip(g.loc[inside, "bits_w"], g.loc[inside, "seed"])]
-        dof_pe += (v.shape[0] - 1) * (v.shape[1] - 1)
+        dof_pe += (inter.shape[0] - 1) * (inter.shape[1] - 1)
     lof = r - pe
     dof_lof = len(f) - groups.max() - 1 - 2 - dof_pe
     out = {"dof_lof": float(dof_lof), "dof_pe": float(dof_pe), "ss": float((r ** 2).sum()),

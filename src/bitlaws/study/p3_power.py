@@ -158,13 +158,13 @@ def write_p3_power(profile: str = "cpu", worlds: str | Sequence[str] | None = No
     frames, read = design["frames"], design["read"]
     # the plan first: every dataset asked for, so a call killed part-way leaves what it did not finish on record
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    append_rows(la.p3_power_plan_path(profile, root),
-                [{"sim_id": la.p3_sim_id(w, noise, seed, k, seed_sd, n_boot, read), "world": w, "noise": noise,
-                  "rng": int(seed), "dataset": int(k), "seed_sd": float(seed_sd), "n_boot": int(n_boot),
-                  "sim_version": la.P3_POWER_SIM_VERSION, "inputs_sha256": read, "timestamp": stamp}
-                 for w in worlds for k in datasets], la.P3_POWER_PLAN_COLUMNS, "sim_id")
+    planned = [{"sim_id": la.p3_sim_id(w, noise, seed, k, seed_sd, n_boot, read), "world": w, "noise": noise,
+                "rng": int(seed), "dataset": int(k), "seed_sd": float(seed_sd), "n_boot": int(n_boot),
+                "sim_version": la.P3_POWER_SIM_VERSION, "inputs_sha256": read, "timestamp": stamp}
+               for w in worlds for k in datasets]
+    append_rows(la.p3_power_plan_path(profile, root), planned, la.P3_POWER_PLAN_COLUMNS, "sim_id")
     for w in worlds:
-        left = [int(k) for k in datasets if la.p3_sim_id(w, noise, seed, k, seed_sd, n_boot, read) not in have]
+        left = [r["dataset"] for r in planned if r["world"] == w and r["sim_id"] not in have]
         for row in p3_power_rows(frames, chin, inputs[0], [w], left, n_boot=n_boot, seed=seed, seed_sd=seed_sd,
                                  inputs_sha256=read, progress=progress, stage_sd=stage_sd,
                                  ours=la.params_of(design["fits"].get("neff_w"))):
