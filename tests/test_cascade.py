@@ -364,9 +364,9 @@ def test_dry_run_with_only_marks_the_others_not_selected(root, calls, capsys):
 
 def test_p3_power_rows_are_replayed_per_world_and_noise_and_read_by_their_key(root, calls, monkeypatch):
     """P3's power table gives one write_p3_power call per (world, noise, rng, n_boot) with its datasets; a
-    step is current where every dataset has a row keyed by these training rows."""
+    step is current where every dataset has a row keyed by these training rows and its leg (a) of rule v7."""
     from bitlaws.study import p3_power
-    from bitlaws.study.law_fits import P3_POWER_COLUMNS, P3_POWER_SIM_VERSION, p3_sim_id
+    from bitlaws.study.law_fits import P3_LEG_A_COLUMNS, P3_POWER_COLUMNS, P3_POWER_SIM_VERSION, p3_leg_a_key, p3_sim_id
 
     path = root / "checks" / "cpu" / "p3_power.csv"
 
@@ -381,12 +381,24 @@ def test_p3_power_rows_are_replayed_per_world_and_noise_and_read_by_their_key(ro
     store.append_rows(path, [row("paper", "seed", k) for k in range(3)] + [row("no_effect", "seed", 0)]
                       + [row("paper", "residual", k, OLD) for k in range(2)] + [old_version], P3_POWER_COLUMNS,
                       "sim_id")
+    # leg (a) of rule v7 on the current rows but one (paper, seed, dataset 2)
+    legs = [{**dict.fromkeys(P3_LEG_A_COLUMNS, 0), "key": p3_leg_a_key(r["sim_id"]), "sim_id": r["sim_id"],
+             "leg_a_version": "1", "test": "pure error", "inputs_sha256": NOW}
+            for r in [row("paper", "seed", k) for k in range(2)] + [row("no_effect", "seed", 0)]]
+    store.append_rows(path.with_name("p3_leg_a.csv"), legs, P3_LEG_A_COLUMNS, "key")
     steps = {s.name: s for s in cascade.cascade_plan("cpu", root)}
     # a row of another simulation version names a dataset to simulate again, and is not read as current
     assert steps["p3_power.no_effect.residual"].why == "0 of its 1 datasets made from these rows"
     assert steps["p3_power.paper.seed"].kwargs == {"profile": "cpu", "worlds": "paper", "noise": "seed",
                                                    "datasets": (0, 1, 2), "n_boot": 100, "seed": 0, "root": str(root)}
-    assert steps["p3_power.paper.seed"].current and steps["p3_power.no_effect.seed"].current
+    # a dataset without leg (a) leaves its call stale: write_p3_power computes it for the datasets it finds stored
+    assert not steps["p3_power.paper.seed"].current and steps["p3_power.no_effect.seed"].current
+    assert steps["p3_power.paper.seed"].why == "3 of its 3 datasets made from these rows, 2 of them with leg (a) of rule v7"
+    store.append_rows(path.with_name("p3_leg_a.csv"), [{**legs[0], "key": p3_leg_a_key(row("paper", "seed", 2)["sim_id"]),
+                                                        "sim_id": row("paper", "seed", 2)["sim_id"]}],
+                      P3_LEG_A_COLUMNS, "key")
+    steps = {s.name: s for s in cascade.cascade_plan("cpu", root)}
+    assert steps["p3_power.paper.seed"].current
     assert steps["p3_power.paper.residual"].why == "0 of its 2 datasets made from these rows"
     made = []
     monkeypatch.setattr(p3_power, "write_p3_power", lambda **kw: made.append(kw))
@@ -553,5 +565,7 @@ def test_a_killed_p3_call_leaves_its_plan_and_the_cascade_resumes_the_rest(root,
     plan = store.read_rows(la.p3_power_plan_path("cpu", root), la.P3_POWER_PLAN_COLUMNS, "sim_id")
     assert sorted(plan["dataset"].astype(int)) == [0, 1, 2]
     steps = {s.name: s for s in cascade.cascade_plan("cpu", root)}
-    assert steps["p3_power.paper.seed"].why == "1 of its 3 datasets made from these rows"
+    # killed before its leg (a) step too: the one dataset it finished has no leg (a) of rule v7 yet
+    assert steps["p3_power.paper.seed"].why == ("1 of its 3 datasets made from these rows, 0 of them with leg (a) of "
+                                                "rule v7")
     assert steps["p3_power.paper.seed"].kwargs["datasets"] == (0, 1, 2)

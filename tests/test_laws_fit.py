@@ -576,11 +576,43 @@ def test_p3_rule_comes_out_both_ways(tmp_path, gamma_w, grade):
     assert v.details["run_sigma"] == pytest.approx(0.003) and v.details["run_sigma_dof"] == 1.0
     assert math.isfinite(v.details["p_lack_of_fit_pooled"]) and v.details["run_sigma_source"] == "D cell × seed"
     assert "0.0030 on 1 degrees of freedom, from the high-precision runs' D cell × seed analysis" in v.ours
+    # rule v7 without a seeded P_w cell: no pure error, so leg (a) is v6's test
+    assert v.details["leg_a_test"] == "rule v6's σ_e" and v.details["p_lack_of_fit"] == v.details["p_lack_of_fit_v6"]
+    assert "against σ_e (p ≥ 0.05; rule v6's test, as no seeded P_w cell gives a pure error)" in v.reason
     if gamma_w is not None:
         assert v.details["f_w_4_lo"] <= la.PAPER_F_W_4 <= v.details["f_w_4_hi"]
         assert v.details["p_effect"] < 0.05 <= v.details["p_lack_of_fit"]
     else:  # a precision-blind world: nothing between precisions to explain, f_w(4) ≈ 1
         assert v.details["p_effect"] > 0.05 and v.details["f_w_4_lo"] > la.PAPER_F_W_4
+
+
+def test_p3_rule_v7_grades_leg_a_by_lack_of_fit_against_pure_error_where_p_w_cells_are_seeded():
+    """With a second seed at two cells' P_w runs (the law's losses plus a seed offset and a run's own noise),
+    rule v7's leg (a) is the classical test (law_fits.p3_leg_a on the verdict's rows, its p the pure-error test's
+    of p3_pure_error_lack_of_fit), v6's test is reported beside it, and the grade reads v7's."""
+    from bitlaws.study import law_fits as la
+
+    df = _p3_frame(PC["gamma_w"])
+    rng = np.random.default_rng(9)
+    extra = df[(df["bits_w"] < 16) & (df["n_params"] == SIZES[0]) & df["n_tokens"].isin([BUDGETS[0], BUDGETS[2]])]
+    extra = extra.assign(seed=1, run_id=extra["run_id"] + "-s1", obs_id=extra["obs_id"] + "-s1",
+                         loss_val=extra["loss_val"] + 0.01 + 0.002 * rng.standard_normal(len(extra)))
+    df = pd.concat([df, extra], ignore_index=True)
+    frames = la.stage_frames(df)
+    chin = lf.fit_stage("chinchilla", frames["chinchilla"])
+    neff = lf.fit_stage("neff_w", frames["neff_w"], chin.params)
+    recs = {"chinchilla": {"status": "ok", "params": chin.params, "input_sha256": "c"},
+            "neff_w": {"status": "ok", "params": neff.params, "input_sha256": "w"}}
+    v = la.verdict_p3(recs, "smoke", df, (_p3_power_table(0.9), ""))
+    pure = la.p3_pure_error_lack_of_fit(frames["neff_w"], chin.params, neff.params)
+    assert v.details["leg_a_test"] == "pure error" and v.details["run_sigma_source"] == "P_w × seed"
+    assert v.details["p_lack_of_fit"] == pytest.approx(pure["p"], rel=1e-9)
+    assert v.details["p_effect"] == pytest.approx(pure["p_effect"], rel=1e-9) and pure["p_effect"] < 0.05
+    assert (v.details["dof_pure_error"], v.details["dof_lack_of_fit"]) == (2 * 3 * 1, 64 + 8 - 18 - 2 - 6)
+    assert math.isfinite(v.details["p_lack_of_fit_v6"]) and v.details["p_lack_of_fit_v6"] != v.details["p_lack_of_fit"]
+    assert "lack of fit against pure error F = " in v.ours and "rule v6's test, the stage's fit against σ_e" in v.ours
+    # the grade's leg (a) is v7's: met here (the law is true), and without the pipeline bootstrap leg (b) is not
+    assert pure["p"] >= 0.05 and v.details["rule_grade"] == "partly"  # p = 0.16 here
 
 
 def test_converged_reads_the_objective_gradient_and_starts():

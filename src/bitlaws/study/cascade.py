@@ -328,6 +328,7 @@ def _derive(profile: str, folder: Path) -> list[dict[str, Any]]:
     the arguments of the repository's own table of the profile (``repo_root()/data``, the book's design), so the
     cascade makes every simulation the verdicts read there too; none where neither holds it."""
     from .boot_check import P6_PSTAR_COLUMNS, P6_PSTAR_PLAN_COLUMNS
+    from .compute_optimal import p6_pstar_plan_path
     from .law_fits import N_BOOT, PIPELINE_N_BOOT, fits_path, load_fits
     from .store import read_rows
 
@@ -371,7 +372,7 @@ def _derive(profile: str, folder: Path) -> list[dict[str, Any]]:
     p6_source = source(p6_path)
     p6 = read_rows(p6_source, P6_PSTAR_COLUMNS, "sim_id") if p6_source.exists() else pd.DataFrame()
     # the datasets each writer's call was asked for (its plan), so a call killed part-way is not taken as complete
-    plan_source = source(folder / "checks" / profile / "p6_pstar_power_plan.csv")
+    plan_source = source(p6_pstar_plan_path(profile, folder))
     if plan_source.exists():
         planned = read_rows(plan_source, P6_PSTAR_PLAN_COLUMNS, "sim_id")
         p6 = pd.concat([p6[P6_PSTAR_PLAN_COLUMNS] if len(p6) else None, planned], ignore_index=True)
@@ -485,11 +486,11 @@ def _p3_kwargs(path: Path) -> list[dict[str, Any]]:
     taken as complete) (any training rows, any simulation version: a new version replays the datasets the old
     one simulated, which ``_p3_status`` then finds missing), with the datasets there; none where both are
     absent."""
-    from .law_fits import P3_POWER_COLUMNS, P3_POWER_PLAN_COLUMNS
+    from .law_fits import P3_POWER_COLUMNS, P3_POWER_PLAN_COLUMNS, P3_POWER_PLAN_CSV
     from .p3_power import P3_NOISES, P3_WORLDS
     from .store import read_rows
 
-    plan = path.with_name("p3_power_plan.csv")  # the datasets each call was asked for: a killed call is not complete
+    plan = path.with_name(P3_POWER_PLAN_CSV)  # the datasets each call was asked for: a killed call is not complete
     parts = ([read_rows(path, P3_POWER_COLUMNS, "sim_id")[P3_POWER_PLAN_COLUMNS]] if path.exists() else []) \
         + ([read_rows(plan, P3_POWER_PLAN_COLUMNS, "sim_id")] if plan.exists() else [])
     if not parts:
@@ -507,16 +508,22 @@ def _p3_kwargs(path: Path) -> list[dict[str, Any]]:
             for (w, nz, rng, nb), ds in sorted(groups.items(), key=lambda kv: order(kv[0]))]
 
 
-def _p3_status(tab: pd.DataFrame, kw: dict[str, Any], rows: _Rows) -> tuple[bool, str]:
-    from .law_fits import P3_POWER_SIM_VERSION, p3_sim_id
+def _p3_status(tab: pd.DataFrame, kw: dict[str, Any], rows: _Rows, legs: pd.DataFrame | None = None
+               ) -> tuple[bool, str]:
+    """A P3 power call is current when every dataset it was asked for is stored from these rows by this version,
+    each with leg (a) of rule v7 (``legs``: ``p3_leg_a.csv``, which ``write_p3_power`` computes after simulating)."""
+    from .law_fits import P3_POWER_SIM_VERSION, p3_leg_a_key, p3_sim_id
 
     sd = 0.0 if kw["noise"] == "residual" else rows.seed_sd
     have = set() if tab is None or tab.empty else set(
         tab.loc[(tab["inputs_sha256"].astype(str) == rows.sha)
                 & (tab["sim_version"].astype(str) == P3_POWER_SIM_VERSION), "sim_id"])
-    n = sum(p3_sim_id(kw["worlds"], kw["noise"], kw["seed"], k, sd, kw["n_boot"], rows.sha) in have
-            for k in kw["datasets"])
-    return n == len(kw["datasets"]), f"{n} of its {len(kw['datasets'])} datasets made from these rows"
+    ids = [p3_sim_id(kw["worlds"], kw["noise"], kw["seed"], k, sd, kw["n_boot"], rows.sha) for k in kw["datasets"]]
+    n = sum(i in have for i in ids)
+    keys = set() if legs is None or legs.empty else set(legs["key"])
+    n_a = sum(i in have and p3_leg_a_key(i) in keys for i in ids)
+    why = f"{n} of its {len(ids)} datasets made from these rows"
+    return n_a == len(ids), why + ("" if n_a == n else f", {n_a} of them with leg (a) of rule v7")
 
 
 def _verdicts_status(profile: str, root: str | os.PathLike | None, folder: Path) -> tuple[bool, str]:
@@ -537,18 +544,19 @@ def _verdicts_status(profile: str, root: str | os.PathLike | None, folder: Path)
 
 def _status(steps: list[Step], profile: str, root, folder: Path, rows: _Rows, check_verdicts: bool) -> list[Step]:
     from .boot_check import P6_PSTAR_COLUMNS
-    from .law_fits import P3_POWER_COLUMNS
+    from .law_fits import P3_LEG_A_COLUMNS, P3_LEG_A_CSV, P3_POWER_COLUMNS
     from .ptq_degradation import BOOK_PROFILE
     from .store import read_rows
 
     tables: dict[str, pd.DataFrame | None] = {}
-    keyed = {"p6_pstar_power.csv": P6_PSTAR_COLUMNS, "p3_power.csv": P3_POWER_COLUMNS}  # row tables, keyed by sim_id
+    keyed = {"p6_pstar_power.csv": (P6_PSTAR_COLUMNS, "sim_id"), "p3_power.csv": (P3_POWER_COLUMNS, "sim_id"),
+             P3_LEG_A_CSV: (P3_LEG_A_COLUMNS, "key")}  # row tables and their keys
 
     def table(rel: str) -> pd.DataFrame | None:
         if rel not in tables:
-            p, columns = folder / rel, keyed.get(Path(rel).name)
+            p, (columns, key) = folder / rel, keyed.get(Path(rel).name, (None, None))
             tables[rel] = _read_csv(p) if columns is None else \
-                read_rows(p, columns, "sim_id") if p.exists() else pd.DataFrame()
+                read_rows(p, columns, key) if p.exists() else pd.DataFrame()
         return tables[rel]
 
     out = []
@@ -568,7 +576,7 @@ def _status(steps: list[Step], profile: str, root, folder: Path, rows: _Rows, ch
         elif s.kind == "p6_pstar":
             ok, why = _p6_status(table(s.output), s.kwargs, rows)
         elif s.kind == "p3_power":
-            ok, why = _p3_status(table(s.output), s.kwargs, rows)
+            ok, why = _p3_status(table(s.output), s.kwargs, rows, table(str(Path(s.output).with_name(P3_LEG_A_CSV))))
         elif profile != BOOK_PROFILE:
             ok, why = True, f"profile {profile!r}: `verdicts` prints them and stores nothing"
         elif any(not o.current for o in out):

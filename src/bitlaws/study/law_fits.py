@@ -1316,10 +1316,15 @@ def p3_pure_error_lack_of_fit(frame: pd.DataFrame, chinchilla: Mapping[str, floa
     pure error, against SS_pe/ν_pe: its numerator contains its denominator, so under the law its F stays near
     1 and the test is conservative. The F reference assumes one normal noise variance.
 
+    The same least-squares fit gives the precision term's extra-sum-of-squares F against a precision-blind law
+    (``precision_tests``' effect test, whose reference needs a least-squares fit too): F = ((SS_data − SS)/2) /
+    (SS/ν), SS_data the centred losses' sum of squares. P3's rule v7 reads both tests (:func:`p3_leg_a`).
+
     Returns:
         ``f``, ``p``, ``dof_lof``, ``dof_pe``, ``ss_lof``, ``ss_pe``, ``ss`` [nats²] (of the least-squares fit's
-        centred residuals), ``gamma_w``, ``n_w`` (that fit); NaN where no cell has a block or no degree of
-        freedom is left for lack of fit.
+        centred residuals), ``gamma_w``, ``n_w`` (that fit), ``ss_data``, ``f_effect``, ``p_effect`` (on 2 and
+        ν degrees of freedom); NaN where no cell has a block or no degree of freedom is left for lack of fit (the
+        effect's F needs only ν > 0).
     """
     from scipy import optimize, stats
 
@@ -1350,10 +1355,15 @@ def p3_pure_error_lack_of_fit(frame: pd.DataFrame, chinchilla: Mapping[str, floa
         pe[g.index[inside]] = [inter.at[b, s] for b, s in zip(g.loc[inside, "bits_w"], g.loc[inside, "seed"])]
         dof_pe += (inter.shape[0] - 1) * (inter.shape[1] - 1)
     lof = r - pe
-    dof_lof = len(f) - groups.max() - 1 - 2 - dof_pe
+    nu = len(f) - groups.max() - 1 - 2
+    dof_lof = nu - dof_pe
     out = {"dof_lof": float(dof_lof), "dof_pe": float(dof_pe), "ss": float((r ** 2).sum()),
            "ss_pe": float((pe ** 2).sum()), "ss_lof": float((lof ** 2).sum()),
-           "gamma_w": float(fit.x[0]), "n_w": float(fit.x[1]), "f": math.nan, "p": math.nan}
+           "gamma_w": float(fit.x[0]), "n_w": float(fit.x[1]), "f": math.nan, "p": math.nan,
+           "ss_data": float((y ** 2).sum()), "f_effect": math.nan, "p_effect": math.nan}
+    if nu > 0 and out["ss"] > 0:
+        out["f_effect"] = float(((out["ss_data"] - out["ss"]) / 2) / (out["ss"] / nu))
+        out["p_effect"] = float(stats.f.sf(out["f_effect"], 2, nu))
     if dof_pe > 0 and dof_lof > 0 and out["ss_pe"] > 0:
         out["f"] = float((out["ss_lof"] / dof_lof) / (out["ss_pe"] / dof_pe))
         out["p"] = float(stats.f.sf(out["f"], dof_lof, dof_pe))
@@ -1386,6 +1396,46 @@ def p3_run_noise(sweep: pd.DataFrame, hp: pd.DataFrame) -> tuple[float, float, s
     if math.isfinite(sd) and sd > 0 and block["dof_resid"] > 0:
         return float(sd) ** 2, float(block["dof_resid"]), "D cell × seed"
     return math.nan, 0.0, "none"
+
+
+P3_LEG_A_TESTS = ("pure error", "rule v6's σ_e", "none")
+
+
+def p3_leg_a(sweep: pd.DataFrame, hp: pd.DataFrame, chinchilla: Mapping[str, float], neff: Mapping[str, float]
+             ) -> dict:
+    """Leg (a) of P3's rule v7: does the N_eff law explain the loss differences between training precisions at
+    fixed (N, D)? Read by the verdict and, on each stored power dataset, by its power (``p3_power.write_p3_leg_a``).
+
+    Where the P_w sweep has a seeded cell (a complete P_w × seed block), both F-tests come from one least-squares
+    fit of γ_w, n_w to the centred losses (:func:`p3_pure_error_lack_of_fit`): the precision term against a
+    precision-blind law, and the classical lack of fit against pure error (test ``"pure error"``). Without one
+    there is no pure error, and leg (a) is rule v6's: the stage's fit against σ_e of :func:`p3_run_noise` (the
+    high-precision runs' stand-in; ``precision_tests``; test ``"rule v6's σ_e"``, or ``"none"`` where no σ_e
+    exists, whose lack-of-fit p is NaN: leg (a) not met).
+
+    Args:
+        sweep: the ``neff_w`` stage's rows. hp: the Chinchilla stage's rows (both ``stage_frames(df)``).
+        chinchilla: the Chinchilla constants the stage holds fixed. neff: the stage's fitted ``gamma_w``, ``n_w``
+            (the least-squares refit starts there).
+
+    Returns:
+        ``test`` (one of :data:`P3_LEG_A_TESTS`), ``f_effect``, ``p_effect``, ``f_lack_of_fit``,
+        ``p_lack_of_fit``, ``dof_effect`` (ν, the residual degrees of freedom), ``dof_lof``, ``dof_pe`` (the lack
+        of fit's two degrees of freedom: ν and σ_e's for rule v6's test), ``gamma_w``, ``n_w`` (the least-squares
+        fit; NaN for rule v6's test).
+    """
+    by_p = p3_pure_error_lack_of_fit(sweep, chinchilla, neff)
+    if math.isfinite(by_p["p"]):
+        return {"test": "pure error", "f_effect": by_p["f_effect"], "p_effect": by_p["p_effect"],
+                "f_lack_of_fit": by_p["f"], "p_lack_of_fit": by_p["p"],
+                "dof_effect": by_p["dof_lof"] + by_p["dof_pe"], "dof_lof": by_p["dof_lof"], "dof_pe": by_p["dof_pe"],
+                "gamma_w": by_p["gamma_w"], "n_w": by_p["n_w"]}
+    var, dof, source = p3_run_noise(sweep, hp)
+    tests = precision_tests(within_cell_spread(sweep, chinchilla, neff), var, dof)
+    return {"test": "rule v6's σ_e" if source != "none" else "none", "f_effect": tests["f_effect"],
+            "p_effect": tests["p_effect"], "f_lack_of_fit": tests["f_lack_of_fit"],
+            "p_lack_of_fit": tests["p_lack_of_fit"], "dof_effect": tests["dof_resid"],
+            "dof_lof": tests["dof_resid"], "dof_pe": tests["dof_seed"], "gamma_w": math.nan, "n_w": math.nan}
 
 
 def p3_decision(p_effect: float, p_lack_of_fit: float, lo: float, hi: float, se_lo: float = 0.0,
@@ -1439,8 +1489,31 @@ def p3_sim_id(world: str, noise: str, seed: int, dataset: int, seed_sd: float, n
 
 # ``checks/<profile>/p3_power_plan.csv``: every dataset a ``p3_power.write_p3_power`` call was asked for, recorded
 # before it simulates any (same key as the table), so the cascade resumes a call killed part-way (data/README.md).
+P3_POWER_PLAN_CSV = "p3_power_plan.csv"
 P3_POWER_PLAN_COLUMNS = ["sim_id", "world", "noise", "rng", "dataset", "seed_sd", "n_boot", "sim_version",
                          "inputs_sha256", "timestamp"]
+
+
+# ``checks/<profile>/p3_leg_a.csv``: leg (a) of rule v7 (:func:`p3_leg_a`) on each stored power dataset, regenerated
+# from its generator (``p3_power.write_p3_leg_a``); joined to ``p3_power.csv`` on ``sim_id`` by :func:`load_p3_power`.
+P3_LEG_A_VERSION = "1"
+P3_LEG_A_CSV = "p3_leg_a.csv"
+P3_LEG_A_COLUMNS = ["key", "sim_id", "leg_a_version", "f_w_4_point", "test", "f_effect", "p_effect", "f_lack_of_fit", "p_lack_of_fit", "dof_effect", "dof_lof", "dof_pe", "inputs_sha256", "git_sha",
+                    "timestamp"]
+# |regenerated − stored| point f_w(4) within which a regenerated dataset counts as the stored one: another noise draw
+# moves it by ~0.01–0.05 (the spread of the points over datasets); another machine's arithmetic by far less than 1e-4
+P3_LEG_A_POINT_TOL = 1e-4
+
+
+def p3_leg_a_key(sim_id: str, version: str | None = None) -> str:
+    """The key of one row of ``p3_leg_a.csv``: the power row's ``sim_id`` and ``:a<version>`` (default
+    :data:`P3_LEG_A_VERSION`)."""
+    return f"{sim_id}:a{P3_LEG_A_VERSION if version is None else version}"
+
+
+def p3_leg_a_path(profile: str, root: str | os.PathLike | None = None) -> Path:
+    """``<root>/checks/<profile>/p3_leg_a.csv``, beside :func:`p3_power_path` (:data:`P3_LEG_A_COLUMNS`)."""
+    return p3_power_path(profile, root).with_name(P3_LEG_A_CSV)
 
 
 def p3_power_path(profile: str, root: str | os.PathLike | None = None) -> Path:
@@ -1450,24 +1523,51 @@ def p3_power_path(profile: str, root: str | os.PathLike | None = None) -> Path:
 
 def p3_power_plan_path(profile: str, root: str | os.PathLike | None = None) -> Path:
     """``<root>/checks/<profile>/p3_power_plan.csv``, beside :func:`p3_power_path` (:data:`P3_POWER_PLAN_COLUMNS`)."""
-    return p3_power_path(profile, root).with_name("p3_power_plan.csv")
+    return p3_power_path(profile, root).with_name(P3_POWER_PLAN_CSV)
 
 
 def load_p3_power(profile: str, df: pd.DataFrame, root: str | os.PathLike | None = None
                   ) -> tuple[pd.DataFrame | None, str]:
     """The stored P3 power datasets (``bitlaws.study.p3_power.write_p3_power``) made from the training rows
-    ``df`` by this simulation version, or (None, why not): absent, another version, or other rows."""
+    ``df`` by this simulation version, each with leg (a) of rule v7 on it joined from ``p3_leg_a.csv``
+    (``p3_power.write_p3_leg_a``: columns ``leg_a_`` + ``test``, ``f_effect``, ``p_effect``, ``f_lack_of_fit``,
+    ``p_lack_of_fit``, ``dof_lof``, ``dof_pe``, ``f_w_4_point``), or (None, why not): absent, another version,
+    other rows, a dataset without leg (a), or one whose regenerated point f_w(4) differs from the stored one by
+    more than :data:`P3_LEG_A_POINT_TOL` (then it was not the stored dataset, and neither leg may be read)."""
     from .store import read_current_rows
 
-    return read_current_rows(p3_power_path(profile, root), P3_POWER_COLUMNS, "sim_id", P3_POWER_SIM_VERSION,
-                             frame_sha256(df), f"bitlaws.study.p3_power.write_p3_power('{profile}')")
+    sha = frame_sha256(df)
+    tab, why = read_current_rows(p3_power_path(profile, root), P3_POWER_COLUMNS, "sim_id", P3_POWER_SIM_VERSION,
+                                 sha, f"bitlaws.study.p3_power.write_p3_power('{profile}')")
+    if tab is None:
+        return tab, why
+    make = f"bitlaws.study.p3_power.write_p3_leg_a('{profile}')"
+    legs, why = read_current_rows(p3_leg_a_path(profile, root), P3_LEG_A_COLUMNS, "key", P3_LEG_A_VERSION, sha,
+                                  make, "leg_a_version")
+    if legs is None:
+        return None, f"leg (a) of rule v7 is not computed on its datasets: {why}"
+    cols = ["test", "f_effect", "p_effect", "f_lack_of_fit", "p_lack_of_fit", "dof_lof", "dof_pe", "f_w_4_point"]
+    joined = tab.join(legs.set_index("sim_id")[cols].add_prefix("leg_a_"), on="sim_id")
+    short = int(joined["leg_a_test"].isna().sum())
+    if short:
+        return None, (f"leg (a) of rule v7 is computed on {len(tab) - short} of its {len(tab)} datasets (`{make}` "
+                      "computes the rest)")
+    moved = (pd.to_numeric(joined["leg_a_f_w_4_point"]) - pd.to_numeric(joined["f_w_4_point"])).abs()
+    if not (moved <= P3_LEG_A_POINT_TOL).all():
+        return None, (f"{int((~(moved <= P3_LEG_A_POINT_TOL)).sum())} of {len(tab)} datasets regenerated for leg (a) "
+                      f"gave another point f_w(4) than stored (by up to {moved.max():.2g}, beyond "
+                      f"{P3_LEG_A_POINT_TOL:g}): not the stored datasets, so neither leg is read")
+    return joined, ""
 
 
 def p3_power_summary(tab: pd.DataFrame) -> dict:
     """Per noise and world of :func:`load_p3_power`'s rows: ``n``, the shares graded ``reproduced``,
     ``partly``, ``not reproduced`` and partly or better (``partly_or_better``), the shares meeting leg (a)
     (``explains``) and leg (b) (``size_ok``) and finding the paper's value outside the interval (``outside``),
-    each leg read by :func:`p3_decision` from the row's statistics, and the world's ``f_w_4_true``, keyed
+    each leg read by :func:`p3_decision` from the row's statistics (leg (a) from the joined ``leg_a_`` columns of
+    rule v7 where :func:`load_p3_power` joined them, else from the row's own, rule v6's), ``explains_v6`` and
+    ``reproduced_v6`` (rule v6's leg (a) and grade, from the row's own p's), ``pure_error`` (the share whose v7 leg
+    (a) had a pure error to test against) and the world's ``f_w_4_true``, keyed
     ``[noise][world]``; ``ours_reproduced``, ``ours_outside``, ``n_ours``, ``ours_f_w_4`` (the world at our point
     fit, seed noise: how often the rule passes, and excludes, the paper's value there); plus
     ``power`` (paper world, seed noise, reproduced), ``false_positive`` (no-effect world, seed noise, reproduced),
@@ -1475,15 +1575,28 @@ def p3_power_summary(tab: pd.DataFrame) -> dict:
     ``power_gate`` (the smaller of ``power`` and ``power_residual``, NaN unless both are simulated: what rule
     v4's gate reads) and ``power_gate_n`` (its datasets: from rule v6 the gate reads its Monte Carlo lower end),
     ``n_sim``,
-    ``n_null``, ``n_residual``, ``n_boot`` (median resamples per dataset), and per noise the paper world's
+    ``n_null``, ``n_residual``, ``n_boot`` (median resamples per dataset), ``power_v6``, ``power_residual_v6`` (rule
+    v6's), ``v7`` (whether leg (a) is rule v7's), and per noise the paper world's
     interval ``widths`` and fitted ``points`` of f_w(4) (arrays); NaN where a group has no rows."""
     out: dict = {}
+    v7 = "leg_a_p_effect" in tab
     for (nz, w), g in tab.groupby([tab["noise"].astype(str), tab["world"].astype(str)], sort=False):
-        grades = g["grade"].astype(str)
         cols = ("p_effect", "p_lack_of_fit", "low", "high", "low_mc_se", "high_mc_se")
         num = {c: pd.to_numeric(g[c], errors="coerce").to_numpy(float) for c in cols if c in g}
         legs = [p3_decision(*(num[c][i] for c in cols)) for i in range(len(g))] if len(num) == len(cols) else []
-        out.setdefault(nz, {})[w] = {"n": float(len(g)),
+        # rule v6: the row's own p's and its stored grade (v6's decision, which the simulation wrote)
+        v6 = {"explains": float(np.mean([d["explains"] for d in legs])) if legs else math.nan,
+              "reproduced": float((g["grade"].astype(str) == "reproduced").mean())}
+        grades = g["grade"].astype(str)
+        if v7:  # rule v7: leg (a) from the joined p3_leg_a rows, leg (b) from the row's own interval
+            num.update(p_effect=pd.to_numeric(g["leg_a_p_effect"]).to_numpy(float),
+                       p_lack_of_fit=pd.to_numeric(g["leg_a_p_lack_of_fit"]).to_numpy(float))
+            legs = [p3_decision(*(num[c][i] for c in cols)) for i in range(len(g))]
+            grades = pd.Series([d["grade"] for d in legs], dtype=str)
+        out.setdefault(nz, {})[w] = {"n": float(len(g)), "explains_v6": v6["explains"],
+                                     "reproduced_v6": v6["reproduced"],
+                                     "pure_error": float((g["leg_a_test"].astype(str) == "pure error").mean())
+                                     if v7 else math.nan,
                                      **{k: float((grades == k).mean()) for k in ("reproduced", "partly", "not reproduced")},
                                      "partly_or_better": float(grades.isin(["reproduced", "partly"]).mean()),
                                      # each leg, read from the row's statistics (NaN where a table lacks them)
@@ -1499,6 +1612,8 @@ def p3_power_summary(tab: pd.DataFrame) -> dict:
                false_partly=get("seed", "no_effect", "partly_or_better"),
                power_residual=get("residual", "paper", "reproduced"), n_sim=get("seed", "paper", "n"),
                n_null=get("seed", "no_effect", "n"), n_residual=get("residual", "paper", "n"),
+               power_v6=get("seed", "paper", "reproduced_v6"), power_residual_v6=get("residual", "paper", "reproduced_v6"),
+               v7=v7,
                ours_reproduced=get("seed", "ours", "reproduced"), ours_outside=get("seed", "ours", "outside"),
                n_ours=get("seed", "ours", "n"), ours_f_w_4=get("seed", "ours", "f_w_4_true"),
                n_boot=float(pd.to_numeric(tab["n_boot"], errors="coerce").median()) if "n_boot" in tab else math.nan)
@@ -1529,7 +1644,10 @@ def p3_power_text(summary: Mapping | None, why: str = "", ours: Mapping[str, flo
                 "reproduced reads inconclusive")
     # leg (a)'s σ_e in a simulated dataset comes from where our data's comes from: the seeded P_w cells where the
     # design has them (then the residual world's rate is 1 minus the test's size), else the stand-in
-    residual_note = (" (the law is true there too, and σ_e is estimated from the seeded P_w cells as in our data: "
+    v7 = bool(summary.get("v7"))
+    residual_note = (" (the law is true there too, and the pure error comes from the seeded P_w cells as in our "
+                     "data: near 1 minus the test's size, 95 %)" if v7 and (ours or {}).get("source") == "P_w × seed"
+                     else " (the law is true there too, and σ_e is estimated from the seeded P_w cells as in our data: "
                      "at most 1 minus its size)" if (ours or {}).get("source") == "P_w × seed" else
                      " (the law is true there too: what leg (a) misses is the stand-in σ_e, measured on the "
                      "high-precision runs, falling short of the P_w sweep's own scatter, as it may in our runs)")
@@ -1543,9 +1661,14 @@ def p3_power_text(summary: Mapping | None, why: str = "", ours: Mapping[str, flo
     if math.isfinite(summary.get("power_residual", math.nan)):
         text += (f"; at our fits' residual scatter the power is "
                  f"{rate_text({'power': summary['power_residual'], 'n_sim': summary['n_residual']})}")
+    if summary.get("v7") and all(math.isfinite(summary.get(k, math.nan)) for k in ("power_v6", "power_residual_v6")):
+        text += (f" (with rule v6's conservative leg (a), {summary['power_v6']:.0%} at seed noise and "
+                 f"{summary['power_residual_v6']:.0%} at the residual scatter)")
     legs = [f"{name} leg (a) in {rate_text({'power': r['explains'], 'n_sim': r['n']})}{note} and leg (b) in "
             f"{rate_text({'power': r['size_ok'], 'n_sim': r['n']})}"
-            for nz, name, note in (("seed", "at seed noise", " (at most 1 minus its size: there the law is true and "
+            for nz, name, note in (("seed", "at seed noise", " (near 1 minus the test's size, 95 %: there the law is "
+                                                              "true)" if v7 else
+                                                              " (at most 1 minus its size: there the law is true and "
                                                               "its σ_e estimates the simulated noise)"),
                                    ("residual", "at the residual scatter", residual_note))
             for r in [summary.get(nz, {}).get("paper", {})] if math.isfinite(r.get("explains", math.nan))]
@@ -1597,18 +1720,39 @@ def _paired_text(rec: Mapping, paired: Mapping | None) -> str:
             f"rows paired): {three(paired)}")
 
 
+def _p3_leg_a_text(leg: Mapping, v6: Mapping, p_lof_pooled: float, graded: Mapping[str, float]) -> str:
+    """P3's clause on leg (a)'s statistics: rule v7's (:func:`p3_leg_a`) and, reported, v6's and v4's."""
+    older = (f"rule v6's test, the stage's fit against σ_e: lack of fit p = {v6['p_lack_of_fit']:.2g}; rule v4's, "
+             f"against the pooled seed σ: p = {p_lof_pooled:.2g}")
+    if leg["test"] == "pure error":
+        return (f"leg (a), on the law refitted by least squares to the centred losses (γ_w = {leg['gamma_w']:.2f}, "
+                f"n_w = {leg['n_w']:.2f} against the graded fit's {graded['gamma_w']:.2f}, {graded['n_w']:.2f}: the "
+                "stage's fit minimises a robust loss, whose F's have no reference distribution): the precision term "
+                f"against a precision-blind law p = {leg['p_effect']:.1g}, lack of fit against pure error F = "
+                f"{leg['f_lack_of_fit']:.2f} on {leg['dof_lof']:.0f} and {leg['dof_pe']:.0f} degrees of freedom, p = "
+                f"{leg['p_lack_of_fit']:.2g} ({older})")
+    return (f"leg (a), the stage's fit against σ_e (no seeded P_w cell gives a pure error): the precision term "
+            f"against a precision-blind law p = {leg['p_effect']:.1g}, lack of fit p = {leg['p_lack_of_fit']:.2g} "
+            f"(rule v4's test, against the pooled seed σ: p = {p_lof_pooled:.2g})")
+
+
 def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None = None,
                power: tuple[pd.DataFrame | None, str] | None = None) -> Verdict:
     """P3: low-precision training acts as fewer parameters (Eq. 3 on the P_w sweep).
 
+    Rule version 7 (2026-12-07, after the data; the classical test had been reported beside v6's grade) grades leg
+    (a) with :func:`p3_leg_a`: where the P_w sweep has seeded cells, the precision term's F and the classical lack
+    of fit against pure error (the P_w × seed interaction), both on the law refitted by least squares to the
+    centred losses (``p3_pure_error_lack_of_fit``); v6's F set the law's residual variance, which holds the pure
+    error, against that pure error, so under the law it rarely rejected (conservative). Without a seeded P_w cell
+    leg (a) is v6's. Leg (b) and the gate are v6's. The power reads the same leg (a) on each stored power dataset,
+    regenerated from its generator (``p3_leg_a.csv``, ``p3_power.write_p3_leg_a``; :func:`load_p3_power` joins it
+    and checks each regenerated point f_w(4) against the stored one); v6's test, decision and powers are reported
+    beside v7's.
+
     Rule version 6 (2026-12-07, after the data, with every gated rule) keeps version 5; the power gate reads the
     lower end of the power's Monte Carlo 95 % interval over its simulated datasets (``claims.gate_value``), not
     its point; no grade moved.
-
-    Reported beside the grade, not graded (2026-12-07; no rule change): leg (a)'s F sets the law's residual
-    variance, which holds the pure seed error, against that pure error, so it is conservative; the classical
-    lack-of-fit test against pure error, on the law refitted by least squares to the centred losses
-    (``p3_pure_error_lack_of_fit``), is printed with the grade.
 
     Rule version 5 (2026-12-06, after the data, after a referee; stricter on the frozen rows) keeps version 4
     but tests leg (a)'s lack of fit against σ_e², the noise a run does not share with its (N, D, seed) at other
@@ -1675,11 +1819,12 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     f4 = float(forms.precision_factor(4.0, p["gamma_w"], p["n_w"]))
     f8 = float(forms.precision_factor(8.0, p["gamma_w"], p["n_w"]))
     spread = {"data_sd": math.nan, "resid_sd": math.nan, "r2": math.nan}
-    tests = {"p_effect": math.nan, "p_lack_of_fit": math.nan}
+    tests = {"p_effect": math.nan, "p_lack_of_fit": math.nan}  # rule v6's leg (a), reported
+    leg = {"test": "none", "p_effect": math.nan, "p_lack_of_fit": math.nan, "f_lack_of_fit": math.nan,
+           "dof_lof": math.nan, "dof_pe": math.nan, "gamma_w": math.nan, "n_w": math.nan}  # rule v7's, graded
     chin = params_of(fits.get("chinchilla"))
     sigma = math.nan
     sigma_e, run_dof, p_lof_pooled, run_source = math.nan, 0.0, math.nan, "none"
-    by_p: dict[str, float] = {}
     if df is not None and chin is not None:
         frames = stage_frames(df)
         spread = within_cell_spread(frames["neff_w"], chin, p)
@@ -1689,7 +1834,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
         run_var, run_dof, run_source = p3_run_noise(frames["neff_w"], frames["chinchilla"])  # v5: what centring keeps
         sigma_e = math.sqrt(run_var) if math.isfinite(run_var) else math.nan
         tests = precision_tests(spread, run_var, run_dof)
-        by_p = p3_pure_error_lack_of_fit(frames["neff_w"], chin, p) if run_source == "P_w × seed" else {}
+        leg = p3_leg_a(frames["neff_w"], frames["chinchilla"], chin, p)  # v7: lack of fit against pure error
         p_lof_pooled = precision_tests(spread, seed_var, seed_dof)["p_lack_of_fit"]  # v4's test, reported
     lo = hi = se_lo = se_hi = math.nan
     pipe_paired = pipeline_intervals(boot, "w", paired=True) if current else {}
@@ -1699,7 +1844,8 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
         if len(f4s) >= 2:
             lo, hi = (float(v) for v in np.percentile(f4s, [2.5, 97.5]))
             se_lo, se_hi = _percentile_mc_se(f4s, (2.5, 97.5))
-    dec = p3_decision(tests["p_effect"], tests["p_lack_of_fit"], lo, hi, se_lo, se_hi)
+    dec = p3_decision(leg["p_effect"], leg["p_lack_of_fit"], lo, hi, se_lo, se_hi)
+    dec_v6 = p3_decision(tests["p_effect"], tests["p_lack_of_fit"], lo, hi, se_lo, se_hi)
     explains, inside, outside, edge = dec["explains"], dec["inside"], dec["outside"], dec["edge"]
     contains, size_ok, unresolved = inside, dec["size_ok"], dec["unresolved"]
     summary = p3_power_summary(tab) if tab is not None and len(tab) else None
@@ -1722,16 +1868,18 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                  "D cell × seed": "the high-precision runs' D cell × seed analysis, a stand-in measured at other D "
                                   "and sizes than the P_w sweep's",
                  "none": "no seeded cells"}[run_source]
-              + f"; the pooled seed σ {sigma:.4f}); the precision term against a precision-blind law p = {tests['p_effect']:.1g}, the "
-              f"law's lack of fit against σ_e p = {tests['p_lack_of_fit']:.2g} (against the pooled seed σ, rule "
-              f"v4's test, p = {p_lof_pooled:.2g}); held-out R² (leave one size out, Chinchilla "
+              + f"; the pooled seed σ {sigma:.4f}); " + _p3_leg_a_text(leg, tests, p_lof_pooled, p)
+              + "; held-out R² (leave one size out, Chinchilla "
               f"refitted without it) {r2:.2f} ({r2_leaky:.2f} with Chinchilla fitted on every size, which leaks the "
               "held-out size)" + _paired_text(rec, paired)
             + (f"; on the pipeline bootstrap's resamples the paired fit gives f_w(4) in "
                f"[{pipe_paired['f_4bits'][0]:.2f}, {pipe_paired['f_4bits'][1]:.2f}]" if pipe_paired else ""))
     reason = ("graded on (a) the precision term is significant (p < 0.05) and the law shows no lack of fit "
-              "against σ_e, the noise a run does not share with its (N, D, seed) at other P_w (p ≥ 0.05): "
-              + ("met" if explains else "not met" if math.isfinite(sigma_e) else "no size with two seeded cells")
+              + ("against pure error, the P_w × seed interaction of the seeded P_w cells (p ≥ 0.05), both F-tests "
+                 "on one least-squares fit of the law to the losses centred on each (N, D, seed)"
+                 if leg["test"] == "pure error" else
+                 "against σ_e (p ≥ 0.05; rule v6's test, as no seeded P_w cell gives a pure error)")
+              + ": " + ("met" if explains else "not met" if leg["test"] != "none" else "no size with two seeded cells")
               + "; (b) the paper's f_w(4) inside our interval, which tells an effect from none: "
               + ("met" if size_ok else "unresolved (the interval holds the paper's value and no effect)" if unresolved
                  else "not met" if math.isfinite(lo) else "no interval")
@@ -1739,24 +1887,11 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
               "seed) is reported, not graded. The held-out R² is not graded: a precision-blind Chinchilla fit of the "
               "same runs scores about as high, because most of the variation is across N and D; γ is in bits, so ours "
               "and the paper's can be set side by side; the rule's own grade: " + dec["grade"]
-              + " (rule v5 and its power simulation, version 2, were written on 2026-12-06 after the rows of the "
-                "freeze before this one were seen, and before the seeded P_w rows (qat_seeds) were read, which now "
-                "give σ_e"
-                + (("; rule v4's test of leg (a), against the pooled seed σ, would " + ("be met" if p_lof_pooled >= 0.05
-                    else "fail too") + f" here (p = {p_lof_pooled:.2g})") if math.isfinite(p_lof_pooled) else "")
-                + "; the rules page gives the history)"
-              + (f"; reported, not graded: the rule's lack-of-fit F sets the law's residual variance, which holds the "
-                 "pure seed error, against that pure error (its numerator contains its denominator, so under the law "
-                 "it rarely rejects: conservative); the classical test, lack of fit against pure error on the law "
-                 "refitted by least squares to the centred losses (the stage's fit minimises a robust loss instead; "
-                 f"γ_w = {by_p['gamma_w']:.2f}, n_w = {by_p['n_w']:.2f} against the graded fit's "
-                 f"{p['gamma_w']:.2f}, {p['n_w']:.2f}), gives F = {by_p['f']:.2f} on {by_p['dof_lof']:.0f} and "
-                 f"{by_p['dof_pe']:.0f} degrees of freedom, p = {by_p['p']:.2g}: leg (a) "
-                 + ("fails by both tests" if max(by_p["p"], tests["p_lack_of_fit"]) < 0.05
-                    else "is met by both tests" if min(by_p["p"], tests["p_lack_of_fit"]) >= 0.05
-                    else "depends on the test")
-                 + " (both assume one noise variance across P_w)"
-                 if math.isfinite(by_p.get("p", math.nan)) else "")
+              + " (rule v7, written on 2026-12-07 after the data, after the classical test had been reported beside "
+                "v6's grade: v6's lack-of-fit F set the law's residual variance, which holds the pure error, against "
+                "that pure error, so under the law it rarely rejected (conservative); v6's decision grades these rows "
+              + (f"{dec_v6['grade']} too" if dec_v6["grade"] == dec["grade"] else dec_v6["grade"])
+              + "; both tests assume one noise variance across P_w; the rules page gives the history)"
               + p3_power_text(summary, why, {"width": hi - lo, "point": f4, "source": run_source}))
     det = {"rule_grade": dec["grade"], "power": pw, "power_seed": summary["power"] if summary else math.nan,
            "false_positive": summary["false_positive"] if summary else math.nan,
@@ -1765,8 +1900,11 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
            "n_sim_residual": summary["n_residual"] if summary else math.nan, "gamma_w": p["gamma_w"], "n_w": p["n_w"], "holdout_r2": r2, "within_data_sd": spread["data_sd"],
            "within_resid_sd": spread["resid_sd"], "within_r2": spread["r2"], "seed_sigma": sigma,
            "run_sigma": sigma_e, "run_sigma_dof": run_dof, "run_sigma_source": run_source,
-           "p_lack_of_fit_pooled": p_lof_pooled,
-           "p_effect": tests["p_effect"], "p_lack_of_fit": tests["p_lack_of_fit"], "f_w_4": f4,
+           "p_lack_of_fit_pooled": p_lof_pooled, "leg_a_test": leg["test"], "rule_grade_v6": dec_v6["grade"],
+           "p_effect": leg["p_effect"], "p_lack_of_fit": leg["p_lack_of_fit"],
+           "p_effect_v6": tests["p_effect"], "p_lack_of_fit_v6": tests["p_lack_of_fit"],
+           "power_seed_v6": summary.get("power_v6", math.nan) if summary else math.nan,
+           "power_residual_v6": summary.get("power_residual_v6", math.nan) if summary else math.nan, "f_w_4": f4,
            "f_w_8": f8, "paper_f_w_4": PAPER_F_W_4}
     if math.isfinite(lo):
         det.update({"f_w_4_lo": lo, "f_w_4_hi": hi, "f_w_4_lo_mc_se": se_lo, "f_w_4_hi_mc_se": se_hi,
@@ -1774,9 +1912,10 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     det["holdout_r2_fixed_upstream"] = r2_leaky
     # not the least-squares γ_w, n_w: they lie along a flat valley (a 1e-12 change in the arithmetic moves γ_w by
     # 1e-4), so they are printed to two decimals only; F and p sit at the valley's floor and do not move
-    names = {"f": "f_lack_of_fit_pure_error", "p": "p_lack_of_fit_pure_error", "dof_lof": "dof_lack_of_fit",
-             "dof_pe": "dof_pure_error"}
-    det.update({name: by_p[k] for k, name in names.items() if k in by_p})
+    if leg["test"] == "pure error":
+        names = {"f_lack_of_fit": "f_lack_of_fit_pure_error", "p_lack_of_fit": "p_lack_of_fit_pure_error",
+                 "dof_lof": "dof_lack_of_fit", "dof_pe": "dof_pure_error"}
+        det.update({name: leg[k] for k, name in names.items()})
     _, det["f_w_4_stage_lo"], det["f_w_4_stage_hi"] = _ci_of(rec, "f_4bits")
     for key in ("gamma_w", "n_w"):  # the stage bootstrap's intervals the text prints (read from the fit record)
         _, det[f"{key}_stage_lo"], det[f"{key}_stage_hi"] = _ci_of(rec, key)

@@ -8,7 +8,9 @@ our data say). Each is fitted on every run, bootstrapped as ``law_fits.pipeline_
 (resamples of runs, Chinchilla refitted in each, its ``chinchilla`` and ``neff_w`` stages: the ones f_w reads)
 and graded by ``law_fits.p3_decision``. The rows go to ``data/checks/<profile>/p3_power.csv``, one per dataset,
 appended as each finishes and keyed by ``law_fits.p3_sim_id`` (which names the training rows read), so a killed
-run resumes; ``law_fits.load_p3_power`` gives the verdict the rows made from the rows it reads.
+run resumes; ``law_fits.load_p3_power`` gives the verdict the rows made from the rows it reads. Leg (a) of rule v7
+(``law_fits.p3_leg_a``: the classical tests on a least-squares fit) reads the point fits only, so it is computed on
+each stored dataset regenerated from its generator (:func:`write_p3_leg_a`, ``p3_leg_a.csv``), not simulated again.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from ..laws import fit as lf
 from ..laws import forms
 from . import law_fits as la
 
-__all__ = ["P3_NOISES", "P3_NULL_GAMMA", "P3_STAGES", "P3_WORLDS", "p3_power_rows", "p3_worlds", "write_p3_power"]
+__all__ = ["P3_NOISES", "P3_NULL_GAMMA", "P3_STAGES", "P3_WORLDS", "p3_leg_a_rows", "p3_power_rows", "p3_worlds",
+           "write_p3_leg_a", "write_p3_power"]
 
 P3_WORLDS = ("paper", "no_effect", "ours")
 P3_NOISES = ("seed", "residual")
@@ -46,6 +49,19 @@ def p3_worlds(ours: Mapping[str, float] | None = None) -> dict[str, dict[str, tu
     if ours is not None:
         out["ours"] = {**paper, "w": (float(ours["gamma_w"]), float(ours["n_w"]))}
     return out
+
+
+def _dataset(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], world: Mapping, noise, seed: int,
+             k: int, seed_sd: float, stage_sd: Mapping[str, float] | None):
+    """Dataset k of a world (generator ``default_rng([seed, k])``) and its point fits: (frames, Chinchilla fit,
+    ``neff_w`` fit). The one place a dataset is drawn, so :func:`p3_leg_a_rows` regenerates what
+    :func:`p3_power_rows` simulated."""
+    from .power import NEFF_F_FLOOR, p6_pstar_dataset
+
+    syn = p6_pstar_dataset(frames, chinchilla, world, noise, np.random.default_rng([seed, k]), seed_sd, NEFF_F_FLOOR,
+                           stage_sd)
+    chin = lf.fit_stage(lf.STAGES["chinchilla"], syn["chinchilla"])
+    return syn, chin, lf.fit_stage(lf.STAGES["neff_w"], syn["neff_w"], dict(chin.params))
 
 
 def p3_power_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise, worlds: Sequence[str],
@@ -76,7 +92,6 @@ def p3_power_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
     from tqdm.auto import tqdm
 
     from .._io import git_sha
-    from .power import NEFF_F_FLOOR, p6_pstar_dataset
 
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
         raise ValueError(f"n_boot must be an int ≥ 2, got {n_boot!r}")
@@ -90,10 +105,7 @@ def p3_power_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
     stages = list(P3_STAGES)
     for w, k in tqdm([(w, int(k)) for k in datasets for w in worlds], desc="P3 power", disable=not progress):
         gamma, offset = every[w]["w"]
-        syn = p6_pstar_dataset(frames, chinchilla, every[w], noise, np.random.default_rng([seed, k]), seed_sd,
-                               NEFF_F_FLOOR, stage_sd)
-        chin = lf.fit_stage(lf.STAGES["chinchilla"], syn["chinchilla"])
-        neff = lf.fit_stage(lf.STAGES["neff_w"], syn["neff_w"], dict(chin.params))
+        syn, chin, neff = _dataset(frames, chinchilla, every[w], noise, seed, k, seed_sd, stage_sd)
         starts = {"chinchilla": np.asarray(chin.theta, dtype=float)[None, :],
                   "neff_w": np.asarray(neff.theta, dtype=float)[None, :]}
         draws = [la._refit_draw(syn, stages, [], la._draw_picks(syn, stages, la.BOOT_SEED, i), starts)[0]
@@ -117,6 +129,81 @@ def p3_power_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
                "grade": dec["grade"], "n_ok": len(draws), "sim_version": la.P3_POWER_SIM_VERSION,
                "inputs_sha256": inputs_sha256, "git_sha": git_sha(),
                "timestamp": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def p3_leg_a_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, float], noise, power_rows: pd.DataFrame,
+                  *, stage_sd: Mapping[str, float] | None = None, ours: Mapping[str, float] | None = None,
+                  inputs_sha256: str = "", progress: bool = False):
+    """Leg (a) of P3's rule v7 (``law_fits.p3_leg_a``) on stored power datasets, each regenerated from its generator
+    (``default_rng([rng, dataset])``, the row's world, noise and σ_seed) and refitted at its point (no bootstrap:
+    leg (a) reads the point fits only), so ``p3_power.csv`` need not be simulated again for a new leg (a).
+
+    Args:
+        frames, chinchilla, noise: as :func:`p3_power_rows` (the design the rows were simulated on).
+        power_rows: rows of ``p3_power.csv`` (``law_fits.P3_POWER_COLUMNS``).
+        stage_sd: each frame's residual σ, read for the rows whose ``noise`` is ``residual``.
+        ours: our ``neff_w`` fit's ``gamma_w``, ``n_w`` (rows of the world ``ours``).
+        inputs_sha256: the training rows' hash. progress: a progress bar.
+
+    Yields:
+        dicts with the columns of ``law_fits.P3_LEG_A_COLUMNS``, one per row, keyed ``law_fits.p3_leg_a_key``; its
+        ``f_w_4_point`` is the regenerated dataset's, which ``law_fits.load_p3_power`` checks against the stored
+        one (``law_fits.P3_LEG_A_POINT_TOL``).
+
+    Raises:
+        ValueError: a row of an unknown world or noise, or of the world ``ours`` without ``ours``.
+    """
+    from tqdm.auto import tqdm
+
+    from .._io import git_sha
+
+    every = p3_worlds(ours)
+    for r in tqdm(list(power_rows.itertuples(index=False)), desc="P3 leg (a)", disable=not progress):
+        if str(r.world) not in every or str(r.noise) not in P3_NOISES:
+            raise ValueError(f"row {r.sim_id!r}: world {r.world!r}, noise {r.noise!r}; allowed: worlds "
+                             f"{list(every)}, noises {list(P3_NOISES)}")
+        if str(r.noise) == "residual" and stage_sd is None:
+            raise ValueError(f"row {r.sim_id!r} was simulated at the residual scatter: pass stage_sd")
+        syn, chin, neff = _dataset(frames, chinchilla, every[str(r.world)], noise, int(r.rng), int(r.dataset),
+                                   float(r.seed_sd), stage_sd if str(r.noise) == "residual" else None)
+        leg = la.p3_leg_a(syn["neff_w"], syn["chinchilla"], dict(chin.params), dict(neff.params))
+        yield {"key": la.p3_leg_a_key(str(r.sim_id)), "sim_id": str(r.sim_id), "leg_a_version": la.P3_LEG_A_VERSION,
+               "f_w_4_point": float(forms.precision_factor(4.0, neff.params["gamma_w"], neff.params["n_w"])),
+               "test": leg["test"], **{k: float(leg[k]) for k in ("f_effect", "p_effect", "f_lack_of_fit",
+                                                                   "p_lack_of_fit", "dof_effect", "dof_lof", "dof_pe")},
+               "inputs_sha256": inputs_sha256, "git_sha": git_sha(),
+               "timestamp": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def write_p3_leg_a(profile: str = "cpu", root: str | os.PathLike | None = None, sim_ids: Sequence[str] | None = None,
+                   progress: bool = False) -> Path:
+    """Leg (a) of P3's rule v7 on every stored power dataset made from the rows read now (or on ``sim_ids`` of
+    them) that has none yet, appended to ``<root>/checks/<profile>/p3_leg_a.csv`` as each finishes
+    (``store.append_rows``, keyed by ``law_fits.p3_leg_a_key``: a rerun resumes, two processes may write at once).
+    About half a second a dataset (two point fits and the tests, no bootstrap).
+
+    Raises:
+        ValueError: no power rows of this version made from these rows (run :func:`write_p3_power`), or
+            ``compute_optimal.simulation_design``'s errors (fits missing or made from other rows).
+    """
+    from .compute_optimal import simulation_design
+    from .store import append_rows, read_current_rows, read_rows
+
+    design = simulation_design(profile, root, "write_p3_leg_a", "residual", ("neff_w",))
+    read = design["read"]
+    tab, why = read_current_rows(la.p3_power_path(profile, root), la.P3_POWER_COLUMNS, "sim_id",
+                                 la.P3_POWER_SIM_VERSION, read, f"bitlaws.study.p3_power.write_p3_power('{profile}')")
+    if tab is None:
+        raise ValueError(f"no P3 power datasets to compute leg (a) on: {why}")
+    path = la.p3_leg_a_path(profile, root)
+    have = set(read_rows(path, la.P3_LEG_A_COLUMNS, "key").get("key", [])) if path.exists() else set()
+    todo = tab[~tab["sim_id"].map(la.p3_leg_a_key).isin(have)]
+    if sim_ids is not None:
+        todo = todo[todo["sim_id"].isin(set(sim_ids))]
+    for row in p3_leg_a_rows(design["frames"], design["chin"], design["inputs"][0], todo, stage_sd=design["stage_sd"],
+                             ours=la.params_of(design["fits"].get("neff_w")), inputs_sha256=read, progress=progress):
+        append_rows(path, [row], la.P3_LEG_A_COLUMNS, "key")
+    return path
 
 
 def write_p3_power(profile: str = "cpu", worlds: str | Sequence[str] | None = None, datasets=range(40),
@@ -169,4 +256,6 @@ def write_p3_power(profile: str = "cpu", worlds: str | Sequence[str] | None = No
                                  inputs_sha256=read, progress=progress, stage_sd=stage_sd,
                                  ours=la.params_of(design["fits"].get("neff_w"))):
             append_rows(path, [row], la.P3_POWER_COLUMNS, "sim_id")
+    # leg (a) of rule v7 on the datasets of this call (stored now or before): the verdict reads it beside each row
+    write_p3_leg_a(profile, root, [r["sim_id"] for r in planned], progress)
     return path

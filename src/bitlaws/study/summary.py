@@ -87,7 +87,7 @@ HEADLINES: dict[str, Headline] = {
                    "Eq. 13 D_crit at N = {n_min}, GPTQ INT3, derived (ours: bytes; paper: Table 2, tokens)",
                    "gptq_int3_d_crit_eq13", paper="paper_d_crit_n_min_int3", lo="gptq_int3_d_crit_eq13_lo",
                    hi="gptq_int3_d_crit_eq13_hi", fmt="M"),
-    # P3: the grade reads two legs, (a) the N_eff form's lack of fit at fixed (N, D) against σ_e and (b) f_w(4)
+    # P3: the grade reads two legs, (a) the N_eff form's lack of fit at fixed (N, D) against pure error and (b) f_w(4)
     # against the paper's; an unresolved leg counts as not met (law_fits.p3_decision). The row shows leg (b), f_w(4)
     # with its interval against the paper's; leg (a)'s lack-of-fit p is in the reason.
     "P3": Headline("Low-precision training = fewer parameters",
