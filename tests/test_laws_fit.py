@@ -615,6 +615,40 @@ def test_p3_rule_v7_grades_leg_a_by_lack_of_fit_against_pure_error_where_p_w_cel
     assert pure["p"] >= 0.05 and v.details["rule_grade"] == "partly"  # p = 0.16 here
 
 
+def test_p3_lack_of_fit_table_averages_the_residuals_and_its_figure_draws_them():
+    """p3_lack_of_fit_table on losses that are the law plus a pure P_w × seed interaction (zero row and column
+    means in every block: an exact oracle): the least-squares law is the truth, every design point's seed mean
+    residual is 0 and its standard error √(MS_pe / seeds); a bump at one point shared by its seeds is where the
+    largest residual lies. The figure draws one panel per size and one line per budget, titled with the test."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    from bitlaws.study import figures
+    from bitlaws.study import law_fits as la
+
+    chin = {k: PC[k] for k in ("A", "B", "E", "alpha", "beta")}
+    truth = {"gamma_w": PC["gamma_w"], "n_w": PC["n_w"]}
+    rows = [{"n_params": n, "n_tokens": d, "bits_w": b, "bits_a": 16, "bits_kv": 16, "seed": s}
+            for n in SIZES[:2] for d in BUDGETS[:2] for s in range(3) for b in (3, 4, 6, 8)]
+    f = pd.DataFrame(rows)
+    inter = np.array([[1, -1, 0], [-1, 1, 0], [0, 1, -1], [0, -1, 1]]) * 0.003  # rows P_w, columns seeds
+    noise = [inter[(3, 4, 6, 8).index(b), s] for b, s in zip(f["bits_w"], f["seed"])]
+    f["loss_val"] = np.asarray(lf.predict(lf.STAGES["neff_w"], f, truth, chin)) + 0.05 * f["seed"] + noise
+    tab, test = la.p3_lack_of_fit_table(f, chin, {"gamma_w": 2.0, "n_w": 0.0})  # started away from the truth
+    assert (test["gamma_w"], test["n_w"]) == (pytest.approx(truth["gamma_w"], rel=1e-6),
+                                              pytest.approx(truth["n_w"], abs=1e-6))
+    assert len(tab) == 2 * 2 * 4 and (tab["seeds"] == 3).all() and np.abs(tab["residual"]).max() < 1e-9
+    ms_pe = 4 * float((inter ** 2).sum()) / (4 * 3 * 2)  # four blocks, (4 − 1)(3 − 1) degrees of freedom each
+    assert test["dof_pe"] == 24 and np.allclose(tab["se"], math.sqrt(ms_pe / 3), rtol=1e-9)
+    bump = (f["n_params"] == SIZES[1]) & (f["n_tokens"] == BUDGETS[0]) & (f["bits_w"] == 6)
+    tab2, test2 = la.p3_lack_of_fit_table(f.assign(loss_val=f["loss_val"] + 0.02 * bump), chin, truth)
+    top = tab2.loc[tab2["residual"].abs().idxmax()]
+    assert (top["n_params"], top["n_tokens"], top["bits_w"]) == (SIZES[1], BUDGETS[0], 6) and test2["p"] < 0.05
+    fig = figures.laws.p3_lack_of_fit_figure(tab2, test2)
+    assert len(fig.axes) == 2 and all(len(ax.containers) == 2 for ax in fig.axes)  # sizes × budgets' error bars
+    assert fig._suptitle.get_text().startswith(f"Lack of fit against pure error: F = {test2['f']:.2f} on (")
+
+
 def test_converged_reads_the_objective_gradient_and_starts():
     """Not converged at an objective of 1e30 (the model undefined) nor at a point with a large
     gradient; converged at a real optimum whatever L-BFGS-B's own flag says."""

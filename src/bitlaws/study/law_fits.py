@@ -1303,7 +1303,7 @@ def _p_w_seed_blocks(sweep: pd.DataFrame):
 def p3_pure_error_lack_of_fit(frame: pd.DataFrame, chinchilla: Mapping[str, float], neff: Mapping[str, float]
                               ) -> dict[str, float]:
     """The classical lack-of-fit test of the N_eff law at fixed (N, D): lack of fit against pure error
-    (reported beside P3's grade, not graded).
+    (P3's leg (a) from rule v7, through :func:`p3_leg_a`; reported beside v6's grade before).
 
     The losses centred on each (N, D, seed) (:func:`within_cell_spread`) are fitted by least squares in γ_w, n_w
     (Chinchilla held at ``chinchilla``; started at ``neff``, within the stage's bounds), so the F reference
@@ -1326,6 +1326,13 @@ def p3_pure_error_lack_of_fit(frame: pd.DataFrame, chinchilla: Mapping[str, floa
         ν degrees of freedom); NaN where no cell has a block or no degree of freedom is left for lack of fit (the
         effect's F needs only ν > 0).
     """
+    return _p3_pure_error_parts(frame, chinchilla, neff)[0]
+
+
+def _p3_pure_error_parts(frame: pd.DataFrame, chinchilla: Mapping[str, float], neff: Mapping[str, float]
+                         ) -> tuple[dict[str, float], pd.DataFrame, np.ndarray]:
+    """:func:`p3_pure_error_lack_of_fit`'s statistics, with the rows it read (a fresh index) and the least-squares
+    fit's centred residuals [nats/byte], one per row (what :func:`p3_lack_of_fit_table` averages)."""
     from scipy import optimize, stats
 
     stage = lf.STAGES["neff_w"]
@@ -1367,7 +1374,34 @@ def p3_pure_error_lack_of_fit(frame: pd.DataFrame, chinchilla: Mapping[str, floa
     if dof_pe > 0 and dof_lof > 0 and out["ss_pe"] > 0:
         out["f"] = float((out["ss_lof"] / dof_lof) / (out["ss_pe"] / dof_pe))
         out["p"] = float(stats.f.sf(out["f"], dof_lof, dof_pe))
-    return out
+    return out, f, r
+
+
+def p3_lack_of_fit_table(frame: pd.DataFrame, chinchilla: Mapping[str, float], neff: Mapping[str, float]
+                         ) -> tuple[pd.DataFrame, dict[str, float]]:
+    """What the N_eff law misses between training precisions at fixed (N, D), per design point: the picture of
+    P3's leg (a) (rule v7), drawn by ``figures.laws.p3_lack_of_fit_figure``.
+
+    The least-squares fit of :func:`p3_pure_error_lack_of_fit` leaves each run a centred residual; at a design
+    point (N, D, P_w) their mean over seeds is the lack of fit there (in a complete P_w × seed block the pure
+    error averages out exactly) plus the mean of the seeds' own noise, whose standard error is about
+    √(MS_pe / seeds), MS_pe = SS_pe / ν_pe (a little less: centring removes a share of it).
+
+    Args:
+        frame: the ``neff_w`` stage's rows. chinchilla: the constants the stage holds fixed. neff: its fitted
+            ``gamma_w``, ``n_w`` (the refit's start).
+
+    Returns:
+        (one row per (``n_params``, ``n_tokens``, ``bits_w``) with ``seeds`` (runs), ``residual`` [nats/byte] and
+        ``se`` [nats/byte; NaN without a pure error], sorted; the test's statistics, as
+        :func:`p3_pure_error_lack_of_fit` returns them).
+    """
+    test, f, r = _p3_pure_error_parts(frame, chinchilla, neff)
+    ms_pe = test["ss_pe"] / test["dof_pe"] if test["dof_pe"] > 0 else math.nan
+    tab = (f.assign(residual=r).groupby(["n_params", "n_tokens", "bits_w"], as_index=False)
+           .agg(seeds=("residual", "size"), residual=("residual", "mean")))
+    tab["se"] = np.sqrt(ms_pe / tab["seeds"])
+    return tab.sort_values(["n_params", "n_tokens", "bits_w"], ignore_index=True), test
 
 
 def p3_run_noise(sweep: pd.DataFrame, hp: pd.DataFrame) -> tuple[float, float, str]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from ...laws import forms
 from .style import bits_color, human, label, size_color
 
-__all__ = ["chinchilla_figure", "p5_factorial_figure", "p5_mechanism_figure", "p9_matched_figure", "ptq_fit_figure"]
+__all__ = ["chinchilla_figure", "p3_lack_of_fit_figure", "p5_factorial_figure", "p5_mechanism_figure",
+           "p9_matched_figure", "ptq_fit_figure"]
 
 
 def chinchilla_figure(frame, tied, free):
@@ -118,6 +119,52 @@ def ptq_fit_figure(frame, params):
         ax.text(0.5, 0.5, "no Eq. 2 fit for this profile", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel(r"fitted $\delta_{\mathrm{PTQ}}$ [nats/byte]")
     ax.set_ylabel(label("delta_ptq"))
+    return fig
+
+
+def p3_lack_of_fit_figure(table, test):
+    """What the N_eff law (Eq. 3) misses between training precisions at fixed (N, D): the least-squares fit's
+    residual at each design point, averaged over its seeds, against P_w; one panel per size N, one line per
+    budget D, with ±2 standard errors of that mean from the pure error; the title gives P3's leg-(a) test
+    (rule v7). A law that fits leaves every line scattered about zero within its bars.
+
+    Args:
+        table, test: :func:`bitlaws.study.law_fits.p3_lack_of_fit_table`'s two values (columns ``n_params``,
+            ``n_tokens``, ``bits_w``, ``seeds``, ``residual``, ``se`` in nats/byte; ``f``, ``p``, ``dof_lof``,
+            ``dof_pe``).
+
+    Returns:
+        The matplotlib figure.
+    """
+    import math
+
+    import matplotlib.pyplot as plt
+
+    sizes = sorted(table["n_params"].unique()) if len(table) else []
+    fig, axes = plt.subplots(1, max(1, len(sizes)), sharey=True, squeeze=False, figsize=(9, 3.4))
+    axes = axes[0]
+    if not sizes:
+        axes[0].text(0.5, 0.5, "no P_w sweep for this profile", ha="center", va="center",
+                     transform=axes[0].transAxes)
+    budgets = sorted(table["n_tokens"].unique()) if len(table) else []
+    ticks = sorted(table["bits_w"].unique()) if len(table) else []
+    for ax, n in zip(axes, sizes):
+        for d, g in table[table["n_params"] == n].groupby("n_tokens", sort=True):
+            k = budgets.index(d)
+            ax.errorbar(g["bits_w"] * (1 + 0.03 * (k - (len(budgets) - 1) / 2)), g["residual"], yerr=2 * g["se"],
+                        color=size_color(k, len(budgets)), marker="o", ms=4, capsize=2, label=f"D = {human(d)}")
+        ax.axhline(0.0, color="k", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [f"{int(b)}" for b in ticks])
+        ax.minorticks_off()
+        ax.set_title(f"N = {human(n)}", fontsize="medium")
+        ax.set_xlabel("training $P_w$ [bits]")
+    axes[0].set_ylabel("law's residual, seed mean\n[nats/byte]")
+    if sizes:
+        axes[-1].legend(fontsize="small")
+    if math.isfinite(test.get("p", math.nan)):
+        fig.suptitle(f"Lack of fit against pure error: F = {test['f']:.2f} on ({test['dof_lof']:.0f}, "
+                     f"{test['dof_pe']:.0f}) degrees of freedom, p = {test['p']:.2g}", fontsize="medium")
     return fig
 
 
