@@ -95,6 +95,7 @@ def test_myst_folds_and_boxes_in_outputs_become_markdown_jupyter_renders():
     body = fold.split("\n", 1)[1].rsplit("\n```", 1)[0]
     assert plain == (f"{lead}\n\n<details>\n<summary>P4 in full: what we measured, and why this grade</summary>\n\n"
                      f"{body}\n\n</details>")
+    assert "f<sub>a</sub>(4) (the most sensitive)" in plain  # the lead's subscripts are HTML Jupyter renders
     box = unglue.plain_markdown(chapter_summary_markdown("02-low-precision-training", verdicts, CLAIMS))
     assert box.startswith("**This chapter at a glance**\n\n**Reproduces**") and "{admonition}" not in box
     assert ":class:" not in box and "````" not in box

@@ -33,7 +33,7 @@ def test_pages_resolve_from_the_working_directory_then_the_root(tmp_path, monkey
     seen = []
     monkeypatch.setattr(page_check, "chromium", lambda: "browser")
     monkeypatch.setattr(page_check, "check_page",
-                        lambda b, page, root: seen.append((page, root)) or {"page": str(page), "ok": True,
+                        lambda b, page, root, width=None: seen.append((page, root)) or {"page": str(page), "ok": True,
                                                                               "error": None, "images": 0,
                                                                               "broken": [], "no_alt": [],
                                                                               "raw_tex": [], "wide_tables": [],
@@ -60,3 +60,20 @@ def test_a_browser_that_hangs_is_a_failed_page_not_a_traceback(tmp_path, monkeyp
     res = page_check.check_page("chromium", page, tmp_path)
     assert res["ok"] is False and "did not report" in res["error"]
     assert not list(tmp_path.glob(".bitlaws-page-check-*"))  # its probe copy is removed
+    res = page_check.check_page("chromium", page, tmp_path, width=420)  # in a frame: the frame page goes too
+    assert res["ok"] is False and not list(tmp_path.glob(".bitlaws-page-check-*"))
+
+
+def test_a_viewport_width_chromium_cannot_draw_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        page_check.main(["--width", "100", "--html-root", str(tmp_path)])
+    assert exc.value.code == 2 and "--width must be 280 to 1400 px; got 100" in capsys.readouterr().err
+
+
+def test_a_narrow_width_loads_the_page_in_a_frame_that_wide(tmp_path):
+    page = tmp_path / "p.html"
+    page.write_text("<html><body>x</body></html>")
+    frame = page_check._frame(page, page.as_uri(), 420, 900)
+    text = frame.read_text()
+    assert 'style="width:420px;height:900px' in text and page.as_uri() in text and "postMessage" not in text
+    assert "window.parent.postMessage" in page_check.PROBE  # the probe reports to the frame's page

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -545,7 +546,7 @@ def test_verdict_lines_quote_grade_ours_and_reason():
                      "power_gate_value": 0.48})
     lead, folded = qa.verdict_markdown(v).split("\n\n", 1)
     # one sentence: the grade, the key number against the paper's, how sure; the verdict's own words folded
-    assert lead == ("**P4, partly.** f_a(4) (the most sensitive): ours 0.53 [0.33, 0.72], the paper's "
+    assert lead == ("**P4, partly.** f<sub>a</sub>(4) (the most sensitive): ours 0.53 [0.33, 0.72], the paper's "
                     "0.33. The rule met some of its tests and not others; this grade's own power on our design: 48 %.")
     assert folded == ("```{dropdown} P4 in full: what we measured, and why this grade\n"
                       "*Here:* f_a \\< f_kv \\< f_w.\n\n*Why:* the order holds in 90 %.\n```")
@@ -553,7 +554,8 @@ def test_verdict_lines_quote_grade_ours_and_reason():
     assert qa.verdict_markdown(empty).startswith("**P10, pending.** ")
     assert "*Why:* no runs yet." in qa.verdict_markdown(empty)
     assert qa.claims_markdown({"P4": v, "P10": empty}) == (
-        "- **P4** (partly): paper — activations most sensitive; here — f_a(4) (the most sensitive) 0.53 [0.33, 0.72] "
+        "- **P4** (partly): paper — activations most sensitive; here — f<sub>a</sub>(4) (the most sensitive) 0.53 "
+        "[0.33, 0.72] "
         "(the paper's 0.33; the verdict above has the rest)\n"
         "- **P10** (pending): paper — FP beats INT; here — no runs yet")
 
@@ -622,6 +624,27 @@ def test_compute_matched_figure_draws_seed_means_with_their_standard_errors():
     half = [abs(seg[1, 1] - seg[0, 1]) / 2 for seg in bars.get_segments()]
     assert np.allclose(half, 0.1 / np.sqrt(2))
     assert [a.get_text() for a in ax.texts] == ["N = 4K", "N = 2K"]
+
+
+def test_formats_figure_names_each_format_as_the_chapters_prose_does():
+    import re
+
+    import matplotlib
+
+    matplotlib.use("agg")
+    from bitlaws.study import figures
+    from bitlaws.study.sweep import PROFILES
+
+    t = pd.DataFrame({"fmt": ["fp8_e5m2", "fp4_e2m1fn", "fp4_e3m0fn"], "bits": [8, 4, 4], "n_params": 1000,
+                      "delta": [0.01, -0.02, 0.0]})
+    fig = figures.training.formats_figure(t, [1000], ["fp4_e3m0fn", "fp8_e5m2"])
+    assert [x.get_text() for x in fig.axes[0].get_xticklabels()] == ["FP4 E2M1", "FP4 E3M0", "FP8 E5M2"]
+    # the chapter's paragraph on the formats names every format of the cpu sweep by the figure's name
+    text = (Path(__file__).resolve().parents[1] / "notebooks" / "02-low-precision-training.md").read_text()
+    para = text.split("## Floating point against integer (claim P10)", 1)[1].split("```", 1)[0]
+    for name in PROFILES["cpu"].qat.formats:
+        assert figures.training.format_label(name) in " ".join(para.split()), name
+    assert not re.search(r"\\mathrm\{fp", para)  # no format named in math type
 
 
 def test_factor_intervals_are_percentiles_of_each_draws_factor():

@@ -24,6 +24,7 @@ from bitlaws.study.summary import (
     with_subscripts,
     readme_block,
     summary_markdown,
+    verdict_markdown,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,9 +133,9 @@ def test_chapter_verdicts_lead_in_one_sentence_and_fold_the_full_text():
     text = chapter_verdicts_markdown({"P6": lines}, ["P6"])
     assert "**P6, inconclusive.** The data do not decide" in text and "on our design: 4 %.\n\n```{dropdown}" in text
     assert text.endswith("this grade\nThe lead.\n\n- First P\\*.\n- Second (x).\n- The paper's side.\n```")
-    # the how-sure sentence is the book's own Markdown: P9's $C_w$ reaches MathJax as math, not escaped
+    # the how-sure sentence is the book's own Markdown: P9's C_w a subscript, as the leads write every symbol's
     p9 = _verdict("P9", {"power": 0.62}, verdict="inconclusive", ours="o", reason="r")
-    assert "against the law at $C_w$ = 1" in chapter_verdicts_markdown({"P9": p9}, ["P9"]).split("```")[0]
+    assert "against the law at C<sub>w</sub> = 1" in chapter_verdicts_markdown({"P9": p9}, ["P9"]).split("```")[0]
 
 
 def test_readme_block_folds_the_long_text():
@@ -202,7 +203,7 @@ def test_chapter_box_legend_names_each_claims_own_interval():
     assert legend.count("within-seed") == 1
     # an inconclusive claim's power says what it is the power against (P9: one point of the paper's range)
     sure = box.split("**How sure.**", 1)[1]
-    assert "the rule's power against the law at $C_w$ = 1, at the least favourable noise structure" in sure
+    assert "the rule's power against the law at C<sub>w</sub> = 1, at the least favourable noise structure" in sure
     # a failure without a gate value of its own gives the rule's power (P3), one with it that (P5)
     # each with its Monte Carlo interval (P3's power is a share of its residual-scatter datasets, the gate's lower end)
     from bitlaws.study.claims import mc_interval
@@ -233,6 +234,55 @@ def test_quantity_text_fills_counts_from_the_details():
 def test_hand_written_markdown_keeps_its_emphasis_and_gains_subscripts():
     text = "**reproduced** when ± t_{0.975, ν}·σ₀ clears it; ``x_{y}`` stays, p < 0.05"
     assert with_subscripts(text) == "**reproduced** when ± t<sub>0.975, ν</sub>·σ₀ clears it; ``x_{y}`` stays, p < 0.05"
+
+
+def test_the_leads_and_boxes_set_symbols_subscripts_as_html_and_leave_the_store_as_it_is():
+    # a lead stands beside the chapter's MathJax: f_w(4), γ_w, D_crit render as subscripts (<sub>, which the book,
+    # Jupyter and GitHub all render), never as plain "f_w(4)"; the store's texts and the README's ledger keep theirs
+    verdicts = load_verdicts()
+    p3 = verdicts["P3"]
+    paper, ours = key_number(p3)
+    box = chapter_summary_markdown("03-law-fitting", verdicts, CLAIMS)
+    assert (f"| f<sub>w</sub>(4) = N<sub>eff</sub>/N with 4-bit weights (leg b; leg a, the N<sub>eff</sub> form's "
+            f"lack of fit, in why) | {paper} | {ours} |") in box
+    table = chapter_verdicts_markdown(verdicts, ["P3"]).split("```")[0]
+    assert "γ<sub>w</sub> = 2.67" in table and "n<sub>w</sub> = 0.30" in table  # the paper's side, from the store
+    assert "γ_w = 2.67" in p3.paper and "n_w = 0.30" in p3.paper  # the stored text itself is unchanged
+    p4 = verdicts["P4"]
+    lead = verdict_markdown(p4).split("\n\n", 1)[0]
+    assert lead.startswith(f"**P4, {p4.verdict}.** f<sub>a</sub>(4) (the most sensitive): ours {key_number(p4)[1]}, ")
+    box = chapter_summary_markdown("01-ptq-degradation", verdicts, CLAIMS)
+    assert "the bits P<sub>post</sub> vary" in box and "Eq. 13 D<sub>crit</sub> at N = " in box
+    assert "P10's: ± t<sub>0.975</sub> standard errors" in chapter_summary_markdown("02-low-precision-training",
+                                                                                  verdicts, CLAIMS)
+    # every lead and box holds no plain subscript outside code spans
+    texts = [chapter_summary_markdown(ch, verdicts, CLAIMS) for ch in CHAPTERS]
+    texts += [verdict_markdown(v).split("\n\n", 1)[0] for v in verdicts.values() if v.claim_id in HEADLINES]
+    texts.append(chapter_verdicts_markdown(verdicts, list(verdicts)).split("```")[0])
+    plain = re.compile(r"(?<![\w`])[^\W\d_]_[^\W_]+(?![\w`])")
+    assert not [m.group(0) for t in texts for m in plain.finditer(re.sub(r"`[^`]*`", "", t))]
+    assert "down_proj's bits" in chapter_summary_markdown("05-quik-accuracy", verdicts, CLAIMS)  # a name, not a symbol
+    assert "f_w(4) = N_eff/N" in summary_markdown(verdicts, CLAIMS)  # the README's ledger: the store's plain text
+    intro = summary_markdown(verdicts, CLAIMS, subscripts=True)  # the book's introduction, as the chapters' boxes
+    assert "| f<sub>w</sub>(4) = N<sub>eff</sub>/N with 4-bit weights" in intro and "C<sub>w</sub> = 1" in intro
+    # identifiers, code spans and TeX-like x_{…} as before; a decimal subscript whole
+    assert markdown_text("down_proj's n_params_w, `f_w`, t_0.975 and D_crit < 1, z_{a}", subscripts=True) == \
+        "down_proj's n_params_w, `f_w`, t<sub>0.975</sub> and D<sub>crit</sub> \\< 1, z<sub>a</sub>"
+    assert markdown_text("D_crit", subscripts=False) == "D_crit"
+
+
+def test_the_narrow_screen_cards_name_the_summarys_columns():
+    # on a phone the book's stylesheet lays each row out as a card, each value after its column's name, typed
+    # in the CSS: they must be the summary's columns, in order (the claim and its few words go unnamed)
+    css = (REPO / "book" / "_static" / "bitlaws.css").read_text(encoding="utf-8")
+    labels = {int(k): v for k, v in re.findall(r'td:nth-child\((\d+)\)::before \{ content: "([^"]+): "; \}', css)}
+    verdicts = load_verdicts()
+    names = [c.strip() for c in summary_markdown(verdicts, CLAIMS).splitlines()[0].strip("|").split("|")]
+    assert labels == {i: name for i, name in enumerate(names, start=1) if i > 2}
+    box = chapter_summary_markdown("04-compute-optimal", verdicts, CLAIMS)
+    assert ":class: tip bitlaws-summary\n" in box  # the chapter boxes wear the same cards
+    table = [line for line in box.splitlines() if line.startswith("| claim |")][0]
+    assert [c.strip() for c in table.strip("|").split("|")] == names[:-1]
 
 
 def test_the_leads_monte_carlo_interval_is_claims_wilson_interval():

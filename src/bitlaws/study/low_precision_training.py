@@ -1374,8 +1374,10 @@ def paper_vs_here(fits: Mapping[str, dict]) -> pd.DataFrame:
 def claims_markdown(verdicts: Mapping[str, Verdict], claim_ids=("P4", "P10")) -> str:
     """One bullet per claim: ``- **P4** (partly): paper — …; here — …``. Here is the key number
     (:func:`bitlaws.study.summary.key_number`, ours against the paper's) where the verdict has details,
-    else the reason (a pending claim); the verdict's full text is the chapter's verdict cell's."""
-    from .summary import HEADLINES, key_number, quantity_text
+    else the reason (a pending claim); the verdict's full text is the chapter's verdict cell's. The texts are
+    Markdown as the leads set them (:func:`bitlaws.study.summary.markdown_text`: specials escaped, ``f_a(4)`` as
+    ``f<sub>a</sub>(4)``)."""
+    from .summary import HEADLINES, key_number, markdown_text, quantity_text
 
     def here(v: Verdict) -> str:
         if v.claim_id in HEADLINES and v.details:
@@ -1383,5 +1385,8 @@ def claims_markdown(verdicts: Mapping[str, Verdict], claim_ids=("P4", "P10")) ->
             return f"{quantity_text(v.claim_id, v.details)} {ours} (the paper's {paper}; the verdict above has the rest)"
         return v.reason or "—"
 
-    return "\n".join(f"- **{c}** ({verdicts[c].verdict}): paper — {verdicts[c].paper}; here — {here(verdicts[c])}"
-                     for c in claim_ids)
+    def md(text: str) -> str:
+        return markdown_text(text, subscripts=True) or "—"
+
+    return "\n".join(f"- **{c}** ({verdicts[c].verdict}): paper — {md(verdicts[c].paper)}; "
+                     f"here — {md(here(verdicts[c]))}" for c in claim_ids)

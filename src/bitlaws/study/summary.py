@@ -111,7 +111,7 @@ HEADLINES: dict[str, Headline] = {
     # paper prints no C_w), its range over C_w's registered range in brackets.
     "P9": Headline("Low-precision training resists PTQ", "r̄ = ln(δ_low/δ_hp), P_w → P_w − 1 (< 0: resists)",
                    "r_mean", paper="paper_c1", paper_range=("paper_lo", "paper_hi"), lo="r_lo", hi="r_hi", interval="t sizes",
-                   fmt=".3f", power_against="against the law at $C_w$ = 1, at the least favourable noise structure"),
+                   fmt=".3f", power_against="against the law at C_w = 1, at the least favourable noise structure"),
     "P10": Headline("Floats beat integers slightly", "FP − INT loss (nats/byte)", "mean_delta",
                     paper="paper_mean_delta", se="mean_delta_se", se_mult="mean_delta_t", interval="t SE",
                     fmt="+.4f"),
@@ -284,7 +284,7 @@ def _chapter_link(claim: Mapping[str, Any], prefix: str) -> str:
 
 
 def _rows(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], claim_ids, prefix: str,
-          with_chapter: bool) -> list[str]:
+          with_chapter: bool, subscripts: bool = False) -> list[str]:
     head = "| claim | in a few words | key number | paper | ours | grade |"
     rule = "|---|---|---|---|---|---|"
     if with_chapter:
@@ -295,7 +295,7 @@ def _rows(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], 
         h = HEADLINES[claim_id]
         paper, ours = key_number(verdict)
         quantity = quantity_text(claim_id, getattr(verdict, "details", None))
-        cells = [f"**{claim_id}**"] + [_esc(c) for c in (h.short, quantity, paper, ours)]
+        cells = [f"**{claim_id}**"] + [_esc(c, subscripts) for c in (h.short, quantity, paper, ours)]
         cells.append(f"**{verdict.verdict}**")
         if with_chapter:
             cells.append(_chapter_link(claims[claim_id], prefix))
@@ -327,13 +327,16 @@ _LEGEND = ("Ours: our value [its 95 % interval from the pipeline bootstrap]; P2'
            "data yet.")
 
 
-def summary_markdown(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], prefix: str = "") -> str:
+def summary_markdown(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], prefix: str = "",
+                     subscripts: bool = False) -> str:
     """The one-screen summary: one short row per claim, the key number paper vs ours, the grade.
 
     Args:
         verdicts: claim id -> verdict for every claim (``load_verdicts()``, which fills in pending ones).
         claims: the ledger, ``bitlaws.study.claims.CLAIMS``.
         prefix: prepended to the chapter links (``notebooks/NN-topic.md``), for pages elsewhere.
+        subscripts: set symbols' subscripts as HTML (``f<sub>w</sub>(4)``), as the chapters' boxes do (the book's
+            introduction); False keeps the plain text the README has always had.
 
     Returns:
         A Markdown table and its legend, ending with a newline.
@@ -343,7 +346,8 @@ def summary_markdown(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[s
             ``HEADLINES`` entry.
     """
     _check(verdicts, claims)
-    return "\n".join(_rows(verdicts, claims, claims, prefix, True)) + "\n\n" + _LEGEND + "\n"
+    legend = _plain_subscripts(_LEGEND) if subscripts else _LEGEND
+    return "\n".join(_rows(verdicts, claims, claims, prefix, True, subscripts)) + "\n\n" + legend + "\n"
 
 
 def _check(verdicts: Mapping[str, Any], claims: Mapping[str, Any]) -> None:
@@ -358,9 +362,15 @@ def _check(verdicts: Mapping[str, Any], claims: Mapping[str, Any]) -> None:
 # Inline code in the store's text: reStructuredText's ``x`` (docstring style) or Markdown's `x`.
 _CODE = re.compile(r"``([^`]+)``|`([^`]+)`")
 _SUBSCRIPT = re.compile(r"(\w)_\{([^{}`]+)\}")  # x_{…} in the store's plain text (outside code spans)
+# A symbol's plain subscript: one letter (Latin or Greek) that no word character precedes, "_", then letters or
+# digits (a decimal too: t_0.975), not followed by another word character: f_w(4), γ_w, D_crit, N_eff, δ_PTQ; an
+# identifier such as down_proj or n_params_w is left as written.
+_PLAIN_SUBSCRIPT = re.compile(r"(?<![\w\\])([^\W\d_])_([^\W_]+(?:\.\d+)?)(?![\w{])")
+# what our own Markdown keeps as written: code spans and inline math
+_CODE_OR_MATH = re.compile(_CODE.pattern + r"|\$[^$\n]+\$")
 
 
-def markdown_text(text: str, table: bool = False) -> str:
+def markdown_text(text: str, table: bool = False, subscripts: bool = False) -> str:
     """Text from the store on one line, as Markdown that GitHub and MyST render as it reads.
 
     Inline code (````x```` or ```x```) becomes one Markdown code span, ```x```, left as it is
@@ -368,18 +378,25 @@ def markdown_text(text: str, table: bool = False) -> str:
     characters that Markdown would read (:data:`_MARKDOWN_SPECIALS`: cell separators, emphasis,
     strikethrough, math, raw HTML, a stray backtick) are escaped with a backslash, and a subscript written
     ``x_{…}`` becomes ``x<sub>…</sub>`` (the one HTML it emits), so no TeX-like text reaches the page.
+    With `subscripts`, a symbol's plain subscript (``f_w(4)``, ``γ_w``, ``D_crit``, ``t_0.975``:
+    :data:`_PLAIN_SUBSCRIPT`) becomes one too, ``f<sub>w</sub>(4)``: the chapters' leads and boxes, which stand
+    beside the prose's MathJax (``<sub>`` renders alike in the book, in Jupyter and on GitHub; the stored text is
+    unchanged).
     """
     flat = " ".join(text.split())
 
     def escaped(part: str) -> str:
         return "".join("\\" + char if char in _MARKDOWN_SPECIALS else char for char in part)
 
+    def escaped_sub(part: str) -> str:  # escaping touches no letter, digit, "_" or ".": the symbols stay whole
+        return _PLAIN_SUBSCRIPT.sub(r"\1<sub>\2</sub>", escaped(part)) if subscripts else escaped(part)
+
     def plain(part: str) -> str:  # a subscript written t_{0.975, ν} renders as one: t<sub>0.975, ν</sub>
         out, at = [], 0
         for m in _SUBSCRIPT.finditer(part):
-            out += [escaped(part[at:m.start() + 1]), f"<sub>{escaped(m.group(2))}</sub>"]
+            out += [escaped_sub(part[at:m.start() + 1]), f"<sub>{escaped(m.group(2))}</sub>"]
             at = m.end()
-        return "".join(out) + escaped(part[at:])
+        return "".join(out) + escaped_sub(part[at:])
 
     out, pos = [], 0
     for m in _CODE.finditer(flat):
@@ -399,12 +416,23 @@ def with_subscripts(text: str) -> str:
     return "".join(out) + _SUBSCRIPT.sub(r"\1<sub>\2</sub>", text[pos:])
 
 
-def _esc(text: str) -> str:
-    return markdown_text(text, table=True)
+def _plain_subscripts(markdown: str) -> str:
+    """Our own Markdown (the grades' meanings, the chapters' descriptions, the intervals' legend) with each symbol's
+    plain subscript outside code spans and ``$…$`` as HTML, ``D_crit`` → ``D<sub>crit</sub>``, as
+    ``markdown_text(…, subscripts=True)`` renders the store's text beside it."""
+    out, pos = [], 0
+    for m in _CODE_OR_MATH.finditer(markdown):
+        out += [_PLAIN_SUBSCRIPT.sub(r"\1<sub>\2</sub>", markdown[pos:m.start()]), m.group(0)]
+        pos = m.end()
+    return "".join(out) + _PLAIN_SUBSCRIPT.sub(r"\1<sub>\2</sub>", markdown[pos:])
 
 
-def _flat(text: str) -> str:
-    return markdown_text(text) or "—"
+def _esc(text: str, subscripts: bool = False) -> str:
+    return markdown_text(text, table=True, subscripts=subscripts)
+
+
+def _flat(text: str, subscripts: bool = False) -> str:
+    return markdown_text(text, subscripts=subscripts) or "—"
 
 
 def ledger_details_markdown(verdicts: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], claim_ids=None,
@@ -458,12 +486,13 @@ def chapter_verdicts_markdown(verdicts: Mapping[str, Any], claim_ids) -> str:
         if c in HEADLINES and isinstance(getattr(v, "details", None), Mapping):
             paper, ours = key_number(v)
             key = f"{quantity_text(c, v.details)}: {paper} / {ours}"
-        rows.append(f"| {c} | {_esc(v.paper or '—')} | {_esc(key)} | **{v.verdict}** |")
+        rows.append(f"| {c} | {_esc(v.paper or '—', True)} | {_esc(key, True)} | **{v.verdict}** |")
     return "\n".join(rows + [""] + ["\n\n".join(verdict_markdown(verdicts[c], key=False) for c in claim_ids)])
 
 
 def how_sure(verdict: Any) -> str:
-    """What a grade means, and its power where the store holds one, in one sentence ending in a full stop.
+    """What a grade means, and its power where the store holds one, in one sentence ending in a full stop, as
+    Markdown (a symbol's subscript as HTML, ``C<sub>w</sub>``, as the leads beside it have theirs).
 
     A *partly* or *not reproduced* grade gives the power of that grade's own gate (``power_gate_value``) where
     the rule has one; otherwise, and for an inconclusive grade, the rule's power against the paper's effect on
@@ -487,7 +516,7 @@ def how_sure(verdict: Any) -> str:
         line += f"; this grade's own power on our design: {_rate_with_interval(own, details)}"
     elif verdict.verdict in ("inconclusive", "partly", "not reproduced") and power is not None:
         line += f"; the rule's power {against} on our design: {_rate_with_interval(power, details)}"
-    return line + "."
+    return _plain_subscripts(line + ".")
 
 
 def _rate_with_interval(rate: float, details: Mapping[str, Any]) -> str:
@@ -524,9 +553,10 @@ def verdict_markdown(verdict: Any, key: bool = True) -> str:
     lead = f"**{c}, {v.verdict}.**"
     if key and c in HEADLINES and isinstance(getattr(v, "details", None), Mapping):
         paper, ours = key_number(v)
-        lead += f" {_flat(quantity_text(c, v.details))}: ours {_flat(ours)}, the paper's {_flat(paper)}."
+        lead += (f" {_flat(quantity_text(c, v.details), True)}: ours {_flat(ours, True)}, "
+                 f"the paper's {_flat(paper, True)}.")
     sure = how_sure(v) if v.verdict in _HOW_SURE else ""
-    lead += f" {sure[:1].upper() + sure[1:]}" if sure else ""  # our own Markdown (P9's $C_w$), as the chapter box has it
+    lead += f" {sure[:1].upper() + sure[1:]}" if sure else ""  # our own Markdown, as the chapter box has it
     ours, why = _lines(v.ours), _lines(v.reason)
     if len(ours) > 1 or len(why) > 1:
         full = (f"{_full_stop(why[0] if why else '')}\n\n"
@@ -585,19 +615,20 @@ def chapter_summary_markdown(chapter: str, verdicts: Mapping[str, Any],
         claims: the ledger, ``bitlaws.study.claims.CLAIMS``.
 
     Returns:
-        A MyST admonition (four-backtick fence) holding a table and a folded "why" for each claim.
+        A MyST admonition (four-backtick fence; classes ``tip bitlaws-summary``, which the book's stylesheet reads)
+        holding the table of :func:`summary_markdown` for its claims and how sure each grade is.
 
     Raises:
         ValueError: if ``chapter`` is not in ``CHAPTERS``, or as ``summary_markdown``.
     """
     _check(verdicts, claims)
     graded = chapter_claims(chapter, claims)
-    parts = [f"**Reproduces** {CHAPTERS[chapter]}."]
+    parts = [f"**Reproduces** {_plain_subscripts(CHAPTERS[chapter])}."]
     if graded:
         other = [(c, HEADLINES[c].interval) for c in graded if c in HEADLINES and HEADLINES[c].interval != "95 %"]
-        extra = "".join(f"; {c}'s: {_INTERVALS[kind]}" for c, kind in other)
+        extra = "".join(f"; {c}'s: {_plain_subscripts(_INTERVALS[kind])}" for c, kind in other)
         parts.append(f"**What we found** (our value [95 % interval{extra}] beside the paper's; the grade):")
-        parts.append("\n".join(_rows(verdicts, claims, graded, "../", False)))
+        parts.append("\n".join(_rows(verdicts, claims, graded, "../", False, subscripts=True)))
         sure = [f"**{claim_id}** *{verdicts[claim_id].verdict}*: {how_sure(verdicts[claim_id])}" for claim_id in graded]
         parts.append("**How sure.** " + " ".join(sure))
         # each verdict's own words are in the chapter's verdict section (once a page); the rules on the rules page
@@ -612,4 +643,6 @@ def chapter_summary_markdown(chapter: str, verdicts: Mapping[str, Any],
         parts.append("**Grades.** This chapter grades no claim: its numbers are exact properties of the "
                      "formats, checked against closed forms" + (f"; they inform {', '.join(informed)}" if informed
                                                                    else "") + ".")
-    return "````{admonition} This chapter at a glance\n:class: tip\n\n" + "\n\n".join(parts) + "\n````\n"
+    # bitlaws-summary: the book's stylesheet sets its table as the introduction's (compact; a card per claim on a phone)
+    return ("````{admonition} This chapter at a glance\n:class: tip bitlaws-summary\n\n" + "\n\n".join(parts)
+            + "\n````\n")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+from ...formats import parse_format
+from ..number_formats import short_name
 from .style import COLORS, human, size_color
 
-__all__ = ["marginal_figure", "seeded_marginal_figure", "sensitivity_figure", "formats_figure", "compute_matched_figure"]
+__all__ = ["marginal_figure", "seeded_marginal_figure", "sensitivity_figure", "format_label", "formats_figure",
+           "compute_matched_figure"]
 
 _PART_NAMES = {"w": "weights", "a": "activations", "kv": "KV cache"}
 
@@ -132,10 +135,21 @@ def sensitivity_figure(ours, paper):
     return fig
 
 
+def format_label(name: str) -> str:
+    """A floating-point format as the book names it in prose and on axes: its width and ExMy,
+    ``"fp4_e2m1fn"`` -> ``"FP4 E2M1"`` (chapter 00's grids write the paper's formats so).
+
+    Raises:
+        ValueError: from :func:`bitlaws.formats.parse_format` for an unknown name.
+    """
+    return f"FP{parse_format(name).bits} {short_name(name)}"
+
+
 def formats_figure(formats, sizes, paper_formats):
     """Floating point against integer (Appendix N): per format, the loss of weight-only training in
     that format minus the integer run of the same N, D and bit width; one marker per run, coloured by
-    model size, filled for the paper's formats and hollow for the other OCP formats.
+    model size, filled for the paper's formats and hollow for the other OCP formats; each format named
+    by :func:`format_label` (``FP4 E2M1``), as the chapter's prose names it.
 
     Args:
         formats: :func:`bitlaws.study.low_precision_training.formats_table` without NaN ``delta``
@@ -161,7 +175,7 @@ def formats_figure(formats, sizes, paper_formats):
                 ax.scatter([j] * len(r), r["delta"], color=c, facecolors=c if f in paper_formats else "none", s=30,
                            label=f"N = {human(n)}" if j == 0 else None)
     ax.axhline(0, color="0.5", lw=0.8, ls=":")
-    ax.set_xticks(range(len(fmts)), fmts, rotation=20)
+    ax.set_xticks(range(len(fmts)), [format_label(f) for f in fmts], rotation=20)
     ax.set_ylabel("$L_\\mathrm{FP} - L_\\mathrm{INT}$ [nats/byte]")
     if len(fmts):
         ax.legend(fontsize=8)
