@@ -578,7 +578,8 @@ def test_p3_rule_comes_out_both_ways(tmp_path, gamma_w, grade):
     assert "0.0030 on 1 degrees of freedom, from the high-precision runs' D cell × seed analysis" in v.ours
     # rule v7 without a seeded P_w cell: no pure error, so leg (a) is v6's test
     assert v.details["leg_a_test"] == "rule v6's σ_e" and v.details["p_lack_of_fit"] == v.details["p_lack_of_fit_v6"]
-    assert "against σ_e (p ≥ 0.05; rule v6's test, as no seeded P_w cell gives a pure error)" in v.reason
+    assert ("against σ_e (p ≥ 0.05; rule v6's test, as there is no pure error: no (N, D) cell has a complete "
+            "P_w × seed block (two seeds run at two P_w))") in v.reason
     if gamma_w is not None:
         assert v.details["f_w_4_lo"] <= la.PAPER_F_W_4 <= v.details["f_w_4_hi"]
         assert v.details["p_effect"] < 0.05 <= v.details["p_lack_of_fit"]
@@ -613,6 +614,36 @@ def test_p3_rule_v7_grades_leg_a_by_lack_of_fit_against_pure_error_where_p_w_cel
     assert "lack of fit against pure error F = " in v.ours and "rule v6's test, the stage's fit against σ_e" in v.ours
     # the grade's leg (a) is v7's: met here (the law is true), and without the pipeline bootstrap leg (b) is not
     assert pure["p"] >= 0.05 and v.details["rule_grade"] == "partly"  # p = 0.16 here
+
+
+def test_the_greenhouse_geisser_epsilon_is_one_for_spherical_noise_and_its_floor_for_one_direction():
+    """Exact oracles of law_fits._greenhouse_geisser: interactions whose pooled covariance is a multiple of the
+    centring matrix give ε = 1; all the interaction along one P_w contrast gives ε = 1/(p − 1), its floor."""
+    from bitlaws.study import law_fits as la
+
+    spherical = pd.DataFrame([[1, -1, 0], [-1, 0, 1], [0, 1, -1]], index=[3, 4, 6], columns=[0, 1, 2], dtype=float)
+    assert la._greenhouse_geisser([spherical, 2 * spherical]) == pytest.approx(1.0, rel=1e-12)
+    v, w = np.array([1.0, -2.0, 1.0]), np.array([1.0, 0.0, -1.0])
+    one_way = pd.DataFrame(np.outer(v, w), index=[3, 4, 6], columns=[0, 1, 2])
+    assert la._greenhouse_geisser([one_way]) == pytest.approx(1 / 2, rel=1e-12)
+    assert math.isnan(la._greenhouse_geisser([spherical, one_way.rename(index={6: 8})]))  # other P_w: not pooled
+
+
+def test_p3_blocks_keep_the_larger_complete_block_and_refuse_a_rerun():
+    """One unreplicated run (a P_w only seed 0 has) drops that P_w from the block, not seeds 1–2 (whose
+    (p − 1)(s − 1) would fall from 10 to 0); a second run at one (N, D, P_w, seed) is refused by name."""
+    from bitlaws.study import law_fits as la
+
+    rows = [{"n_params": 2e5, "n_tokens": 2e6, "bits_w": b, "seed": s, "loss_val": 3.0 + 0.01 * s + 0.1 / b}
+            for b in (3, 4, 6, 8) for s in range(3)] + [{"n_params": 2e5, "n_tokens": 2e6, "bits_w": 2, "seed": 0,
+                                                          "loss_val": 3.5}]
+    sweep = pd.DataFrame(rows)
+    [(_, inter)] = list(la._p_w_seed_blocks(sweep))
+    assert list(inter.index) == [3, 4, 6, 8] and list(inter.columns) == [0, 1, 2]
+    assert la.p3_precision_seed_anova(sweep)[1] == (4 - 1) * (3 - 1)
+    with pytest.raises(ValueError, match=r"the P_w sweep has 2 runs at design points run twice \(e.g. N = 200000, D = "
+                                         r"2e\+06, P_w = 4, seed 1\); P3's pure error needs one run per"):
+        list(la._p_w_seed_blocks(pd.concat([sweep, sweep[(sweep["bits_w"] == 4) & (sweep["seed"] == 1)]])))
 
 
 def test_p3_lack_of_fit_table_averages_the_residuals_and_its_figure_draws_them():

@@ -199,6 +199,14 @@ def test_the_verdict_reads_only_rows_of_its_training_rows_and_this_version(tmp_p
     tab, why = la.load_p3_power("cpu", df, tmp_path)
     assert tab is None and why.startswith("1 of 2 datasets regenerated for leg (a) gave another point f_w(4) than "
                                           "stored (by up to 0.02, beyond 0.0001)")
+    # the same point f_w(4) (a no-effect dataset's is 1 whichever it is) but rule v6's lack-of-fit p not the stored one
+    legs.unlink()
+    append_rows(legs, [{**leg, "key": la.p3_leg_a_key(x), "sim_id": x, "leg_a_version": la.P3_LEG_A_VERSION,
+                        "inputs_sha256": frame_sha256(df), "test": "pure error", "p_lack_of_fit_v6": 0.3 * (x == "x1")}
+                       for x in ("x0", "x1")], la.P3_LEG_A_COLUMNS, "key")
+    tab, why = la.load_p3_power("cpu", df, tmp_path)
+    assert tab is None and why.startswith("1 of 2 datasets regenerated for leg (a) gave another rule v6's lack-of-fit "
+                                          "p than stored (by up to 0.3, beyond 1e-05)")
     legs.unlink()
     append_rows(legs, [{**leg, "key": la.p3_leg_a_key(x), "sim_id": x, "leg_a_version": la.P3_LEG_A_VERSION,
                         "inputs_sha256": frame_sha256(df), "test": "pure error", "f_w_4_point": 0.5e-4,
@@ -311,6 +319,8 @@ def test_leg_a_is_computed_on_the_dataset_the_power_row_simulated():
     for r, (_, row) in zip(legs, rows.iterrows()):
         assert r["key"] == row["sim_id"] + ":a" + la.P3_LEG_A_VERSION
         assert abs(r["f_w_4_point"] - row["f_w_4_point"]) < 1e-9
+        # rule v6's p's of the regenerated dataset are the stored row's: what tells a no-effect dataset from the next
+        assert abs(r["p_lack_of_fit_v6"] - row["p_lack_of_fit"]) < 1e-9 and abs(r["p_effect_v6"] - row["p_effect"]) < 1e-9
         assert r["test"] == "pure error" and (r["dof_pe"], r["dof_lof"]) == (6.0, 72 - 18 - 2 - 6)
         syn, c, n = pp._dataset(frames, chin, pp.p3_worlds()[row["world"]], noise, 5, 3, 0.004, None)
         want = la.p3_leg_a(syn["neff_w"], syn["chinchilla"], dict(c.params), dict(n.params))
@@ -341,23 +351,21 @@ def _blocks(rng, lack: float = 0.0) -> pd.DataFrame:
 
 @pytest.mark.slow
 def test_leg_a_of_rule_v7_rejects_at_its_size_under_the_law_and_finds_a_lack_of_fit():
-    """Rule v7's leg (a) (law_fits.p3_leg_a) can come out both ways: on 80 datasets drawn from the law itself its
-    lack-of-fit test rejects at its size (5 %; 95 % of such rates fall in 1–11 %) and its effect test finds the
-    precision term in every one; with a 0.03-nat bump at P_w = 6 (3 run σ's, shared by the seeds) it finds the
-    lack of fit in most. v6's test, against the same noise, rejects less often under the law (conservative)."""
+    """Rule v7's leg (a) (law_fits.p3_leg_a) can come out both ways: on 200 datasets drawn from the law itself its
+    lack-of-fit test rejects at its size (5 %: 95 % of such rates over 200 fall in 2–8.5 %) and its effect test
+    finds the precision term in every one; with a 0.03-nat bump at P_w = 6 (3 run σ's, shared by the seeds) it
+    finds the lack of fit in at least 80 % of 40."""
     chin = {k: PC[k] for k in ("A", "B", "E", "alpha", "beta")}
     neff = {"gamma_w": PC["gamma_w"], "n_w": PC["n_w"]}
     rng = np.random.default_rng(11)
-    null, v6, bump = [], [], []
-    for _ in range(80):
+    null, bump = [], []
+    for i in range(200):
         f = _blocks(rng)
         a = la.p3_leg_a(f, f.iloc[:0], chin, neff)
         assert a["test"] == "pure error" and (a["dof_lof"], a["dof_pe"]) == (72 - 18 - 2 - 36, 36.0)
         assert a["p_effect"] < 0.05
         null.append(a["p_lack_of_fit"] < 0.05)
-        var, dof = la.p3_precision_seed_anova(f)
-        v6.append(la.precision_tests(la.within_cell_spread(f, chin, neff), var, dof)["p_lack_of_fit"] < 0.05)
-        bump.append(la.p3_leg_a(_blocks(rng, 0.03), f.iloc[:0], chin, neff)["p_lack_of_fit"] < 0.05)
-    assert 0.01 <= np.mean(null) <= 0.11
+        if i < 40:
+            bump.append(la.p3_leg_a(_blocks(rng, 0.03), f.iloc[:0], chin, neff)["p_lack_of_fit"] < 0.05)
+    assert 0.02 <= np.mean(null) <= 0.085
     assert np.mean(bump) >= 0.8
-    assert np.mean(v6) <= np.mean(null)

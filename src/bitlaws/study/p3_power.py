@@ -147,8 +147,9 @@ def p3_leg_a_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
 
     Yields:
         dicts with the columns of ``law_fits.P3_LEG_A_COLUMNS``, one per row, keyed ``law_fits.p3_leg_a_key``; its
-        ``f_w_4_point`` is the regenerated dataset's, which ``law_fits.load_p3_power`` checks against the stored
-        one (``law_fits.P3_LEG_A_POINT_TOL``).
+        ``f_w_4_point`` and rule v6's ``p_effect_v6``, ``p_lack_of_fit_v6`` are the regenerated dataset's, which
+        ``law_fits.load_p3_power`` checks against the stored row's (``law_fits.P3_LEG_A_POINT_TOL``,
+        ``P3_LEG_A_P_TOL``): the p's tell datasets apart where f_w(4) cannot (1 exactly in the no-effect world).
 
     Raises:
         ValueError: a row of an unknown world or noise, or of the world ``ours`` without ``ours``.
@@ -167,10 +168,15 @@ def p3_leg_a_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
         syn, chin, neff = _dataset(frames, chinchilla, every[str(r.world)], noise, int(r.rng), int(r.dataset),
                                    float(r.seed_sd), stage_sd if str(r.noise) == "residual" else None)
         leg = la.p3_leg_a(syn["neff_w"], syn["chinchilla"], dict(chin.params), dict(neff.params))
+        # rule v6's p's as p3_power_rows computed them: with the point f_w(4), the check that this is the stored dataset
+        v6 = la.precision_tests(la.within_cell_spread(syn["neff_w"], dict(chin.params), dict(neff.params)),
+                                *la.p3_run_noise(syn["neff_w"], syn["chinchilla"])[:2])
         yield {"key": la.p3_leg_a_key(str(r.sim_id)), "sim_id": str(r.sim_id), "leg_a_version": la.P3_LEG_A_VERSION,
                "f_w_4_point": float(forms.precision_factor(4.0, neff.params["gamma_w"], neff.params["n_w"])),
+               "p_effect_v6": float(v6["p_effect"]), "p_lack_of_fit_v6": float(v6["p_lack_of_fit"]),
                "test": leg["test"], **{k: float(leg[k]) for k in ("f_effect", "p_effect", "f_lack_of_fit",
-                                                                   "p_lack_of_fit", "dof_effect", "dof_lof", "dof_pe")},
+                                                                   "p_lack_of_fit", "dof_effect", "dof_lof", "dof_pe",
+                                                                   "gamma_w", "n_w")},
                "inputs_sha256": inputs_sha256, "git_sha": git_sha(),
                "timestamp": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 

@@ -515,16 +515,22 @@ def how_sure(verdict: Any) -> str:
     if verdict.verdict in ("partly", "not reproduced") and own is not None:
         line += f"; this grade's own power on our design: {_rate_with_interval(own, details)}"
     elif verdict.verdict in ("inconclusive", "partly", "not reproduced") and power is not None:
-        line += f"; the rule's power {against} on our design: {_rate_with_interval(power, details)}"
+        line += (f"; the rule's power {against} on our design: "
+                 f"{_rate_with_interval(power, details, 'power_n' if not isinstance(method, str) else None)}")
     return _plain_subscripts(line + ".")
 
 
-def _rate_with_interval(rate: float, details: Mapping[str, Any]) -> str:
+def _rate_with_interval(rate: float, details: Mapping[str, Any], n_key: str | None = None) -> str:
     """``"55 % [48, 61]"``: a simulated rate with its 95 % Monte Carlo interval over the datasets the details name
-    (``n_sim``, else ``n_sim_residual``: the one of which the rate is a whole share); the point alone where none
-    fits. The interval is Wilson's score interval, the one ``claims.mc_interval`` prints and whose lower end
-    ``claims.gate_value`` reads, in closed form here (this module cannot import ``claims``, which imports it)."""
-    for key in ("n_sim", "n_sim_residual"):
+    (``n_key`` where given and present, e.g. P3's ``power_n``, the datasets behind its ``power``, which is a whole
+    share of both its worlds' counts; else ``n_sim``, else ``n_sim_residual``: the one of which the rate is a whole
+    share); the point alone where none fits. The interval is Wilson's score interval, the one
+    ``claims.mc_interval`` prints and whose lower end ``claims.gate_value`` reads, in closed form here (this module
+    cannot import ``claims``, which imports it)."""
+    keys = ("n_sim", "n_sim_residual")
+    if n_key is not None and _number(details, n_key) is not None:
+        keys = (n_key,)
+    for key in keys:
         n = _number(details, key)
         if n is not None and n >= 1 and abs(rate * n - round(rate * n)) < 1e-6:
             z = 1.959963984540054  # the standard normal's 97.5 % quantile
