@@ -369,3 +369,20 @@ def test_leg_a_of_rule_v7_rejects_at_its_size_under_the_law_and_finds_a_lack_of_
             bump.append(la.p3_leg_a(_blocks(rng, 0.03), f.iloc[:0], chin, neff)["p_lack_of_fit"] < 0.05)
     assert 0.02 <= np.mean(null) <= 0.085
     assert np.mean(bump) >= 0.8
+
+
+def test_the_least_squares_refit_leaves_the_precision_blind_plateau_from_its_other_starts(monkeypatch):
+    """On the stored no-effect dataset 1 (seed noise) the stage's fit sits at the plateau's corner (γ_w, n_w at
+    their floors), and a least-squares refit started there alone stays above the minimum that
+    law_fits.P3_LS_STARTS reach; the multistart keeps the lowest sum of squares (a referee found this dataset)."""
+    from bitlaws.study.compute_optimal import p6_seed_sd, simulation_design
+
+    d = simulation_design("cpu", None, "test", "seed", ("neff_w",))
+    syn, chin, neff = pp._dataset(d["frames"], d["chin"], pp.p3_worlds()["no_effect"], d["inputs"][0], 0, 1,
+                                  p6_seed_sd(d["inputs"], "seed"), None)
+    assert (neff.params["gamma_w"], neff.params["n_w"]) == (pytest.approx(0.05), pytest.approx(-5.0))
+    both = la.p3_pure_error_lack_of_fit(syn["neff_w"], dict(chin.params), dict(neff.params))
+    monkeypatch.setattr(la, "P3_LS_STARTS", ())
+    alone = la.p3_pure_error_lack_of_fit(syn["neff_w"], dict(chin.params), dict(neff.params))
+    assert both["ss"] < alone["ss"] * (1 - 1e-4)
+    assert both["f"] < alone["f"]  # the stuck fit's extra sum of squares reads as lack of fit

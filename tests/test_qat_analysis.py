@@ -545,11 +545,12 @@ def test_verdict_lines_quote_grade_ours_and_reason():
                 "", {"f_a_4": 0.53, "f_a_4_lo": 0.33, "f_a_4_hi": 0.72, "paper_f_a_4": 0.33,
                      "power_gate_value": 0.48})
     lead, folded = qa.verdict_markdown(v).split("\n\n", 1)
-    # one sentence: the grade, the key number against the paper's, how sure; the verdict's own words folded
+    # one sentence: the grade, the key number against the paper's, how sure; the verdict's own words folded (their
+    # plain subscripts set as the lead sets them)
     assert lead == ("**P4, partly.** f<sub>a</sub>(4) (the most sensitive): ours 0.53 [0.33, 0.72], the paper's "
                     "0.33. The rule met some of its tests and not others; this grade's own power on our design: 48 %.")
     assert folded == ("```{dropdown} P4 in full: what we measured, and why this grade\n"
-                      "*Here:* f_a \\< f_kv \\< f_w.\n\n*Why:* the order holds in 90 %.\n```")
+                      "*Here:* f<sub>a</sub> \\< f<sub>kv</sub> \\< f<sub>w</sub>.\n\n*Why:* the order holds in 90 %.\n```")
     empty = Verdict("P10", "pending", "FP beats INT", "", "no runs yet", "", "", {})
     assert qa.verdict_markdown(empty).startswith("**P10, pending.** ")
     assert "*Why:* no runs yet." in qa.verdict_markdown(empty)

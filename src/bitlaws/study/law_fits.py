@@ -1343,7 +1343,8 @@ def p3_pure_error_lack_of_fit(frame: pd.DataFrame, chinchilla: Mapping[str, floa
     Returns:
         ``f``, ``p``, ``dof_lof``, ``dof_pe``, ``ss_lof``, ``ss_pe``, ``ss`` [nats²] (of the least-squares fit's
         centred residuals), ``gamma_w``, ``n_w`` (that fit), ``ss_data``, ``f_effect``, ``p_effect`` (on 2 and
-        ν degrees of freedom), ``gg_epsilon``, ``p_gg``; NaN where no cell has a block or no degree of freedom is
+        ν degrees of freedom), ``gg_epsilon``, ``p_gg``, ``pe_sd_min``, ``pe_sd_max`` (the smallest and largest
+        cell's pure-error SD [nats/byte]); NaN where no cell has a block or no degree of freedom is
         left for lack of fit (the effect's F needs only ν > 0).
 
     Raises:
@@ -1385,7 +1386,12 @@ def _p3_pure_error_parts(frame: pd.DataFrame, chinchilla: Mapping[str, float], n
                                      xtol=1e-15, gtol=1e-15, max_nfev=2000)
         if fit is None or one.cost < fit.cost * (1 - 1e-9):  # a start that merely reaches the same floor: the first
             fit = one
-    r = resid(fit.x)
+    if fit is None:  # the law undefined at every start: no fit, no test
+        theta = np.full(2, np.nan)
+        r = np.full(len(f), np.nan)
+    else:
+        theta = fit.x
+        r = resid(theta)
     pe = np.zeros(len(f))
     dof_pe = 0.0
     inters = []
@@ -1399,11 +1405,14 @@ def _p3_pure_error_parts(frame: pd.DataFrame, chinchilla: Mapping[str, float], n
     dof_lof = nu - dof_pe
     out = {"dof_lof": float(dof_lof), "dof_pe": float(dof_pe), "ss": float((r ** 2).sum()),
            "ss_pe": float((pe ** 2).sum()), "ss_lof": float((lof ** 2).sum()),
-           "gamma_w": float(fit.x[0]), "n_w": float(fit.x[1]), "f": math.nan, "p": math.nan,
+           "gamma_w": float(theta[0]), "n_w": float(theta[1]), "f": math.nan, "p": math.nan,
            "ss_data": float((y ** 2).sum()), "f_effect": math.nan, "p_effect": math.nan}
     if nu > 0 and out["ss"] > 0:
         out["f_effect"] = float(((out["ss_data"] - out["ss"]) / 2) / (out["ss"] / nu))
         out["p_effect"] = float(stats.f.sf(out["f_effect"], 2, nu))
+    # each cell's own pure-error SD: the F reference assumes one variance across cells as well as across P_w
+    cell_sd = [math.sqrt(float((b.to_numpy(float) ** 2).sum()) / ((b.shape[0] - 1) * (b.shape[1] - 1))) for b in inters]
+    out["pe_sd_min"], out["pe_sd_max"] = (min(cell_sd), max(cell_sd)) if cell_sd else (math.nan, math.nan)
     out["gg_epsilon"] = _greenhouse_geisser(inters)
     out["p_gg"] = math.nan
     if dof_pe > 0 and dof_lof > 0 and out["ss_pe"] > 0:
@@ -1526,16 +1535,18 @@ def p3_leg_a(sweep: pd.DataFrame, hp: pd.DataFrame, chinchilla: Mapping[str, flo
                 "f_lack_of_fit": by_p["f"], "p_lack_of_fit": by_p["p"],
                 "dof_effect": by_p["dof_lof"] + by_p["dof_pe"], "dof_lof": by_p["dof_lof"], "dof_pe": by_p["dof_pe"],
                 "gamma_w": by_p["gamma_w"], "n_w": by_p["n_w"], "gg_epsilon": by_p["gg_epsilon"],
-                "p_gg": by_p["p_gg"]}
+                "p_gg": by_p["p_gg"], "pe_sd_min": by_p["pe_sd_min"], "pe_sd_max": by_p["pe_sd_max"]}
     why = ("no (N, D) cell has a complete P_w × seed block (two seeds run at two P_w)" if by_p["dof_pe"] <= 0 else
-           "no degree of freedom is left for lack of fit" if by_p["dof_lof"] <= 0 else "the pure error is zero")
+           "no degree of freedom is left for lack of fit" if by_p["dof_lof"] <= 0 else
+           "the pure error is zero" if by_p["ss_pe"] <= 0 else
+           "the least-squares refit found no finite fit (the law undefined at every start)")
     var, dof, source = p3_run_noise(sweep, hp)
     tests = precision_tests(within_cell_spread(sweep, chinchilla, neff), var, dof)
     return {"test": "rule v6's σ_e" if source != "none" else "none", "why": why, "f_effect": tests["f_effect"],
             "p_effect": tests["p_effect"], "f_lack_of_fit": tests["f_lack_of_fit"],
             "p_lack_of_fit": tests["p_lack_of_fit"], "dof_effect": tests["dof_resid"],
             "dof_lof": tests["dof_resid"], "dof_pe": tests["dof_seed"], "gamma_w": math.nan, "n_w": math.nan,
-            "gg_epsilon": math.nan, "p_gg": math.nan}
+            "gg_epsilon": math.nan, "p_gg": math.nan, "pe_sd_min": math.nan, "pe_sd_max": math.nan}
 
 
 def p3_decision(p_effect: float, p_lack_of_fit: float, lo: float, hi: float, se_lo: float = 0.0,
@@ -1602,8 +1613,9 @@ P3_LEG_A_COLUMNS = ["key", "sim_id", "leg_a_version", "f_w_4_point", "p_effect_v
                     "f_effect", "p_effect", "f_lack_of_fit", "p_lack_of_fit", "dof_effect", "dof_lof", "dof_pe",
                     "gamma_w", "n_w", "inputs_sha256", "git_sha", "timestamp"]
 # How far a regenerated dataset's point f_w(4) and rule v6's p's may lie from the stored row's for it to count as
-# the stored dataset: another machine's arithmetic moves them by ~1e-8. Another dataset moves the p's by 0.01–0.2;
-# its f_w(4) by 1e-3–0.08, but not at all in the no-effect world (f_w(4) = 1 exactly in many), so the p's are read.
+# the stored dataset: a rerun moves them by up to ~1e-6 (the robust fits' stopping). Another dataset moves the
+# lack-of-fit p by 6e-4 or more; its f_w(4) by 1e-3–0.08, but not at all between many no-effect datasets (f_w(4) = 1
+# exactly in 22 of 60), so the p's are read.
 P3_LEG_A_POINT_TOL = 1e-4
 P3_LEG_A_P_TOL = 1e-5
 
@@ -1845,8 +1857,14 @@ def _p3_leg_a_text(leg: Mapping, v6: Mapping, p_lof_pooled: float, graded: Mappi
              f"against the pooled seed σ: p = {p_lof_pooled:.2g}")
     if leg["test"] == "pure error":
         gg = (f"; with the Greenhouse–Geisser correction for noise whose variance or correlation differs across "
-              f"P_w (ε = {leg['gg_epsilon']:.2f}, both degrees of freedom scaled by it), p = {leg['p_gg']:.2g}"
-              if math.isfinite(leg.get("p_gg", math.nan)) else "")
+              f"P_w (ε = {leg['gg_epsilon']:.2f}, both degrees of freedom scaled by it; estimated from the blocks' "
+              "few seeds, ε runs low even where the noise is alike, so this p is a conservative bound), p = "
+              f"{leg['p_gg']:.2g}"
+              if math.isfinite(leg.get("p_gg", math.nan)) else
+              "; no Greenhouse–Geisser correction (the cells' blocks hold different P_w)")
+        gg += (f"; the F reference also assumes one variance across the (N, D) cells, whose pure-error SDs run from "
+               f"{leg['pe_sd_min']:.4f} to {leg['pe_sd_max']:.4f} nats/byte, so p is approximate"
+               if math.isfinite(leg.get("pe_sd_min", math.nan)) else "")
         return (f"leg (a), on the law refitted by least squares to the centred losses (γ_w = {leg['gamma_w']:.2f}, "
                 f"n_w = {leg['n_w']:.2f} against the graded fit's {graded['gamma_w']:.2f}, {graded['n_w']:.2f}: the "
                 "stage's fit minimises a robust loss, whose F's have no reference distribution): the precision term "
@@ -2014,8 +2032,8 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
                 "v6's grade: v6's lack-of-fit F set the law's residual variance, which holds the pure error, against "
                 "that pure error, so under the law it rarely rejected (conservative); v6's decision grades these rows "
               + (f"{dec_v6['grade']} too" if dec_v6["grade"] == dec["grade"] else dec_v6["grade"])
-              + "; both tests assume one noise variance across P_w, and the lack-of-fit p with the Greenhouse–Geisser "
-                "correction is printed beside it; the effect's F reference is conservative where the precision-blind "
+              + "; both tests assume one noise variance across P_w and (N, D) cells, and the lack-of-fit p with the "
+                "Greenhouse–Geisser correction is printed beside it; the effect's F reference is conservative where the precision-blind "
                 "law sits at the edge of the law's constants"
               + (f" (in the no-effect world it finds an effect in {rate_text({'power': summary['null_effect'], 'n_sim': summary['n_null']})} "
                  "of the datasets)" if summary and math.isfinite(summary.get("null_effect", math.nan)) else "")
@@ -2048,7 +2066,7 @@ def verdict_p3(fits: Mapping[str, dict], profile: str, df: pd.DataFrame | None =
     if leg["test"] == "pure error":
         names = {"f_lack_of_fit": "f_lack_of_fit_pure_error", "p_lack_of_fit": "p_lack_of_fit_pure_error",
                  "dof_lof": "dof_lack_of_fit", "dof_pe": "dof_pure_error", "gg_epsilon": "gg_epsilon",
-                 "p_gg": "p_lack_of_fit_gg"}
+                 "p_gg": "p_lack_of_fit_gg", "pe_sd_min": "pure_error_sd_min", "pe_sd_max": "pure_error_sd_max"}
         det.update({name: leg[k] for k, name in names.items()})
     _, det["f_w_4_stage_lo"], det["f_w_4_stage_hi"] = _ci_of(rec, "f_4bits")
     for key in ("gamma_w", "n_w"):  # the stage bootstrap's intervals the text prints (read from the fit record)

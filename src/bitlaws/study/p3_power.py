@@ -149,7 +149,7 @@ def p3_leg_a_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
         dicts with the columns of ``law_fits.P3_LEG_A_COLUMNS``, one per row, keyed ``law_fits.p3_leg_a_key``; its
         ``f_w_4_point`` and rule v6's ``p_effect_v6``, ``p_lack_of_fit_v6`` are the regenerated dataset's, which
         ``law_fits.load_p3_power`` checks against the stored row's (``law_fits.P3_LEG_A_POINT_TOL``,
-        ``P3_LEG_A_P_TOL``): the p's tell datasets apart where f_w(4) cannot (1 exactly in the no-effect world).
+        ``P3_LEG_A_P_TOL``): the p's tell datasets apart where f_w(4) cannot (1 exactly in many no-effect datasets).
 
     Raises:
         ValueError: a row of an unknown world or noise, or of the world ``ours`` without ``ours``.

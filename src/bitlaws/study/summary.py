@@ -311,7 +311,7 @@ _LEGEND = ("Ours: our value [its 95 % interval from the pipeline bootstrap]; P2'
            "sets the unit-free ones side by side, N's exponent in D_crit and its growth per bit of P_post; the "
            "grade reads the observed turn-up, whose grid step is in the verdict's text); P3's key number is leg (b), "
            "f_w(4) against the paper's (leg (a), the N_eff form's lack of fit at fixed N, D, is in the reason; the rule counts an unresolved leg as not met); P5's a t-interval on the factorial's within-seed σ̂ (its paper value is the "
-           "paper's law, κ = 1/T with T = A·N^−α from our Chinchilla fit at the factorial's N; κ < 0: the effects "
+           "paper's law, κ = 1/T with T = A·N<sup>−α</sup> from our Chinchilla fit at the factorial's N; κ < 0: the effects "
            "add up to less than their sum), P9's a t-interval over the model sizes of the matched grid (its paper "
            "value is Eq. 9 over Eq. 2 on the same units at C_w = 1, Eq. 10's case, and in brackets over C_w from 0.5 "
            "to 2.15, as the paper prints no C_w), "
@@ -569,7 +569,8 @@ def verdict_markdown(verdict: Any, key: bool = True) -> str:
                 + "\n".join(f"- {_full_stop(line)}" for line in ours + why[1:]))
     else:
         full = f"*Here:* {_full_stop(v.ours or '')}\n\n*Why:* {_full_stop(v.reason or '')}"
-    return f"{lead}\n\n```{{dropdown}} {c} in full: what we measured, and why this grade\n{full}\n```"
+    # the verdict's own words, with each symbol's plain subscript as the lead sets it (f_w(4) → f<sub>w</sub>(4))
+    return f"{lead}\n\n```{{dropdown}} {c} in full: what we measured, and why this grade\n{_plain_subscripts(full)}\n```"
 
 
 def _lines(text: str | None) -> list[str]:
