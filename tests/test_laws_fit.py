@@ -675,6 +675,9 @@ def test_p3_lack_of_fit_table_averages_the_residuals_and_its_figure_draws_them()
     tab2, test2 = la.p3_lack_of_fit_table(f.assign(loss_val=f["loss_val"] + 0.02 * bump), chin, truth)
     top = tab2.loc[tab2["residual"].abs().idxmax()]
     assert (top["n_params"], top["n_tokens"], top["bits_w"]) == (SIZES[1], BUDGETS[0], 6) and test2["p"] < 0.05
+    empty, none = la.p3_lack_of_fit_table(f, chin, None)  # a profile without the neff_w fit: nothing to draw
+    assert empty.empty and none == {}
+    assert figures.laws.p3_lack_of_fit_figure(empty, none).axes[0].texts[0].get_text() == "no fitted P_w sweep for this profile"
     fig = figures.laws.p3_lack_of_fit_figure(tab2, test2)
     assert len(fig.axes) == 2 and all(len(ax.containers) == 2 for ax in fig.axes)  # sizes × budgets' error bars
     assert fig._suptitle.get_text().startswith(f"Lack of fit against pure error: F = {test2['f']:.2f} on (")
@@ -888,8 +891,8 @@ def test_verdicts_markdown_tabulates_the_claims_and_their_reasons():
          "P5": Verdict("P5", "pending", "product of marginals", "", "no joint runs", "", "", {})}
     assert lfs.verdicts_markdown(v, ("P3", "P5")).splitlines() == [
         "| claim | the paper | key number: paper / ours | verdict |", "|---|---|---|---|",
-        "| P3 | f_w(4) = 0.70 | f_w(4) = N_eff/N with 4-bit weights (leg b; leg a, the N_eff form's lack of fit, in "
-        "why): — / — | **partly** |",
+        "| P3 | f<sub>w</sub>(4) = 0.70 | f<sub>w</sub>(4) = N<sub>eff</sub>/N with 4-bit weights (leg b; leg a, the "
+        "N<sub>eff</sub> form's lack of fit, in why): — / — | **partly** |",
         "| P5 | product of marginals | κ = 1/T (0 = add, \\< 0 = less than add): — / — | **pending** |", "",
         "**P3, partly.** The rule met some of its tests and not others.", "",
         "```{dropdown} P3 in full: what we measured, and why this grade", "*Here:* 0.96.", "", "*Why:* outside the interval.",

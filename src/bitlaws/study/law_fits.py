@@ -1463,8 +1463,11 @@ def p3_lack_of_fit_table(frame: pd.DataFrame, chinchilla: Mapping[str, float], n
     Returns:
         (one row per (``n_params``, ``n_tokens``, ``bits_w``) with ``seeds`` (runs), ``residual`` [nats/byte] and
         ``se`` [nats/byte; NaN without a pure error], sorted; the test's statistics, as
-        :func:`p3_pure_error_lack_of_fit` returns them).
+        :func:`p3_pure_error_lack_of_fit` returns them); an empty table and ``{}`` without a sweep or without the
+        fits (``chinchilla`` or ``neff`` None: a profile whose stages are not fitted).
     """
+    if chinchilla is None or neff is None or not len(frame):
+        return pd.DataFrame(columns=["n_params", "n_tokens", "bits_w", "seeds", "residual", "se"]), {}
     test, f, r = _p3_pure_error_parts(frame, chinchilla, neff)
     ms_pe = test["ss_pe"] / test["dof_pe"] if test["dof_pe"] > 0 else math.nan
     tab = (f.assign(residual=r).groupby(["n_params", "n_tokens", "bits_w"], as_index=False)

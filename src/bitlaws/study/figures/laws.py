@@ -144,7 +144,7 @@ def p3_lack_of_fit_figure(table, test):
     fig, axes = plt.subplots(1, max(1, len(sizes)), sharey=True, squeeze=False, figsize=(9, 3.4))
     axes = axes[0]
     if not sizes:
-        axes[0].text(0.5, 0.5, "no P_w sweep for this profile", ha="center", va="center",
+        axes[0].text(0.5, 0.5, "no fitted P_w sweep for this profile", ha="center", va="center",
                      transform=axes[0].transAxes)
     budgets = sorted(table["n_tokens"].unique()) if len(table) else []
     ticks = sorted(table["bits_w"].unique()) if len(table) else []
