@@ -1507,6 +1507,16 @@ def p3_run_noise(sweep: pd.DataFrame, hp: pd.DataFrame) -> tuple[float, float, s
 P3_LEG_A_TESTS = ("pure error", "rule v6's σ_e", "none")
 
 
+def p3_leg_a_v6(sweep: pd.DataFrame, hp: pd.DataFrame, chinchilla: Mapping[str, float], neff: Mapping[str, float]
+                ) -> dict:
+    """Rule v6's leg (a) (written in v5): :func:`precision_tests` of the stage's fit (``within_cell_spread``) against
+    σ_e of :func:`p3_run_noise`, with ``source``, the estimate σ_e came from. What the power simulation stored per
+    dataset, what :func:`p3_leg_a` falls back to without a pure error, and the check that a regenerated dataset is
+    the stored one (``p3_power.p3_leg_a_rows``)."""
+    var, dof, source = p3_run_noise(sweep, hp)
+    return {**precision_tests(within_cell_spread(sweep, chinchilla, neff), var, dof), "source": source}
+
+
 def p3_leg_a(sweep: pd.DataFrame, hp: pd.DataFrame, chinchilla: Mapping[str, float], neff: Mapping[str, float]
              ) -> dict:
     """Leg (a) of P3's rule v7: does the N_eff law explain the loss differences between training precisions at
@@ -1543,9 +1553,8 @@ def p3_leg_a(sweep: pd.DataFrame, hp: pd.DataFrame, chinchilla: Mapping[str, flo
            "no degree of freedom is left for lack of fit" if by_p["dof_lof"] <= 0 else
            "the pure error is zero" if by_p["ss_pe"] <= 0 else
            "the least-squares refit found no finite fit (the law undefined at every start)")
-    var, dof, source = p3_run_noise(sweep, hp)
-    tests = precision_tests(within_cell_spread(sweep, chinchilla, neff), var, dof)
-    return {"test": "rule v6's σ_e" if source != "none" else "none", "why": why, "f_effect": tests["f_effect"],
+    tests = p3_leg_a_v6(sweep, hp, chinchilla, neff)
+    return {"test": "rule v6's σ_e" if tests["source"] != "none" else "none", "why": why, "f_effect": tests["f_effect"],
             "p_effect": tests["p_effect"], "f_lack_of_fit": tests["f_lack_of_fit"],
             "p_lack_of_fit": tests["p_lack_of_fit"], "dof_effect": tests["dof_resid"],
             "dof_lof": tests["dof_resid"], "dof_pe": tests["dof_seed"], "gamma_w": math.nan, "n_w": math.nan,

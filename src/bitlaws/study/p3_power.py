@@ -117,8 +117,7 @@ def p3_power_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
         if len(f4s) >= 2:
             lo, hi = (float(v) for v in np.percentile(f4s, [2.5, 97.5]))
             se_lo, se_hi = la._percentile_mc_se(f4s, (2.5, 97.5))
-        spread = la.within_cell_spread(syn["neff_w"], dict(chin.params), dict(neff.params))
-        tests = la.precision_tests(spread, *la.p3_run_noise(syn["neff_w"], syn["chinchilla"])[:2])
+        tests = la.p3_leg_a_v6(syn["neff_w"], syn["chinchilla"], dict(chin.params), dict(neff.params))
         dec = la.p3_decision(tests["p_effect"], tests["p_lack_of_fit"], lo, hi, se_lo, se_hi)
         yield {"sim_id": la.p3_sim_id(w, label, seed, k, seed_sd, n_boot, inputs_sha256), "world": w,
                "noise": label, "rng": int(seed), "dataset": k, "seed_sd": float(seed_sd), "n_boot": int(n_boot),
@@ -169,8 +168,7 @@ def p3_leg_a_rows(frames: Mapping[str, pd.DataFrame], chinchilla: Mapping[str, f
                                    float(r.seed_sd), stage_sd if str(r.noise) == "residual" else None)
         leg = la.p3_leg_a(syn["neff_w"], syn["chinchilla"], dict(chin.params), dict(neff.params))
         # rule v6's p's as p3_power_rows computed them: with the point f_w(4), the check that this is the stored dataset
-        v6 = la.precision_tests(la.within_cell_spread(syn["neff_w"], dict(chin.params), dict(neff.params)),
-                                *la.p3_run_noise(syn["neff_w"], syn["chinchilla"])[:2])
+        v6 = la.p3_leg_a_v6(syn["neff_w"], syn["chinchilla"], dict(chin.params), dict(neff.params))
         yield {"key": la.p3_leg_a_key(str(r.sim_id)), "sim_id": str(r.sim_id), "leg_a_version": la.P3_LEG_A_VERSION,
                "f_w_4_point": float(forms.precision_factor(4.0, neff.params["gamma_w"], neff.params["n_w"])),
                "p_effect_v6": float(v6["p_effect"]), "p_lack_of_fit_v6": float(v6["p_lack_of_fit"]),
@@ -186,7 +184,7 @@ def write_p3_leg_a(profile: str = "cpu", root: str | os.PathLike | None = None, 
     """Leg (a) of P3's rule v7 on every stored power dataset made from the rows read now (or on ``sim_ids`` of
     them) that has none yet, appended to ``<root>/checks/<profile>/p3_leg_a.csv`` as each finishes
     (``store.append_rows``, keyed by ``law_fits.p3_leg_a_key``: a rerun resumes, two processes may write at once).
-    About half a second a dataset (two point fits and the tests, no bootstrap).
+    One to a few seconds a dataset (two point fits, the multistart refit and the tests, no bootstrap).
 
     Raises:
         ValueError: no power rows of this version made from these rows (run :func:`write_p3_power`), or
